@@ -1,0 +1,24 @@
+//! The event file format written by the probe (one file per process) and by the
+//! doctor's NVML sampler, read back by the analysis.
+//!
+//! A file is a versioned header followed by append-only, length-prefixed and
+//! checksummed records, so a file cut short by a crashed rank is still readable
+//! up to its last complete record. The layout is documented in `docs/event-format.md`.
+//!
+//! This crate has one small dependency (crc32fast) because it is linked into the
+//! probe that runs inside the training process.
+
+mod codec;
+mod file;
+mod record;
+
+pub use codec::DecodeError;
+pub use file::{
+    FileHeader, ReadOutcome, Reader, Tail, encode_header, encode_record, read_file_bytes,
+    FORMAT_VERSION, MAGIC, MAX_RECORD_LEN,
+};
+pub use record::{
+    UNKNOWN_BYTES, MemEffect, ActivityState, ContextCreated, KernelFirstLaunch, LibraryName, LocalMemoryGrowth, Marker,
+    MemApi, MemCall, ModuleLoad, Notice, NoticeLevel, NvmlDeviceSample, NvmlProcessSample,
+    ProbeCost, Record, RecordsDropped,
+};

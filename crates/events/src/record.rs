@@ -1,0 +1,326 @@
+//! The records a probe or sampler can write. Each record is small and flat so that
+//! the probe can encode it without allocation-heavy machinery.
+
+/// A driver API entry point the probe tracks. Stored as a `u16` so that new entry
+/// points can be added without changing the format version; unknown codes decode
+/// as [`MemApi::Unknown`] and are still counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemApi {
+    MemAlloc,
+    MemAllocPitch,
+    MemAllocManaged,
+    MemAllocAsync,
+    MemAllocFromPoolAsync,
+    MemCreate,
+    MemRelease,
+    MemMap,
+    MemUnmap,
+    MemFree,
+    MemFreeAsync,
+    MemHostAlloc,
+    MemAllocHost,
+    MemHostRegister,
+    MemFreeHost,
+    MemHostUnregister,
+    ModuleLoad,
+    ModuleLoadData,
+    ModuleLoadDataEx,
+    ModuleLoadFatBinary,
+    LibraryLoadData,
+    LibraryLoadFromFile,
+    ModuleUnload,
+    LibraryUnload,
+    CtxCreate,
+    PrimaryCtxRetain,
+    Unknown(u16),
+}
+
+/// What a tracked call does to memory, which is what the analysis needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemEffect {
+    /// Takes device memory (`address` is the pointer or, for `cuMemCreate`, the handle).
+    DeviceAlloc,
+    /// Gives device memory back (matched by `address`).
+    DeviceFree,
+    /// Takes pinned host memory.
+    HostAlloc,
+    /// Gives pinned host memory back.
+    HostFree,
+    /// Maps or unmaps an existing allocation; no physical memory changes.
+    Mapping,
+    /// Loads or unloads device code.
+    Module,
+    /// Creates or retains a CUDA context.
+    Context,
+    /// An entry point this reader does not know.
+    Unknown,
+}
+
+const API_TABLE: &[(MemApi, u16, &str, MemEffect)] = &[
+    (MemApi::MemAlloc, 1, "cuMemAlloc", MemEffect::DeviceAlloc),
+    (MemApi::MemAllocPitch, 2, "cuMemAllocPitch", MemEffect::DeviceAlloc),
+    (MemApi::MemAllocManaged, 3, "cuMemAllocManaged", MemEffect::DeviceAlloc),
+    (MemApi::MemAllocAsync, 4, "cuMemAllocAsync", MemEffect::DeviceAlloc),
+    (MemApi::MemAllocFromPoolAsync, 5, "cuMemAllocFromPoolAsync", MemEffect::DeviceAlloc),
+    (MemApi::MemCreate, 6, "cuMemCreate", MemEffect::DeviceAlloc),
+    (MemApi::MemRelease, 7, "cuMemRelease", MemEffect::DeviceFree),
+    (MemApi::MemMap, 8, "cuMemMap", MemEffect::Mapping),
+    (MemApi::MemUnmap, 9, "cuMemUnmap", MemEffect::Mapping),
+    (MemApi::MemFree, 10, "cuMemFree", MemEffect::DeviceFree),
+    (MemApi::MemFreeAsync, 11, "cuMemFreeAsync", MemEffect::DeviceFree),
+    (MemApi::MemHostAlloc, 12, "cuMemHostAlloc", MemEffect::HostAlloc),
+    (MemApi::MemAllocHost, 13, "cuMemAllocHost", MemEffect::HostAlloc),
+    (MemApi::MemHostRegister, 14, "cuMemHostRegister", MemEffect::HostAlloc),
+    (MemApi::MemFreeHost, 15, "cuMemFreeHost", MemEffect::HostFree),
+    (MemApi::MemHostUnregister, 16, "cuMemHostUnregister", MemEffect::HostFree),
+    (MemApi::ModuleLoad, 17, "cuModuleLoad", MemEffect::Module),
+    (MemApi::ModuleLoadData, 18, "cuModuleLoadData", MemEffect::Module),
+    (MemApi::ModuleLoadDataEx, 19, "cuModuleLoadDataEx", MemEffect::Module),
+    (MemApi::ModuleLoadFatBinary, 20, "cuModuleLoadFatBinary", MemEffect::Module),
+    (MemApi::LibraryLoadData, 21, "cuLibraryLoadData", MemEffect::Module),
+    (MemApi::LibraryLoadFromFile, 22, "cuLibraryLoadFromFile", MemEffect::Module),
+    (MemApi::ModuleUnload, 23, "cuModuleUnload", MemEffect::Module),
+    (MemApi::LibraryUnload, 24, "cuLibraryUnload", MemEffect::Module),
+    (MemApi::CtxCreate, 25, "cuCtxCreate", MemEffect::Context),
+    (MemApi::PrimaryCtxRetain, 26, "cuDevicePrimaryCtxRetain", MemEffect::Context),
+];
+
+impl MemApi {
+    /// Every known entry point, for the probe's subscription table and for tests.
+    pub fn all() -> impl Iterator<Item = MemApi> {
+        API_TABLE.iter().map(|row| row.0)
+    }
+
+    /// The stable on-disk code.
+    pub fn code(self) -> u16 {
+        match self {
+            MemApi::Unknown(code) => code,
+            known => API_TABLE.iter().find(|row| row.0 == known).map_or(0, |row| row.1),
+        }
+    }
+
+    /// Decodes an on-disk code; codes from newer probes become `Unknown`.
+    pub fn from_code(code: u16) -> MemApi {
+        API_TABLE
+            .iter()
+            .find(|row| row.1 == code)
+            .map_or(MemApi::Unknown(code), |row| row.0)
+    }
+
+    /// The driver API family name, as users know it from CUDA docs and traces.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemApi::Unknown(_) => "unknown-api",
+            known => API_TABLE.iter().find(|row| row.0 == known).map_or("unknown-api", |row| row.2),
+        }
+    }
+
+    /// What the call does to memory.
+    pub fn effect(self) -> MemEffect {
+        match self {
+            MemApi::Unknown(_) => MemEffect::Unknown,
+            known => API_TABLE
+                .iter()
+                .find(|row| row.0 == known)
+                .map_or(MemEffect::Unknown, |row| row.3),
+        }
+    }
+}
+
+/// Marks "not measured" in the free/total fields of a [`MemCall`].
+pub const UNKNOWN_BYTES: u64 = u64::MAX;
+
+/// One tracked driver call, with the device's free memory around it so that the
+/// exposure (headroom at that instant) and the call's real device cost are known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemCall {
+    pub t_start: u64,
+    pub t_end: u64,
+    pub api: MemApi,
+    pub thread: u32,
+    /// CUDA device ordinal of the current context, or -1.
+    pub device: i32,
+    /// Requested bytes (0 for frees, mapping and module calls).
+    pub bytes: u64,
+    /// Device pointer, host pointer or allocation handle the call produced or consumed.
+    pub address: u64,
+    /// CUresult returned by the call (0 = success, 2 = out of memory).
+    pub result: u32,
+    /// Id of the calling library (see [`LibraryName`]); 0 when the caller was not found.
+    pub library: u32,
+    pub free_before: u64,
+    pub free_after: u64,
+    pub total: u64,
+}
+
+/// Interns a calling library path; written once, before the first record that uses the id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibraryName {
+    pub id: u32,
+    pub path: String,
+}
+
+/// A CUDA context came up; the device free memory right after says what it cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextCreated {
+    pub t: u64,
+    pub device: i32,
+    pub context_id: u32,
+    pub pci_bus_id: String,
+    pub free: u64,
+    pub total: u64,
+}
+
+/// Module code load details reported by CUPTI's resource callback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleLoad {
+    pub t: u64,
+    pub context_id: u32,
+    pub module_id: u32,
+    pub cubin_bytes: u64,
+}
+
+/// A kernel launch that grew the context's local-memory reservation: the driver
+/// allocates this without any API call, so only the kernel record reveals it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalMemoryGrowth {
+    pub t_start: u64,
+    pub t_end: u64,
+    pub device: u32,
+    pub context_id: u32,
+    pub correlation_id: u32,
+    pub kernel: String,
+    pub total_before: u64,
+    pub total_after: u64,
+    pub per_thread: u32,
+    pub registers: u16,
+    pub grid: [i32; 3],
+    pub block: [i32; 3],
+}
+
+/// The first launch of a kernel name in this process: lazy module loading happens
+/// here, and a first launch after setup is a warmup the user still needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelFirstLaunch {
+    pub t_start: u64,
+    pub t_end: u64,
+    pub device: u32,
+    pub context_id: u32,
+    pub kernel: String,
+    pub local_total: u64,
+}
+
+/// An NVTX range, used for explicit step markers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    pub t_start: u64,
+    pub t_end: u64,
+    pub name: String,
+}
+
+/// How serious a notice is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NoticeLevel {
+    Info,
+    Warning,
+    /// Capture stopped; the run continued un-instrumented from here.
+    Disabled,
+}
+
+/// A sentence from the probe about its own state (CUPTI path, why it stopped, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub t: u64,
+    pub level: NoticeLevel,
+    pub text: String,
+}
+
+/// Cumulative counts of what the probe could not record, so nothing is lost silently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordsDropped {
+    pub t: u64,
+    /// Probe events dropped because the buffer was full or the disk failed.
+    pub probe_events: u64,
+    /// Activity records CUPTI reported as dropped.
+    pub cupti_records: u64,
+}
+
+/// Cumulative self-cost of the probe, written periodically and at exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeCost {
+    pub t: u64,
+    pub callbacks: u64,
+    pub callback_ns: u64,
+    pub activity_records: u64,
+    pub activity_ns: u64,
+    /// Bytes of CUPTI activity buffers currently handed out (host memory).
+    pub activity_buffer_bytes: u64,
+    pub bytes_written: u64,
+}
+
+/// Kernel activity records are switched on for setup and the first steps only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivityState {
+    pub t: u64,
+    pub kernel_records: bool,
+}
+
+/// Device-level memory as NVML sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmlDeviceSample {
+    pub t: u64,
+    pub gpu: u32,
+    pub used: u64,
+    pub total: u64,
+}
+
+/// One process's device memory as NVML sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmlProcessSample {
+    pub t: u64,
+    pub gpu: u32,
+    pub pid: u32,
+    pub used: u64,
+}
+
+/// Everything an event file can hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Library(LibraryName),
+    Mem(MemCall),
+    Context(ContextCreated),
+    Module(ModuleLoad),
+    LocalMemory(LocalMemoryGrowth),
+    KernelFirst(KernelFirstLaunch),
+    Marker(Marker),
+    Notice(Notice),
+    Dropped(RecordsDropped),
+    Cost(ProbeCost),
+    Activity(ActivityState),
+    NvmlDevice(NvmlDeviceSample),
+    NvmlProcess(NvmlProcessSample),
+    /// A record kind from a newer writer; skipped but counted.
+    Unknown { kind: u8 },
+}
+
+impl Record {
+    /// The timestamp the record is ordered by (CLOCK_MONOTONIC ns); `None` for
+    /// records that carry no time.
+    pub fn time(&self) -> Option<u64> {
+        match self {
+            Record::Library(_) | Record::Unknown { .. } => None,
+            Record::Mem(r) => Some(r.t_start),
+            Record::Context(r) => Some(r.t),
+            Record::Module(r) => Some(r.t),
+            Record::LocalMemory(r) => Some(r.t_start),
+            Record::KernelFirst(r) => Some(r.t_start),
+            Record::Marker(r) => Some(r.t_start),
+            Record::Notice(r) => Some(r.t),
+            Record::Dropped(r) => Some(r.t),
+            Record::Cost(r) => Some(r.t),
+            Record::Activity(r) => Some(r.t),
+            Record::NvmlDevice(r) => Some(r.t),
+            Record::NvmlProcess(r) => Some(r.t),
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Finding and binding libcupti. Order: a copy already loaded in the process
+//! (RTLD_NOLOAD), the path the doctor found (`PREWARM_DOCTOR_CUPTI`), then bare
+//! names. Every entry point is checked before use; a missing one disables capture.
+
+use crate::dynlib::{DynLib, function};
+use std::ffi::{c_char, c_void};
+
+pub type CuptiResult = u32;
+pub const CUPTI_SUCCESS: CuptiResult = 0;
+pub const CUPTI_ERROR_MAX_LIMIT_REACHED: CuptiResult = 12;
+
+pub type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+pub type BufferRequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+pub type BufferCompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+pub type TimestampFn = unsafe extern "C" fn() -> u64;
+
+/// The CUPTI entry points the probe uses.
+pub struct Cupti {
+    pub path: String,
+    pub version: u32,
+    pub subscribe: unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> CuptiResult,
+    pub enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> CuptiResult,
+    pub register_buffers: unsafe extern "C" fn(BufferRequestFn, BufferCompleteFn) -> CuptiResult,
+    pub activity_enable: unsafe extern "C" fn(u32) -> CuptiResult,
+    pub activity_disable: unsafe extern "C" fn(u32) -> CuptiResult,
+    pub next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut c_void) -> CuptiResult,
+    pub flush_all: unsafe extern "C" fn(u32) -> CuptiResult,
+    pub dropped_records: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult,
+    pub get_timestamp: unsafe extern "C" fn(*mut u64) -> CuptiResult,
+    pub register_timestamp: Option<unsafe extern "C" fn(TimestampFn) -> CuptiResult>,
+    pub context_id: unsafe extern "C" fn(*mut c_void, *mut u32) -> CuptiResult,
+    pub device_id: unsafe extern "C" fn(*mut c_void, *mut u32) -> CuptiResult,
+    pub result_string: unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult,
+}
+
+/// Oldest CUPTI API version the probe accepts (CUDA 12.0's CUPTI reports 18).
+pub const MIN_CUPTI_VERSION: u32 = 18;
+
+const BARE_NAMES: &[&str] = &["libcupti.so.13", "libcupti.so.12", "libcupti.so"];
+
+fn find_library(explicit: Option<&str>) -> Result<(DynLib, &'static str), String> {
+    for name in BARE_NAMES {
+        if let Some(lib) = DynLib::already_loaded(name) {
+            return Ok((lib, "already loaded in the process"));
+        }
+    }
+    if let Some(path) = explicit.filter(|p| !p.is_empty()) {
+        if let Some(lib) = DynLib::load(path) {
+            return Ok((lib, "path given by prewarm-doctor"));
+        }
+    }
+    for name in BARE_NAMES {
+        if let Some(lib) = DynLib::load(name) {
+            return Ok((lib, "found by the dynamic loader"));
+        }
+    }
+    Err(format!(
+        "libcupti was not found (tried the process, {}, and {}); install the CUDA toolkit's CUPTI or the nvidia-cuda-cupti wheel, or point PREWARM_DOCTOR_CUPTI at libcupti.so",
+        explicit.unwrap_or("no explicit path"),
+        BARE_NAMES.join(", ")
+    ))
+}
+
+macro_rules! need {
+    ($lib:expr, $name:literal) => {
+        // SAFETY: the signature in the struct field matches the CUPTI header.
+        unsafe { function(&$lib, $name) }
+            .ok_or_else(|| format!("libcupti lacks {}", $name.to_string_lossy()))?
+    };
+}
+
+impl Cupti {
+    /// Loads CUPTI and binds every entry point; an error explains what is missing.
+    pub fn load(explicit: Option<&str>) -> Result<(Cupti, &'static str), String> {
+        let (lib, how) = find_library(explicit)?;
+        let get_version: unsafe extern "C" fn(*mut u32) -> CuptiResult = need!(lib, c"cuptiGetVersion");
+        let mut version = 0u32;
+        // SAFETY: writes one u32.
+        let rc = unsafe { get_version(&mut version) };
+        if rc != CUPTI_SUCCESS || version < MIN_CUPTI_VERSION {
+            return Err(format!(
+                "libcupti reports API version {version} (result {rc}); prewarm-doctor needs {MIN_CUPTI_VERSION} or newer (CUDA 12+)"
+            ));
+        }
+        let path = lib
+            .path_of_symbol(c"cuptiGetVersion")
+            .unwrap_or_else(|| "unknown path".to_string());
+        let cupti = Cupti {
+            path,
+            version,
+            subscribe: need!(lib, c"cuptiSubscribe"),
+            enable_callback: need!(lib, c"cuptiEnableCallback"),
+            register_buffers: need!(lib, c"cuptiActivityRegisterCallbacks"),
+            activity_enable: need!(lib, c"cuptiActivityEnable"),
+            activity_disable: need!(lib, c"cuptiActivityDisable"),
+            next_record: need!(lib, c"cuptiActivityGetNextRecord"),
+            flush_all: need!(lib, c"cuptiActivityFlushAll"),
+            dropped_records: need!(lib, c"cuptiActivityGetNumDroppedRecords"),
+            get_timestamp: need!(lib, c"cuptiGetTimestamp"),
+            // SAFETY: signature from cupti_activity.h.
+            register_timestamp: unsafe { function(&lib, c"cuptiActivityRegisterTimestampCallback") },
+            context_id: need!(lib, c"cuptiGetContextId"),
+            device_id: need!(lib, c"cuptiGetDeviceId"),
+            result_string: need!(lib, c"cuptiGetResultString"),
+        };
+        Ok((cupti, how))
+    }
+
+    /// CUPTI's text for a result code.
+    pub fn describe(&self, rc: CuptiResult) -> String {
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: CUPTI writes a pointer to a static string.
+        let ok = unsafe { (self.result_string)(rc, &mut p) };
+        if ok == CUPTI_SUCCESS && !p.is_null() {
+            // SAFETY: static NUL-terminated string from CUPTI.
+            let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned();
+            format!("{s} ({rc})")
+        } else {
+            format!("CUPTI error {rc}")
+        }
+    }
+}
+
+/// The libcuda entry points the probe calls from callbacks.
+pub struct Driver {
+    pub mem_get_info: unsafe extern "C" fn(*mut usize, *mut usize) -> u32,
+    pub device_pci_bus_id: unsafe extern "C" fn(*mut c_char, i32, i32) -> u32,
+    pub ctx_push: unsafe extern "C" fn(*mut c_void) -> u32,
+    pub ctx_pop: unsafe extern "C" fn(*mut *mut c_void) -> u32,
+}
+
+impl Driver {
+    /// Binds libcuda, which is loaded already since it is the one calling the probe.
+    pub fn load() -> Result<Driver, String> {
+        let lib = DynLib::already_loaded("libcuda.so.1")
+            .or_else(|| DynLib::load("libcuda.so.1"))
+            .ok_or("libcuda.so.1 is not loaded in this process")?;
+        Ok(Driver {
+            mem_get_info: need!(lib, c"cuMemGetInfo_v2"),
+            device_pci_bus_id: need!(lib, c"cuDeviceGetPCIBusId"),
+            ctx_push: need!(lib, c"cuCtxPushCurrent_v2"),
+            ctx_pop: need!(lib, c"cuCtxPopCurrent_v2"),
+        })
+    }
+
+    /// (free, total) device bytes for the current context, if there is one.
+    pub fn free_total(&self) -> Option<(u64, u64)> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: writes two usize values.
+        let rc = unsafe { (self.mem_get_info)(&mut free, &mut total) };
+        (rc == 0).then_some((free as u64, total as u64))
+    }
+}

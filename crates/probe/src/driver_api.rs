@@ -1,0 +1,173 @@
+//! The driver API calls the probe subscribes to, and how to read each one's
+//! parameters. CBIDs are CUPTI's stable `CUPTI_DRIVER_TRACE_CBID_*` numbers.
+
+use prewarm_events::MemApi;
+use std::ffi::c_void;
+
+/// (CUPTI callback id, entry point, parameter layout)
+pub const TRACKED: &[(u32, MemApi, Layout)] = &[
+    (243, MemApi::MemAlloc, Layout::OutPtrSize),
+    (244, MemApi::MemAllocPitch, Layout::Pitch),
+    (371, MemApi::MemAllocManaged, Layout::OutPtrSize),
+    (598, MemApi::MemAllocAsync, Layout::OutPtrSize),
+    (599, MemApi::MemAllocAsync, Layout::OutPtrSize),
+    (611, MemApi::MemAllocFromPoolAsync, Layout::OutPtrSize),
+    (612, MemApi::MemAllocFromPoolAsync, Layout::OutPtrSize),
+    (549, MemApi::MemCreate, Layout::OutPtrSize),
+    (550, MemApi::MemRelease, Layout::InValue),
+    (551, MemApi::MemMap, Layout::InValueSize),
+    (552, MemApi::MemUnmap, Layout::InValueSize),
+    (245, MemApi::MemFree, Layout::InValue),
+    (600, MemApi::MemFreeAsync, Layout::InValue),
+    (601, MemApi::MemFreeAsync, Layout::InValue),
+    (39, MemApi::MemHostAlloc, Layout::OutPtrSize),
+    (271, MemApi::MemHostAlloc, Layout::OutPtrSize),
+    (294, MemApi::MemAllocHost, Layout::OutPtrSize),
+    (301, MemApi::MemHostRegister, Layout::InValueSize),
+    (379, MemApi::MemHostRegister, Layout::InValueSize),
+    (38, MemApi::MemFreeHost, Layout::InValue),
+    (302, MemApi::MemHostUnregister, Layout::InValue),
+    (18, MemApi::ModuleLoad, Layout::OutPtr),
+    (19, MemApi::ModuleLoadData, Layout::OutPtr),
+    (20, MemApi::ModuleLoadDataEx, Layout::OutPtr),
+    (21, MemApi::ModuleLoadFatBinary, Layout::OutPtr),
+    (678, MemApi::LibraryLoadData, Layout::OutPtr),
+    (679, MemApi::LibraryLoadFromFile, Layout::OutPtr),
+    (22, MemApi::ModuleUnload, Layout::InValue),
+    (680, MemApi::LibraryUnload, Layout::InValue),
+    (10, MemApi::CtxCreate, Layout::OutPtr),
+    (235, MemApi::CtxCreate, Layout::OutPtr),
+    (645, MemApi::CtxCreate, Layout::OutPtr),
+    (757, MemApi::CtxCreate, Layout::OutPtr),
+    (386, MemApi::PrimaryCtxRetain, Layout::OutPtr),
+];
+
+/// The shape of the first parameters of a tracked call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `(T *out, size_t bytes, ...)`: allocations and cuMemCreate.
+    OutPtrSize,
+    /// `(T *out, ...)`: module and context creation.
+    OutPtr,
+    /// `(T value, ...)`: frees, releases, unloads.
+    InValue,
+    /// `(T value, size_t bytes, ...)`: map, unmap, host register.
+    InValueSize,
+    /// cuMemAllocPitch: `(dptr*, pitch*, width, height, elemsize)`.
+    Pitch,
+}
+
+/// The entry for a callback id, if tracked.
+pub fn lookup(cbid: u32) -> Option<(MemApi, Layout)> {
+    TRACKED.iter().find(|row| row.0 == cbid).map(|row| (row.1, row.2))
+}
+
+/// Requested bytes, readable at API entry or exit.
+///
+/// # Safety
+/// `params` must point at the CUPTI parameter struct of a call with this layout.
+pub unsafe fn requested_bytes(layout: Layout, params: *const c_void) -> u64 {
+    if params.is_null() {
+        return 0;
+    }
+    let words = params as *const usize;
+    // SAFETY: every layout has at least the words read here (see the CUPTI
+    // generated_cuda_meta.h structs: pointer-sized fields, naturally aligned).
+    unsafe {
+        match layout {
+            Layout::OutPtrSize | Layout::InValueSize => *words.add(1) as u64,
+            Layout::Pitch => (*words.add(2) as u64).saturating_mul(*words.add(3) as u64),
+            Layout::OutPtr | Layout::InValue => 0,
+        }
+    }
+}
+
+/// The pointer/handle the call produced (read at exit) or consumed.
+///
+/// # Safety
+/// As for [`requested_bytes`]; for output layouts the call must have returned.
+pub unsafe fn address(layout: Layout, params: *const c_void, succeeded: bool) -> u64 {
+    if params.is_null() {
+        return 0;
+    }
+    let words = params as *const usize;
+    // SAFETY: see requested_bytes; output pointers are valid when the call succeeded.
+    unsafe {
+        match layout {
+            Layout::OutPtrSize | Layout::OutPtr | Layout::Pitch => {
+                let out = *words as *const u64;
+                if succeeded && !out.is_null() { *out } else { 0 }
+            }
+            Layout::InValue | Layout::InValueSize => *words as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cbid_is_listed_once() {
+        let mut ids: Vec<u32> = TRACKED.iter().map(|r| r.0).collect();
+        ids.sort();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+    }
+
+    #[test]
+    fn cbids_match_the_cupti_header() {
+        use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as C;
+        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 as u32).unwrap().0, MemApi::MemAlloc);
+        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemCreate as u32).unwrap().0, MemApi::MemCreate);
+        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemRelease as u32).unwrap().0, MemApi::MemRelease);
+        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 as u32).unwrap().0, MemApi::MemFree);
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz as u32).unwrap().0,
+            MemApi::MemAllocAsync
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData as u32).unwrap().0,
+            MemApi::LibraryLoadData
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain as u32).unwrap().0,
+            MemApi::PrimaryCtxRetain
+        );
+        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4 as u32).unwrap().0, MemApi::CtxCreate);
+        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc as u32).unwrap().0, MemApi::MemHostAlloc);
+        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemMap as u32).unwrap().0, MemApi::MemMap);
+    }
+
+    #[test]
+    fn parameter_layouts_match_the_generated_structs() {
+        use cudarc::cupti::sys as s;
+        use std::mem::offset_of;
+        assert_eq!(offset_of!(s::cuMemAlloc_v2_params_st, bytesize), 8);
+        assert_eq!(offset_of!(s::cuMemCreate_params_st, size), 8);
+        assert_eq!(offset_of!(s::cuMemAllocAsync_params_st, bytesize), 8);
+        assert_eq!(offset_of!(s::cuMemAllocFromPoolAsync_params_st, bytesize), 8);
+        assert_eq!(offset_of!(s::cuMemHostAlloc_params_st, bytesize), 8);
+        assert_eq!(offset_of!(s::cuMemHostRegister_v2_params_st, bytesize), 8);
+        assert_eq!(offset_of!(s::cuMemMap_params_st, size), 8);
+        assert_eq!(offset_of!(s::cuMemAllocPitch_v2_params_st, WidthInBytes), 16);
+        assert_eq!(offset_of!(s::cuMemAllocPitch_v2_params_st, Height), 24);
+    }
+
+    #[test]
+    fn reads_sizes_and_outputs() {
+        let mut out: u64 = 0xabc;
+        let params: [usize; 3] = [&mut out as *mut u64 as usize, 4096, 0];
+        let p = params.as_ptr() as *const c_void;
+        unsafe {
+            assert_eq!(requested_bytes(Layout::OutPtrSize, p), 4096);
+            assert_eq!(address(Layout::OutPtrSize, p, true), 0xabc);
+            assert_eq!(address(Layout::OutPtrSize, p, false), 0);
+        }
+        let pitch: [usize; 5] = [&mut out as *mut u64 as usize, 0, 100, 7, 4];
+        unsafe { assert_eq!(requested_bytes(Layout::Pitch, pitch.as_ptr() as *const c_void), 700) };
+        let free: [usize; 1] = [0x1234];
+        unsafe { assert_eq!(address(Layout::InValue, free.as_ptr() as *const c_void, true), 0x1234) };
+    }
+}

@@ -1,0 +1,282 @@
+//! prewarm-probe: the library CUDA loads into every training process through
+//! `CUDA_INJECTION64_PATH`. It subscribes to CUPTI callbacks for every device
+//! allocation path, module load and context creation, takes kernel activity
+//! records during setup and the first steps, and streams compact events to
+//! `$PREWARM_DOCTOR_DIR/<rank>.pid-<pid>.events`.
+//!
+//! Rules it lives by: no work per kernel launch on the launching thread; no
+//! panics or aborts in the host process; any failure leaves a notice and lets
+//! the run continue un-instrumented.
+
+mod activity;
+mod caller;
+mod clock;
+mod cupti;
+mod driver_api;
+mod dynlib;
+mod sink;
+mod state;
+
+use clock::now_ns;
+use cupti::{CUPTI_SUCCESS, Cupti, Driver};
+use prewarm_events::{NoticeLevel, encode_header};
+use sink::Sink;
+use state::{Probe, install, probe};
+use std::ffi::c_void;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::panic::catch_unwind;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Environment the doctor sets for the probe.
+pub mod env {
+    /// Directory for this host's event files; without it the probe does nothing.
+    pub const DIR: &str = "PREWARM_DOCTOR_DIR";
+    /// libcupti path found by the doctor (used when no copy is loaded yet).
+    pub const CUPTI: &str = "PREWARM_DOCTOR_CUPTI";
+    /// Host tag for multi-node runs.
+    pub const HOST: &str = "PREWARM_DOCTOR_HOST";
+    /// `0` turns kernel activity records off entirely.
+    pub const KERNEL_RECORDS: &str = "PREWARM_DOCTOR_KERNEL_RECORDS";
+}
+
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// CUDA calls this once per process, during cuInit, when the library is named
+/// by `CUDA_INJECTION64_PATH`. Always returns 1 so CUDA initialisation proceeds.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> i32 {
+    let _ = catch_unwind(initialise);
+    1
+}
+
+/// For the shim: switch kernel activity records on (1) or off (0). Returns 1 on success.
+#[unsafe(no_mangle)]
+pub extern "C" fn prewarm_probe_set_kernel_records(enabled: i32) -> i32 {
+    catch_unwind(|| probe().map(|p| p.set_kernel_records(enabled != 0) as i32).unwrap_or(0)).unwrap_or(0)
+}
+
+/// For the shim: write everything buffered now (e.g. at a step boundary or exit).
+#[unsafe(no_mangle)]
+pub extern "C" fn prewarm_probe_flush() {
+    let _ = catch_unwind(flush_all);
+}
+
+/// For `prewarm-doctor check`: 1 when capture is live in this process.
+#[unsafe(no_mangle)]
+pub extern "C" fn prewarm_probe_active() -> i32 {
+    probe().is_some() as i32
+}
+
+fn flush_all() {
+    if let Some(p) = probe() {
+        if p.kernel_records.load(Ordering::Relaxed) {
+            // SAFETY: plain CUPTI call; completed buffers come back through our callback.
+            unsafe { (p.cupti.flush_all)(1) };
+        }
+        p.push_counters();
+        p.sink.flush();
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+fn own_path() -> String {
+    dynlib::path_of_address(InitializeInjection as extern "C" fn() -> i32 as usize).map(|(p, _)| p).unwrap_or_default()
+}
+
+fn cmdline() -> String {
+    std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+fn initialise() {
+    let Some(dir) = var(env::DIR) else { return };
+    let pid = std::process::id();
+    let rank = var("RANK");
+    let file_name = match &rank {
+        Some(r) => format!("rank-{r}.pid-{pid}.events"),
+        None => format!("proc.pid-{pid}.events"),
+    };
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let Ok(mut file) = OpenOptions::new().create_new(true).append(true).open(format!("{dir}/{file_name}")) else {
+        return;
+    };
+
+    let loaded = Cupti::load(var(env::CUPTI).as_deref());
+    let driver = Driver::load();
+    // CUPTI's activity clock: ours when CUPTI lets us register it, else an offset.
+    let (clock_note, offset) = match &loaded {
+        Ok((c, _)) => match c.register_timestamp {
+            // SAFETY: registers a plain function returning u64 nanoseconds.
+            Some(reg) if unsafe { reg(state::monotonic_timestamp) } == CUPTI_SUCCESS => {
+                ("cupti-timestamp-callback".to_string(), 0i64)
+            }
+            _ => {
+                let mut cupti_t = 0u64;
+                let before = now_ns();
+                // SAFETY: writes one u64.
+                unsafe { (c.get_timestamp)(&mut cupti_t) };
+                let after = now_ns();
+                let mid = before / 2 + after / 2;
+                let off = mid as i64 - cupti_t as i64;
+                (format!("offset {off} ns"), off)
+            }
+        },
+        Err(_) => ("none".to_string(), 0),
+    };
+
+    let host = var(env::HOST).unwrap_or_else(hostname);
+    let pid_s = pid.to_string();
+    let ppid_s = std::os::unix::process::parent_id().to_string();
+    let start_s = now_ns().to_string();
+    let own = own_path();
+    let cmd = cmdline();
+    let (cupti_path, cupti_version, cupti_how, status) = match &loaded {
+        Ok((c, how)) => (c.path.clone(), c.version.to_string(), how.to_string(), "active".to_string()),
+        Err(e) => (String::new(), String::new(), String::new(), format!("disabled: {e}")),
+    };
+    let mut fields: Vec<(&str, String)> = vec![
+        ("writer", "prewarm-probe".into()),
+        ("probe_version", env!("CARGO_PKG_VERSION").into()),
+        ("pid", pid_s),
+        ("ppid", ppid_s),
+        ("host", host),
+        ("start_ns", start_s),
+        ("cmdline", cmd),
+        ("probe_path", own.clone()),
+        ("cupti_path", cupti_path),
+        ("cupti_version", cupti_version),
+        ("cupti_found", cupti_how),
+        ("activity_clock", clock_note),
+        ("status", status),
+    ];
+    for key in ["RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES"] {
+        if let Some(v) = var(key) {
+            fields.push((key, v));
+        }
+    }
+    let borrowed: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let header = encode_header(&borrowed);
+    if file.write_all(&header).is_err() {
+        return;
+    }
+
+    let cupti = match loaded {
+        Ok((c, _)) => c,
+        Err(e) => {
+            let mut bytes = Vec::new();
+            prewarm_events::encode_record(
+                &prewarm_events::Record::Notice(prewarm_events::Notice {
+                    t: now_ns(),
+                    level: NoticeLevel::Disabled,
+                    text: format!("no capture in this process: {e}"),
+                }),
+                &mut bytes,
+            );
+            let _ = file.write_all(&bytes);
+            return;
+        }
+    };
+    caller::warm_up();
+    let driver_err = driver.as_ref().err().cloned();
+    let sink = Sink::new(file, header.len() as u64);
+    let p = install(cupti, driver.ok(), sink, &own, offset);
+    if let Some(e) = driver_err {
+        p.notice(NoticeLevel::Warning, format!("device free memory will not be sampled: {e}"));
+    }
+    start(p);
+}
+
+fn start(p: &'static Probe) {
+    let mut subscriber: *mut c_void = std::ptr::null_mut();
+    // SAFETY: CUPTI writes the subscriber handle.
+    let rc = unsafe { (p.cupti.subscribe)(&mut subscriber, state::on_callback, std::ptr::null_mut()) };
+    if rc != CUPTI_SUCCESS {
+        p.disable(&format!(
+            "cuptiSubscribe failed: {} (another CUPTI client, such as an active profiler, may own the subscription)",
+            p.cupti.describe(rc)
+        ));
+        return;
+    }
+    let mut missing = Vec::new();
+    for (cbid, api, _) in driver_api::TRACKED {
+        // SAFETY: valid subscriber, domain and callback id.
+        let rc = unsafe { (p.cupti.enable_callback)(1, subscriber, 1, *cbid) };
+        if rc != CUPTI_SUCCESS {
+            missing.push(format!("{}#{cbid}", api.name()));
+        }
+    }
+    for cbid in [1u32, 6u32] {
+        // SAFETY: resource domain (3): context created, module loaded.
+        unsafe { (p.cupti.enable_callback)(1, subscriber, 3, cbid) };
+    }
+    if !missing.is_empty() {
+        p.notice(NoticeLevel::Info, format!("driver entry points not traced by this CUDA: {}", missing.join(", ")));
+    }
+    // SAFETY: registers our buffer callbacks.
+    let rc = unsafe { (p.cupti.register_buffers)(state::buffer_requested, state::buffer_completed) };
+    let want_kernels = var(env::KERNEL_RECORDS).as_deref() != Some("0");
+    if rc != CUPTI_SUCCESS {
+        p.notice(NoticeLevel::Warning, format!("no kernel records (local-memory growth unseen): {}", p.cupti.describe(rc)));
+    } else if want_kernels {
+        p.set_kernel_records(true);
+    }
+    p.notice(
+        NoticeLevel::Info,
+        format!("capture active: CUPTI {} from {}", p.cupti.version, p.cupti.path),
+    );
+    // SAFETY: registers a plain extern "C" function.
+    unsafe { libc::atexit(at_exit) };
+    let _ = std::thread::Builder::new().name("prewarm-probe".into()).spawn(move || {
+        let mut tick = 0u64;
+        loop {
+            std::thread::sleep(FLUSH_EVERY);
+            if std::process::id() != p.pid || p.disabled.load(Ordering::Relaxed) {
+                return;
+            }
+            tick += 1;
+            if tick % 10 == 0 {
+                if p.kernel_records.load(Ordering::Relaxed) {
+                    // SAFETY: flushes completed activity buffers.
+                    unsafe { (p.cupti.flush_all)(0) };
+                }
+                p.push_counters();
+            }
+            p.sink.flush();
+        }
+    });
+}
+
+extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        if let Some(p) = probe() {
+            // A forked child inherits the handler but not the CUDA state.
+            if std::process::id() == p.pid {
+                flush_all();
+            }
+        }
+    });
+}

@@ -1,0 +1,101 @@
+//! Where events go: a bounded in-memory buffer, drained to the per-process event
+//! file by a background thread. Writers never block on I/O; when the buffer is
+//! full or the disk fails, events are dropped and counted, never silently lost.
+
+use prewarm_events::{Record, encode_record};
+use std::fs::File;
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Upper bound of buffered, unwritten bytes (host memory the probe may hold).
+pub const BUFFER_CAP: usize = 64 << 20;
+
+struct Pending {
+    bytes: Vec<u8>,
+    records: u64,
+}
+
+/// The per-process event sink.
+pub struct Sink {
+    pending: Mutex<Pending>,
+    file: Mutex<Option<File>>,
+    dropped: AtomicU64,
+    written: AtomicU64,
+    failed: AtomicBool,
+}
+
+impl Sink {
+    /// A sink that appends to `file` (already holding the header).
+    pub fn new(file: File, header_len: u64) -> Sink {
+        Sink {
+            pending: Mutex::new(Pending { bytes: Vec::with_capacity(1 << 16), records: 0 }),
+            file: Mutex::new(Some(file)),
+            dropped: AtomicU64::new(0),
+            written: AtomicU64::new(header_len),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// Queues one record; O(record size), no I/O.
+    pub fn push(&self, record: &Record) {
+        if self.failed.load(Ordering::Relaxed) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut scratch = Vec::with_capacity(96);
+        encode_record(record, &mut scratch);
+        let Ok(mut p) = self.pending.lock() else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if p.bytes.len() + scratch.len() > BUFFER_CAP {
+            drop(p);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        p.bytes.extend_from_slice(&scratch);
+        p.records += 1;
+    }
+
+    /// Writes everything queued so far. A write error (disk full) stops capture:
+    /// the records are counted as dropped and the training run is not disturbed.
+    pub fn flush(&self) {
+        let (bytes, records) = match self.pending.lock() {
+            Ok(mut p) => {
+                let records = p.records;
+                p.records = 0;
+                (std::mem::take(&mut p.bytes), records)
+            }
+            Err(_) => return,
+        };
+        if bytes.is_empty() {
+            return;
+        }
+        let Ok(mut guard) = self.file.lock() else { return };
+        let Some(file) = guard.as_mut() else {
+            self.dropped.fetch_add(records, Ordering::Relaxed);
+            return;
+        };
+        match file.write_all(&bytes) {
+            Ok(()) => {
+                self.written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.failed.store(true, Ordering::Relaxed);
+                self.dropped.fetch_add(records, Ordering::Relaxed);
+                *guard = None;
+            }
+        }
+    }
+
+    /// Records dropped so far (buffer full, disk error, capture stopped).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Bytes written to the event file so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,385 @@
+//! The probe's process-wide state and everything CUPTI calls back into.
+//! Every `extern "C"` entry catches panics: a bug in the probe disables capture,
+//! it never takes the training process down.
+
+use crate::activity::{self, KernelTracker, BUFFER_ALIGN, BUFFER_BYTES};
+use crate::caller::CallerCache;
+use crate::clock::{now_ns, thread_id};
+use crate::cupti::{Cupti, Driver, CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS};
+use crate::driver_api;
+use crate::sink::Sink;
+use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_ResourceData};
+use prewarm_events::*;
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+const DOMAIN_DRIVER_API: u32 = 1;
+const DOMAIN_RESOURCE: u32 = 3;
+const SITE_ENTER: u32 = 0;
+const CBID_CONTEXT_CREATED: u32 = 1;
+const CBID_MODULE_LOADED: u32 = 6;
+
+/// Everything the callbacks share.
+pub struct Probe {
+    pub cupti: Cupti,
+    pub driver: Option<Driver>,
+    pub sink: Sink,
+    pub pid: u32,
+    callers: Mutex<CallerCache>,
+    kernels: Mutex<KernelTracker>,
+    /// Added to CUPTI activity timestamps to get CLOCK_MONOTONIC.
+    pub activity_offset: i64,
+    pub use_local_v2: bool,
+    pub kernel_records: AtomicBool,
+    pub disabled: AtomicBool,
+    callbacks: AtomicU64,
+    callback_ns: AtomicU64,
+    activity_records: AtomicU64,
+    activity_ns: AtomicU64,
+    buffers_out: AtomicU64,
+    cupti_dropped: AtomicU64,
+}
+
+static PROBE: OnceLock<Probe> = OnceLock::new();
+
+/// The live probe, if capture initialised.
+pub fn probe() -> Option<&'static Probe> {
+    PROBE.get().filter(|p| !p.disabled.load(Ordering::Relaxed))
+}
+
+/// Installs the probe state; returns it.
+pub fn install(
+    cupti: Cupti,
+    driver: Option<Driver>,
+    sink: Sink,
+    own_path: &str,
+    activity_offset: i64,
+) -> &'static Probe {
+    let use_local_v2 = cupti.version >= 130000;
+    PROBE.get_or_init(|| Probe {
+        cupti,
+        driver,
+        sink,
+        pid: std::process::id(),
+        callers: Mutex::new(CallerCache::new(own_path)),
+        kernels: Mutex::new(KernelTracker::default()),
+        activity_offset,
+        use_local_v2,
+        kernel_records: AtomicBool::new(false),
+        disabled: AtomicBool::new(false),
+        callbacks: AtomicU64::new(0),
+        callback_ns: AtomicU64::new(0),
+        activity_records: AtomicU64::new(0),
+        activity_ns: AtomicU64::new(0),
+        buffers_out: AtomicU64::new(0),
+        cupti_dropped: AtomicU64::new(0),
+    })
+}
+
+impl Probe {
+    /// Records a notice.
+    pub fn notice(&self, level: NoticeLevel, text: impl Into<String>) {
+        self.sink.push(&Record::Notice(Notice { t: now_ns(), level, text: text.into() }));
+    }
+
+    /// Stops capture after an internal failure; the process carries on.
+    pub fn disable(&self, why: &str) {
+        self.notice(NoticeLevel::Disabled, format!("capture stopped: {why}"));
+        self.disabled.store(true, Ordering::Relaxed);
+        self.sink.flush();
+    }
+
+    /// Self-cost and drop counters as records.
+    pub fn push_counters(&self) {
+        let t = now_ns();
+        self.sink.push(&Record::Cost(ProbeCost {
+            t,
+            callbacks: self.callbacks.load(Ordering::Relaxed),
+            callback_ns: self.callback_ns.load(Ordering::Relaxed),
+            activity_records: self.activity_records.load(Ordering::Relaxed),
+            activity_ns: self.activity_ns.load(Ordering::Relaxed),
+            activity_buffer_bytes: self.buffers_out.load(Ordering::Relaxed) * BUFFER_BYTES as u64,
+            bytes_written: self.sink.written(),
+        }));
+        self.sink.push(&Record::Dropped(RecordsDropped {
+            t,
+            probe_events: self.sink.dropped(),
+            cupti_records: self.cupti_dropped.load(Ordering::Relaxed),
+        }));
+    }
+
+    /// Turns kernel activity records on or off (they cost time on every launch,
+    /// so the shim turns them off once the first steps are over).
+    pub fn set_kernel_records(&self, enabled: bool) -> bool {
+        let kind = activity::KIND_CONCURRENT_KERNEL;
+        // SAFETY: plain CUPTI calls with a valid activity kind.
+        let rc = unsafe {
+            if enabled { (self.cupti.activity_enable)(kind) } else { (self.cupti.activity_disable)(kind) }
+        };
+        if rc != CUPTI_SUCCESS {
+            self.notice(
+                NoticeLevel::Warning,
+                format!("could not switch kernel records {}: {}", if enabled { "on" } else { "off" }, self.cupti.describe(rc)),
+            );
+            return false;
+        }
+        if !enabled {
+            // SAFETY: flushes completed buffers through our completion callback.
+            unsafe { (self.cupti.flush_all)(0) };
+        }
+        self.kernel_records.store(enabled, Ordering::Relaxed);
+        self.sink.push(&Record::Activity(ActivityState { t: now_ns(), kernel_records: enabled }));
+        true
+    }
+}
+
+thread_local! {
+    /// Calls in flight on this thread: (correlation id, t_start, free_before).
+    static IN_FLIGHT: RefCell<Vec<(u32, u64, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The CUPTI callback for every subscribed driver API and resource event.
+pub unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    let Some(p) = probe() else { return };
+    let t0 = now_ns();
+    let outcome = catch_unwind(AssertUnwindSafe(|| match domain {
+        // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
+        DOMAIN_DRIVER_API => unsafe { driver_call(p, cbid, data as *const CUpti_CallbackData) },
+        // SAFETY: CUPTI passes CUpti_ResourceData for the resource domain.
+        DOMAIN_RESOURCE => unsafe { resource(p, cbid, data as *const CUpti_ResourceData) },
+        _ => {}
+    }));
+    if outcome.is_err() {
+        p.disable("internal error in the allocation callback");
+    }
+    p.callbacks.fetch_add(1, Ordering::Relaxed);
+    p.callback_ns.fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+}
+
+unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
+    if data.is_null() {
+        return;
+    }
+    let Some((api, layout)) = driver_api::lookup(cbid) else { return };
+    // SAFETY: non-null pointer from CUPTI, valid for the callback's duration.
+    let d = unsafe { &*data };
+    let effect = api.effect();
+    let measures_device = matches!(
+        effect,
+        MemEffect::DeviceAlloc | MemEffect::DeviceFree | MemEffect::Module | MemEffect::Context
+    );
+    if d.callbackSite as u32 == SITE_ENTER {
+        let free = if measures_device && effect != MemEffect::Context {
+            p.driver.as_ref().and_then(|dr| dr.free_total()).map_or(UNKNOWN_BYTES, |f| f.0)
+        } else {
+            UNKNOWN_BYTES
+        };
+        IN_FLIGHT.with(|s| s.borrow_mut().push((d.correlationId, now_ns(), free)));
+        return;
+    }
+    let t_end = now_ns();
+    let (t_start, free_before) = IN_FLIGHT.with(|s| {
+        let mut s = s.borrow_mut();
+        match s.iter().rposition(|e| e.0 == d.correlationId) {
+            Some(i) => {
+                let e = s.remove(i);
+                (e.1, e.2)
+            }
+            None => (t_end, UNKNOWN_BYTES),
+        }
+    });
+    let result = if d.functionReturnValue.is_null() {
+        u32::MAX
+    } else {
+        // SAFETY: driver API callbacks return a CUresult (u32-sized enum).
+        unsafe { *(d.functionReturnValue as *const u32) }
+    };
+    // SAFETY: layout matches the call's parameter struct (driver_api table).
+    let bytes = unsafe { driver_api::requested_bytes(layout, d.functionParams) };
+    // SAFETY: as above; outputs are read only when the call succeeded.
+    let address = unsafe { driver_api::address(layout, d.functionParams, result == 0) };
+    let (free_after, total) = if measures_device {
+        p.driver.as_ref().and_then(|dr| dr.free_total()).unwrap_or((UNKNOWN_BYTES, UNKNOWN_BYTES))
+    } else {
+        (UNKNOWN_BYTES, UNKNOWN_BYTES)
+    };
+    let mut device = -1i32;
+    if !d.context.is_null() {
+        let mut dev = 0u32;
+        // SAFETY: context handle from CUPTI.
+        if unsafe { (p.cupti.device_id)(d.context as *mut c_void, &mut dev) } == CUPTI_SUCCESS {
+            device = dev as i32;
+        }
+    }
+    let (library, new_library) = match p.callers.lock() {
+        Ok(mut c) => c.caller(),
+        Err(_) => (0, None),
+    };
+    if let Some(lib) = new_library {
+        p.sink.push(&Record::Library(LibraryName { id: lib.id, path: lib.path }));
+    }
+    p.sink.push(&Record::Mem(MemCall {
+        t_start,
+        t_end,
+        api,
+        thread: thread_id(),
+        device,
+        bytes,
+        address,
+        result,
+        library,
+        free_before,
+        free_after,
+        total,
+    }));
+    if result != 0 && effect == MemEffect::DeviceAlloc {
+        // A failed allocation may be the last thing this process does: write now.
+        p.sink.flush();
+    }
+}
+
+unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: non-null pointer from CUPTI.
+    let d = unsafe { &*data };
+    let ctx = d.context as *mut c_void;
+    let mut context_id = 0u32;
+    // SAFETY: context handle from CUPTI.
+    unsafe { (p.cupti.context_id)(ctx, &mut context_id) };
+    match cbid {
+        CBID_CONTEXT_CREATED => {
+            let mut dev = 0u32;
+            // SAFETY: as above.
+            let device = if unsafe { (p.cupti.device_id)(ctx, &mut dev) } == CUPTI_SUCCESS { dev as i32 } else { -1 };
+            let mut pci = String::new();
+            let (mut free, mut total) = (UNKNOWN_BYTES, UNKNOWN_BYTES);
+            if let Some(dr) = &p.driver {
+                if device >= 0 {
+                    let mut buf = [0 as std::ffi::c_char; 32];
+                    // SAFETY: buffer of the length we pass.
+                    if unsafe { (dr.device_pci_bus_id)(buf.as_mut_ptr(), buf.len() as i32, device) } == 0 {
+                        // SAFETY: NUL-terminated by the driver.
+                        pci = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+                    }
+                }
+                // SAFETY: push/pop the new context around one cuMemGetInfo.
+                if unsafe { (dr.ctx_push)(ctx) } == 0 {
+                    if let Some((f, t)) = dr.free_total() {
+                        (free, total) = (f, t);
+                    }
+                    let mut popped = std::ptr::null_mut();
+                    unsafe { (dr.ctx_pop)(&mut popped) };
+                }
+            }
+            p.sink.push(&Record::Context(ContextCreated {
+                t: now_ns(),
+                device,
+                context_id,
+                pci_bus_id: pci,
+                free,
+                total,
+            }));
+        }
+        CBID_MODULE_LOADED => {
+            let m = d.resourceDescriptor as *const CUpti_ModuleResourceData;
+            if m.is_null() {
+                return;
+            }
+            // SAFETY: CUPTI passes CUpti_ModuleResourceData for module events.
+            let m = unsafe { &*m };
+            p.sink.push(&Record::Module(ModuleLoad {
+                t: now_ns(),
+                context_id,
+                module_id: m.moduleId,
+                cubin_bytes: m.cubinSize as u64,
+            }));
+        }
+        _ => {}
+    }
+}
+
+/// CUPTI asks for an activity buffer.
+pub unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let _ = catch_unwind(|| {
+        let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).expect("static layout");
+        // SAFETY: non-zero size layout.
+        let p = unsafe { std::alloc::alloc(layout) };
+        // SAFETY: CUPTI passes valid out-pointers.
+        unsafe {
+            *buffer = p;
+            *size = if p.is_null() { 0 } else { BUFFER_BYTES };
+            *max_records = 0;
+        }
+        if !p.is_null() {
+            if let Some(probe) = PROBE.get() {
+                probe.buffers_out.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+}
+
+/// CUPTI hands back a filled activity buffer.
+pub unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream: u32, buffer: *mut u8, _size: usize, valid: usize) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(p) = PROBE.get() {
+            if !p.disabled.load(Ordering::Relaxed) {
+                let t0 = now_ns();
+                // SAFETY: buffer and valid size come from CUPTI.
+                let n = unsafe { drain(p, buffer, valid) };
+                p.activity_records.fetch_add(n, Ordering::Relaxed);
+                let mut dropped = 0usize;
+                // SAFETY: plain CUPTI query.
+                if unsafe { (p.cupti.dropped_records)(ctx, stream, &mut dropped) } == CUPTI_SUCCESS {
+                    p.cupti_dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+                }
+                p.activity_ns.fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+            }
+            p.buffers_out.fetch_sub(1, Ordering::Relaxed);
+        }
+        if !buffer.is_null() {
+            let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).expect("static layout");
+            // SAFETY: allocated in buffer_requested with this layout.
+            unsafe { std::alloc::dealloc(buffer, layout) };
+        }
+    }));
+}
+
+unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
+    if buffer.is_null() || valid == 0 {
+        return 0;
+    }
+    let mut out = Vec::new();
+    let mut count = 0u64;
+    let Ok(mut kernels) = p.kernels.lock() else { return 0 };
+    let mut record: *mut c_void = std::ptr::null_mut();
+    loop {
+        // SAFETY: iterating the buffer CUPTI filled, as documented.
+        let rc = unsafe { (p.cupti.next_record)(buffer, valid, &mut record) };
+        if rc == CUPTI_ERROR_MAX_LIMIT_REACHED || rc != CUPTI_SUCCESS || record.is_null() {
+            break;
+        }
+        count += 1;
+        // SAFETY: every activity record starts with its u32 kind.
+        let kind = unsafe { *(record as *const u32) };
+        if kind == activity::KIND_CONCURRENT_KERNEL || kind == activity::KIND_KERNEL {
+            // SAFETY: kernel records have the Kernel9+ prefix on CUPTI >= 12.
+            let facts = unsafe { activity::read_kernel(record as *const u8, p.use_local_v2) };
+            kernels.observe(&facts, p.activity_offset, &mut out);
+        }
+    }
+    drop(kernels);
+    for r in &out {
+        p.sink.push(r);
+    }
+    count
+}
+
+/// CLOCK_MONOTONIC for CUPTI's activity timestamps.
+pub unsafe extern "C" fn monotonic_timestamp() -> u64 {
+    now_ns()
+}

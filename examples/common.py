@@ -1,0 +1,83 @@
+"""Shared pieces of the prewarm-doctor examples: a tiny model, the training loop,
+prewarm switches (flag or environment variable, so the generic preset can drive
+them) and the cross-check line each script prints after every step.
+
+Nothing is downloaded; data is random. Run any example directly, under
+torchrun, or under `prewarm-doctor run -- ...`.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+
+def parse(description, prewarms):
+    """`prewarms` maps a prewarm name to its help; each gets --prewarm-NAME and
+    the environment switch PREWARM_<NAME>=1."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--batch", type=int, default=4096)
+    p.add_argument("--occupy-gib", type=float, default=0.0,
+                   help="after setup, hold this much device memory (or, if negative, leave only -N GiB free) to model peak step memory")
+    for name, help_text in prewarms.items():
+        p.add_argument(f"--prewarm-{name.replace('_', '-')}", action="store_true", help=help_text)
+    args = p.parse_args()
+    for name in prewarms:
+        attr = f"prewarm_{name}"
+        if os.environ.get(f"PREWARM_{name.upper()}", "") in ("1", "true", "yes"):
+            setattr(args, attr, True)
+    return args
+
+
+def device():
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    return torch.device("cuda", local)
+
+
+def model(hidden, dtype=torch.bfloat16):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(hidden, hidden, dtype=dtype, device="cuda"),
+        torch.nn.GELU(),
+        torch.nn.Linear(hidden, hidden, dtype=dtype, device="cuda"),
+    )
+
+
+def occupy(gib):
+    """Models the memory a real model holds at its step-1 peak."""
+    if gib == 0:
+        return None
+    free, _ = torch.cuda.mem_get_info()
+    if gib > 0:
+        nbytes = int(gib * (1 << 30))
+    else:
+        nbytes = max(0, free - int(-gib * (1 << 30)))
+    return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+
+
+def crosscheck(step):
+    """What the script itself sees, to compare with prewarm-doctor's account."""
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    line = {
+        "step": step,
+        "device_used": total - free,
+        "reserved": torch.cuda.memory_reserved(),
+        "out_of_pool": total - free - torch.cuda.memory_reserved(),
+        "rank": int(os.environ.get("RANK", "0")),
+    }
+    print("CROSSCHECK " + json.dumps(line), flush=True)
+
+
+def train(args, step_fn, optimizer):
+    for step in range(1, args.steps + 1):
+        optimizer.zero_grad(set_to_none=True)
+        step_fn(step)
+        optimizer.step()
+        crosscheck(step)
+    print(f"done: {args.steps} steps", file=sys.stderr, flush=True)

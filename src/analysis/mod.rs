@@ -1,0 +1,73 @@
+//! Analysis: events → phases → attributed account per process → per attempt.
+//! Pure functions over loaded data; no printing, no I/O beyond reading the run.
+
+pub mod model;
+pub mod phases;
+pub mod process;
+pub mod sources;
+
+use crate::load::{Problem, RunData};
+use model::ProcessAccount;
+use serde::Serialize;
+
+/// The account of one attempt (one variant, one repeat), across hosts.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptAccount {
+    pub variant: String,
+    pub attempt: String,
+    pub command: Vec<String>,
+    pub exit_code: Option<i32>,
+    pub warmup: bool,
+    pub host_notices: Vec<String>,
+    pub processes: Vec<ProcessAccount>,
+    pub problems: Vec<Problem>,
+}
+
+/// Analyses every attempt of a run.
+pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
+    let mut out = Vec::new();
+    for attempt in &run.attempts {
+        let mut processes = Vec::new();
+        let mut problems = Vec::new();
+        let mut notices = Vec::new();
+        let mut command = Vec::new();
+        let mut exit_code = None;
+        let mut warmup = false;
+        for host in &attempt.hosts {
+            problems.extend(host.problems.iter().cloned());
+            let tag = host.meta.as_ref().map(|m| m.host.clone()).unwrap_or_else(|| host.dir.file_name().unwrap_or_default().to_string_lossy().into_owned());
+            if let Some(m) = &host.meta {
+                notices.extend(m.notices.iter().map(|n| format!("{tag}: {n}")));
+                if command.is_empty() {
+                    command = m.command.clone();
+                }
+                warmup |= m.warmup;
+                if let Some(e) = &m.exit {
+                    exit_code = Some(exit_code.map_or(e.code, |c: i32| if c != 0 { c } else { e.code }));
+                } else if let Some(err) = &m.spawn_error {
+                    notices.push(format!("{tag}: the command did not start: {err}"));
+                } else {
+                    notices.push(format!("{tag}: no exit status recorded (the doctor itself was stopped while the command ran)"));
+                }
+            }
+            for files in &host.processes {
+                let records = process::read_process(&run.root, files);
+                if let Some(acc) = process::analyse_process(host, files, records, &tag) {
+                    processes.push(acc);
+                }
+            }
+        }
+        processes.sort_by_key(|p| (p.rank.unwrap_or(u32::MAX), p.host.clone(), p.pid));
+        out.push(AttemptAccount {
+            variant: attempt.variant.clone(),
+            attempt: attempt.attempt.clone(),
+            command,
+            exit_code,
+            warmup,
+            host_notices: notices,
+            processes,
+            problems,
+        });
+    }
+    out
+}

@@ -1,0 +1,94 @@
+//! Running the training command: its own process group, output untouched,
+//! SIGINT/SIGTERM/SIGHUP forwarded to the whole group (a second SIGINT kills
+//! it), and the exit status turned into the code the doctor exits with.
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::collections::BTreeMap;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// Why the command could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    #[error("the command is empty: give it after `--`, e.g. `prewarm-doctor run -- python train.py`")]
+    Empty,
+    #[error("cannot start `{program}`: {source} (is it installed and on PATH?)")]
+    Spawn { program: String, source: std::io::Error },
+    #[error("waiting for the command failed: {0}")]
+    Wait(std::io::Error),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChildExit {
+    /// Exit code the doctor passes on: the child's code, or 128+N for signal N.
+    pub code: i32,
+    pub signal: Option<i32>,
+    /// Signals the doctor forwarded to the child's process group.
+    pub forwarded: u32,
+}
+
+/// The code a shell would report for this status.
+pub fn exit_code(status: ExitStatus) -> (i32, Option<i32>) {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c, None),
+        (None, Some(s)) => (128 + s, Some(s)),
+        (None, None) => (1, None),
+    }
+}
+
+/// Runs `argv` with exactly `env`, forwarding signals, and waits for it.
+/// `on_start` gets the child's pid right after it started.
+pub fn run_child(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    on_start: impl FnOnce(u32),
+) -> Result<ChildExit, ChildError> {
+    let (program, args) = argv.split_first().ok_or(ChildError::Empty)?;
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(ChildError::Signals)?;
+    let handle = signals.handle();
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_clear().envs(env).process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|source| ChildError::Spawn { program: program.clone(), source })?;
+    let pgid = child.id() as i32;
+    on_start(child.id());
+
+    let forwarded = Arc::new(AtomicI32::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let forwarder = {
+        let forwarded = forwarded.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut interrupts = 0;
+            for sig in signals.forever() {
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                let mut to_send = sig;
+                if sig == SIGINT {
+                    interrupts += 1;
+                    if interrupts >= 2 {
+                        to_send = libc::SIGKILL;
+                    }
+                }
+                // SAFETY: kill(-pgid) signals the child's process group only.
+                unsafe { libc::kill(-pgid, to_send) };
+                forwarded.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let status = child.wait();
+    done.store(true, Ordering::SeqCst);
+    handle.close();
+    let _ = forwarder.join();
+    let status = status.map_err(ChildError::Wait)?;
+    let (code, signal) = exit_code(status);
+    Ok(ChildExit { code, signal, forwarded: forwarded.load(Ordering::SeqCst) as u32 })
+}

@@ -1,0 +1,101 @@
+//! Command-line parsing. clap turns arguments into these structs; `main`
+//! converts them into plain configuration for the core, which never prints.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Prove what each CUDA/Triton/NCCL prewarm moves out of training step 1.
+#[derive(Debug, Parser)]
+#[command(name = "prewarm-doctor", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a training command under capture (every rank), then print its step-1 story.
+    Run(RunArgs),
+    /// Print the summary of a saved run directory (or write it as JSON).
+    Report(ReportArgs),
+    /// Check whether this machine can capture: driver, NVML, CUPTI, injection.
+    Check(CheckArgs),
+    /// Print the raw records of one event file (for debugging the probe).
+    Dump(DumpArgs),
+    /// Internal: the child process `check` uses to test injection.
+    #[command(name = "__injection-selftest", hide = true)]
+    InjectionSelftest,
+}
+
+/// Cache handling for the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CacheArg {
+    /// Fresh empty Triton/inductor/CUDA-JIT caches per run (what a first run sees).
+    Cold,
+    /// Each variant's own cache, warmed by one untimed run first.
+    Warm,
+    /// Leave the user's caches alone (no isolation).
+    User,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run directory to create (default: prewarm-runs/<name>-<timestamp>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Name for the run (default: the script or program name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Host tag for this node's folder (default: $PREWARM_DOCTOR_HOST or the hostname).
+    #[arg(long)]
+    pub host_tag: Option<String>,
+    /// Cache isolation mode.
+    #[arg(long, value_enum, default_value_t = CacheArg::Cold)]
+    pub cache: CacheArg,
+    /// Keep kernel activity records on for this many optimizer steps (they cost time per launch).
+    #[arg(long, default_value_t = 3)]
+    pub kernel_steps: u32,
+    /// Regex: NVTX ranges (pushed through torch.cuda.nvtx) whose names match mark steps explicitly.
+    #[arg(long)]
+    pub step_marker: Option<String>,
+    /// Do not inject the probe (baseline for overhead measurements).
+    #[arg(long)]
+    pub no_probe: bool,
+    /// The command to run, after `--`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// Output formats of `report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// Human-readable summary.
+    Text,
+    /// The versioned JSON account (docs/json-schema.md).
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run directory written by `prewarm-doctor run`.
+    pub run: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// An `.events` file from a run directory.
+    pub file: PathBuf,
+}

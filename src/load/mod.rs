@@ -1,0 +1,323 @@
+//! Reading a run directory back: metadata, per-process event files, shim
+//! events, the NVML timeline and NCCL logs. Damaged files never panic: what can
+//! be read is kept and each problem names the file (and offset or line).
+
+pub mod nccl;
+pub mod shim;
+
+use crate::capture::layout::{HOST_FILE, NVML_FILE, RUN_FILE};
+use crate::capture::meta::{HostMeta, RunMeta};
+use prewarm_events::{FileHeader, NvmlDeviceSample, NvmlProcessSample, Reader, Record, Tail};
+use shim::{ShimEvent, parse_shim};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+/// A run directory that cannot be used at all.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path} does not exist")]
+    Missing { path: PathBuf },
+    #[error("{path} is not a prewarm-doctor run directory: no run.json and no <variant>/<attempt>/<host>/host.json inside (point at the folder `prewarm-doctor run` printed)")]
+    NotARun { path: PathBuf },
+    #[error("{path}: {what}")]
+    BadMeta { path: PathBuf, what: String },
+}
+
+/// A problem inside an otherwise usable run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    pub file: String,
+    pub what: String,
+    /// True for damage (corrupt data); false for expected loss such as a truncated tail.
+    pub damaged: bool,
+}
+
+/// One process's probe event file, not yet decoded (analysis streams it).
+#[derive(Debug, Clone)]
+pub struct ProcessFiles {
+    pub pid: u32,
+    pub rank: Option<u32>,
+    pub events: Option<PathBuf>,
+    pub shim: Option<PathBuf>,
+}
+
+/// The NVML timeline of one host.
+#[derive(Debug, Clone, Default)]
+pub struct NvmlTimeline {
+    pub devices: BTreeMap<u32, Vec<NvmlDeviceSample>>,
+    pub processes: Vec<NvmlProcessSample>,
+}
+
+/// One host folder of one attempt.
+#[derive(Debug, Clone)]
+pub struct HostData {
+    pub dir: PathBuf,
+    pub meta: Option<HostMeta>,
+    pub processes: Vec<ProcessFiles>,
+    pub nvml: NvmlTimeline,
+    pub nccl: Vec<nccl::NcclComm>,
+    pub problems: Vec<Problem>,
+}
+
+/// One attempt of one variant, across hosts.
+#[derive(Debug, Clone)]
+pub struct AttemptData {
+    pub variant: String,
+    pub attempt: String,
+    pub hosts: Vec<HostData>,
+}
+
+/// A whole run directory.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    pub root: PathBuf,
+    pub meta: Option<RunMeta>,
+    pub attempts: Vec<AttemptData>,
+}
+
+fn rel(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+fn sorted_dirs(p: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Loads the directory structure and small files; event files are streamed later.
+pub fn load_run(root: &Path) -> Result<RunData, LoadError> {
+    if !root.exists() {
+        return Err(LoadError::Missing { path: root.to_path_buf() });
+    }
+    let run_file = root.join(RUN_FILE);
+    let meta = if run_file.exists() {
+        let text = std::fs::read_to_string(&run_file).map_err(|e| LoadError::BadMeta { path: run_file.clone(), what: e.to_string() })?;
+        Some(serde_json::from_str::<RunMeta>(&text).map_err(|e| LoadError::BadMeta {
+            path: run_file.clone(),
+            what: format!("not a valid run.json ({e})"),
+        })?)
+    } else {
+        None
+    };
+    let mut attempts = Vec::new();
+    for vdir in sorted_dirs(root) {
+        for adir in sorted_dirs(&vdir) {
+            let mut hosts = Vec::new();
+            for hdir in sorted_dirs(&adir) {
+                if hdir.join(HOST_FILE).exists() {
+                    hosts.push(load_host(root, &hdir));
+                }
+            }
+            if !hosts.is_empty() {
+                attempts.push(AttemptData {
+                    variant: vdir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+                    attempt: adir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+                    hosts,
+                });
+            }
+        }
+    }
+    if attempts.is_empty() {
+        return Err(LoadError::NotARun { path: root.to_path_buf() });
+    }
+    attempts.sort_by(|a, b| {
+        (a.variant.as_str(), a.attempt.parse::<u64>().unwrap_or(u64::MAX), a.attempt.as_str())
+            .cmp(&(b.variant.as_str(), b.attempt.parse::<u64>().unwrap_or(u64::MAX), b.attempt.as_str()))
+    });
+    Ok(RunData { root: root.to_path_buf(), meta, attempts })
+}
+
+/// Parses `rank-R.pid-P.events` / `proc.pid-P.shim.jsonl` names.
+pub fn parse_process_file_name(name: &str) -> Option<(Option<u32>, u32, bool)> {
+    let (stem, is_shim) = if let Some(s) = name.strip_suffix(".shim.jsonl") {
+        (s, true)
+    } else if let Some(s) = name.strip_suffix(".events") {
+        (s, false)
+    } else {
+        return None;
+    };
+    let (who, pid) = stem.split_once(".pid-")?;
+    let pid = pid.parse().ok()?;
+    let rank = match who {
+        "proc" => None,
+        other => Some(other.strip_prefix("rank-")?.parse().ok()?),
+    };
+    Some((rank, pid, is_shim))
+}
+
+fn load_host(root: &Path, dir: &Path) -> HostData {
+    let mut problems = Vec::new();
+    let meta_path = dir.join(HOST_FILE);
+    let meta = match std::fs::read_to_string(&meta_path).map(|t| serde_json::from_str::<HostMeta>(&t)) {
+        Ok(Ok(m)) => Some(m),
+        Ok(Err(e)) => {
+            problems.push(Problem { file: rel(root, &meta_path), what: format!("not a valid host.json ({e})"), damaged: true });
+            None
+        }
+        Err(e) => {
+            problems.push(Problem { file: rel(root, &meta_path), what: e.to_string(), damaged: true });
+            None
+        }
+    };
+    let mut by_pid: BTreeMap<u32, ProcessFiles> = BTreeMap::new();
+    let mut nccl_files = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("nccl.") && name.ends_with(".log") {
+                nccl_files.push(e.path());
+                continue;
+            }
+            let Some((rank, pid, is_shim)) = parse_process_file_name(&name) else { continue };
+            let entry = by_pid.entry(pid).or_insert(ProcessFiles { pid, rank, events: None, shim: None });
+            if entry.rank.is_none() {
+                entry.rank = rank;
+            }
+            if is_shim {
+                entry.shim = Some(e.path());
+            } else {
+                entry.events = Some(e.path());
+            }
+        }
+    }
+    let nvml = load_nvml(root, &dir.join(NVML_FILE), &mut problems);
+    nccl_files.sort();
+    let mut nccl = Vec::new();
+    for f in nccl_files {
+        match std::fs::read_to_string(&f) {
+            Ok(text) => nccl.extend(nccl::parse_nccl_log(&text, &f.file_name().unwrap_or_default().to_string_lossy())),
+            Err(e) => problems.push(Problem { file: rel(root, &f), what: e.to_string(), damaged: true }),
+        }
+    }
+    HostData { dir: dir.to_path_buf(), meta, processes: by_pid.into_values().collect(), nvml, nccl, problems }
+}
+
+fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimeline {
+    let mut t = NvmlTimeline::default();
+    if !path.exists() {
+        return t;
+    }
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            problems.push(Problem { file: rel(root, path), what: e.to_string(), damaged: true });
+            return t;
+        }
+    };
+    let outcome = stream_records(BufReader::new(file), |r| match r {
+        Record::NvmlDevice(s) => t.devices.entry(s.gpu).or_default().push(s),
+        Record::NvmlProcess(s) => t.processes.push(s),
+        _ => {}
+    });
+    if let Some(p) = outcome.problem(root, path) {
+        problems.push(p);
+    }
+    for v in t.devices.values_mut() {
+        v.sort_by_key(|s| s.t);
+    }
+    t.processes.sort_by_key(|s| s.t);
+    t
+}
+
+/// How streaming one event file went.
+#[derive(Debug, Clone)]
+pub struct StreamOutcome {
+    pub header: Option<FileHeader>,
+    pub records: u64,
+    pub tail: Option<Tail>,
+    pub error: Option<prewarm_events::DecodeError>,
+    pub unknown_records: u64,
+}
+
+impl StreamOutcome {
+    /// The problem to report, if any.
+    pub fn problem(&self, root: &Path, path: &Path) -> Option<Problem> {
+        let file = rel(root, path);
+        if let Some(e) = &self.error {
+            return Some(Problem {
+                file,
+                what: format!("{e}; {} records before it were used, the rest of the file was ignored", self.records),
+                damaged: true,
+            });
+        }
+        match self.tail {
+            Some(Tail::Truncated { offset, bytes }) => Some(Problem {
+                file,
+                what: format!(
+                    "ends mid-record at byte offset {offset} ({bytes} trailing bytes ignored): the process stopped while writing; everything before was used"
+                ),
+                damaged: false,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Streams every record of an event file through `f`.
+pub fn stream_records<R: std::io::Read>(input: R, mut f: impl FnMut(Record)) -> StreamOutcome {
+    let mut reader = match Reader::new(input) {
+        Ok(r) => r,
+        Err(e) => return StreamOutcome { header: None, records: 0, tail: None, error: Some(e), unknown_records: 0 },
+    };
+    let header = Some(reader.header().clone());
+    let mut records = 0u64;
+    loop {
+        match reader.next_record() {
+            Ok(Some(r)) => {
+                records += 1;
+                f(r);
+            }
+            Ok(None) => {
+                return StreamOutcome { header, records, tail: reader.tail(), error: None, unknown_records: reader.unknown_records };
+            }
+            Err(e) => {
+                return StreamOutcome { header, records, tail: None, error: Some(e), unknown_records: reader.unknown_records };
+            }
+        }
+    }
+}
+
+/// Reads a shim file; problems name the file and line.
+pub fn read_shim(root: &Path, path: &Path) -> (Vec<ShimEvent>, Vec<Problem>) {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let (events, problems) = parse_shim(&text);
+            let file = rel(root, path);
+            let problems = problems
+                .into_iter()
+                .map(|what| Problem { damaged: !what.contains("cut short"), file: file.clone(), what })
+                .collect();
+            (events, problems)
+        }
+        Err(e) => (Vec::new(), vec![Problem { file: rel(root, path), what: e.to_string(), damaged: true }]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_file_names() {
+        assert_eq!(parse_process_file_name("rank-3.pid-77.events"), Some((Some(3), 77, false)));
+        assert_eq!(parse_process_file_name("proc.pid-9.shim.jsonl"), Some((None, 9, true)));
+        assert_eq!(parse_process_file_name("nvml.events"), None);
+        assert_eq!(parse_process_file_name("rank-x.pid-1.events"), None);
+    }
+
+    #[test]
+    fn foreign_folders_are_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b/c")).unwrap();
+        let err = load_run(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("is not a prewarm-doctor run directory"));
+        let err = load_run(&dir.path().join("nope")).unwrap_err();
+        assert!(err.to_string().contains("does not exist"));
+    }
+}

@@ -1,0 +1,45 @@
+//! Outputs: each format renders the analysis account to bytes; none prints.
+
+pub mod terminal;
+
+/// Human-readable byte counts (binary units).
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// Signed byte counts.
+pub fn signed_bytes(b: i64) -> String {
+    if b < 0 { format!("-{}", bytes(b.unsigned_abs())) } else { bytes(b as u64) }
+}
+
+/// Seconds with sensible precision.
+pub fn seconds(s: f64) -> String {
+    if s >= 100.0 {
+        format!("{s:.0} s")
+    } else if s >= 1.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{:.1} ms", s * 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3 << 30), "3.0 GiB");
+        assert_eq!(signed_bytes(-(1 << 20)), "-1.0 MiB");
+        assert_eq!(seconds(0.0123), "12.3 ms");
+        assert_eq!(seconds(12.345), "12.35 s");
+    }
+}

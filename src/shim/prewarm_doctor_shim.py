@@ -1,0 +1,339 @@
+"""prewarm-doctor's in-process shim (loaded through sitecustomize).
+
+Writes one JSON line per framework event to
+``$PREWARM_DOCTOR_DIR/<rank-R|proc>.pid-<pid>.shim.jsonl`` on CLOCK_MONOTONIC
+(``time.monotonic_ns``), the clock the CUPTI probe uses:
+
+* ``process``: versions and rank environment (written when torch is imported);
+* ``step1_begin``: where step 1 starts, and by which rule (see docs/step-rule.md);
+* ``step_end``: every optimizer step of the primary optimizer, with pool stats;
+* ``marker``: NVTX ranges pushed through ``torch.cuda.nvtx`` that match
+  ``PREWARM_DOCTOR_STEP_MARKER``;
+* ``autotune`` / ``autotune_config`` / ``compile``: Triton activity (see triton hooks).
+
+Hooks are installed only when the program itself imports torch/triton, so the
+shim is silent and costs nothing in processes that never do. Every hook swallows
+its own errors: the training run must behave exactly as without the shim.
+"""
+
+import os
+import sys
+import threading
+import time
+
+_DIR = os.environ.get("PREWARM_DOCTOR_DIR")
+_KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
+_MARKER = os.environ.get("PREWARM_DOCTOR_STEP_MARKER") or None
+_lock = threading.Lock()
+_fd = None
+_installed = set()
+
+
+def now():
+    return time.monotonic_ns()
+
+
+def _path():
+    rank = os.environ.get("RANK")
+    stem = f"rank-{rank}" if rank not in (None, "") else "proc"
+    return os.path.join(_DIR, f"{stem}.pid-{os.getpid()}.shim.jsonl")
+
+
+def emit(event, **fields):
+    """Appends one event line; never raises."""
+    global _fd
+    if not _DIR:
+        return
+    try:
+        import json
+
+        fields["ev"] = event
+        fields.setdefault("t", now())
+        line = (json.dumps(fields, default=str) + "\n").encode()
+        with _lock:
+            if _fd is None:
+                os.makedirs(_DIR, exist_ok=True)
+                _fd = os.open(_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.write(_fd, line)
+    except Exception:
+        pass
+
+
+def _probe():
+    """The injected probe library, if CUDA loaded it into this process."""
+    try:
+        import ctypes
+
+        path = os.environ.get("CUDA_INJECTION64_PATH")
+        if not path:
+            return None
+        return ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------- torch hooks
+
+
+class _StepTracker:
+    """Finds step boundaries from torch's global optimizer hooks.
+
+    Step rule (docs/step-rule.md): step N ends when the primary optimizer (the
+    first one that steps) finishes its N-th ``step()``. Step 1 begins at the
+    first grad-enabled top-level forward of a module holding that optimizer's
+    parameters after the optimizer's last ``zero_grad()`` before its first
+    step (falling back to the last ``zero_grad()``, then to the first forward
+    of such a module). Forward/backward a prewarm runs during setup, followed by
+    ``zero_grad()``, therefore counts as setup.
+    """
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.primary = None
+        self.steps = 0
+        self.forwards = []  # (t, weakref(module)) top-level, grad-enabled
+        self.last_zero_grad = {}
+        self.depth = threading.local()
+        self.handles = []
+        self.kernel_records_off = False
+
+    # forward tracking -------------------------------------------------------
+    def fwd_pre(self, module, args):
+        d = getattr(self.depth, "n", 0)
+        self.depth.n = d + 1
+        if d == 0 and self.steps == 0 and self.torch.is_grad_enabled():
+            import weakref
+
+            try:
+                self.forwards.append((now(), weakref.ref(module)))
+                if len(self.forwards) > 100000:
+                    del self.forwards[:50000]
+            except TypeError:
+                pass
+
+    def fwd_post(self, module, args, output):
+        self.depth.n = max(0, getattr(self.depth, "n", 1) - 1)
+
+    def zero_grad_called(self, optimizer):
+        if self.steps == 0:
+            self.last_zero_grad[id(optimizer)] = now()
+
+    # optimizer hooks --------------------------------------------------------
+    def pre_step(self, optimizer, args, kwargs):
+        if self.primary is None:
+            self.primary = id(optimizer)
+            self.resolve_step1(optimizer)
+
+    def resolve_step1(self, optimizer):
+        t_step = now()
+        params = set()
+        for group in optimizer.param_groups:
+            for p in group.get("params", []):
+                params.add(id(p))
+        zero = self.last_zero_grad.get(id(optimizer))
+
+        def owns(ref):
+            m = ref()
+            if m is None:
+                return False
+            try:
+                return any(id(p) in params for p in m.parameters())
+            except Exception:
+                return False
+
+        candidates = [t for t, ref in self.forwards if (zero is None or t >= zero) and owns(ref)]
+        if candidates:
+            emit("step1_begin", t=candidates[0], rule="first-forward-after-zero-grad" if zero else "first-forward")
+        elif zero is not None:
+            emit("step1_begin", t=zero, rule="last-zero-grad")
+        else:
+            emit("step1_begin", t=t_step, rule="first-optimizer-step")
+        self.forwards.clear()
+        # Forward tracking was only needed to place step 1.
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self.handles = []
+
+    def post_step(self, optimizer, args, kwargs):
+        if id(optimizer) != self.primary:
+            return
+        self.steps += 1
+        fields = {"step": self.steps}
+        try:
+            cuda = self.torch.cuda
+            if cuda.is_initialized():
+                fields["reserved"] = cuda.memory_reserved()
+                fields["allocated"] = cuda.memory_allocated()
+                fields["max_reserved"] = cuda.max_memory_reserved()
+                free, total = cuda.mem_get_info()
+                fields["device_free"] = free
+                fields["device_total"] = total
+        except Exception:
+            pass
+        emit("step_end", **fields)
+        if self.steps >= _KERNEL_STEPS and not self.kernel_records_off:
+            self.kernel_records_off = True
+            lib = _probe()
+            if lib is not None:
+                try:
+                    lib.prewarm_probe_set_kernel_records(0)
+                except Exception:
+                    pass
+
+
+def _versions(torch):
+    v = {"torch": getattr(torch, "__version__", None), "python": sys.version.split()[0]}
+    try:
+        v["cuda"] = torch.version.cuda
+    except Exception:
+        pass
+    try:
+        from importlib import metadata
+
+        v["triton"] = metadata.version("triton")
+    except Exception:
+        pass
+    return v
+
+
+def _install_torch(torch):
+    emit(
+        "process",
+        versions=_versions(torch),
+        env={k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "LOCAL_WORLD_SIZE")},
+        argv=sys.argv,
+    )
+    import torch.optim.optimizer as optim_mod
+    import torch.nn.modules.module as module_mod
+
+    tracker = _StepTracker(torch)
+    optim_mod.register_optimizer_step_pre_hook(tracker.pre_step)
+    optim_mod.register_optimizer_step_post_hook(tracker.post_step)
+    tracker.handles.append(module_mod.register_module_forward_pre_hook(tracker.fwd_pre))
+    tracker.handles.append(module_mod.register_module_forward_hook(tracker.fwd_post, always_call=True))
+
+    original_zero_grad = optim_mod.Optimizer.zero_grad
+
+    def zero_grad(self, *args, **kwargs):
+        try:
+            tracker.zero_grad_called(self)
+        except Exception:
+            pass
+        return original_zero_grad(self, *args, **kwargs)
+
+    optim_mod.Optimizer.zero_grad = zero_grad
+    if _MARKER:
+        _install_nvtx_markers(torch)
+    _install_nccl_version_probe(torch)
+
+
+def _install_nccl_version_probe(torch):
+    """Records the NCCL version once a process group exists (cheap, no CUDA init)."""
+    try:
+        import torch.distributed as dist
+
+        original = dist.init_process_group
+
+        def init_process_group(*args, **kwargs):
+            result = original(*args, **kwargs)
+            try:
+                emit("process_group", backend=str(dist.get_backend()), world=dist.get_world_size(), rank=dist.get_rank(), nccl=".".join(map(str, torch.cuda.nccl.version())))
+            except Exception:
+                pass
+            return result
+
+        dist.init_process_group = init_process_group
+    except Exception:
+        pass
+
+
+def _install_nvtx_markers(torch):
+    import re
+
+    pattern = re.compile(_MARKER)
+    nvtx = torch.cuda.nvtx
+    stack = threading.local()
+    push, pop = nvtx.range_push, nvtx.range_pop
+
+    def range_push(msg, *a, **k):
+        s = getattr(stack, "s", None)
+        if s is None:
+            s = stack.s = []
+        s.append((str(msg), now()))
+        return push(msg, *a, **k)
+
+    def range_pop(*a, **k):
+        r = pop(*a, **k)
+        s = getattr(stack, "s", None)
+        if s:
+            name, t0 = s.pop()
+            if pattern.search(name):
+                emit("marker", name=name, t0=t0, t1=now())
+        return r
+
+    nvtx.range_push, nvtx.range_pop = range_push, range_pop
+
+
+# ---------------------------------------------------------------- import hook
+
+
+class _AfterImport:
+    """Meta-path finder that runs a callback right after a module finishes importing."""
+
+    def __init__(self, callbacks):
+        self.callbacks = callbacks
+        self.busy = set()
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.callbacks or name in self.busy:
+            return None
+        import importlib.util
+
+        self.busy.add(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy.discard(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader = spec.loader
+        callback = self.callbacks[name]
+
+        class Loader:
+            def create_module(self, s):
+                return loader.create_module(s)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                if name not in _installed:
+                    _installed.add(name)
+                    try:
+                        callback(module)
+                    except Exception:
+                        pass
+
+        spec.loader = Loader()
+        return spec
+
+
+def install():
+    if not _DIR or os.environ.get("PREWARM_DOCTOR_SHIM") == "0":
+        return
+    callbacks = {"torch": _install_torch}
+    try:
+        from prewarm_doctor_triton import install_triton
+
+        callbacks["triton"] = install_triton
+    except Exception:
+        pass
+    for name, cb in callbacks.items():
+        if name in sys.modules and name not in _installed:
+            _installed.add(name)
+            try:
+                cb(sys.modules[name])
+            except Exception:
+                pass
+    sys.meta_path.insert(0, _AfterImport(callbacks))
