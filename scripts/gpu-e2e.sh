@@ -1,48 +1,62 @@
 #!/usr/bin/env bash
-# GPU end-to-end: every example under `prewarm-doctor run`, with and without its
-# prewarm, plus deliberate out-of-memory scenarios. Run on a GPU machine from
-# the repository root; BIN points at a release build of prewarm-doctor.
-# Results: $OUT (or ./gpu-out) gets runs.tar.gz and a log.
+# GPU end-to-end: the examples under `prewarm-doctor run` with and without
+# their prewarms, deliberate out-of-memory scenarios, and the A/B matrix.
+# Run on a GPU machine from the repository root. SECTIONS picks what to run
+# (examples oom matrix shared); BIN is a release build of prewarm-doctor.
+# Every finished run is packed into $OUT/runs-<section>.tar.gz right away.
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
 OUT=${OUT:-gpu-out}
 RUNS=${RUNS:-/tmp/pd-runs}
 STEPS=${STEPS:-6}
+SECTIONS=${SECTIONS:-examples oom}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$RUNS"
 PY=${PY:-python3}
+TORCHRUN="$PY -m torch.distributed.run --standalone --nproc_per_node=${NPROC:-1}"
 
-run() { # name, then the command
-  local name=$1; shift
-  echo "=== $name: $*"
-  local t0=$(date +%s.%N)
-  "$BIN" run --out "$RUNS/$name" -- "$@" > "$RUNS/$name.stdout" 2> "$RUNS/$name.stderr"
-  local rc=$?
-  local t1=$(date +%s.%N)
-  echo "exit=$rc wall=$(echo "$t1 - $t0" | bc)s"
-  grep CROSSCHECK "$RUNS/$name.stdout" | head -2
-  tail -n 60 "$RUNS/$name.stderr"
+pack() { # section
+  find "$RUNS" -type d -name 'cache-*' -prune -exec rm -rf {} +
+  tar -C "$RUNS" -czf "$OUT/runs-$1.tar.gz" $(cd "$RUNS" && ls -d $1-* 2>/dev/null)
 }
 
-if [ "${ONLY:-}" = "" ] || [ "${ONLY}" = "cublas" ]; then
-run cublas-baseline $PY examples/cublas_first_backward.py --steps $STEPS
-run cublas-prewarm  $PY examples/cublas_first_backward.py --steps $STEPS --prewarm-cublas
-fi
-if [ "${ONLY:-}" = "" ] || [ "${ONLY}" = "triton" ]; then
-run triton-baseline $PY examples/triton_spill_autotune.py --steps $STEPS
-run triton-prewarm  $PY examples/triton_spill_autotune.py --steps $STEPS --prewarm-triton-autotune
-fi
-if [ "${ONLY:-}" = "" ] || [ "${ONLY}" = "nccl" ]; then
-run nccl-baseline $PY -m torch.distributed.run --standalone --nproc_per_node=1 examples/nccl_first_collective.py --steps $STEPS
-run nccl-prewarm  $PY -m torch.distributed.run --standalone --nproc_per_node=1 examples/nccl_first_collective.py --steps $STEPS --prewarm-nccl-comm
-fi
-if [ "${OOM:-1}" = "1" ]; then
-run oom-triton-baseline $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1}
-run oom-triton-prewarm  $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1} --prewarm-triton-autotune
-run oom-nccl-baseline $PY -m torch.distributed.run --standalone --nproc_per_node=1 examples/nccl_first_collective.py --steps 3 --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.05}
-run oom-nccl-prewarm  $PY -m torch.distributed.run --standalone --nproc_per_node=1 examples/nccl_first_collective.py --steps 3 --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.05} --prewarm-nccl-comm
-fi
-# Keep the runs small: drop the isolated caches before packing.
-find "$RUNS" -maxdepth 4 -type d -name 'cache-*' -prune -exec rm -rf {} +
-tar -C "$RUNS" -czf "$OUT/runs.tar.gz" .
+run() { # section name, then doctor options, then -- command
+  local section=$1 name=$2; shift 2
+  echo "=== $section-$name: $*"
+  local t0=$(date +%s%N)
+  "$BIN" run --out "$RUNS/$section-$name" "$@" > "$RUNS/$section-$name.stdout" 2> "$RUNS/$section-$name.stderr"
+  local rc=$?
+  echo "exit=$rc wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"
+  grep -h CROSSCHECK "$RUNS/$section-$name.stdout" | head -1
+  grep -E "Error|error:|step 1 took|local memory grew|FAILED|out-of-pool in|unexplained" "$RUNS/$section-$name.stderr" | head -20
+  pack "$section"
+}
+
+for section in $SECTIONS; do
+  case $section in
+  examples)
+    run examples cublas-baseline -- $PY examples/cublas_first_backward.py --steps $STEPS
+    run examples cublas-prewarm -- $PY examples/cublas_first_backward.py --steps $STEPS --prewarm-cublas
+    run examples triton-baseline -- $PY examples/triton_spill_autotune.py --steps $STEPS
+    run examples triton-prewarm -- $PY examples/triton_spill_autotune.py --steps $STEPS --prewarm-triton-autotune
+    run examples nccl-baseline -- $TORCHRUN examples/nccl_first_collective.py --steps $STEPS
+    run examples nccl-prewarm -- $TORCHRUN examples/nccl_first_collective.py --steps $STEPS --prewarm-nccl-comm
+    ;;
+  oom)
+    run oom triton-baseline -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1}
+    run oom triton-prewarm -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1} --prewarm-triton-autotune
+    run oom nccl-baseline -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
+    run oom nccl-prewarm -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --prewarm-nccl-comm --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
+    ;;
+  matrix)
+    run matrix cold --preset env:cublas,triton_autotune,nccl_comm --repeat ${REPEAT:-3} -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS
+    ;;
+  shared)
+    run shared cache --preset env:cublas,triton_autotune,nccl_comm --cache shared -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS
+    ;;
+  overhead)
+    BIN=$BIN OUTDIR=$RUNS/overhead-runs bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | tail -3
+    ;;
+  esac
+done
 ls -la "$OUT"

@@ -36,6 +36,8 @@ pub enum CacheArg {
     Warm,
     /// Leave the user's caches alone (no isolation).
     User,
+    /// One cache shared by all variants in run order (to show what isolation prevents).
+    Shared,
 }
 
 #[derive(Debug, Args)]
@@ -61,6 +63,27 @@ pub struct RunArgs {
     /// Do not inject the probe (baseline for overhead measurements).
     #[arg(long)]
     pub no_probe: bool,
+    /// A variant: NAME (runs the command as is) or NAME:'EXTRA ARGS' appended to it. Repeatable.
+    #[arg(long = "variant", value_name = "NAME[:ARGS]")]
+    pub variants: Vec<String>,
+    /// Extra environment for one variant: NAME:KEY=VALUE. Repeatable.
+    #[arg(long = "variant-env", value_name = "NAME:KEY=VALUE")]
+    pub variant_env: Vec<String>,
+    /// A TOML file declaring the variants (docs/variants.md).
+    #[arg(long = "variants-file", value_name = "FILE")]
+    pub variants_file: Option<PathBuf>,
+    /// A preset matrix: `nemo-automodel`, or `env:NAME[,NAME...]` (PREWARM_<NAME>=1 per variant).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Which variant the others are compared with (default: the one with no extra args/env).
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Run every variant this many times (medians and spread are reported).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Keep the per-attempt caches instead of deleting them after each run.
+    #[arg(long)]
+    pub keep_caches: bool,
     /// The command to run, after `--`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
     pub command: Vec<String>,

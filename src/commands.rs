@@ -3,9 +3,12 @@
 
 use crate::analysis::analyse_run;
 use crate::capture::env::CacheMode;
-use crate::capture::layout::{AttemptDir, RUN_FILE, default_run_dir, safe_component};
+use crate::capture::layout::{RUN_FILE, default_run_dir, safe_component};
 use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
-use crate::capture::{AttemptPlan, CaptureError, default_host_tag, run_attempt};
+use crate::capture::matrix::{MatrixPlan, run_matrix};
+use crate::capture::{CaptureError, default_host_tag};
+use crate::prewarm::variants::{self, VariantError};
+use crate::report::seconds;
 use crate::cli::{CacheArg, CheckArgs, Command, DumpArgs, FormatArg, ReportArgs, RunArgs};
 use crate::load::load_run;
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
@@ -40,6 +43,7 @@ fn cache_mode(c: CacheArg) -> CacheMode {
         CacheArg::Cold => CacheMode::Cold,
         CacheArg::Warm => CacheMode::Warm,
         CacheArg::User => CacheMode::User,
+        CacheArg::Shared => CacheMode::Shared,
     }
 }
 
@@ -51,7 +55,41 @@ pub fn default_name(command: &[String]) -> String {
         .unwrap_or_else(|| "run".into())
 }
 
+/// Exit code of a matrix run in which some attempt's command failed.
+pub const MATRIX_RUN_FAILED: i32 = 10;
+
+fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), VariantError> {
+    let mut variants = Vec::new();
+    let mut baseline = args.baseline.clone();
+    if let Some(p) = &args.preset {
+        variants.extend(variants::preset(p)?);
+    }
+    if let Some(f) = &args.variants_file {
+        let (vs, b) = variants::from_file(f)?;
+        variants.extend(vs);
+        baseline = baseline.or(b);
+    }
+    for spec in &args.variants {
+        variants.push(variants::parse_variant(spec)?);
+    }
+    if variants.is_empty() {
+        variants.push(VariantSpec { name: "default".into(), args: vec![], env: vec![], prewarms: vec![] });
+    }
+    for spec in &args.variant_env {
+        variants::apply_env(&mut variants, spec)?;
+    }
+    let base = variants::finish(&mut variants, baseline.as_deref())?;
+    Ok((variants, base))
+}
+
 fn run(args: RunArgs) -> i32 {
+    let (variants, baseline) = match declared_variants(&args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("prewarm-doctor: {e}");
+            return exit::DOCTOR_FAILED;
+        }
+    };
     let name = args.name.clone().unwrap_or_else(|| default_name(&args.command));
     let out = args.out.clone().unwrap_or_else(|| default_run_dir(Path::new("prewarm-runs"), &name));
     if let Err(e) = std::fs::create_dir_all(&out) {
@@ -61,18 +99,19 @@ fn run(args: RunArgs) -> i32 {
     // Absolute, so children that change directory still find it.
     let out = std::fs::canonicalize(&out).unwrap_or(out);
     let cache = cache_mode(args.cache);
+    let single = variants.len() == 1 && args.repeat == 1 && cache != CacheMode::Warm;
     let meta = RunMeta {
         schema: META_SCHEMA,
         doctor_version: env!("CARGO_PKG_VERSION").into(),
         name: name.clone(),
         command: crate::capture::env::redact_args(&args.command),
         created: chrono::Local::now().to_rfc3339(),
-        variants: vec![VariantSpec { name: "default".into(), args: vec![], env: vec![], prewarms: vec![] }],
-        repeat: 1,
+        variants: variants.clone(),
+        repeat: args.repeat,
         cache,
         kernel_steps: args.kernel_steps,
         step_marker: args.step_marker.clone(),
-        baseline: None,
+        baseline: Some(baseline),
         label: None,
     };
     if let Err(e) = std::fs::write(out.join(RUN_FILE), serde_json::to_string_pretty(&meta).expect("serialises")) {
@@ -91,34 +130,59 @@ fn run(args: RunArgs) -> i32 {
         }
     };
     let (cupti, _) = find_cupti();
-    let host = safe_component(&args.host_tag.clone().unwrap_or_else(default_host_tag));
-    let plan = AttemptPlan {
-        dir: AttemptDir { run: out.clone(), variant: "default".into(), attempt: "1".into(), host },
+    let plan = MatrixPlan {
+        run: out.clone(),
+        host: safe_component(&args.host_tag.clone().unwrap_or_else(default_host_tag)),
         command: args.command.clone(),
+        variants,
+        repeat: args.repeat,
+        cache,
+        keep_caches: args.keep_caches,
         assets: assets.as_ref(),
         cupti,
-        cache,
-        warmup: false,
         kernel_steps: args.kernel_steps,
         step_marker: args.step_marker.clone(),
-        extra_env: vec![],
     };
-    let outcome = match run_attempt(&plan) {
-        Ok(o) => o,
-        Err(CaptureError::Child(e)) => {
-            eprintln!("prewarm-doctor: {e}");
-            return match e {
-                crate::capture::child::ChildError::Spawn { .. } => exit::COMMAND_NOT_FOUND,
-                _ => exit::DOCTOR_FAILED,
-            };
+    let results = run_matrix(&plan, |p| {
+        if !single {
+            let eta = p.eta.map(|d| format!(", about {} left", seconds(d.as_secs_f64()))).unwrap_or_default();
+            eprintln!(
+                "[prewarm-doctor] {}/{}: variant '{}' {}{}",
+                p.index,
+                p.total,
+                p.variant,
+                if p.warmup { "cache warm-up (untimed)".to_string() } else { format!("repeat {}", p.attempt) },
+                eta
+            );
         }
-        Err(e) => {
-            eprintln!("prewarm-doctor: {e}");
-            return exit::DOCTOR_FAILED;
+    });
+    let mut worst = 0;
+    let mut first_code = None;
+    for (planned, outcome) in &results {
+        match outcome {
+            Ok(o) => {
+                first_code.get_or_insert(o.exit.code);
+                if o.exit.code != 0 {
+                    worst = MATRIX_RUN_FAILED;
+                }
+            }
+            Err(CaptureError::Child(e)) => {
+                eprintln!("prewarm-doctor: variant '{}' attempt {}: {e}", plan.variants[planned.variant].name, planned.attempt);
+                let code = match e {
+                    crate::capture::child::ChildError::Spawn { .. } => exit::COMMAND_NOT_FOUND,
+                    _ => exit::DOCTOR_FAILED,
+                };
+                first_code.get_or_insert(code);
+                worst = MATRIX_RUN_FAILED;
+            }
+            Err(e) => {
+                eprintln!("prewarm-doctor: {e}");
+                return exit::DOCTOR_FAILED;
+            }
         }
-    };
+    }
     summarise(&out);
-    outcome.exit.code
+    if single { first_code.unwrap_or(exit::DOCTOR_FAILED) } else { worst }
 }
 
 /// Prints the end-of-run summary to stderr; never changes the exit code.

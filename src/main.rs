@@ -6,6 +6,7 @@ mod capture;
 mod cli;
 mod commands;
 mod load;
+mod prewarm;
 mod probe;
 mod report;
 

@@ -15,6 +15,9 @@ pub enum CacheMode {
     Warm,
     /// The user's own caches, untouched (no isolation).
     User,
+    /// One cache shared by every variant, in run order: order effects on purpose
+    /// (shows what isolation prevents); verdicts are flagged as not isolated.
+    Shared,
 }
 
 /// What the environment builder needs to know.

@@ -38,9 +38,15 @@ impl AttemptDir {
         self.attempt_dir().join(&self.host)
     }
 
-    /// Isolated caches for this attempt (Triton, inductor, CUDA JIT).
-    pub fn cache_dir(&self) -> PathBuf {
-        self.attempt_dir().join(format!("cache-{}", self.host))
+    /// Where an attempt's caches live for a cache mode: per attempt (cold), per
+    /// variant (warm), or one folder for the whole run (shared).
+    pub fn cache_dir(&self, mode: super::env::CacheMode) -> PathBuf {
+        use super::env::CacheMode::*;
+        match mode {
+            Cold | User => self.attempt_dir().join(format!("cache-{}", self.host)),
+            Warm => self.run.join(&self.variant).join(format!("cache-{}", self.host)),
+            Shared => self.run.join(format!("cache-shared-{}", self.host)),
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod child;
 pub mod env;
 pub mod layout;
+pub mod matrix;
 pub mod meta;
 pub mod nvml;
 
@@ -23,6 +24,8 @@ pub struct AttemptPlan<'a> {
     pub assets: Option<&'a Assets>,
     pub cupti: Option<PathBuf>,
     pub cache: CacheMode,
+    /// Where this attempt's Triton/inductor/CUDA-JIT caches live (unused for `User`).
+    pub cache_dir: PathBuf,
     pub warmup: bool,
     pub kernel_steps: u32,
     pub step_marker: Option<String>,
@@ -78,7 +81,7 @@ fn write_meta(path: &Path, meta: &HostMeta) -> Result<(), CaptureError> {
 pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let host_dir = plan.dir.host_dir();
     std::fs::create_dir_all(&host_dir).map_err(|source| CaptureError::Folder { path: host_dir.clone(), source })?;
-    let cache_dir = plan.dir.cache_dir();
+    let cache_dir = plan.cache_dir.clone();
     if plan.cache != CacheMode::User {
         std::fs::create_dir_all(&cache_dir).map_err(|source| CaptureError::Folder { path: cache_dir.clone(), source })?;
     }

@@ -78,6 +78,15 @@ pub enum ShimEvent {
         #[serde(default)]
         nccl: String,
     },
+    Exception {
+        t: u64,
+        #[serde(rename = "type", default)]
+        kind: String,
+        #[serde(default)]
+        message: String,
+        #[serde(default, rename = "where")]
+        where_: Vec<String>,
+    },
     #[serde(other)]
     Unknown,
 }

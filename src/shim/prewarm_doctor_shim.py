@@ -319,9 +319,50 @@ class _AfterImport:
         return spec
 
 
+def _install_excepthooks():
+    """Records an uncaught exception (e.g. "Triton Error [CUDA]: out of memory",
+    NCCL's "Cuda failure 2 'out of memory'") before the process dies, then lets
+    the previous hook print it exactly as before."""
+    import traceback
+
+    def record(exc_type, exc, tb, thread=None):
+        if "torch" not in sys.modules:
+            return
+        try:
+            frames = traceback.extract_tb(tb)[-6:] if tb is not None else []
+            emit(
+                "exception",
+                type=getattr(exc_type, "__name__", str(exc_type)),
+                message=str(exc)[:2000],
+                thread=thread,
+                where=[f"{f.filename}:{f.lineno} {f.name}" for f in frames],
+            )
+        except Exception:
+            pass
+
+    previous = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        record(exc_type, exc, tb)
+        return previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+    previous_thread = threading.excepthook
+
+    def thread_excepthook(args):
+        record(args.exc_type, args.exc_value, args.exc_traceback, getattr(args.thread, "name", None))
+        return previous_thread(args)
+
+    threading.excepthook = thread_excepthook
+
+
 def install():
     if not _DIR or os.environ.get("PREWARM_DOCTOR_SHIM") == "0":
         return
+    try:
+        _install_excepthooks()
+    except Exception:
+        pass
     callbacks = {"torch": _install_torch}
     try:
         from prewarm_doctor_triton import install_triton

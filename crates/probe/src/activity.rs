@@ -82,11 +82,34 @@ impl KernelTracker {
     /// `offset` converts CUPTI timestamps to CLOCK_MONOTONIC (0 when CUPTI already uses it).
     pub fn observe(&mut self, k: &KernelFacts, offset: i64, out: &mut Vec<Record>) {
         self.kernels_seen += 1;
-        let start = k.start.saturating_add_signed(offset);
-        let end = k.end.saturating_add_signed(offset);
+        // A launch that failed (e.g. the driver could not grow the local-memory
+        // reservation) still produces a record, with zero timestamps. It is the
+        // failing request: report it, but the reservation did not grow.
+        let failed = k.start == 0 && k.end == 0;
+        let start = if failed { 0 } else { k.start.saturating_add_signed(offset) };
+        let end = if failed { 0 } else { k.end.saturating_add_signed(offset) };
         let first = self.seen.insert((k.context, k.name_ptr));
         let before = self.max_local.get(&k.context).copied().unwrap_or(0);
         let grew = k.local_total > before;
+        if failed {
+            if grew {
+                out.push(Record::LocalMemory(LocalMemoryGrowth {
+                    t_start: 0,
+                    t_end: 0,
+                    device: k.device,
+                    context_id: k.context,
+                    correlation_id: k.correlation,
+                    kernel: self.name(k.name_ptr),
+                    total_before: before,
+                    total_after: k.local_total,
+                    per_thread: k.local_per_thread,
+                    registers: k.registers,
+                    grid: k.grid,
+                    block: k.block,
+                }));
+            }
+            return;
+        }
         if !first && !grew {
             return;
         }
@@ -182,6 +205,17 @@ mod tests {
         t.observe(&facts(2, c"gemm", 1 << 20), 0, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(t.kernels_seen, 6);
+        out.clear();
+        // A failed launch (zero timestamps) is reported with t=0 and does not grow the reservation.
+        let mut failed = facts(2, c"huge", 8 << 30);
+        failed.start = 0;
+        failed.end = 0;
+        t.observe(&failed, 5, &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(matches!(&out[0], Record::LocalMemory(g) if g.t_start == 0 && g.total_after == 8 << 30 && g.total_before == 1 << 20));
+        out.clear();
+        t.observe(&facts(2, c"gemm", 2 << 20), 0, &mut out);
+        assert!(matches!(&out[0], Record::LocalMemory(g) if g.total_before == 1 << 20));
     }
 
     #[test]

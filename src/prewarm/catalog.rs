@@ -1,0 +1,167 @@
+//! The catalog of known prewarms: what each one is supposed to move out of
+//! step 1. Verdicts judge a prewarm on the event classes it targets.
+
+use serde::Serialize;
+
+/// A class of lazy-initialisation events a prewarm can move out of step 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventClass {
+    /// cuBLAS/cuBLASLt handles, workspaces and their out-of-pool bytes.
+    Cublas,
+    /// Triton autotuning (benchmarking candidate configs).
+    TritonAutotune,
+    /// Local-memory reservation growth (spilling kernels).
+    LocalMemory,
+    /// Triton/JIT compilation.
+    Compile,
+    /// NCCL communicator creation and its buffers.
+    NcclComm,
+    /// Module loads and first kernel launches (lazy loading).
+    ModuleLoad,
+}
+
+impl EventClass {
+    /// Label for reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            EventClass::Cublas => "cuBLAS init",
+            EventClass::TritonAutotune => "Triton autotune",
+            EventClass::LocalMemory => "local-memory growth",
+            EventClass::Compile => "compile",
+            EventClass::NcclComm => "NCCL communicator init",
+            EventClass::ModuleLoad => "module loading",
+        }
+    }
+}
+
+/// A known prewarm.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prewarm {
+    pub name: &'static str,
+    pub framework: &'static str,
+    pub description: &'static str,
+    pub targets: &'static [EventClass],
+    /// Command-line flag that enables it (recipe override), if any.
+    pub flag: Option<&'static str>,
+    /// Environment variable that enables it (=1), if any.
+    pub env: Option<&'static str>,
+}
+
+use EventClass::*;
+
+/// Every prewarm the doctor knows.
+pub const CATALOG: &[Prewarm] = &[
+    Prewarm {
+        name: "cublas_backward",
+        framework: "NeMo AutoModel",
+        description: "tiny cuBLAS forward+backward per dtype at setup",
+        targets: &[Cublas, ModuleLoad],
+        flag: Some("--prewarm.cublas_backward"),
+        env: None,
+    },
+    Prewarm {
+        name: "fla_gdn_autotune",
+        framework: "NeMo AutoModel",
+        description: "warm flash-linear-attention gated-delta-net Triton autotune caches for the model's shapes",
+        targets: &[TritonAutotune, LocalMemory, Compile],
+        flag: Some("--prewarm.fla_gdn_autotune"),
+        env: None,
+    },
+    Prewarm {
+        name: "mamba_ssd_autotune",
+        framework: "NeMo AutoModel",
+        description: "warm Mamba SSD Triton autotune caches for the model's shapes",
+        targets: &[TritonAutotune, LocalMemory, Compile],
+        flag: Some("--prewarm.mamba_ssd_autotune"),
+        env: None,
+    },
+    Prewarm {
+        name: "comm_groups",
+        framework: "NeMo AutoModel",
+        description: "eagerly create the NCCL communicators later collectives (grad-norm clipping) use",
+        targets: &[NcclComm],
+        flag: Some("--prewarm.comm_groups"),
+        env: None,
+    },
+    Prewarm {
+        name: "pipeline_stage_compile",
+        framework: "NeMo AutoModel",
+        description: "run each pipeline stage once at setup (compiles, loads modules, warms libraries)",
+        targets: &[Compile, ModuleLoad, Cublas, TritonAutotune, LocalMemory],
+        flag: Some("--prewarm.pipeline_stage_compile"),
+        env: None,
+    },
+    Prewarm {
+        name: "cublas",
+        framework: "prewarm-doctor examples",
+        description: "tiny fwd+bwd per dtype at setup",
+        targets: &[Cublas, ModuleLoad],
+        flag: Some("--prewarm-cublas"),
+        env: Some("PREWARM_CUBLAS"),
+    },
+    Prewarm {
+        name: "triton_autotune",
+        framework: "prewarm-doctor examples",
+        description: "run the autotuned Triton kernel on every model shape at setup",
+        targets: &[TritonAutotune, LocalMemory, Compile],
+        flag: Some("--prewarm-triton-autotune"),
+        env: Some("PREWARM_TRITON_AUTOTUNE"),
+    },
+    Prewarm {
+        name: "nccl_comm",
+        framework: "prewarm-doctor examples",
+        description: "one tiny all-reduce per process group at setup",
+        targets: &[NcclComm],
+        flag: Some("--prewarm-nccl-comm"),
+        env: Some("PREWARM_NCCL_COMM"),
+    },
+];
+
+/// Looks a prewarm up by name.
+pub fn find(name: &str) -> Option<&'static Prewarm> {
+    CATALOG.iter().find(|p| p.name == name)
+}
+
+/// The prewarms a variant's extra arguments and environment enable.
+pub fn infer(args: &[String], env: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for p in CATALOG {
+        let by_flag = p.flag.is_some_and(|f| {
+            args.iter().enumerate().any(|(i, a)| {
+                let truthy = |v: &str| !matches!(v.to_ascii_lowercase().as_str(), "false" | "0" | "no" | "off");
+                if let Some(v) = a.strip_prefix(f).and_then(|rest| rest.strip_prefix('=')) {
+                    truthy(v)
+                } else if a == f {
+                    args.get(i + 1).is_none_or(|next| next.starts_with('-') || truthy(next))
+                } else {
+                    false
+                }
+            })
+        });
+        let by_env = p.env.is_some_and(|e| env.iter().any(|(k, v)| k == e && !matches!(v.as_str(), "" | "0" | "false")));
+        if by_flag || by_env {
+            found.push(p.name.to_string());
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn infers_prewarms_from_flags_and_env() {
+        assert_eq!(infer(&s(&["--prewarm.cublas_backward", "true"]), &[]), vec!["cublas_backward"]);
+        assert_eq!(infer(&s(&["--prewarm.cublas_backward", "false"]), &[]), Vec::<String>::new());
+        assert_eq!(infer(&s(&["--prewarm.comm_groups=true"]), &[]), vec!["comm_groups"]);
+        assert_eq!(infer(&s(&["--prewarm-nccl-comm"]), &[]), vec!["nccl_comm"]);
+        assert_eq!(infer(&[], &[("PREWARM_CUBLAS".into(), "1".into())]), vec!["cublas"]);
+        assert!(find("fla_gdn_autotune").unwrap().targets.contains(&EventClass::LocalMemory));
+    }
+}
