@@ -24,7 +24,7 @@ run() { # section name, then doctor options, then -- command
   local section=$1 name=$2; shift 2
   echo "=== $section-$name: $*"
   local t0=$(date +%s%N)
-  "$BIN" run --out "$RUNS/$section-$name" "$@" > "$RUNS/$section-$name.stdout" 2> "$RUNS/$section-$name.stderr"
+  timeout ${RUN_TIMEOUT:-600} "$BIN" run --out "$RUNS/$section-$name" "$@" > "$RUNS/$section-$name.stdout" 2> "$RUNS/$section-$name.stderr"
   local rc=$?
   echo "exit=$rc wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"
   grep -h CROSSCHECK "$RUNS/$section-$name.stdout" | head -1
@@ -43,19 +43,20 @@ for section in $SECTIONS; do
     run examples nccl-prewarm -- $TORCHRUN examples/nccl_first_collective.py --steps $STEPS --prewarm-nccl-comm
     ;;
   oom)
-    run oom triton-baseline -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1}
-    run oom triton-prewarm -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1} --prewarm-triton-autotune
+    [ "${OOM_TRITON:-1}" = 1 ] && run oom triton-baseline -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1}
+    [ "${OOM_TRITON:-1}" = 1 ] && run oom triton-prewarm -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1} --prewarm-triton-autotune
     run oom nccl-baseline -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
     run oom nccl-prewarm -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --prewarm-nccl-comm --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
     ;;
   matrix)
-    run matrix cold --preset env:cublas,triton_autotune,nccl_comm --repeat ${REPEAT:-3} -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS
+    RUN_TIMEOUT=${MATRIX_TIMEOUT:-600} run matrix cold --preset env:cublas,triton_autotune,nccl_comm --repeat ${REPEAT:-3} -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS
     ;;
   shared)
-    run shared cache --preset env:cublas,triton_autotune,nccl_comm --cache shared -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS
+    RUN_TIMEOUT=${SHARED_TIMEOUT:-600} run shared cache --preset env:cublas,triton_autotune,nccl_comm --cache shared -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS
     ;;
   overhead)
-    BIN=$BIN OUTDIR=$RUNS/overhead-runs bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | tail -3
+    BIN=$BIN OUTDIR=$RUNS/overhead-runs timeout ${OVERHEAD_TIMEOUT:-300} bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | tail -3
+    tar -C "$RUNS" -czf "$OUT/runs-overhead.tar.gz" overhead-runs
     ;;
   esac
 done

@@ -102,7 +102,12 @@ pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> 
         if plan.cache == CacheMode::Cold && !plan.keep_caches {
             let _ = std::fs::remove_dir_all(&cache_dir);
         }
+        // A signal from the user (Ctrl-C, SIGTERM) stops the whole matrix, not just this attempt.
+        let interrupted = matches!(&outcome, Ok(o) if o.exit.forwarded > 0);
         results.push((planned.clone(), outcome));
+        if interrupted {
+            break;
+        }
     }
     if !plan.keep_caches && matches!(plan.cache, CacheMode::Warm | CacheMode::Shared) {
         for v in &plan.variants {
