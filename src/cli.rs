@@ -18,6 +18,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the summary of a saved run directory (or write it as JSON).
     Report(ReportArgs),
+    /// Compare two saved runs (e.g. before/after a pull request) and gate on the change.
+    Diff(DiffArgs),
     /// Check whether this machine can capture: driver, NVML, CUPTI, injection.
     Check(CheckArgs),
     /// Print the raw records of one event file (for debugging the probe).
@@ -108,6 +110,29 @@ pub struct ReportArgs {
     /// Write to this file instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Text: show this attempt's full story (VARIANT or VARIANT/ATTEMPT).
+    #[arg(long, value_name = "VARIANT[/N]")]
+    pub attempt: Option<String>,
+    /// Text: show every attempt's full story, not just the baseline's first.
+    #[arg(long)]
+    pub all: bool,
+    /// Exit with code 11 when this holds, e.g. 'step1_oop>0' or 'cublas:verdict!=works' (docs/gating.md). Repeatable.
+    #[arg(long = "fail-if", value_name = "EXPR")]
+    pub fail_if: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier run directory (the reference).
+    pub old: PathBuf,
+    /// The later run directory.
+    pub new: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    /// Exit with code 11 when this holds for the new run relative to the old, e.g. 'step1_peak>+5%'. Repeatable.
+    #[arg(long = "fail-if", value_name = "EXPR")]
+    pub fail_if: Vec<String>,
 }
 
 #[derive(Debug, Args)]

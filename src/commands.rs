@@ -1,7 +1,10 @@
 //! The subcommands: turn parsed arguments into core calls, print what comes
 //! back, and choose the exit code.
 
-use crate::analysis::analyse_run;
+use crate::analysis::gate::{Gate, GateResult, evaluate};
+use crate::analysis::matrix::{MatrixAccount, compare, summaries};
+use crate::analysis::{AttemptAccount, analyse_run};
+use crate::report::matrix::render_matrix;
 use crate::capture::env::CacheMode;
 use crate::capture::layout::{RUN_FILE, default_run_dir, safe_component};
 use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
@@ -9,10 +12,11 @@ use crate::capture::matrix::{MatrixPlan, run_matrix};
 use crate::capture::{CaptureError, default_host_tag};
 use crate::prewarm::variants::{self, VariantError};
 use crate::report::seconds;
-use crate::cli::{CacheArg, CheckArgs, Command, DumpArgs, FormatArg, ReportArgs, RunArgs};
+use crate::cli::{CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs};
 use crate::load::load_run;
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::report::terminal::render_attempt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Exit codes of the doctor's own (not the child's) outcomes.
@@ -25,6 +29,10 @@ pub mod exit {
     pub const BAD_INPUT: i32 = 3;
     /// `report`: the run has damaged files (the report was still produced).
     pub const DAMAGED_INPUT: i32 = 4;
+    /// A `--fail-if` expression is malformed.
+    pub const BAD_GATE: i32 = 2;
+    /// A `--fail-if` threshold was crossed.
+    pub const GATE_FAILED: i32 = 11;
 }
 
 /// Runs one subcommand and returns the process exit code.
@@ -32,6 +40,7 @@ pub fn dispatch(command: Command) -> i32 {
     match command {
         Command::Run(args) => run(args),
         Command::Report(args) => report(args),
+        Command::Diff(args) => diff(args),
         Command::Check(args) => check(args),
         Command::Dump(args) => dump(args),
         Command::InjectionSelftest => selftest_child(),
@@ -185,12 +194,57 @@ fn run(args: RunArgs) -> i32 {
     if single { first_code.unwrap_or(exit::DOCTOR_FAILED) } else { worst }
 }
 
+/// Which attempts get their full story in the text output.
+pub enum Selection<'a> {
+    /// Single runs: every attempt; matrices: the baseline's first attempt.
+    Default,
+    All,
+    One(&'a str),
+}
+
+/// The text output: the comparison (for matrices) and the selected stories.
+pub fn render_text(attempts: &[AttemptAccount], matrix: Option<&MatrixAccount>, selection: Selection) -> Result<String, String> {
+    let mut out = String::new();
+    let chosen: Vec<&AttemptAccount> = match (&selection, matrix) {
+        (Selection::All, _) | (Selection::Default, None) => attempts.iter().collect(),
+        (Selection::One(spec), _) => {
+            let (variant, attempt) = match spec.split_once('/') {
+                Some((v, a)) => (v, Some(a)),
+                None => (*spec, None),
+            };
+            let found: Vec<&AttemptAccount> = attempts
+                .iter()
+                .filter(|a| a.variant == variant && attempt.is_none_or(|n| a.attempt == n))
+                .take(if attempt.is_some() { 1 } else { usize::MAX })
+                .collect();
+            if found.is_empty() {
+                let known: Vec<String> = attempts.iter().map(|a| format!("{}/{}", a.variant, a.attempt)).collect();
+                return Err(format!("--attempt {spec}: no such attempt in this run (it has: {})", known.join(", ")));
+            }
+            found
+        }
+        (Selection::Default, Some(m)) => attempts.iter().filter(|a| a.variant == m.baseline && !a.warmup).take(1).collect(),
+    };
+    if let Some(m) = matrix {
+        out.push_str(&render_matrix(m));
+        if matches!(selection, Selection::Default) {
+            out.push_str("   (the baseline's first attempt follows; `report RUN --attempt VARIANT[/N]` or `--all` shows others)\n");
+        }
+    }
+    for a in chosen {
+        out.push_str(&render_attempt(a));
+    }
+    Ok(out)
+}
+
 /// Prints the end-of-run summary to stderr; never changes the exit code.
 fn summarise(out: &PathBuf) {
     match load_run(out) {
         Ok(run) => {
-            for a in analyse_run(&run) {
-                eprint!("{}", render_attempt(&a));
+            let attempts = analyse_run(&run);
+            let matrix = compare(run.meta.as_ref(), &attempts);
+            if let Ok(text) = render_text(&attempts, matrix.as_ref(), Selection::Default) {
+                eprint!("{text}");
             }
             eprintln!("   run folder: {}", out.display());
         }
@@ -198,7 +252,26 @@ fn summarise(out: &PathBuf) {
     }
 }
 
+fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
+    exprs.iter().map(|e| Gate::parse(e)).collect::<Result<Vec<_>, _>>().map_err(|e| {
+        eprintln!("prewarm-doctor: {e}");
+        exit::BAD_GATE
+    })
+}
+
+/// Prints gate results to stderr and returns whether any failed.
+fn report_gates(results: &[GateResult]) -> bool {
+    for r in results {
+        eprintln!("[prewarm-doctor] --fail-if '{}' on '{}': {} ({})", r.gate, r.variant, if r.failed { "FAILED" } else { "ok" }, r.detail);
+    }
+    results.iter().any(|r| r.failed)
+}
+
 fn report(args: ReportArgs) -> i32 {
+    let gates = match parse_gates(&args.fail_if) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
     let run = match load_run(&args.run) {
         Ok(r) => r,
         Err(e) => {
@@ -207,21 +280,85 @@ fn report(args: ReportArgs) -> i32 {
         }
     };
     let attempts = analyse_run(&run);
-    let text = match args.format {
-        FormatArg::Text => attempts.iter().map(render_attempt).collect::<Vec<_>>().join("\n"),
-        FormatArg::Json => serde_json::to_string_pretty(&attempts).expect("serialises") + "\n",
-    };
-    match &args.output {
-        Some(path) => {
-            if let Err(e) = std::fs::write(path, text) {
-                eprintln!("prewarm-doctor: cannot write {}: {e}", path.display());
-                return exit::DOCTOR_FAILED;
+    let matrix = compare(run.meta.as_ref(), &attempts);
+    let bytes = match args.format {
+        FormatArg::Text => {
+            let selection = match (&args.attempt, args.all) {
+                (Some(a), _) => Selection::One(a),
+                (None, true) => Selection::All,
+                (None, false) => Selection::Default,
+            };
+            match render_text(&attempts, matrix.as_ref(), selection) {
+                Ok(t) => t.into_bytes(),
+                Err(e) => {
+                    eprintln!("prewarm-doctor: {e}");
+                    return exit::BAD_INPUT;
+                }
             }
         }
-        None => print!("{text}"),
+        FormatArg::Json => crate::report::json::render(&args.run.display().to_string(), run.meta.as_ref(), matrix.as_ref(), &attempts),
+    };
+    let written = match &args.output {
+        Some(path) => std::fs::write(path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display())),
+        None => std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes).map_err(|e| format!("cannot write to standard output: {e}")),
+    };
+    if let Err(e) = written {
+        eprintln!("prewarm-doctor: {e}");
+        return exit::DOCTOR_FAILED;
+    }
+    if !gates.is_empty() {
+        let summaries = summaries(run.meta.as_ref(), &attempts);
+        match evaluate(&gates, &summaries, matrix.as_ref(), None) {
+            Ok(results) => {
+                if report_gates(&results) {
+                    return exit::GATE_FAILED;
+                }
+            }
+            Err(e) => {
+                eprintln!("prewarm-doctor: {e}");
+                return exit::BAD_GATE;
+            }
+        }
     }
     let damaged = attempts.iter().any(|a| a.problems.iter().any(|p| p.damaged) || a.processes.iter().any(|p| p.problems.iter().any(|q| q.damaged)));
     if damaged { exit::DAMAGED_INPUT } else { 0 }
+}
+
+fn diff(args: DiffArgs) -> i32 {
+    let gates = match parse_gates(&args.fail_if) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
+    let load = |p: &Path| match load_run(p) {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            eprintln!("prewarm-doctor: {e}");
+            Err(exit::BAD_INPUT)
+        }
+    };
+    let (old, new) = match (load(&args.old), load(&args.new)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(c), _) | (_, Err(c)) => return c,
+    };
+    let (old_attempts, new_attempts) = (analyse_run(&old), analyse_run(&new));
+    let (old_sum, new_sum) = (summaries(old.meta.as_ref(), &old_attempts), summaries(new.meta.as_ref(), &new_attempts));
+    let (old_m, new_m) = (compare(old.meta.as_ref(), &old_attempts), compare(new.meta.as_ref(), &new_attempts));
+    let bytes = match args.format {
+        FormatArg::Text => crate::report::diff::render_text(&old_sum, &new_sum, old_m.as_ref(), new_m.as_ref()).into_bytes(),
+        FormatArg::Json => crate::report::diff::render_json(&args.old.display().to_string(), &args.new.display().to_string(), &old_sum, &new_sum, old_m.as_ref(), new_m.as_ref()),
+    };
+    if let Err(e) = std::io::stdout().lock().write_all(&bytes) {
+        eprintln!("prewarm-doctor: cannot write to standard output: {e}");
+        return exit::DOCTOR_FAILED;
+    }
+    match evaluate(&gates, &new_sum, new_m.as_ref(), Some(&old_sum)) {
+        Ok(results) if report_gates(&results) => exit::GATE_FAILED,
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("prewarm-doctor: {e}");
+            exit::BAD_GATE
+        }
+    }
 }
 
 fn check(args: CheckArgs) -> i32 {
@@ -253,12 +390,22 @@ fn dump(args: DumpArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let outcome = crate::load::stream_records(std::io::BufReader::new(file), |r| println!("{r:?}"));
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut broken = false;
+    let outcome = crate::load::stream_records(std::io::BufReader::new(file), |r| {
+        if !broken {
+            broken = writeln!(out, "{r:?}").is_err();
+        }
+    });
     if let Some(h) = &outcome.header {
         for (k, v) in &h.fields {
-            println!("# {k} = {v}");
+            if !broken {
+                broken = writeln!(out, "# {k} = {v}").is_err();
+            }
         }
     }
+    let _ = out.flush();
     match outcome.problem(Path::new(""), &args.file) {
         Some(p) => {
             eprintln!("prewarm-doctor: {}: {}", p.file, p.what);

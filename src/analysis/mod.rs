@@ -1,9 +1,15 @@
-//! Analysis: events → phases → attributed account per process → per attempt.
-//! Pure functions over loaded data; no printing, no I/O beyond reading the run.
+//! Analysis: events → phases → attributed account per process → per attempt
+//! → per variant. Pure functions over loaded data; no printing.
 
+pub mod forensics;
+pub mod framework;
+pub mod gate;
+pub mod matrix;
+pub mod memory;
 pub mod model;
 pub mod phases;
 pub mod process;
+pub mod records;
 pub mod sources;
 
 use crate::load::{Problem, RunData};
@@ -17,6 +23,9 @@ pub struct AttemptAccount {
     pub attempt: String,
     pub command: Vec<String>,
     pub exit_code: Option<i32>,
+    /// Stopped by a signal the doctor forwarded (Ctrl-C, timeout) or never finished:
+    /// incomplete, so comparisons leave it out.
+    pub interrupted: bool,
     pub warmup: bool,
     pub host_notices: Vec<String>,
     pub processes: Vec<ProcessAccount>,
@@ -33,6 +42,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
         let mut command = Vec::new();
         let mut exit_code = None;
         let mut warmup = false;
+        let mut interrupted = false;
         for host in &attempt.hosts {
             problems.extend(host.problems.iter().cloned());
             let tag = host.meta.as_ref().map(|m| m.host.clone()).unwrap_or_else(|| host.dir.file_name().unwrap_or_default().to_string_lossy().into_owned());
@@ -42,6 +52,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
                     command = m.command.clone();
                 }
                 warmup |= m.warmup;
+                interrupted |= m.exit.is_none_or(|e| e.forwarded > 0);
                 if let Some(e) = &m.exit {
                     exit_code = Some(exit_code.map_or(e.code, |c: i32| if c != 0 { c } else { e.code }));
                 } else if let Some(err) = &m.spawn_error {
@@ -51,7 +62,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
                 }
             }
             for files in &host.processes {
-                let records = process::read_process(&run.root, files);
+                let records = records::read_process(&run.root, files);
                 if let Some(acc) = process::analyse_process(host, files, records, &tag) {
                     processes.push(acc);
                 }
@@ -63,6 +74,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
             attempt: attempt.attempt.clone(),
             command,
             exit_code,
+            interrupted,
             warmup,
             host_notices: notices,
             processes,

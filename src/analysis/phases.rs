@@ -26,7 +26,7 @@ impl Phase {
             Phase::Setup => "setup",
             Phase::Step1 => "step 1",
             Phase::Steady => "steps 2..N",
-            Phase::Teardown => "teardown",
+            Phase::Teardown => "after last step",
         }
     }
 
@@ -103,6 +103,22 @@ impl Boundaries {
         }
     }
 
+    /// The step in progress at `t` (1-based), or None during setup. After the
+    /// last recorded step end this is the step that never finished.
+    pub fn step_of(&self, t: u64) -> Option<u32> {
+        let b = self.step1_begin?;
+        if t < b {
+            return None;
+        }
+        let done = self.step_ends.partition_point(|&e| e < t);
+        Some(done as u32 + 1)
+    }
+
+    /// Setup's wall time in ns (process start to step 1's start).
+    pub fn setup_ns(&self) -> Option<u64> {
+        self.step1_begin.map(|b| b.saturating_sub(self.start))
+    }
+
     /// [start, end] of a phase, if it exists in this process.
     pub fn window(&self, phase: Phase) -> Option<(u64, u64)> {
         let b = self.step1_begin;
@@ -154,6 +170,10 @@ mod tests {
         assert_eq!(b.phase_of(271), Phase::Teardown);
         assert_eq!(b.window(Phase::Steady), Some((200, 270)));
         assert_eq!(b.steady_step_ns(), Some(40));
+        assert_eq!(b.step_of(50), None);
+        assert_eq!(b.step_of(150), Some(1));
+        assert_eq!(b.step_of(201), Some(2));
+        assert_eq!(b.step_of(280), Some(4));
     }
 
     #[test]

@@ -1,461 +1,305 @@
-//! The account of one process: replay its allocation calls in time order,
-//! split them by phase and source, and reconcile them with device truth (NVML).
+//! The account of one process: phases, memory by source reconciled with device
+//! truth, exposure, framework joins, stalls, late warmups and forensics.
 
+use super::forensics::forensics;
+use super::framework::{self, StallWindows};
+use super::memory::{DeviceView, Series, replay};
 use super::model::*;
 use super::phases::{Boundaries, Phase};
-use super::sources::{UNKNOWN, classify};
+use super::records::{ProcessRecords, bus_key};
+use super::sources::TORCH_POOL;
 use crate::load::shim::ShimEvent;
-use crate::load::{HostData, ProcessFiles, Problem, read_shim, stream_records};
-use prewarm_events::*;
-use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::BufReader;
-use std::path::Path;
-
-/// Everything read from one process's files.
-#[derive(Default)]
-pub struct ProcessRecords {
-    pub header: BTreeMap<String, String>,
-    pub libraries: HashMap<u32, String>,
-    pub mem: Vec<MemCall>,
-    pub local: Vec<LocalMemoryGrowth>,
-    pub first_launches: Vec<KernelFirstLaunch>,
-    pub contexts: Vec<ContextCreated>,
-    pub modules: Vec<ModuleLoad>,
-    pub notices: Vec<Notice>,
-    pub dropped: Option<RecordsDropped>,
-    pub cost: Option<ProbeCost>,
-    pub last_t: u64,
-    pub shim: Vec<ShimEvent>,
-    pub problems: Vec<Problem>,
-}
-
-/// Streams the probe file and reads the shim file of one process.
-pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
-    let mut r = ProcessRecords::default();
-    if let Some(path) = &files.events {
-        match File::open(path) {
-            Ok(f) => {
-                let outcome = stream_records(BufReader::new(f), |rec| {
-                    if let Some(t) = rec.time() {
-                        r.last_t = r.last_t.max(t);
-                    }
-                    match rec {
-                        Record::Library(l) => {
-                            r.libraries.insert(l.id, l.path);
-                        }
-                        Record::Mem(m) => {
-                            r.last_t = r.last_t.max(m.t_end);
-                            r.mem.push(m)
-                        }
-                        Record::LocalMemory(l) => r.local.push(l),
-                        Record::KernelFirst(k) => r.first_launches.push(k),
-                        Record::Context(c) => r.contexts.push(c),
-                        Record::Module(m) => r.modules.push(m),
-                        Record::Notice(n) => r.notices.push(n),
-                        Record::Dropped(d) => r.dropped = Some(d),
-                        Record::Cost(c) => r.cost = Some(c),
-                        _ => {}
-                    }
-                });
-                if let Some(h) = &outcome.header {
-                    r.header = h.fields.iter().cloned().collect();
-                }
-                if let Some(p) = outcome.problem(root, path) {
-                    r.problems.push(p);
-                }
-            }
-            Err(e) => r.problems.push(Problem { file: path.display().to_string(), what: e.to_string(), damaged: true }),
-        }
-    }
-    if let Some(path) = &files.shim {
-        let (events, problems) = read_shim(root, path);
-        r.shim = events;
-        r.problems.extend(problems);
-    }
-    r
-}
-
-/// Normalises PCI bus ids ("00000000:19:00.0" vs "0000:19:00.0").
-pub fn bus_key(id: &str) -> String {
-    let lower = id.to_ascii_lowercase();
-    match lower.split_once(':') {
-        Some((domain, rest)) => format!("{:x}:{rest}", u64::from_str_radix(domain, 16).unwrap_or(0)),
-        None => lower,
-    }
-}
-
-/// Device memory used by this process over time, from the best source available.
-struct UsedSeries {
-    points: Vec<(u64, u64)>,
-    source: String,
-}
-
-impl UsedSeries {
-    fn at(&self, t: u64) -> Option<u64> {
-        let i = self.points.partition_point(|p| p.0 <= t);
-        if i == 0 { None } else { Some(self.points[i - 1].1) }
-    }
-    fn peak(&self, a: u64, b: u64) -> Option<u64> {
-        let lo = self.points.partition_point(|p| p.0 < a);
-        let hi = self.points.partition_point(|p| p.0 <= b);
-        let inside = self.points[lo..hi].iter().map(|p| p.1).max();
-        // The value holding at `a` counts too.
-        inside.into_iter().chain(self.at(a)).max()
-    }
-}
-
-fn used_series(host: &HostData, pid: u32, bus: Option<&str>) -> UsedSeries {
-    let procs: Vec<(u64, u64)> = host.nvml.processes.iter().filter(|s| s.pid == pid).map(|s| (s.t, s.used)).collect();
-    if !procs.is_empty() {
-        return UsedSeries { points: procs, source: "NVML per-process used memory".into() };
-    }
-    let gpu = bus.and_then(|b| {
-        host.meta.as_ref()?.gpus.iter().find(|g| bus_key(&g.pci_bus_id) == bus_key(b)).map(|g| (g.index, g.used_before_bytes))
-    });
-    if let Some((index, baseline)) = gpu {
-        if let Some(samples) = host.nvml.devices.get(&index) {
-            return UsedSeries {
-                points: samples.iter().map(|s| (s.t, s.used.saturating_sub(baseline))).collect(),
-                source: "NVML device used memory minus what was in use before the run".into(),
-            };
-        }
-    }
-    UsedSeries { points: Vec::new(), source: "none (no NVML timeline for this process's GPU)".into() }
-}
+use crate::load::{HostData, ProcessFiles};
+use prewarm_events::{MemApi, NoticeLevel};
+use std::collections::BTreeMap;
 
 fn secs(t: u64, start: u64) -> f64 {
     t.saturating_sub(start) as f64 / 1e9
 }
 
-/// Shortens a (possibly mangled) kernel name for display.
-pub fn kernel_display(name: &str) -> String {
-    let demangled = cpp_demangle::Symbol::new(name)
-        .ok()
-        .and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default().no_params().no_return_type()).ok())
-        .unwrap_or_else(|| name.to_string());
-    if demangled.chars().count() > 120 {
-        let cut: String = demangled.chars().take(117).collect();
-        format!("{cut}...")
+fn device_view(host: &HostData, pid: u32, bus: Option<&str>, r: &ProcessRecords) -> (DeviceView, Option<u64>) {
+    let gpu = bus.and_then(|b| host.meta.as_ref()?.gpus.iter().find(|g| bus_key(&g.pci_bus_id) == bus_key(b)).cloned());
+    let device_used = gpu
+        .as_ref()
+        .and_then(|g| host.nvml.devices.get(&g.index))
+        .map(|s| Series { points: s.iter().map(|x| (x.t, x.used)).collect() })
+        .unwrap_or_default();
+    let procs: Vec<(u64, u64)> = host.nvml.processes.iter().filter(|s| s.pid == pid).map(|s| (s.t, s.used)).collect();
+    let baseline = gpu.as_ref().map(|g| g.used_before_bytes);
+    let alone = host.nvml.processes.iter().filter(|s| gpu.as_ref().is_some_and(|g| g.index == s.gpu)).all(|s| s.pid == pid);
+    let (used, used_source) = if !device_used.points.is_empty() && alone {
+        // Alone on its GPU: the device-level view is the same scale as
+        // cuMemGetInfo (which the probe reads) and sampled more often.
+        let b = baseline.unwrap_or(0);
+        (
+            Series { points: device_used.points.iter().map(|p| (p.0, p.1.saturating_sub(b))).collect() },
+            "NVML device used memory minus what was in use before the run (only process on its GPU)".to_string(),
+        )
+    } else if !procs.is_empty() {
+        (Series { points: procs }, "NVML per-process used memory (GPU shared with other processes)".to_string())
     } else {
-        demangled
-    }
+        let total = r.contexts.first().map(|c| c.total).filter(|t| *t != prewarm_events::UNKNOWN_BYTES);
+        let base = r.contexts.first().and_then(|c| r.mem.iter().find(|m| m.t_end >= c.t).map(|m| m.free_after));
+        let pts = match total {
+            Some(t) => r
+                .mem
+                .iter()
+                .filter(|m| m.free_after != prewarm_events::UNKNOWN_BYTES)
+                .map(|m| (m.t_end, t.saturating_sub(m.free_after)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let _ = base;
+        (Series { points: pts }, "cuMemGetInfo at allocation calls (no NVML timeline)".to_string())
+    };
+    let mut probe_free: Vec<(u64, u64)> = r
+        .mem
+        .iter()
+        .filter(|m| m.free_after != prewarm_events::UNKNOWN_BYTES)
+        .map(|m| (m.t_end, m.free_after))
+        .collect();
+    probe_free.sort();
+    let cuda_total = r
+        .contexts
+        .iter()
+        .map(|c| c.total)
+        .chain(r.mem.iter().map(|m| m.total))
+        .find(|t| *t != prewarm_events::UNKNOWN_BYTES);
+    (DeviceView { used, used_source, device_used, cuda_total, probe_free: Series { points: probe_free } }, baseline)
 }
 
-#[derive(Default)]
-struct PhaseAcc {
-    by_source: BTreeMap<String, SourceBytes>,
-    pool_peak: u64,
-    oop_alloc: u64,
-    oop_freed: u64,
-    local_growth: u64,
-    module_loads: u32,
-    module_bytes: u64,
-    first_launches: u32,
-    pinned: u64,
-    failed: u32,
-}
-
-struct Live {
-    bytes: u64,
-    source: String,
-    in_pool: bool,
-}
-
-/// The running totals while replaying.
-#[derive(Default)]
-struct State {
-    live: HashMap<u64, Live>,
-    pool: u64,
-    oop: BTreeMap<String, u64>,
-    local_by_ctx: HashMap<u32, u64>,
-    module_bytes: u64,
-}
-
-impl State {
-    fn oop_total(&self) -> u64 {
-        self.oop.values().sum()
-    }
-    fn local_total(&self) -> u64 {
-        self.local_by_ctx.values().sum()
-    }
-}
-
-enum Step<'a> {
-    Mem(&'a MemCall),
-    Local(&'a LocalMemoryGrowth),
-    First,
-    PhaseEnd(Phase),
-}
-
-fn opt(v: u64) -> Option<u64> {
-    (v != UNKNOWN_BYTES).then_some(v)
-}
-
-/// Builds the account of one process. Returns None for processes that never
-/// initialised CUDA and never trained (nothing to say).
+/// Builds the account of one process; None for processes that never created
+/// a CUDA context and never stepped (launchers, tools).
 pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords, host_tag: &str) -> Option<ProcessAccount> {
-    if files.events.is_none() && !r.shim.iter().any(|e| matches!(e, ShimEvent::StepEnd { .. })) {
+    let stepped = r.shim.iter().any(|e| matches!(e, ShimEvent::StepEnd { .. }));
+    let disabled = r.notices.iter().any(|n| n.level == NoticeLevel::Disabled) || r.header.get("status").is_some_and(|s| s != "active");
+    if r.contexts.is_empty() && !stepped && !disabled {
         return None;
     }
     let header_start = r.header.get("start_ns").and_then(|v| v.parse::<u64>().ok());
-    let shim_first = r
-        .shim
-        .iter()
-        .filter_map(|e| match e {
-            ShimEvent::Process { t, .. } => Some(*t),
-            _ => None,
-        })
-        .min();
+    let shim_times = r.shim.iter().filter_map(|e| match e {
+        ShimEvent::Process { t, .. } | ShimEvent::StepEnd { t, .. } | ShimEvent::Step1Begin { t, .. } | ShimEvent::Exception { t, .. } => Some(*t),
+        ShimEvent::Marker { t1, .. } | ShimEvent::Autotune { t1, .. } | ShimEvent::AutotuneConfig { t1, .. } | ShimEvent::Compile { t1, .. } => Some(*t1),
+        _ => None,
+    });
+    let shim_first = r.shim.iter().find_map(|e| match e {
+        ShimEvent::Process { t, .. } => Some(*t),
+        _ => None,
+    });
     let start = [header_start, shim_first].into_iter().flatten().min().unwrap_or(0);
-    let shim_last = r
-        .shim
-        .iter()
-        .map(|e| match e {
-            ShimEvent::StepEnd { t, .. } | ShimEvent::Step1Begin { t, .. } | ShimEvent::Process { t, .. } => *t,
-            ShimEvent::Marker { t1, .. } | ShimEvent::Autotune { t1, .. } | ShimEvent::AutotuneConfig { t1, .. } | ShimEvent::Compile { t1, .. } => *t1,
-            _ => 0,
-        })
-        .max()
-        .unwrap_or(0);
-    let end = r.last_t.max(shim_last).max(start);
-    let use_markers = host.meta.as_ref().map(|m| m.env.contains_key("PREWARM_DOCTOR_STEP_MARKER")).unwrap_or(false);
+    let end = shim_times.chain([r.last_t, start]).max().unwrap_or(start);
+    let use_markers = host.meta.as_ref().is_some_and(|m| m.env.contains_key("PREWARM_DOCTOR_STEP_MARKER"));
     let bounds = Boundaries::from_events(&r.shim, use_markers, start, end);
 
-    let lib_source = |id: u32| -> (String, bool, String) {
-        match r.libraries.get(&id) {
-            Some(path) => {
-                let (s, pool) = classify(path);
-                (s, pool, path.rsplit('/').next().unwrap_or(path).to_string())
-            }
-            None => (UNKNOWN.to_string(), false, String::new()),
-        }
-    };
-
     let bus = r.contexts.first().map(|c| c.pci_bus_id.clone()).filter(|b| !b.is_empty());
-    let used = used_series(host, files.pid, bus.as_deref());
+    let (device, baseline) = device_view(host, files.pid, bus.as_deref(), &r);
 
-    // Replay in time order: calls take effect at their exit.
-    let mut steps: Vec<(u64, Step)> = Vec::new();
-    for m in &r.mem {
-        steps.push((m.t_end, Step::Mem(m)));
-    }
-    for l in &r.local {
-        steps.push((l.t_start, Step::Local(l)));
-    }
-    for k in &r.first_launches {
-        steps.push((k.t_start, Step::First));
-    }
-    for p in Phase::ALL {
-        if let Some((_, b)) = bounds.window(p) {
-            steps.push((b, Step::PhaseEnd(p)));
-        }
-    }
-    steps.sort_by_key(|s| (s.0, matches!(s.1, Step::PhaseEnd(_))));
+    let clock = host.meta.as_ref().map(|m| (m.started_unix_ns, m.t_start_ns)).filter(|c| c.0 > 0);
+    let comm_windows = framework::comm_windows(&host.nccl, files.pid, clock);
 
-    let mut acc: BTreeMap<Phase, PhaseAcc> = BTreeMap::new();
-    let mut state = State::default();
-    let mut ends: BTreeMap<Phase, (u64, u64, BTreeMap<String, u64>, u64, u64)> = BTreeMap::new();
-    let mut failures = Vec::new();
-    let mut local_events = Vec::new();
-    let mut libs_by_source: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut context_bytes: Option<u64> = None;
-    let ctx_t = r.contexts.first().map(|c| c.t);
-
-    for (t, step) in &steps {
-        let phase = bounds.phase_of(*t);
-        if let (None, Some(ct)) = (context_bytes, ctx_t) {
-            // The CUDA context: device memory held right after it came up, before
-            // anything else was allocated (first device sample after creation).
-            if *t > ct {
-                if let Some(u) = used.at(*t).filter(|_| used.points.iter().any(|p| p.0 >= ct && p.0 <= *t)) {
-                    context_bytes = Some(u.saturating_sub(state.pool + state.oop_total() + state.local_total() + state.module_bytes));
-                }
-            }
-        }
-        if let Step::PhaseEnd(p) = step {
-            ends.insert(*p, (*t, state.pool, state.oop.clone(), state.local_total(), state.module_bytes));
-            continue;
-        }
-        let a = acc.entry(phase).or_default();
-        match step {
-            Step::Mem(m) => {
-                let (source, in_pool, lib) = lib_source(m.library);
-                let libs = libs_by_source.entry(source.clone()).or_default();
-                if !lib.is_empty() && !libs.contains(&lib) {
-                    libs.push(lib.clone());
-                }
-                let effect = m.api.effect();
-                if m.result != 0 {
-                    if matches!(effect, MemEffect::DeviceAlloc | MemEffect::Module | MemEffect::Context) {
-                        a.failed += 1;
-                        failures.push(FailedRequest {
-                            t_s: secs(m.t_end, start),
-                            phase,
-                            api: m.api.name().to_string(),
-                            bytes: m.bytes,
-                            result: m.result,
-                            source: source.clone(),
-                            library: lib,
-                            free_before: opt(m.free_before),
-                            total: opt(m.total),
-                        });
-                    }
-                    continue;
-                }
-                match effect {
-                    MemEffect::DeviceAlloc => {
-                        state.live.insert(m.address, Live { bytes: m.bytes, source: source.clone(), in_pool });
-                        if in_pool {
-                            state.pool += m.bytes;
-                        } else {
-                            *state.oop.entry(source.clone()).or_default() += m.bytes;
-                            a.oop_alloc += m.bytes;
-                        }
-                        let sb = a.by_source.entry(source.clone()).or_insert_with(|| SourceBytes { source: source.clone(), ..Default::default() });
-                        sb.calls += 1;
-                        sb.allocated += m.bytes;
-                    }
-                    MemEffect::DeviceFree => {
-                        if let Some(live) = state.live.remove(&m.address) {
-                            if live.in_pool {
-                                state.pool = state.pool.saturating_sub(live.bytes);
-                            } else {
-                                let e = state.oop.entry(live.source.clone()).or_default();
-                                *e = e.saturating_sub(live.bytes);
-                                a.oop_freed += live.bytes;
-                            }
-                            let sb = a.by_source.entry(live.source.clone()).or_insert_with(|| SourceBytes { source: live.source.clone(), ..Default::default() });
-                            sb.freed += live.bytes;
-                        }
-                    }
-                    MemEffect::HostAlloc => a.pinned += m.bytes,
-                    MemEffect::Module => {
-                        if matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload) {
-                            continue;
-                        }
-                        a.module_loads += 1;
-                        if let (Some(b), Some(f)) = (opt(m.free_before), opt(m.free_after)) {
-                            let delta = b.saturating_sub(f);
-                            a.module_bytes += delta;
-                            state.module_bytes += delta;
-                        }
-                    }
-                    _ => {}
-                }
-                a.pool_peak = a.pool_peak.max(state.pool);
-            }
-            Step::Local(l) => {
-                let cur = state.local_by_ctx.entry(l.context_id).or_default();
-                if l.total_after > *cur {
-                    a.local_growth += l.total_after - *cur;
-                    *cur = l.total_after;
-                }
-                local_events.push(LocalMemoryEvent {
-                    t_s: secs(l.t_start, start),
-                    phase,
-                    kernel: kernel_display(&l.kernel),
-                    before: l.total_before,
-                    after: l.total_after,
-                    per_thread: l.per_thread,
-                    registers: l.registers,
-                });
-            }
-            Step::First => a.first_launches += 1,
-            Step::PhaseEnd(_) => {}
+    // Instants whose memory state is needed: phase ends and communicator windows.
+    let mut queries = Vec::new();
+    let phase_windows: Vec<(Phase, (u64, u64))> = Phase::ALL.iter().filter_map(|p| bounds.window(*p).map(|w| (*p, w))).collect();
+    // A process that died: its last phase is accounted just before the
+    // exception (teardown frees memory and would hide what was held).
+    let died_at = r.shim.iter().find_map(|e| match e {
+        ShimEvent::Exception { t, .. } => Some(*t),
+        _ => None,
+    });
+    let gap_instant = |a: u64, b: u64| match died_at {
+        Some(d) if d >= a && d <= b => d,
+        _ => b,
+    };
+    for (_, (a, b)) in &phase_windows {
+        queries.push(gap_instant(*a, *b));
+    }
+    // Each communicator's window, widened a little for the device timeline to
+    // catch up, but never into a neighbouring communicator's window.
+    let mut spans: Vec<Option<(u64, u64)>> = Vec::new();
+    {
+        let mut sorted: Vec<(u64, u64)> = comm_windows.iter().filter_map(|c| c.1).collect();
+        sorted.sort();
+        for (_, w) in &comm_windows {
+            spans.push(w.map(|(a, b)| {
+                let prev_end = sorted.iter().filter(|o| o.1 <= a).map(|o| o.1).max();
+                let next_start = sorted.iter().filter(|o| o.0 >= b && (o.0, o.1) != (a, b)).map(|o| o.0).min();
+                let before = prev_end.map_or(a.saturating_sub(5_000_000), |p| a.saturating_sub(((a - p) / 2).min(5_000_000)));
+                let after = next_start.map_or(b + 20_000_000, |n| b + ((n - b) / 2).min(20_000_000));
+                (before, after)
+            }));
         }
     }
+    for s in spans.iter().flatten() {
+        queries.push(s.0);
+        queries.push(s.1);
+    }
+    let mut rp = replay(&r, &bounds, &device, &queries);
+
+    // The CUDA context: device memory held right after it came up (cuMemGetInfo
+    // at creation, minus what the device held before), including the
+    // local-memory reservation every context starts with.
+    let context_bytes = r.contexts.first().and_then(|c| {
+        if c.free == prewarm_events::UNKNOWN_BYTES || c.total == prewarm_events::UNKNOWN_BYTES {
+            return None;
+        }
+        let call_start = r.mem.iter().filter(|m| matches!(m.api, MemApi::PrimaryCtxRetain | MemApi::CtxCreate) && m.t_end >= c.t).map(|m| m.t_start).min().unwrap_or(c.t);
+        let before = device.device_used.at(call_start).or(baseline).unwrap_or(0);
+        Some((c.total - c.free).saturating_sub(before))
+    });
+
+    let remainder = |t: u64, state: &super::memory::State| -> Option<i64> {
+        device.used.at(t).map(|u| u as i64 - (state.pool + state.oop_total() + state.local_growth) as i64)
+    };
+    let mut qi = phase_windows.len();
+    let mut comm_inferred = Vec::new();
+    for span in &spans {
+        match span {
+            Some((a, b)) => {
+                let before = remainder(*a, &rp.states[qi]);
+                let after = remainder(*b, &rp.states[qi + 1]);
+                qi += 2;
+                comm_inferred.push((*b, before.zip(after).map_or(0, |(x, y)| (y - x).max(0) as u64)));
+            }
+            None => comm_inferred.push((0, 0)),
+        }
+    }
+    let nccl = framework::comm_accounts(&comm_windows, &spans, &rp.oop_allocs, &bounds, &comm_inferred);
+    let autotune = framework::autotune_accounts(&r, &mut rp, &bounds);
+    let compiles = framework::compile_events(&r, &bounds);
+    let stall_windows = StallWindows::collect(&r, &comm_windows);
 
     let mut phases = Vec::new();
-    for p in Phase::ALL {
-        let Some((a_t, b_t)) = bounds.window(p) else { continue };
-        let pa = acc.remove(&p).unwrap_or_default();
-        let (t_end, pool_end, oop_end, local_end, module_end) =
-            ends.get(&p).cloned().unwrap_or((b_t, state.pool, state.oop.clone(), state.local_total(), state.module_bytes));
-        let mut by_source: Vec<SourceBytes> = pa.by_source.into_values().collect();
+    for (i, (p, (a, b))) in phase_windows.iter().enumerate() {
+        let totals = rp.phases.remove(p).unwrap_or_default();
+        let state = &rp.states[i];
+        let mut by_source: Vec<SourceBytes> = totals.by_source.into_values().collect();
         for sb in by_source.iter_mut() {
-            sb.live_end = if sb.source == super::sources::TORCH_POOL { pool_end } else { oop_end.get(&sb.source).copied().unwrap_or(0) };
-            sb.libraries = libs_by_source.get(&sb.source).cloned().unwrap_or_default();
+            sb.live_end = if sb.source == TORCH_POOL { state.pool } else { state.oop.get(&sb.source).copied().unwrap_or(0) };
+            sb.libraries = rp.libraries_by_source.get(&sb.source).cloned().unwrap_or_default();
         }
-        by_source.sort_by(|a, b| b.allocated.cmp(&a.allocated));
-        let gap_end = used.at(t_end).map(|device_used| {
-            let out_of_pool = device_used.saturating_sub(pool_end);
+        by_source.sort_by(|x, y| y.allocated.cmp(&x.allocated));
+        let gap_t = gap_instant(*a, *b);
+        let gap_end = device.used.at(gap_t).map(|device_used| {
+            let out_of_pool = device_used.saturating_sub(state.pool);
             let mut parts = Vec::new();
             if let Some(c) = context_bytes {
-                parts.push(("CUDA context".to_string(), c));
+                parts.push(GapPart {
+                    name: format!("CUDA context (incl. {} initial local memory)", crate::report::bytes(rp.initial_local)),
+                    bytes: c as i64,
+                    inferred: false,
+                });
             }
-            for (s, b) in &oop_end {
-                if *b > 0 {
-                    parts.push((s.clone(), *b));
+            for (s, bytes) in &state.oop {
+                if *bytes > 0 {
+                    parts.push(GapPart { name: s.clone(), bytes: *bytes as i64, inferred: false });
                 }
             }
-            if local_end > 0 {
-                parts.push(("local memory (spills)".to_string(), local_end));
+            if state.local_growth > 0 {
+                parts.push(GapPart { name: "local-memory growth (spills)".into(), bytes: state.local_growth as i64, inferred: false });
             }
-            if module_end > 0 {
-                parts.push(("module code (explicit loads)".to_string(), module_end));
+            if state.local_released > 0 {
+                parts.push(GapPart {
+                    name: "local-memory reservation dropped by the failed launch".into(),
+                    bytes: -(state.local_released as i64),
+                    inferred: false,
+                });
             }
-            let named: u64 = parts.iter().map(|p| p.1).sum();
-            GapAccount {
-                at_s: secs(t_end, start),
-                device_used,
-                pool_reserved: pool_end,
-                out_of_pool,
-                parts,
-                unexplained: out_of_pool as i64 - named as i64,
+            let nccl_code: u64 = nccl.iter().zip(&comm_inferred).filter(|(_, ci)| ci.0 > 0 && ci.0 <= gap_t).map(|(c, _)| c.inferred_bytes).sum();
+            if nccl_code > 0 {
+                parts.push(GapPart { name: "NCCL init without allocation calls (kernel code)".into(), bytes: nccl_code as i64, inferred: true });
             }
+            let named: i64 = parts.iter().map(|p| p.bytes).sum();
+            GapAccount { at_s: secs(gap_t, start), device_used, pool_reserved: state.pool, out_of_pool, parts, unexplained: out_of_pool as i64 - named }
         });
-        let steps_in = match p {
-            Phase::Step1 => 1,
-            Phase::Steady => bounds.step_ends.len().saturating_sub(1) as u32,
-            _ => 0,
-        };
+        let module_image_bytes = r.modules.iter().filter(|m| m.t >= *a && m.t <= *b).map(|m| m.cubin_bytes).sum();
         phases.push(PhaseAccount {
-            phase: p,
-            start_s: secs(a_t, start),
-            end_s: secs(b_t, start),
-            duration_s: b_t.saturating_sub(a_t) as f64 / 1e9,
-            steps: steps_in,
-            device_used_peak: used.peak(a_t, b_t),
-            pool_reserved_peak: pa.pool_peak.max(pool_end),
-            pool_reserved_end: pool_end,
-            out_of_pool_allocated: pa.oop_alloc,
-            out_of_pool_freed: pa.oop_freed,
-            out_of_pool_live_end: oop_end.values().sum(),
+            phase: *p,
+            start_s: secs(*a, start),
+            end_s: secs(*b, start),
+            duration_s: b.saturating_sub(*a) as f64 / 1e9,
+            steps: match p {
+                Phase::Step1 => 1,
+                Phase::Steady => bounds.step_ends.len().saturating_sub(1) as u32,
+                _ => 0,
+            },
+            device_used_peak: device.used.peak(*a, *b),
+            pool_reserved_peak: totals.pool_peak.max(state.pool),
+            pool_reserved_end: state.pool,
+            out_of_pool_allocated: totals.oop_alloc,
+            out_of_pool_freed: totals.oop_freed,
+            out_of_pool_live_end: state.oop_total(),
             by_source,
-            local_memory_growth: pa.local_growth,
-            module_loads: pa.module_loads,
-            module_bytes: pa.module_bytes,
-            kernels_first_launched: pa.first_launches,
-            host_pinned_allocated: pa.pinned,
-            failed_requests: pa.failed,
+            local_memory_growth: totals.local_growth,
+            module_loads: totals.module_loads,
+            module_image_bytes,
+            kernels_first_launched: totals.first_launches,
+            host_pinned_allocated: totals.pinned,
+            failed_requests: totals.failed,
+            stall: stall_windows.breakdown(*a, *b),
             gap_end,
         });
     }
 
+    let exceptions: Vec<ExceptionEvent> = r
+        .shim
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::Exception { t, kind, message, .. } => Some(ExceptionEvent {
+                t_s: secs(*t, start),
+                phase: bounds.phase_of(*t),
+                kind: kind.clone(),
+                message: message.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    let forensics = forensics(&rp, &nccl, &exceptions, &bounds);
+
+    let kernels_after_setup: u32 = phases.iter().filter(|p| p.phase != Phase::Setup).map(|p| p.kernels_first_launched).sum();
+    let late_warmups = framework::late_warmups(&autotune, &compiles, &nccl, &rp, kernels_after_setup, bounds.step1_begin.map(|_| 1));
+
+    let mut tightest: BTreeMap<Phase, Exposure> = BTreeMap::new();
+    for e in &rp.exposures {
+        let Some(h) = e.headroom_after else { continue };
+        let better = tightest.get(&e.phase).is_none_or(|cur| cur.headroom_after.is_none_or(|c| h < c));
+        if better {
+            tightest.insert(e.phase, e.clone());
+        }
+    }
+    let min_capacity_bytes = rp
+        .exposures
+        .iter()
+        .filter_map(|e| device.cuda_total.zip(e.device_free_before).map(|(t, f)| t.saturating_sub(f) + e.bytes))
+        .max();
+
     let status = r.header.get("status").cloned().unwrap_or_else(|| {
         if files.events.is_none() { "no probe file (CUDA never initialised, or injection was not possible)".into() } else { "unknown".into() }
     });
-    let disabled = r.notices.iter().find(|n| n.level == NoticeLevel::Disabled).map(|n| n.text.clone());
+    let disabled_note = r.notices.iter().find(|n| n.level == NoticeLevel::Disabled).map(|n| n.text.clone());
     let capture = CaptureStatus {
-        active: status == "active" && disabled.is_none(),
-        detail: disabled.unwrap_or(status),
-        cupti: r.header.get("cupti_path").filter(|v| !v.is_empty()).map(|p| format!("{p} (API {})", r.header.get("cupti_version").cloned().unwrap_or_default())),
+        active: status == "active" && disabled_note.is_none(),
+        detail: disabled_note.unwrap_or(status),
+        cupti: r
+            .header
+            .get("cupti_path")
+            .filter(|v| !v.is_empty())
+            .map(|p| format!("{p} (API {})", r.header.get("cupti_version").cloned().unwrap_or_default())),
         notices: r.notices.iter().filter(|n| n.level != NoticeLevel::Disabled).map(|n| n.text.clone()).collect(),
     };
     let mut versions = BTreeMap::new();
     for e in &r.shim {
-        if let ShimEvent::Process { versions: v, .. } = e {
-            for (k, val) in v {
-                if let Some(val) = val {
-                    versions.insert(k.clone(), val.clone());
+        match e {
+            ShimEvent::Process { versions: v, .. } => {
+                for (k, val) in v {
+                    if let Some(val) = val {
+                        versions.insert(k.clone(), val.clone());
+                    }
                 }
             }
-        }
-        if let ShimEvent::ProcessGroup { nccl, .. } = e {
-            if !nccl.is_empty() {
+            ShimEvent::ProcessGroup { nccl, .. } if !nccl.is_empty() => {
                 versions.insert("nccl".into(), nccl.clone());
             }
+            _ => {}
         }
     }
     if let Some(v) = r.header.get("cupti_version").filter(|v| !v.is_empty()) {
@@ -471,15 +315,22 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         dropped_probe_events: r.dropped.as_ref().map_or(0, |d| d.probe_events),
         dropped_cupti_records: r.dropped.as_ref().map_or(0, |d| d.cupti_records),
     };
-    let torch_step_stats = r
+    // torch's own view at step ends, beside the doctor's pool tracking.
+    let step_times: Vec<(u32, u64, Option<u64>, Option<u64>)> = r
         .shim
         .iter()
         .filter_map(|e| match e {
-            ShimEvent::StepEnd { step, reserved, device_free, device_total, .. } => {
-                Some((*step, *reserved, device_total.zip(*device_free).map(|(t, f)| t.saturating_sub(f))))
+            ShimEvent::StepEnd { t, step, reserved, device_free, device_total, .. } => {
+                Some((*step, *t, *reserved, device_total.zip(*device_free).map(|(a, b)| a.saturating_sub(b))))
             }
             _ => None,
         })
+        .collect();
+    let step_states = replay(&r, &bounds, &device, &step_times.iter().map(|s| s.1).collect::<Vec<_>>()).states;
+    let step_checks = step_times
+        .iter()
+        .zip(step_states)
+        .map(|(s, st)| StepCheck { step: s.0, torch_reserved: s.2, doctor_pool_reserved: st.pool, torch_device_used: s.3 })
         .collect();
     let header_u32 = |k: &str| r.header.get(k).and_then(|v| v.parse::<u32>().ok());
     Some(ProcessAccount {
@@ -492,35 +343,28 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         gpu: bus,
         capture,
         versions,
-        step_rule: bounds.rule.clone(),
-        steps: bounds.step_ends.len() as u32,
-        step1_s: bounds.window(Phase::Step1).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
-        steady_step_s: bounds.steady_step_ns().map(|n| n as f64 / 1e9),
-        memory_source: used.source,
+        steps: StepInfo {
+            count: bounds.step_ends.len() as u32,
+            rule: bounds.rule.clone(),
+            setup_s: bounds.setup_ns().map(|n| n as f64 / 1e9),
+            step1_s: bounds.window(Phase::Step1).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
+            steady_step_s: bounds.steady_step_ns().map(|n| n as f64 / 1e9),
+        },
+        memory_source: device.used_source.clone(),
         context_bytes,
         phases,
-        local_memory: local_events,
-        failures,
+        local_memory: rp.local_events,
+        exposures: rp.exposures,
+        tightest: tightest.into_values().collect(),
+        min_capacity_bytes,
+        nccl,
+        autotune,
+        compiles,
+        late_warmups,
+        forensics,
+        exceptions,
         health,
-        torch_step_stats,
+        step_checks,
         problems: r.problems,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bus_ids_match_across_nvml_and_cuda_spellings() {
-        assert_eq!(bus_key("00000000:19:00.0"), bus_key("0000:19:00.0"));
-        assert_ne!(bus_key("00000000:1A:00.0"), bus_key("0000:19:00.0"));
-    }
-
-    #[test]
-    fn kernel_names_are_demangled_and_shortened() {
-        assert_eq!(kernel_display("_Z3fooi"), "foo");
-        assert_eq!(kernel_display("rowwise_mix"), "rowwise_mix");
-        assert!(kernel_display(&"x".repeat(500)).ends_with("..."));
-    }
 }

@@ -1,5 +1,8 @@
 //! Outputs: each format renders the analysis account to bytes; none prints.
 
+pub mod diff;
+pub mod json;
+pub mod matrix;
 pub mod terminal;
 
 /// Human-readable byte counts (binary units).

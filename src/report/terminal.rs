@@ -1,32 +1,48 @@
-//! The terminal summary printed at the end of every run and by `report`.
+//! The terminal summary printed at the end of every run and by `report`:
+//! the step-1 story of each rank, headline first.
 
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
-use crate::analysis::model::ProcessAccount;
+use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
+use crate::analysis::phases::Phase;
+use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
 
 fn who(p: &ProcessAccount) -> String {
+    let dev = p.device.map(|d| format!(", cuda:{d}")).unwrap_or_default();
     match p.rank {
-        Some(r) => format!("rank {r} (host {}, pid {})", p.host, p.pid),
-        None => format!("process {} (host {})", p.pid, p.host),
+        Some(r) => format!("rank {r} (host {}, pid {}{dev})", p.host, p.pid),
+        None => format!("process {} (host {}{dev})", p.pid, p.host),
+    }
+}
+
+fn step_label(phase: Phase, step: Option<u32>) -> String {
+    match (phase, step) {
+        (Phase::Setup, _) => "setup (before step 1)".into(),
+        (_, Some(n)) => format!("step {n}"),
+        (p, None) => p.label().into(),
     }
 }
 
 /// Renders one attempt's summary.
 pub fn render_attempt(a: &AttemptAccount) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "== prewarm-doctor: variant '{}', attempt {}{}", a.variant, a.attempt, if a.warmup { " (cache warm-up, untimed)" } else { "" });
+    let _ = writeln!(
+        o,
+        "== prewarm-doctor: variant '{}', attempt {}{}{}",
+        a.variant,
+        a.attempt,
+        if a.warmup { " (cache warm-up, untimed)" } else { "" },
+        a.exit_code.map(|c| format!(" — exit code {c}")).unwrap_or_default()
+    );
     if !a.command.is_empty() {
         let _ = writeln!(o, "   command: {}", a.command.join(" "));
-    }
-    if let Some(c) = a.exit_code {
-        let _ = writeln!(o, "   exit code: {c}");
     }
     for n in &a.host_notices {
         let _ = writeln!(o, "   note: {n}");
     }
     if a.processes.is_empty() {
-        let _ = writeln!(o, "   no GPU-side capture: no process initialised CUDA with the probe loaded.");
+        let _ = writeln!(o, "   no GPU-side capture: no process created a CUDA context with the probe loaded.");
     }
     for p in &a.processes {
         render_process(&mut o, p);
@@ -40,31 +56,29 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     o
 }
 
-fn render_process(o: &mut String, p: &ProcessAccount) {
-    let _ = writeln!(o, "-- {}{}", who(p), p.device.map(|d| format!(", cuda:{d}")).unwrap_or_default());
-    if !p.capture.active {
-        let _ = writeln!(o, "   capture: OFF — {}", p.capture.detail);
-    }
-    for n in &p.capture.notices {
-        let _ = writeln!(o, "   probe: {n}");
-    }
-    let _ = writeln!(o, "   steps: {} seen; step 1 start: {}", p.steps, p.step_rule);
-    if let (Some(s1), Some(ss)) = (p.step1_s, p.steady_step_s) {
-        let _ = writeln!(o, "   step 1 took {} vs {} per steady step ({:.1}x)", seconds(s1), seconds(ss), s1 / ss.max(1e-9));
-    }
-    let _ = writeln!(o, "   device memory from: {}", p.memory_source);
-    if let Some(c) = p.context_bytes {
-        let _ = writeln!(o, "   CUDA context: {}", bytes(c));
-    }
-    let _ = writeln!(
-        o,
-        "   {:<11} {:>9} {:>11} {:>11} {:>13} {:>11} {:>9}",
-        "phase", "time", "device peak", "pool peak", "out-of-pool +", "local mem +", "failed"
-    );
-    for ph in &p.phases {
+fn gap_line(phase: Phase, g: &GapAccount) -> String {
+    let label = if phase == Phase::Teardown { "the run".to_string() } else { phase.label().to_string() };
+    let parts: Vec<String> = g
+        .parts
+        .iter()
+        .map(|p| format!("{}{} {}", p.name, if p.inferred { " (inferred)" } else { "" }, signed_bytes(p.bytes)))
+        .collect();
+    format!(
+        "   at end of {label}: device {} = pool {} + outside pool {} = {}; unexplained {}",
+        bytes(g.device_used),
+        bytes(g.pool_reserved),
+        bytes(g.out_of_pool),
+        parts.join(" + "),
+        signed_bytes(g.unexplained)
+    )
+}
+
+fn phase_table(o: &mut String, phases: &[PhaseAccount]) {
+    let _ = writeln!(o, "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}", "phase", "time", "device peak", "pool peak", "out-of-pool +", "local mem +", "failed");
+    for ph in phases {
         let _ = writeln!(
             o,
-            "   {:<11} {:>9} {:>11} {:>11} {:>13} {:>11} {:>9}",
+            "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
             ph.phase.label(),
             seconds(ph.duration_s),
             ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
@@ -74,68 +88,191 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             ph.failed_requests
         );
     }
-    for ph in &p.phases {
-        let oop: Vec<_> = ph.by_source.iter().filter(|s| s.source != crate::analysis::sources::TORCH_POOL && s.allocated > 0).collect();
-        if !oop.is_empty() {
-            let parts: Vec<String> = oop.iter().map(|s| format!("{} {} ({} calls)", s.source, bytes(s.allocated), s.calls)).collect();
-            let _ = writeln!(o, "   out-of-pool in {}: {}", ph.phase.label(), parts.join(", "));
+}
+
+fn render_process(o: &mut String, p: &ProcessAccount) {
+    let _ = writeln!(o, "-- {}", who(p));
+    if !p.capture.active {
+        let _ = writeln!(o, "   capture: OFF — {} (the run itself was not affected)", p.capture.detail);
+    }
+    let s = &p.steps;
+    match (s.step1_s, s.steady_step_s) {
+        (Some(s1), Some(ss)) => {
+            let _ = writeln!(
+                o,
+                "   step 1 took {} vs {} per steady step ({:.0}x); setup {}; {} steps",
+                seconds(s1),
+                seconds(ss),
+                s1 / ss.max(1e-9),
+                s.setup_s.map(seconds).unwrap_or_else(|| "?".into()),
+                s.count
+            );
         }
-        if ph.module_loads > 0 || ph.kernels_first_launched > 0 {
-            let _ = writeln!(o, "   code in {}: {} module loads ({}), {} kernels first launched", ph.phase.label(), ph.module_loads, bytes(ph.module_bytes), ph.kernels_first_launched);
+        (Some(s1), None) => {
+            let _ = writeln!(o, "   step 1 took {}; {} steps", seconds(s1), s.count);
+        }
+        _ => {
+            let _ = writeln!(o, "   no optimizer step seen ({})", s.rule);
+        }
+    }
+    let _ = writeln!(o, "   step 1 starts at: {}", s.rule);
+    if let Some(st) = p.phases.iter().find(|ph| ph.phase == Phase::Step1).map(|ph| &ph.stall) {
+        let _ = writeln!(
+            o,
+            "   step-1 time: compile {}, autotune {}, NCCL init {}, module loading {}, other {}",
+            seconds(st.compile_s),
+            seconds(st.autotune_s),
+            seconds(st.nccl_init_s),
+            seconds(st.module_load_s),
+            seconds(st.other_s)
+        );
+    }
+    phase_table(o, &p.phases);
+    for ph in &p.phases {
+        let oop: Vec<String> = ph
+            .by_source
+            .iter()
+            .filter(|x| x.source != TORCH_POOL && x.allocated > 0)
+            .map(|x| format!("{} {} ({} calls)", x.source, bytes(x.allocated), x.calls))
+            .collect();
+        if !oop.is_empty() {
+            let _ = writeln!(o, "   out of pool in {}: {}", ph.phase.label(), oop.join(", "));
+        }
+    }
+    for ph in &p.phases {
+        if let Some(g) = &ph.gap_end {
+            let _ = writeln!(o, "{}", gap_line(ph.phase, g));
         }
     }
     for l in &p.local_memory {
         let _ = writeln!(
             o,
-            "   local memory grew {} -> {} in {} at {:.3}s: {} ({} B/thread spilled, {} regs)",
+            "   local memory {} {} -> {}{} in {} at {:.2}s: {}{} ({} regs)",
+            if l.failed { "could NOT grow" } else { "grew" },
             bytes(l.before),
             bytes(l.after),
-            l.phase.label(),
+            if l.failed { String::new() } else { format!(" (device +{})", bytes(l.device_growth)) },
+            step_label(l.phase, l.step),
             l.t_s,
             l.kernel,
-            l.per_thread,
+            l.autotune_config.as_ref().map(|c| format!(" [autotune candidate {c}]")).unwrap_or_default(),
             l.registers
         );
     }
-    for ph in &p.phases {
-        if let Some(g) = &ph.gap_end {
-            let parts: Vec<String> = g.parts.iter().map(|(n, b)| format!("{n} {}", bytes(*b))).collect();
+    for c in &p.nccl {
+        let _ = writeln!(
+            o,
+            "   NCCL communicator {} ({} ranks) created in {}: {}, {} allocated + {} without allocation calls",
+            c.comm_id.clone().unwrap_or_else(|| c.comm.clone()),
+            c.nranks.map_or("?".into(), |n| n.to_string()),
+            c.phase.map(|ph| step_label(ph, c.step)).unwrap_or_else(|| "?".into()),
+            c.init_seconds.map(seconds).unwrap_or_else(|| "?".into()),
+            bytes(c.bytes),
+            bytes(c.inferred_bytes)
+        );
+    }
+    for a in &p.autotune {
+        let _ = writeln!(
+            o,
+            "   Triton autotune {} key {} in {}: {}, {}/{} configs benchmarked ({}), chose {}{}",
+            a.kernel,
+            a.key,
+            step_label(a.phase, a.step),
+            seconds(a.seconds),
+            a.benchmarked,
+            a.configs,
+            a.source,
+            a.chosen,
+            if a.spilling_configs.is_empty() {
+                String::new()
+            } else {
+                format!("; spilling candidate(s): {} (+{} local memory)", a.spilling_configs.join(" | "), bytes(a.local_memory_growth))
+            }
+        );
+    }
+    let compile_total: f64 = p.compiles.iter().map(|c| c.seconds).sum();
+    if !p.compiles.is_empty() {
+        let misses = p.compiles.iter().filter(|c| c.cache_hit == Some(false)).count();
+        let _ = writeln!(o, "   compiles: {} ({} cache misses), {} in total", p.compiles.len(), misses, seconds(compile_total));
+    }
+    for t in &p.tightest {
+        let _ = writeln!(
+            o,
+            "   tightest out-of-pool moment in {}: {} {} of {} with {} free{}",
+            t.phase.label(),
+            t.source,
+            t.what,
+            bytes(t.bytes),
+            t.device_free_before.map(bytes).unwrap_or_else(|| "?".into()),
+            t.headroom_after.map(|h| format!(" ({} left)", signed_bytes(h))).unwrap_or_default()
+        );
+    }
+    if let Some(c) = p.min_capacity_bytes {
+        let _ = writeln!(o, "   every out-of-pool request of this process fits on a device of {} or more", bytes(c));
+    }
+    if !p.late_warmups.is_empty() {
+        let _ = writeln!(o, "   still lands after setup (the warmups you still need):");
+        for w in &p.late_warmups {
+            let mut cost = Vec::new();
+            if w.seconds > 0.0 {
+                cost.push(seconds(w.seconds));
+            }
+            if w.bytes > 0 {
+                cost.push(bytes(w.bytes));
+            }
             let _ = writeln!(
                 o,
-                "   at end of {}: device {} = pool {} + outside pool {} [{}; unexplained {}]",
-                ph.phase.label(),
-                bytes(g.device_used),
-                bytes(g.pool_reserved),
-                bytes(g.out_of_pool),
-                parts.join(", "),
-                signed_bytes(g.unexplained)
+                "     - [{}] {} in {}{}",
+                w.class.label(),
+                w.what,
+                step_label(w.phase, w.step),
+                if cost.is_empty() { String::new() } else { format!(" ({})", cost.join(", ")) }
             );
         }
     }
-    for f in &p.failures {
+    for f in &p.forensics {
         let _ = writeln!(
             o,
-            "   FAILED {} of {} by {} in {} at {:.3}s (CUresult {}), device free then: {}",
-            f.api,
-            bytes(f.bytes),
-            f.source,
-            f.phase.label(),
+            "   OUT OF MEMORY in {} at {:.2}s: {} with {} free",
+            step_label(f.phase, f.step),
             f.t_s,
-            f.result,
-            f.free_before.map(bytes).unwrap_or_else(|| "?".into())
+            f.request,
+            f.device_free_before.map(bytes).unwrap_or_else(|| "?".into())
+        );
+        if !f.preceded_by.is_empty() {
+            let parts: Vec<String> = f.preceded_by.iter().map(|(c, b)| format!("{} {}", c.label(), bytes(*b))).collect();
+            let since = if f.step.is_some() { "since setup ended" } else { "earlier in setup" };
+            let _ = writeln!(o, "     lazy initialisation {since}: {}", parts.join(", "));
+        }
+        if let (false, Some(c)) = (f.prewarms.is_empty(), f.movable.first()) {
+            let _ = writeln!(o, "     a prewarm for {} would move that out of the failing step (known: {})", c.label(), f.prewarms.join(", "));
+        }
+        if let Some(m) = &f.message {
+            let first = m.lines().next().unwrap_or(m);
+            let _ = writeln!(o, "     the process died with: {}", first.chars().take(200).collect::<String>());
+        }
+    }
+    if let Some(c) = p.step_checks.first() {
+        let _ = writeln!(
+            o,
+            "   check at step {}: torch reserved {}, doctor's pool {}",
+            c.step,
+            c.torch_reserved.map(bytes).unwrap_or_else(|| "?".into()),
+            bytes(c.doctor_pool_reserved)
         );
     }
     let h = &p.health;
     if h.dropped_probe_events > 0 || h.dropped_cupti_records > 0 {
-        let _ = writeln!(o, "   LOST: {} probe events and {} CUPTI records were dropped", h.dropped_probe_events, h.dropped_cupti_records);
+        let _ = writeln!(o, "   LOST: {} probe events and {} CUPTI records were dropped (counts from the probe)", h.dropped_probe_events, h.dropped_cupti_records);
     }
     let _ = writeln!(
         o,
-        "   probe cost: {} callbacks ({}), {} kernel records ({})",
+        "   probe: {} callbacks ({}), {} kernel records ({}); memory from {}",
         h.callbacks,
         seconds(h.callback_seconds),
         h.activity_records,
-        seconds(h.activity_seconds)
+        seconds(h.activity_seconds),
+        p.memory_source
     );
     for pr in &p.problems {
         let _ = writeln!(o, "   problem: {}: {}", pr.file, pr.what);

@@ -27,6 +27,7 @@ _MARKER = os.environ.get("PREWARM_DOCTOR_STEP_MARKER") or None
 _lock = threading.Lock()
 _fd = None
 _installed = set()
+_TRACKER = []
 
 
 def now():
@@ -117,6 +118,17 @@ class _StepTracker:
     def zero_grad_called(self, optimizer):
         if self.steps == 0:
             self.last_zero_grad[id(optimizer)] = now()
+            self.last_optimizer = optimizer
+
+    def resolve_on_death(self):
+        """The process is dying before its first optimizer step (e.g. an OOM in
+        step 1): place step 1 with the optimizer seen last, so the failure is
+        reported in step 1, not in setup."""
+        if self.steps == 0 and self.primary is None:
+            opt = getattr(self, "last_optimizer", None)
+            if opt is not None:
+                self.primary = id(opt)
+                self.resolve_step1(opt, died=True)
 
     # optimizer hooks --------------------------------------------------------
     def pre_step(self, optimizer, args, kwargs):
@@ -124,7 +136,7 @@ class _StepTracker:
             self.primary = id(optimizer)
             self.resolve_step1(optimizer)
 
-    def resolve_step1(self, optimizer):
+    def resolve_step1(self, optimizer, died=False):
         t_step = now()
         params = set()
         for group in optimizer.param_groups:
@@ -142,11 +154,12 @@ class _StepTracker:
                 return False
 
         candidates = [t for t, ref in self.forwards if (zero is None or t >= zero) and owns(ref)]
+        suffix = " (the process died before its first optimizer step)" if died else ""
         if candidates:
-            emit("step1_begin", t=candidates[0], rule="first-forward-after-zero-grad" if zero else "first-forward")
+            emit("step1_begin", t=candidates[0], rule=("first-forward-after-zero-grad" if zero else "first-forward") + suffix)
         elif zero is not None:
-            emit("step1_begin", t=zero, rule="last-zero-grad")
-        else:
+            emit("step1_begin", t=zero, rule="last-zero-grad" + suffix)
+        elif not died:
             emit("step1_begin", t=t_step, rule="first-optimizer-step")
         self.forwards.clear()
         # Forward tracking was only needed to place step 1.
@@ -210,6 +223,7 @@ def _install_torch(torch):
     import torch.nn.modules.module as module_mod
 
     tracker = _StepTracker(torch)
+    _TRACKER.append(tracker)
     optim_mod.register_optimizer_step_pre_hook(tracker.pre_step)
     optim_mod.register_optimizer_step_post_hook(tracker.post_step)
     tracker.handles.append(module_mod.register_module_forward_pre_hook(tracker.fwd_pre))
@@ -328,6 +342,12 @@ def _install_excepthooks():
     def record(exc_type, exc, tb, thread=None):
         if "torch" not in sys.modules:
             return
+        tracker = _TRACKER[0] if _TRACKER else None
+        if tracker is not None:
+            try:
+                tracker.resolve_on_death()
+            except Exception:
+                pass
         try:
             frames = traceback.extract_tb(tb)[-6:] if tb is not None else []
             emit(
