@@ -155,12 +155,14 @@ fn run(args: RunArgs) -> i32 {
     let results = run_matrix(&plan, |p| {
         if !single {
             let eta = p.eta.map(|d| format!(", about {} left", seconds(d.as_secs_f64()))).unwrap_or_default();
+            let elapsed = if p.index > 1 { format!(" after {}", seconds(p.elapsed.as_secs_f64())) } else { String::new() };
             eprintln!(
-                "[prewarm-doctor] {}/{}: variant '{}' {}{}",
+                "[prewarm-doctor] {}/{}: variant '{}' {}{}{}",
                 p.index,
                 p.total,
                 p.variant,
                 if p.warmup { "cache warm-up (untimed)".to_string() } else { format!("repeat {}", p.attempt) },
+                elapsed,
                 eta
             );
         }
@@ -238,7 +240,7 @@ pub fn render_text(attempts: &[AttemptAccount], matrix: Option<&MatrixAccount>, 
 }
 
 /// Prints the end-of-run summary to stderr; never changes the exit code.
-fn summarise(out: &PathBuf) {
+fn summarise(out: &Path) {
     match load_run(out) {
         Ok(run) => {
             let attempts = analyse_run(&run);

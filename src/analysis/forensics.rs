@@ -30,11 +30,10 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
     for f in &replay.failures {
         let key = describe(f);
         // Allocators retry after freeing caches: one failure, several calls.
-        if let Some((t, k)) = &last {
-            if *k == key && f.t.saturating_sub(*t) < 50_000_000 {
+        if let Some((t, k)) = &last
+            && *k == key && f.t.saturating_sub(*t) < 50_000_000 {
                 continue;
             }
-        }
         last = Some((f.t, key.clone()));
         let step = bounds.step_of(f.t);
         // Lazy-init memory that landed after setup and before the failure is
@@ -67,7 +66,7 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
             *preceded.entry(own).or_default() += 0;
         }
         let mut classes: Vec<(EventClass, u64)> = preceded.into_iter().collect();
-        classes.sort_by(|a, b| b.1.cmp(&a.1));
+        classes.sort_by_key(|c| std::cmp::Reverse(c.1));
         let mut movable: Vec<EventClass> = classes.iter().map(|c| c.0).collect();
         if let Some(own) = class_of_source(&f.source) {
             movable.retain(|c| *c != own);
@@ -88,6 +87,7 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
             source: f.source.clone(),
             library: f.library.clone(),
             bytes: f.bytes,
+            result: f.result,
             device_free_before: f.free_before,
             device_total: f.total,
             message: oom_exception.map(|e| e.message.clone()),
@@ -96,8 +96,8 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
             prewarms,
         });
     }
-    if out.is_empty() {
-        if let Some(e) = oom_exception {
+    if out.is_empty()
+        && let Some(e) = oom_exception {
             let t = bounds.start + (e.t_s * 1e9) as u64;
             out.push(Forensic {
                 t_s: e.t_s,
@@ -107,6 +107,7 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
                 source: String::new(),
                 library: String::new(),
                 bytes: 0,
+                result: 0,
                 device_free_before: None,
                 device_total: None,
                 message: Some(e.message.clone()),
@@ -115,7 +116,6 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
                 prewarms: Vec::new(),
             });
         }
-    }
     out
 }
 

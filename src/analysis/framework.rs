@@ -116,11 +116,10 @@ pub fn autotune_accounts(r: &ProcessRecords, replay: &mut Replay, bounds: &Bound
                 if !ev.failed {
                     local += ev.device_growth;
                 }
-                if let Some(c) = &ev.autotune_config {
-                    if !spilling.contains(c) {
+                if let Some(c) = &ev.autotune_config
+                    && !spilling.contains(c) {
                         spilling.push(c.clone());
                     }
-                }
             }
         }
         out.push(AutotuneAccount {
@@ -141,8 +140,8 @@ pub fn autotune_accounts(r: &ProcessRecords, replay: &mut Replay, bounds: &Bound
     }
     // An autotune interrupted by a failure has no "autotune" line: report its candidates.
     for ev in replay.local_events.iter().filter(|e| e.failed) {
-        if let Some(c) = &ev.autotune_config {
-            if !out.iter().any(|a| a.spilling_configs.contains(c)) {
+        if let Some(c) = &ev.autotune_config
+            && !out.iter().any(|a| a.spilling_configs.contains(c)) {
                 let t = bounds.start + (ev.t_s * 1e9) as u64;
                 out.push(AutotuneAccount {
                     kernel: ev.kernel.clone(),
@@ -160,7 +159,6 @@ pub fn autotune_accounts(r: &ProcessRecords, replay: &mut Replay, bounds: &Bound
                     spilling_configs: vec![c.clone()],
                 });
             }
-        }
     }
     out
 }

@@ -235,7 +235,7 @@ pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<Ma
     let cache = meta.map_or("unknown".to_string(), |m| format!("{:?}", m.cache).to_lowercase());
     let isolated = !matches!(cache.as_str(), "shared" | "user");
     let variants = summarise_variants(meta, attempts, &order, expected);
-    build(meta, attempts, order.len(), baseline, cache, isolated, variants)
+    judge(attempts, baseline, cache, isolated, variants)
 }
 
 /// Per-variant summaries in declaration order (single-variant runs too: gating
@@ -275,15 +275,8 @@ fn summarise_variants(meta: Option<&RunMeta>, attempts: &[AttemptAccount], order
     variants
 }
 
-fn build(
-    _meta: Option<&RunMeta>,
-    attempts: &[AttemptAccount],
-    _n: usize,
-    baseline: String,
-    cache: String,
-    isolated: bool,
-    variants: Vec<VariantSummary>,
-) -> Option<MatrixAccount> {
+/// Notes and verdicts for summarised variants.
+fn judge(attempts: &[AttemptAccount], baseline: String, cache: String, isolated: bool, variants: Vec<VariantSummary>) -> Option<MatrixAccount> {
     let mut notes = Vec::new();
     for a in attempts.iter().filter(|a| a.interrupted) {
         notes.push(format!("attempt {}/{} was interrupted (a signal stopped it) and is left out of the comparison", a.variant, a.attempt));
@@ -398,8 +391,8 @@ fn verdict(base: &VariantSummary, v: &VariantSummary) -> Verdict {
     if newly_failing {
         evidence.push(format!("{} attempt(s) of this variant failed while the baseline's did not", v.failed_attempts));
     }
-    if let Some(d) = peak_delta {
-        if regressed_peak {
+    if let Some(d) = peak_delta
+        && regressed_peak {
             evidence.push(format!("step-1 device peak rose by {} (beyond the spread of {}): the prewarm holds memory the baseline never needed", bytes(d), bytes(peak_noise)));
             let comms = |s: &VariantSummary| median(s.attempts.iter().map(|h| h.nccl_comms as f64).collect());
             let (bc, vc) = (comms(base), comms(v));
@@ -407,7 +400,6 @@ fn verdict(base: &VariantSummary, v: &VariantSummary) -> Verdict {
                 evidence.push(format!("this variant creates {vc:.0} NCCL communicator(s), the baseline {bc:.0}: it warms a communicator the training never uses"));
             }
         }
-    }
     if regressed_time {
         evidence.push(format!("step 1 got {:.2} s slower without moving anything it targets", s1_delta.unwrap_or(0.0)));
     }

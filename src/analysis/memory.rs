@@ -238,11 +238,10 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         cluster.clear();
     };
     for i in idx {
-        if let Some(&last) = cluster.last() {
-            if r.local[i].t_start.saturating_sub(GROWTH_WINDOW_NS) > r.local[last].t_end + GROWTH_WINDOW_NS {
+        if let Some(&last) = cluster.last()
+            && r.local[i].t_start.saturating_sub(GROWTH_WINDOW_NS) > r.local[last].t_end + GROWTH_WINDOW_NS {
                 flush(&mut cluster, &mut out);
             }
-        }
         cluster.push(i);
     }
     flush(&mut cluster, &mut out);

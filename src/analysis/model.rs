@@ -189,6 +189,8 @@ pub struct Forensic {
     pub source: String,
     pub library: String,
     pub bytes: u64,
+    /// CUresult of the failing call (2 = CUDA_ERROR_OUT_OF_MEMORY).
+    pub result: u32,
     pub device_free_before: Option<u64>,
     pub device_total: Option<u64>,
     /// The exception the process died with, if the shim saw one.

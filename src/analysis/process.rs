@@ -177,7 +177,7 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
             sb.live_end = if sb.source == TORCH_POOL { state.pool } else { state.oop.get(&sb.source).copied().unwrap_or(0) };
             sb.libraries = rp.libraries_by_source.get(&sb.source).cloned().unwrap_or_default();
         }
-        by_source.sort_by(|x, y| y.allocated.cmp(&x.allocated));
+        by_source.sort_by_key(|x| std::cmp::Reverse(x.allocated));
         let gap_t = gap_instant(*a, *b);
         let gap_end = device.used.at(gap_t).map(|device_used| {
             let out_of_pool = device_used.saturating_sub(state.pool);

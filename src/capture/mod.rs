@@ -43,10 +43,9 @@ pub enum CaptureError {
     Child(#[from] ChildError),
 }
 
-/// The result of one attempt.
+/// The result of one attempt (its host.json holds the rest).
 #[derive(Debug)]
 pub struct AttemptOutcome {
-    pub meta: HostMeta,
     pub exit: ChildExit,
 }
 
@@ -180,7 +179,7 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         Ok(exit) => {
             meta.exit = Some(exit);
             write_meta(&meta_path, &meta)?;
-            Ok(AttemptOutcome { meta, exit })
+            Ok(AttemptOutcome { exit })
         }
         Err(e) => {
             meta.spawn_error = Some(e.to_string());

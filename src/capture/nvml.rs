@@ -157,8 +157,8 @@ fn sample_loop(
                     encode_record(&Record::NvmlDevice(NvmlDeviceSample { t, gpu: *index, used: m.used, total: m.total }), &mut buf);
                 }
             }
-            if tick % PROCESS_EVERY == 0 || stopping {
-                if let Ok(procs) = d.running_compute_processes() {
+            if (tick.is_multiple_of(PROCESS_EVERY) || stopping)
+                && let Ok(procs) = d.running_compute_processes() {
                     let t = now_ns();
                     for p in procs {
                         let used = match p.used_gpu_memory {
@@ -173,7 +173,6 @@ fn sample_loop(
                         }
                     }
                 }
-            }
         }
         tick += 1;
         let t = now_ns();

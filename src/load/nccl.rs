@@ -38,13 +38,11 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 
 fn leading_timestamp(line: &str) -> (Option<f64>, &str) {
     let trimmed = line.trim_start();
-    if let Some(rest) = trimmed.strip_prefix('[') {
-        if let Some((inside, after)) = rest.split_once(']') {
-            if let Ok(v) = inside.trim().parse::<f64>() {
+    if let Some(rest) = trimmed.strip_prefix('[')
+        && let Some((inside, after)) = rest.split_once(']')
+            && let Ok(v) = inside.trim().parse::<f64>() {
                 return (Some(v), after.trim_start());
             }
-        }
-    }
     (None, trimmed)
 }
 
@@ -103,11 +101,10 @@ pub fn parse_nccl_log(text: &str, name: &str) -> Vec<NcclComm> {
             if let Some((_, inside)) = rest.split_once('(') {
                 for part in inside.trim_end_matches(')').split(',') {
                     let mut kv = part.split_whitespace();
-                    if let (Some(k), Some(v)) = (kv.next(), kv.next()) {
-                        if let Ok(v) = v.parse::<f64>() {
+                    if let (Some(k), Some(v)) = (kv.next(), kv.next())
+                        && let Ok(v) = v.parse::<f64>() {
                             timings.insert(k.to_string(), v);
                         }
-                    }
                 }
             }
             let rank: Option<u32> = field(rest, "rank").and_then(|v| v.parse().ok());

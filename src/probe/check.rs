@@ -152,15 +152,14 @@ fn injection_test(exe: &Path, assets: &Assets, cupti: Option<&str>) -> CheckItem
     let mut notices = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir.path()) {
         for e in entries.filter_map(|e| e.ok()) {
-            if let Ok(bytes) = std::fs::read(e.path()) {
-                if let Ok(file) = read_file_bytes(&bytes) {
+            if let Ok(bytes) = std::fs::read(e.path())
+                && let Ok(file) = read_file_bytes(&bytes) {
                     for r in file.records {
                         if let Record::Notice(n) = r {
                             notices.push(n.text);
                         }
                     }
                 }
-            }
         }
     }
     let ok = stdout.contains("probe_active=1");

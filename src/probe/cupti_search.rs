@@ -35,11 +35,10 @@ pub fn search_dirs() -> Vec<PathBuf> {
     }
     if let Some(path) = std::env::var_os("PATH") {
         for p in std::env::split_paths(&path) {
-            if p.join("python3").exists() {
-                if let Some(parent) = p.parent() {
+            if p.join("python3").exists()
+                && let Some(parent) = p.parent() {
                     prefixes.push(parent.to_path_buf());
                 }
-            }
         }
     }
     prefixes.push(PathBuf::from("/usr/local"));

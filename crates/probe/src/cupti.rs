@@ -44,11 +44,10 @@ fn find_library(explicit: Option<&str>) -> Result<(DynLib, &'static str), String
             return Ok((lib, "already loaded in the process"));
         }
     }
-    if let Some(path) = explicit.filter(|p| !p.is_empty()) {
-        if let Some(lib) = DynLib::load(path) {
+    if let Some(path) = explicit.filter(|p| !p.is_empty())
+        && let Some(lib) = DynLib::load(path) {
             return Ok((lib, "path given by prewarm-doctor"));
         }
-    }
     for name in BARE_NAMES {
         if let Some(lib) = DynLib::load(name) {
             return Ok((lib, "found by the dynamic loader"));

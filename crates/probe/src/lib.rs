@@ -258,7 +258,7 @@ fn start(p: &'static Probe) {
                 return;
             }
             tick += 1;
-            if tick % 10 == 0 {
+            if tick.is_multiple_of(10) {
                 if p.kernel_records.load(Ordering::Relaxed) {
                     // SAFETY: flushes completed activity buffers.
                     unsafe { (p.cupti.flush_all)(0) };

@@ -315,11 +315,10 @@ pub unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize
             *size = if p.is_null() { 0 } else { BUFFER_BYTES };
             *max_records = 0;
         }
-        if !p.is_null() {
-            if let Some(probe) = PROBE.get() {
+        if !p.is_null()
+            && let Some(probe) = PROBE.get() {
                 probe.buffers_out.fetch_add(1, Ordering::Relaxed);
             }
-        }
     });
 }
 

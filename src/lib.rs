@@ -1,0 +1,13 @@
+//! prewarm-doctor as a library: the data flows one way, capture → load
+//! (events) → analysis → report, with the CLI (`cli`, `commands`) on top.
+//! The probe injected into training processes lives in `crates/probe`; the
+//! event file format both sides share lives in `crates/events`.
+
+pub mod analysis;
+pub mod capture;
+pub mod cli;
+pub mod commands;
+pub mod load;
+pub mod prewarm;
+pub mod probe;
+pub mod report;
