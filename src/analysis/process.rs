@@ -170,7 +170,7 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
 
     let mut phases = Vec::new();
     for (i, (p, (a, b))) in phase_windows.iter().enumerate() {
-        let totals = rp.phases.remove(p).unwrap_or_default();
+        let totals = rp.phases.get(p).cloned().unwrap_or_default();
         let state = &rp.states[i];
         let mut by_source: Vec<SourceBytes> = totals.by_source.into_values().collect();
         for sb in by_source.iter_mut() {
