@@ -1,0 +1,2 @@
+def is_initialized():
+    return False

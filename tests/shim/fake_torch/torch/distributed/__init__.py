@@ -1,0 +1,2 @@
+def init_process_group(*a, **k):
+    return None

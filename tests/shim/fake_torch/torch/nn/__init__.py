@@ -1,0 +1,1 @@
+from .modules.module import Module  # noqa: F401

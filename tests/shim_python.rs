@@ -1,0 +1,134 @@
+//! The Python shim, exercised in real Python processes against a stand-in for
+//! torch's hook APIs (tests/shim/fake_torch): the step-1 rule, step ends,
+//! crash handling, silence without torch, and chaining to a user sitecustomize.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn python() -> Option<&'static str> {
+    ["python3", "python"].into_iter().find(|p| Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success()))
+}
+
+fn shim_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/shim")
+}
+
+fn fake_torch() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/fake_torch")
+}
+
+/// Runs `script` with the shim first on PYTHONPATH; returns (exit code, events, stderr+stdout).
+fn run(script: &str, extra_path: Option<&Path>, with_dir: bool) -> (i32, Vec<serde_json::Value>, String, tempfile::TempDir) {
+    let py = python().expect("python3 is needed for the shim tests");
+    let dir = tempfile::tempdir().unwrap();
+    let mut path = vec![shim_dir(), fake_torch()];
+    if let Some(p) = extra_path {
+        path.push(p.to_path_buf());
+    }
+    let pp = std::env::join_paths(path).unwrap();
+    let mut cmd = Command::new(py);
+    cmd.arg("-c").arg(script).env("PYTHONPATH", pp).env("RANK", "0");
+    if with_dir {
+        cmd.env("PREWARM_DOCTOR_DIR", dir.path());
+    } else {
+        cmd.env_remove("PREWARM_DOCTOR_DIR");
+    }
+    let out = cmd.output().unwrap();
+    let mut events = Vec::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().ends_with(".shim.jsonl") {
+            for line in std::fs::read_to_string(&p).unwrap().lines() {
+                events.push(serde_json::from_str(line).unwrap());
+            }
+        }
+    }
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    (out.status.code().unwrap_or(-1), events, text, dir)
+}
+
+const TRAIN: &str = r#"
+import time, torch
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._children = [torch.nn.Module()]
+net = Net()
+opt = torch.optim.Optimizer(net.parameters())
+# A prewarm: forward on the model at setup, then its gradients are cleared.
+net(1)
+opt.zero_grad()
+time.sleep(0.01)
+print("AFTER_PREWARM", time.monotonic_ns(), flush=True)
+for step in range(3):
+    opt.zero_grad()
+    net(1)
+    opt.step()
+"#;
+
+fn of<'a>(events: &'a [serde_json::Value], ev: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["ev"] == ev).collect()
+}
+
+#[test]
+fn step_one_starts_after_the_prewarm_and_steps_are_counted() {
+    let (code, events, stderr, _d) = run(TRAIN, None, true);
+    assert_eq!(code, 0, "{stderr}");
+    let begin = of(&events, "step1_begin");
+    assert_eq!(begin.len(), 1);
+    assert_eq!(begin[0]["rule"], "first-forward-after-zero-grad");
+    let ends = of(&events, "step_end");
+    assert_eq!(ends.iter().map(|e| e["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
+    let process = of(&events, "process");
+    assert_eq!(process[0]["versions"]["torch"], "0.0-fake");
+    // The prewarm's forward (before the sleep) is setup: step 1 begins after it.
+    let t_begin = begin[0]["t"].as_u64().unwrap();
+    let after_prewarm: u64 = stderr.lines().find_map(|l| l.strip_prefix("AFTER_PREWARM ")).unwrap().trim().parse().unwrap();
+    assert!(t_begin > after_prewarm, "step 1 must begin after the prewarm's forward");
+    assert!(t_begin < ends[0]["t"].as_u64().unwrap());
+}
+
+#[test]
+fn a_crash_before_the_first_step_still_places_step_one_and_records_the_exception() {
+    let script = r#"
+import torch
+net = torch.nn.Module()
+opt = torch.optim.Optimizer(net.parameters())
+opt.zero_grad()
+net(1)
+raise RuntimeError("Triton Error [CUDA]: out of memory")
+"#;
+    let (code, events, stderr, _d) = run(script, None, true);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("RuntimeError: Triton Error [CUDA]: out of memory"), "the traceback must still be printed: {stderr}");
+    let exc = of(&events, "exception");
+    assert_eq!(exc[0]["type"], "RuntimeError");
+    assert_eq!(exc[0]["message"], "Triton Error [CUDA]: out of memory");
+    let begin = of(&events, "step1_begin");
+    assert!(begin[0]["rule"].as_str().unwrap().contains("died before its first optimizer step"));
+}
+
+#[test]
+fn silent_and_harmless_without_torch_or_without_the_doctor() {
+    let (code, events, stderr, dir) = run("print('plain python')", None, true);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(events.is_empty());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no files for processes without torch");
+    let (code, events, stderr, _d) = run(TRAIN, None, false);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(events.is_empty());
+    let (code, _, stderr, _d) = run("raise SystemExit(5)", None, true);
+    assert_eq!(code, 5, "{stderr}");
+}
+
+#[test]
+fn the_users_own_sitecustomize_still_runs() {
+    let user = tempfile::tempdir().unwrap();
+    std::fs::write(user.path().join("sitecustomize.py"), "import os\nos.environ['USER_SITE_RAN'] = 'yes'\nMARK = 42\n").unwrap();
+    let script = "import os, sitecustomize\nprint(os.environ.get('USER_SITE_RAN'), sitecustomize.MARK)";
+    let py = python().unwrap();
+    let pp = std::env::join_paths([shim_dir(), user.path().to_path_buf()]).unwrap();
+    let out = Command::new(py).arg("-c").arg(script).env("PYTHONPATH", pp).env("PREWARM_DOCTOR_DIR", user.path()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "yes 42", "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = run; // keep helper used when python is present
+}
