@@ -65,7 +65,7 @@ pub fn comm_accounts(
         .map(|(i, (c, w))| {
             let span = spans.get(i).copied().flatten();
             let bytes = match (w, span) {
-                (Some((a, _)), Some((_, b))) => oop.iter().filter(|x| x.source == "nccl" && x.t >= *a && x.t <= b).map(|x| x.bytes).sum(),
+                (Some((a, _)), Some((_, b))) => oop.iter().filter(|x| &*x.source == "nccl" && x.t >= *a && x.t <= b).map(|x| x.bytes).sum(),
                 _ => 0,
             };
             CommAccount {
@@ -299,10 +299,11 @@ pub fn late_warmups(
             bytes: c.bytes + c.inferred_bytes,
         });
     }
-    let setup_sources: Vec<&String> = replay.phases.get(&Phase::Setup).map(|p| p.by_source.keys().collect()).unwrap_or_default();
+    let setup_sources: Vec<&str> = replay.phases.get(&Phase::Setup).map(|p| p.by_source.keys().map(|k| &**k).collect()).unwrap_or_default();
     for phase in [Phase::Step1, Phase::Steady, Phase::Teardown] {
         let Some(p) = replay.phases.get(&phase) else { continue };
         for (src, sb) in &p.by_source {
+            let src: &str = src;
             if setup_sources.contains(&src) || sb.allocated == 0 || src == super::sources::TORCH_POOL || src == "nccl" {
                 continue;
             }

@@ -7,7 +7,11 @@ use super::phases::{Boundaries, Phase};
 use super::records::{ProcessRecords, kernel_display};
 use super::sources::{TORCH_POOL, UNKNOWN, classify};
 use prewarm_events::{MemApi, MemCall, MemEffect, UNKNOWN_BYTES};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// A source name shared cheaply across millions of events.
+pub type SourceName = Arc<str>;
 
 /// A time series of (t, bytes), queried at or before an instant.
 #[derive(Debug, Clone, Default)]
@@ -60,7 +64,7 @@ impl DeviceView {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct State {
     pub pool: u64,
-    pub oop: BTreeMap<String, u64>,
+    pub oop: BTreeMap<SourceName, u64>,
     pub local_growth: u64,
     /// Reservation the driver dropped when a growth failed (measured).
     pub local_released: u64,
@@ -76,7 +80,7 @@ impl State {
 /// Per-phase totals gathered while replaying.
 #[derive(Debug, Clone, Default)]
 pub struct PhaseTotals {
-    pub by_source: BTreeMap<String, SourceBytes>,
+    pub by_source: BTreeMap<SourceName, SourceBytes>,
     pub pool_peak: u64,
     pub oop_alloc: u64,
     pub oop_freed: u64,
@@ -105,7 +109,7 @@ pub struct Failure {
 #[derive(Debug, Clone)]
 pub struct OopAlloc {
     pub t: u64,
-    pub source: String,
+    pub source: SourceName,
     pub bytes: u64,
 }
 
@@ -155,7 +159,7 @@ pub fn failed_launch_time(r: &ProcessRecords) -> u64 {
 }
 
 /// Pool plus out-of-pool bytes live after each allocation call, as a series.
-fn known_allocations(r: &ProcessRecords, lib: &impl Fn(u32) -> (String, bool, String)) -> Series {
+fn known_allocations(r: &ProcessRecords) -> Series {
     let mut calls: Vec<&MemCall> = r.mem.iter().filter(|m| m.result == 0).collect();
     calls.sort_by_key(|m| m.t_end);
     let mut live: HashMap<u64, u64> = HashMap::new();
@@ -164,7 +168,6 @@ fn known_allocations(r: &ProcessRecords, lib: &impl Fn(u32) -> (String, bool, St
     for m in calls {
         match m.api.effect() {
             MemEffect::DeviceAlloc => {
-                let _ = lib(m.library);
                 live.insert(m.address, m.bytes);
                 total += m.bytes;
             }
@@ -251,15 +254,18 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
 /// Replays the process; `queries` are instants whose state the caller needs.
 pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, queries: &[u64]) -> Replay {
     let start = bounds.start;
-    let lib = |id: u32| -> (String, bool, String) {
-        match r.libraries.get(&id) {
-            Some(path) => {
-                let (s, pool) = classify(path);
-                (s, pool, path.rsplit('/').next().unwrap_or(path).to_string())
-            }
-            None => (UNKNOWN.to_string(), false, String::new()),
-        }
-    };
+    // Classify each calling library once, not per event.
+    let unknown: (SourceName, bool, SourceName) = (Arc::from(UNKNOWN), false, Arc::from(""));
+    let classified: HashMap<u32, (SourceName, bool, SourceName)> = r
+        .libraries
+        .iter()
+        .map(|(id, path)| {
+            let (s, pool) = classify(path);
+            (*id, (Arc::from(s.as_str()), pool, Arc::from(path.rsplit('/').next().unwrap_or(path))))
+        })
+        .collect();
+    let lib = |id: u32| classified.get(&id).unwrap_or(&unknown).clone();
+    let mut seen_libraries: HashSet<u32> = HashSet::new();
     let crash_t = failed_launch_time(r);
     let local_t = |i: usize| if r.local[i].t_start == 0 { crash_t } else { r.local[i].t_start };
 
@@ -278,11 +284,11 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
     }
     items.sort_by_key(|x| (x.0, x.1));
 
-    let known = known_allocations(r, &lib);
+    let known = known_allocations(r);
     let measured = measured_growths(r, device, &known);
     let mut out = Replay { states: vec![State::default(); queries.len()], ..Default::default() };
     let mut state = State::default();
-    let mut live: HashMap<u64, (u64, String, bool)> = HashMap::new();
+    let mut live: HashMap<u64, (u64, SourceName, bool)> = HashMap::with_capacity(1024);
     let mut first_local: HashMap<u32, u64> = HashMap::new();
     let mut max_local: HashMap<u32, u64> = HashMap::new();
 
@@ -370,9 +376,11 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
             }
             Item::Mem(m) => {
                 let (source, in_pool, library) = lib(m.library);
-                let libs = out.libraries_by_source.entry(source.clone()).or_default();
-                if !library.is_empty() && !libs.contains(&library) {
-                    libs.push(library.clone());
+                if seen_libraries.insert(m.library) && !library.is_empty() {
+                    let libs = out.libraries_by_source.entry(source.to_string()).or_default();
+                    if !libs.iter().any(|l| **l == *library) {
+                        libs.push(library.to_string());
+                    }
                 }
                 let effect = m.api.effect();
                 let acc = out.phases.entry(phase).or_default();
@@ -383,8 +391,8 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                             t: *t,
                             api: m.api.name().to_string(),
                             bytes: m.bytes,
-                            source: source.clone(),
-                            library,
+                            source: source.to_string(),
+                            library: library.to_string(),
                             result: m.result,
                             free_before: opt(m.free_before),
                             total: opt(m.total),
@@ -407,7 +415,7 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                             acc.oop_alloc += m.bytes;
                             out.oop_allocs.push(OopAlloc { t: *t, source: source.clone(), bytes: m.bytes });
                         }
-                        let sb = acc.by_source.entry(source.clone()).or_insert_with(|| SourceBytes { source: source.clone(), ..Default::default() });
+                        let sb = acc.by_source.entry(source.clone()).or_insert_with(|| SourceBytes { source: source.to_string(), ..Default::default() });
                         sb.calls += 1;
                         sb.allocated += m.bytes;
                     }
@@ -420,7 +428,7 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                                 *e = e.saturating_sub(bytes);
                                 acc.oop_freed += bytes;
                             }
-                            let sb = acc.by_source.entry(src.clone()).or_insert_with(|| SourceBytes { source: src.clone(), ..Default::default() });
+                            let sb = acc.by_source.entry(src.clone()).or_insert_with(|| SourceBytes { source: src.to_string(), ..Default::default() });
                             sb.freed += bytes;
                         }
                     }

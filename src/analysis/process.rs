@@ -133,6 +133,19 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         queries.push(s.0);
         queries.push(s.1);
     }
+    // torch's own view at step ends, beside the doctor's pool tracking.
+    let step_times: Vec<(u32, u64, Option<u64>, Option<u64>)> = r
+        .shim
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::StepEnd { t, step, reserved, device_free, device_total, .. } => {
+                Some((*step, *t, *reserved, device_total.zip(*device_free).map(|(a, b)| a.saturating_sub(b))))
+            }
+            _ => None,
+        })
+        .collect();
+    let step_query_start = queries.len();
+    queries.extend(step_times.iter().map(|s| s.1));
     let mut rp = replay(&r, &bounds, &device, &queries);
 
     // The CUDA context: device memory held right after it came up (cuMemGetInfo
@@ -174,7 +187,7 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         let state = &rp.states[i];
         let mut by_source: Vec<SourceBytes> = totals.by_source.into_values().collect();
         for sb in by_source.iter_mut() {
-            sb.live_end = if sb.source == TORCH_POOL { state.pool } else { state.oop.get(&sb.source).copied().unwrap_or(0) };
+            sb.live_end = if sb.source == TORCH_POOL { state.pool } else { state.oop.get(sb.source.as_str()).copied().unwrap_or(0) };
             sb.libraries = rp.libraries_by_source.get(&sb.source).cloned().unwrap_or_default();
         }
         by_source.sort_by_key(|x| std::cmp::Reverse(x.allocated));
@@ -191,7 +204,7 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
             }
             for (s, bytes) in &state.oop {
                 if *bytes > 0 {
-                    parts.push(GapPart { name: s.clone(), bytes: *bytes as i64, inferred: false });
+                    parts.push(GapPart { name: s.to_string(), bytes: *bytes as i64, inferred: false });
                 }
             }
             if state.local_growth > 0 {
@@ -315,21 +328,9 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         dropped_probe_events: r.dropped.as_ref().map_or(0, |d| d.probe_events),
         dropped_cupti_records: r.dropped.as_ref().map_or(0, |d| d.cupti_records),
     };
-    // torch's own view at step ends, beside the doctor's pool tracking.
-    let step_times: Vec<(u32, u64, Option<u64>, Option<u64>)> = r
-        .shim
-        .iter()
-        .filter_map(|e| match e {
-            ShimEvent::StepEnd { t, step, reserved, device_free, device_total, .. } => {
-                Some((*step, *t, *reserved, device_total.zip(*device_free).map(|(a, b)| a.saturating_sub(b))))
-            }
-            _ => None,
-        })
-        .collect();
-    let step_states = replay(&r, &bounds, &device, &step_times.iter().map(|s| s.1).collect::<Vec<_>>()).states;
     let step_checks = step_times
         .iter()
-        .zip(step_states)
+        .zip(&rp.states[step_query_start..])
         .map(|(s, st)| StepCheck { step: s.0, torch_reserved: s.2, doctor_pool_reserved: st.pool, torch_device_used: s.3 })
         .collect();
     let header_u32 = |k: &str| r.header.get(k).and_then(|v| v.parse::<u32>().ok());
