@@ -9,7 +9,12 @@ use std::process::Command;
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
-    for path in ["crates/probe/src", "crates/probe/Cargo.toml", "crates/events/src", "crates/events/Cargo.toml"] {
+    for path in [
+        "crates/probe/src",
+        "crates/probe/Cargo.toml",
+        "crates/events/src",
+        "crates/events/Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", manifest.join(path).display());
     }
     println!("cargo:rerun-if-env-changed=PREWARM_DOCTOR_PROBE_SO");
@@ -34,12 +39,22 @@ fn build_probe(manifest: &std::path::Path, out: &std::path::Path) -> PathBuf {
         .arg(&target_dir);
     // The outer build's settings are for the doctor, not for the nested build.
     for (key, _) in env::vars() {
-        let keep = key == "CARGO_HOME" || key == "CARGO_NET_OFFLINE" || key.starts_with("CARGO_REGISTRIES") || key.starts_with("CARGO_HTTP");
-        if (key.starts_with("CARGO_") && !keep) || key == "RUSTFLAGS" || key == "RUSTC_WRAPPER" || key == "RUSTC_WORKSPACE_WRAPPER" || key == "MAKEFLAGS" {
+        let keep = key == "CARGO_HOME"
+            || key == "CARGO_NET_OFFLINE"
+            || key.starts_with("CARGO_REGISTRIES")
+            || key.starts_with("CARGO_HTTP");
+        if (key.starts_with("CARGO_") && !keep)
+            || key == "RUSTFLAGS"
+            || key == "RUSTC_WRAPPER"
+            || key == "RUSTC_WORKSPACE_WRAPPER"
+            || key == "MAKEFLAGS"
+        {
             cmd.env_remove(&key);
         }
     }
-    let status = cmd.status().expect("could not run cargo to build the probe");
+    let status = cmd
+        .status()
+        .expect("could not run cargo to build the probe");
     if !status.success() {
         panic!("building the probe (crates/probe) failed; see the cargo output above");
     }

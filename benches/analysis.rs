@@ -12,14 +12,41 @@ use std::path::Path;
 
 fn write_rank(dir: &Path, rank: u32, events: u64) {
     let pid = 1000 + rank;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("rank-{rank}.pid-{pid}.events"))).unwrap());
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(dir.join(format!("rank-{rank}.pid-{pid}.events"))).unwrap(),
+    );
     let start = 1_000_000_000u64;
-    f.write_all(&encode_header(&[("pid", &pid.to_string()), ("start_ns", &start.to_string()), ("status", "active"), ("RANK", &rank.to_string())])).unwrap();
+    f.write_all(&encode_header(&[
+        ("pid", &pid.to_string()),
+        ("start_ns", &start.to_string()),
+        ("status", "active"),
+        ("RANK", &rank.to_string()),
+    ]))
+    .unwrap();
     let mut buf = Vec::new();
-    encode_record(&Record::Library(LibraryName { id: 1, path: "/x/torch/lib/libc10_cuda.so".into() }), &mut buf);
-    encode_record(&Record::Library(LibraryName { id: 2, path: "/x/nvidia/nccl/lib/libnccl.so.2".into() }), &mut buf);
     encode_record(
-        &Record::Context(ContextCreated { t: start + 1, device: rank as i32, context_id: 1, pci_bus_id: format!("0000:{:02x}:00.0", rank), free: 140 << 30, total: 141 << 30 }),
+        &Record::Library(LibraryName {
+            id: 1,
+            path: "/x/torch/lib/libc10_cuda.so".into(),
+        }),
+        &mut buf,
+    );
+    encode_record(
+        &Record::Library(LibraryName {
+            id: 2,
+            path: "/x/nvidia/nccl/lib/libnccl.so.2".into(),
+        }),
+        &mut buf,
+    );
+    encode_record(
+        &Record::Context(ContextCreated {
+            t: start + 1,
+            device: rank as i32,
+            context_id: 1,
+            pci_bus_id: format!("0000:{:02x}:00.0", rank),
+            free: 140 << 30,
+            total: 141 << 30,
+        }),
         &mut buf,
     );
     let total = 141u64 << 30;
@@ -38,7 +65,11 @@ fn write_rank(dir: &Path, rank: u32, events: u64) {
             &Record::Mem(MemCall {
                 t_start: t,
                 t_end: t + 200,
-                api: if alloc { MemApi::MemAlloc } else { MemApi::MemFree },
+                api: if alloc {
+                    MemApi::MemAlloc
+                } else {
+                    MemApi::MemFree
+                },
                 thread: 1,
                 device: rank as i32,
                 bytes: if alloc { bytes } else { 0 },
@@ -57,11 +88,21 @@ fn write_rank(dir: &Path, rank: u32, events: u64) {
         }
     }
     f.write_all(&buf).unwrap();
-    let mut shim = std::fs::File::create(dir.join(format!("rank-{rank}.pid-{pid}.shim.jsonl"))).unwrap();
+    let mut shim =
+        std::fs::File::create(dir.join(format!("rank-{rank}.pid-{pid}.shim.jsonl"))).unwrap();
     let step1 = start + 10 + events * 500;
-    writeln!(shim, "{{\"ev\":\"step1_begin\",\"t\":{step1},\"rule\":\"synthetic\"}}").unwrap();
+    writeln!(
+        shim,
+        "{{\"ev\":\"step1_begin\",\"t\":{step1},\"rule\":\"synthetic\"}}"
+    )
+    .unwrap();
     for s in 1..=5u64 {
-        writeln!(shim, "{{\"ev\":\"step_end\",\"t\":{},\"step\":{s}}}", step1 + s * events * 100).unwrap();
+        writeln!(
+            shim,
+            "{{\"ev\":\"step_end\",\"t\":{},\"step\":{s}}}",
+            step1 + s * events * 100
+        )
+        .unwrap();
     }
 }
 
@@ -85,19 +126,25 @@ fn make_run(root: &Path, ranks: u32, events: u64) {
 }
 
 fn bench(c: &mut Criterion) {
-    let events: u64 = std::env::var("PD_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let events: u64 = std::env::var("PD_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
     let dir = tempfile::tempdir().unwrap();
     make_run(dir.path(), 8, events);
     let mut g = c.benchmark_group("analysis");
     g.sample_size(10);
-    g.bench_function(format!("8 ranks x {events} events: load + analyse + render"), |b| {
-        b.iter(|| {
-            let run = prewarm_doctor::load::load_run(dir.path()).unwrap();
-            let attempts = prewarm_doctor::analysis::analyse_run(&run);
-            let text = prewarm_doctor::report::terminal::render_attempt(&attempts[0]);
-            assert!(text.contains("rank 7"));
-        })
-    });
+    g.bench_function(
+        format!("8 ranks x {events} events: load + analyse + render"),
+        |b| {
+            b.iter(|| {
+                let run = prewarm_doctor::load::load_run(dir.path()).unwrap();
+                let attempts = prewarm_doctor::analysis::analyse_run(&run);
+                let text = prewarm_doctor::report::terminal::render_attempt(&attempts[0]);
+                assert!(text.contains("rank 7"));
+            })
+        },
+    );
     g.finish();
 }
 

@@ -12,14 +12,12 @@ environment variable (what `prewarm-doctor run --preset env:...` sets):
 Run under torchrun (any number of ranks, one GPU each) or plain python (one rank).
 """
 
-import os
-
 import torch
 import torch.distributed as dist
 
 import common
 from cublas_first_backward import prewarm_cublas
-from nccl_first_collective import clip_grad_norm
+from nccl_first_collective import clip_grad_norm, init_distributed, prewarm_nccl
 from triton_spill_autotune import Mix, prewarm_triton
 
 
@@ -32,11 +30,7 @@ def main():
             "nccl_comm": "one tiny all-reduce per process group at setup",
         },
     )
-    if "RANK" not in os.environ:
-        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29534"})
-    dev = common.device()
-    dist.init_process_group("nccl")
-    clip_group = dist.new_group(list(range(dist.get_world_size())))
+    dev, clip_group = init_distributed(29534)
     net = common.model(args.hidden)
     head = torch.nn.Linear(args.hidden, 16, device="cuda", dtype=torch.float32)
     params = list(net.parameters()) + list(head.parameters())
@@ -46,10 +40,7 @@ def main():
     if args.prewarm_triton_autotune:
         prewarm_triton([(8, args.hidden)])
     if args.prewarm_nccl_comm:
-        for group in (None, clip_group):
-            t = torch.zeros(1, device=dev)
-            dist.all_reduce(t, group=group)
-        torch.cuda.synchronize()
+        prewarm_nccl(dev, (None, clip_group))
     hold = common.occupy(args.occupy_gib)
     x = torch.randn(args.batch, args.hidden, device=dev, dtype=torch.bfloat16)
 

@@ -26,21 +26,34 @@ def clip_grad_norm(params, group, max_norm=1.0):
             p.grad.mul_(scale)
 
 
-def main():
-    args = common.parse(__doc__, {"nccl_comm": "one tiny all-reduce per process group at setup"})
+def init_distributed(port):
+    """The default process group (plain `python` works as a one-rank job) and a
+    second group for grad-norm clipping; NCCL creates neither communicator yet."""
     if "RANK" not in os.environ:
-        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"})
+        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     dev = common.device()
     dist.init_process_group("nccl")
-    clip_group = dist.new_group(list(range(dist.get_world_size())))
+    return dev, dist.new_group(list(range(dist.get_world_size())))
+
+
+def prewarm_nccl(dev, groups):
+    """One tiny all-reduce per group creates its communicator at setup. Note:
+    warming the default group too, as here, creates a communicator these
+    examples' training never uses (prewarm-doctor reports the extra memory)."""
+    for group in groups:
+        t = torch.zeros(1, device=dev)
+        dist.all_reduce(t, group=group)
+    torch.cuda.synchronize()
+
+
+def main():
+    args = common.parse(__doc__, {"nccl_comm": "one tiny all-reduce per process group at setup"})
+    dev, clip_group = init_distributed(29533)
     net = common.model(args.hidden)
     params = list(net.parameters())
     opt = torch.optim.AdamW(params, lr=1e-4)
     if args.prewarm_nccl_comm:
-        for group in (None, clip_group):
-            t = torch.zeros(1, device=dev)
-            dist.all_reduce(t, group=group)
-        torch.cuda.synchronize()
+        prewarm_nccl(dev, (None, clip_group))
     hold = common.occupy(args.occupy_gib)
     x = torch.randn(args.batch, args.hidden, device=dev, dtype=torch.bfloat16)
 

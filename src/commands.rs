@@ -4,17 +4,19 @@
 use crate::analysis::gate::{Gate, GateResult, evaluate};
 use crate::analysis::matrix::{MatrixAccount, compare, summaries};
 use crate::analysis::{AttemptAccount, analyse_run};
-use crate::report::matrix::render_matrix;
 use crate::capture::env::CacheMode;
 use crate::capture::layout::{RUN_FILE, default_run_dir, safe_component};
-use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
 use crate::capture::matrix::{MatrixPlan, run_matrix};
+use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
 use crate::capture::{CaptureError, default_host_tag};
-use crate::prewarm::variants::{self, VariantError};
-use crate::report::seconds;
-use crate::cli::{CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs};
+use crate::cli::{
+    CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs,
+};
 use crate::load::load_run;
+use crate::prewarm::variants::{self, VariantError};
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
+use crate::report::matrix::render_matrix;
+use crate::report::seconds;
 use crate::report::terminal::render_attempt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -58,9 +60,17 @@ fn cache_mode(c: CacheArg) -> CacheMode {
 
 /// The name a run gets by default: the script (for python/torchrun) or program.
 pub fn default_name(command: &[String]) -> String {
-    let script = command.iter().find(|a| a.ends_with(".py")).or_else(|| command.first());
+    let script = command
+        .iter()
+        .find(|a| a.ends_with(".py"))
+        .or_else(|| command.first());
     script
-        .map(|s| Path::new(s).file_stem().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| s.clone()))
+        .map(|s| {
+            Path::new(s)
+                .file_stem()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| s.clone())
+        })
         .unwrap_or_else(|| "run".into())
 }
 
@@ -82,7 +92,12 @@ fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), Varia
         variants.push(variants::parse_variant(spec)?);
     }
     if variants.is_empty() {
-        variants.push(VariantSpec { name: "default".into(), args: vec![], env: vec![], prewarms: vec![] });
+        variants.push(VariantSpec {
+            name: "default".into(),
+            args: vec![],
+            env: vec![],
+            prewarms: vec![],
+        });
     }
     for spec in &args.variant_env {
         variants::apply_env(&mut variants, spec)?;
@@ -99,10 +114,19 @@ fn run(args: RunArgs) -> i32 {
             return exit::DOCTOR_FAILED;
         }
     };
-    let name = args.name.clone().unwrap_or_else(|| default_name(&args.command));
-    let out = args.out.clone().unwrap_or_else(|| default_run_dir(Path::new("prewarm-runs"), &name));
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(&args.command));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_run_dir(Path::new("prewarm-runs"), &name));
     if let Err(e) = std::fs::create_dir_all(&out) {
-        eprintln!("prewarm-doctor: cannot create the run folder {}: {e}", out.display());
+        eprintln!(
+            "prewarm-doctor: cannot create the run folder {}: {e}",
+            out.display()
+        );
         return exit::DOCTOR_FAILED;
     }
     // Absolute, so children that change directory still find it.
@@ -123,8 +147,14 @@ fn run(args: RunArgs) -> i32 {
         baseline: Some(baseline),
         label: None,
     };
-    if let Err(e) = std::fs::write(out.join(RUN_FILE), serde_json::to_string_pretty(&meta).expect("serialises")) {
-        eprintln!("prewarm-doctor: cannot write {}: {e}", out.join(RUN_FILE).display());
+    if let Err(e) = std::fs::write(
+        out.join(RUN_FILE),
+        serde_json::to_string_pretty(&meta).expect("serialises"),
+    ) {
+        eprintln!(
+            "prewarm-doctor: cannot write {}: {e}",
+            out.join(RUN_FILE).display()
+        );
         return exit::DOCTOR_FAILED;
     }
     let assets = if args.no_probe {
@@ -154,14 +184,25 @@ fn run(args: RunArgs) -> i32 {
     };
     let results = run_matrix(&plan, |p| {
         if !single {
-            let eta = p.eta.map(|d| format!(", about {} left", seconds(d.as_secs_f64()))).unwrap_or_default();
-            let elapsed = if p.index > 1 { format!(" after {}", seconds(p.elapsed.as_secs_f64())) } else { String::new() };
+            let eta = p
+                .eta
+                .map(|d| format!(", about {} left", seconds(d.as_secs_f64())))
+                .unwrap_or_default();
+            let elapsed = if p.index > 1 {
+                format!(" after {}", seconds(p.elapsed.as_secs_f64()))
+            } else {
+                String::new()
+            };
             eprintln!(
                 "[prewarm-doctor] {}/{}: variant '{}' {}{}{}",
                 p.index,
                 p.total,
                 p.variant,
-                if p.warmup { "cache warm-up (untimed)".to_string() } else { format!("repeat {}", p.attempt) },
+                if p.warmup {
+                    "cache warm-up (untimed)".to_string()
+                } else {
+                    format!("repeat {}", p.attempt)
+                },
                 elapsed,
                 eta
             );
@@ -178,7 +219,10 @@ fn run(args: RunArgs) -> i32 {
                 }
             }
             Err(CaptureError::Child(e)) => {
-                eprintln!("prewarm-doctor: variant '{}' attempt {}: {e}", plan.variants[planned.variant].name, planned.attempt);
+                eprintln!(
+                    "prewarm-doctor: variant '{}' attempt {}: {e}",
+                    plan.variants[planned.variant].name, planned.attempt
+                );
                 let code = match e {
                     crate::capture::child::ChildError::Spawn { .. } => exit::COMMAND_NOT_FOUND,
                     _ => exit::DOCTOR_FAILED,
@@ -193,7 +237,11 @@ fn run(args: RunArgs) -> i32 {
         }
     }
     summarise(&out);
-    if single { first_code.unwrap_or(exit::DOCTOR_FAILED) } else { worst }
+    if single {
+        first_code.unwrap_or(exit::DOCTOR_FAILED)
+    } else {
+        worst
+    }
 }
 
 /// Which attempts get their full story in the text output.
@@ -205,7 +253,11 @@ pub enum Selection<'a> {
 }
 
 /// The text output: the comparison (for matrices) and the selected stories.
-pub fn render_text(attempts: &[AttemptAccount], matrix: Option<&MatrixAccount>, selection: Selection) -> Result<String, String> {
+pub fn render_text(
+    attempts: &[AttemptAccount],
+    matrix: Option<&MatrixAccount>,
+    selection: Selection,
+) -> Result<String, String> {
     let mut out = String::new();
     let chosen: Vec<&AttemptAccount> = match (&selection, matrix) {
         (Selection::All, _) | (Selection::Default, None) => attempts.iter().collect(),
@@ -220,12 +272,22 @@ pub fn render_text(attempts: &[AttemptAccount], matrix: Option<&MatrixAccount>, 
                 .take(if attempt.is_some() { 1 } else { usize::MAX })
                 .collect();
             if found.is_empty() {
-                let known: Vec<String> = attempts.iter().map(|a| format!("{}/{}", a.variant, a.attempt)).collect();
-                return Err(format!("--attempt {spec}: no such attempt in this run (it has: {})", known.join(", ")));
+                let known: Vec<String> = attempts
+                    .iter()
+                    .map(|a| format!("{}/{}", a.variant, a.attempt))
+                    .collect();
+                return Err(format!(
+                    "--attempt {spec}: no such attempt in this run (it has: {})",
+                    known.join(", ")
+                ));
             }
             found
         }
-        (Selection::Default, Some(m)) => attempts.iter().filter(|a| a.variant == m.baseline && !a.warmup).take(1).collect(),
+        (Selection::Default, Some(m)) => attempts
+            .iter()
+            .filter(|a| a.variant == m.baseline && !a.warmup)
+            .take(1)
+            .collect(),
     };
     if let Some(m) = matrix {
         out.push_str(&render_matrix(m));
@@ -255,16 +317,26 @@ fn summarise(out: &Path) {
 }
 
 fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
-    exprs.iter().map(|e| Gate::parse(e)).collect::<Result<Vec<_>, _>>().map_err(|e| {
-        eprintln!("prewarm-doctor: {e}");
-        exit::BAD_GATE
-    })
+    exprs
+        .iter()
+        .map(|e| Gate::parse(e))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            eprintln!("prewarm-doctor: {e}");
+            exit::BAD_GATE
+        })
 }
 
 /// Prints gate results to stderr and returns whether any failed.
 fn report_gates(results: &[GateResult]) -> bool {
     for r in results {
-        eprintln!("[prewarm-doctor] --fail-if '{}' on '{}': {} ({})", r.gate, r.variant, if r.failed { "FAILED" } else { "ok" }, r.detail);
+        eprintln!(
+            "[prewarm-doctor] --fail-if '{}' on '{}': {} ({})",
+            r.gate,
+            r.variant,
+            if r.failed { "FAILED" } else { "ok" },
+            r.detail
+        );
     }
     results.iter().any(|r| r.failed)
 }
@@ -298,11 +370,18 @@ fn report(args: ReportArgs) -> i32 {
                 }
             }
         }
-        FormatArg::Json => crate::report::json::render(&args.run.display().to_string(), run.meta.as_ref(), matrix.as_ref(), &attempts),
+        FormatArg::Json => crate::report::json::render(
+            &args.run.display().to_string(),
+            run.meta.as_ref(),
+            matrix.as_ref(),
+            &attempts,
+        ),
     };
     let written = match &args.output {
-        Some(path) => std::fs::write(path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display())),
-        None => std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes).map_err(|e| format!("cannot write to standard output: {e}")),
+        Some(path) => std::fs::write(path, &bytes)
+            .map_err(|e| format!("cannot write {}: {e}", path.display())),
+        None => std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
+            .map_err(|e| format!("cannot write to standard output: {e}")),
     };
     if let Err(e) = written {
         eprintln!("prewarm-doctor: {e}");
@@ -322,7 +401,12 @@ fn report(args: ReportArgs) -> i32 {
             }
         }
     }
-    let damaged = attempts.iter().any(|a| a.problems.iter().any(|p| p.damaged) || a.processes.iter().any(|p| p.problems.iter().any(|q| q.damaged)));
+    let damaged = attempts.iter().any(|a| {
+        a.problems.iter().any(|p| p.damaged)
+            || a.processes
+                .iter()
+                .any(|p| p.problems.iter().any(|q| q.damaged))
+    });
     if damaged { exit::DAMAGED_INPUT } else { 0 }
 }
 
@@ -343,11 +427,27 @@ fn diff(args: DiffArgs) -> i32 {
         (Err(c), _) | (_, Err(c)) => return c,
     };
     let (old_attempts, new_attempts) = (analyse_run(&old), analyse_run(&new));
-    let (old_sum, new_sum) = (summaries(old.meta.as_ref(), &old_attempts), summaries(new.meta.as_ref(), &new_attempts));
-    let (old_m, new_m) = (compare(old.meta.as_ref(), &old_attempts), compare(new.meta.as_ref(), &new_attempts));
+    let (old_sum, new_sum) = (
+        summaries(old.meta.as_ref(), &old_attempts),
+        summaries(new.meta.as_ref(), &new_attempts),
+    );
+    let (old_m, new_m) = (
+        compare(old.meta.as_ref(), &old_attempts),
+        compare(new.meta.as_ref(), &new_attempts),
+    );
     let bytes = match args.format {
-        FormatArg::Text => crate::report::diff::render_text(&old_sum, &new_sum, old_m.as_ref(), new_m.as_ref()).into_bytes(),
-        FormatArg::Json => crate::report::diff::render_json(&args.old.display().to_string(), &args.new.display().to_string(), &old_sum, &new_sum, old_m.as_ref(), new_m.as_ref()),
+        FormatArg::Text => {
+            crate::report::diff::render_text(&old_sum, &new_sum, old_m.as_ref(), new_m.as_ref())
+                .into_bytes()
+        }
+        FormatArg::Json => crate::report::diff::render_json(
+            &args.old.display().to_string(),
+            &args.new.display().to_string(),
+            &old_sum,
+            &new_sum,
+            old_m.as_ref(),
+            new_m.as_ref(),
+        ),
     };
     if let Err(e) = std::io::stdout().lock().write_all(&bytes) {
         eprintln!("prewarm-doctor: cannot write to standard output: {e}");
@@ -374,10 +474,18 @@ fn check(args: CheckArgs) -> i32 {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("prewarm-doctor"));
     let report = run_check(&exe, &assets);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).expect("serialises"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("serialises")
+        );
     } else {
         for item in &report.items {
-            println!("{} {:<12} {}", if item.ok { "ok  " } else { "FAIL" }, item.name, item.detail);
+            println!(
+                "{} {:<12} {}",
+                if item.ok { "ok  " } else { "FAIL" },
+                item.name,
+                item.detail
+            );
         }
         println!("probe: {}", assets.probe.display());
     }

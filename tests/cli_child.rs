@@ -9,20 +9,33 @@ use std::time::Duration;
 
 fn doctor() -> Command {
     let mut c = Command::cargo_bin("prewarm-doctor").unwrap();
-    c.env("PREWARM_DOCTOR_CACHE", std::env::temp_dir().join("prewarm-doctor-test-cache"));
+    c.env(
+        "PREWARM_DOCTOR_CACHE",
+        std::env::temp_dir().join("prewarm-doctor-test-cache"),
+    );
     c
 }
 
 #[test]
 fn exit_code_is_passed_through() {
     let dir = tempfile::tempdir().unwrap();
-    doctor().args(["run", "--out"]).arg(dir.path().join("r")).args(["--", "sh", "-c", "exit 7"]).assert().code(7);
+    doctor()
+        .args(["run", "--out"])
+        .arg(dir.path().join("r"))
+        .args(["--", "sh", "-c", "exit 7"])
+        .assert()
+        .code(7);
 }
 
 #[test]
 fn death_by_signal_becomes_128_plus_n() {
     let dir = tempfile::tempdir().unwrap();
-    doctor().args(["run", "--out"]).arg(dir.path().join("r")).args(["--", "sh", "-c", "kill -TERM $$"]).assert().code(143);
+    doctor()
+        .args(["run", "--out"])
+        .arg(dir.path().join("r"))
+        .args(["--", "sh", "-c", "kill -TERM $$"])
+        .assert()
+        .code(143);
 }
 
 #[test]
@@ -60,17 +73,27 @@ fn a_missing_command_is_127_with_a_clear_message() {
         .args(["--", "definitely-not-a-command-xyz"])
         .assert()
         .code(127)
-        .stderr(predicate::str::contains("cannot start `definitely-not-a-command-xyz`"));
+        .stderr(predicate::str::contains(
+            "cannot start `definitely-not-a-command-xyz`",
+        ));
 }
 
 #[test]
 fn without_a_driver_the_run_still_happens_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
-    let assert = doctor().args(["run", "--out"]).arg(&out).args(["--", "true"]).assert().success();
+    let assert = doctor()
+        .args(["run", "--out"])
+        .arg(&out)
+        .args(["--", "true"])
+        .assert()
+        .success();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     if nvml_wrapper_absent() {
-        assert!(stderr.contains("nothing GPU-side can be captured"), "{stderr}");
+        assert!(
+            stderr.contains("nothing GPU-side can be captured"),
+            "{stderr}"
+        );
     }
     assert!(out.join("run.json").exists());
     let hosts: Vec<_> = std::fs::read_dir(out.join("default/1")).unwrap().collect();
@@ -93,13 +116,29 @@ fn the_command_sees_the_probe_shim_nccl_and_isolated_caches() {
         .assert()
         .success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
-    assert!(stdout.contains("INJ=") && stdout.contains("libprewarm_probe-"), "{stdout}");
-    assert!(stdout.lines().any(|l| l.starts_with("PP=") && l.contains("shim-") && l.ends_with(":/mine")), "{stdout}");
+    assert!(
+        stdout.contains("INJ=") && stdout.contains("libprewarm_probe-"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("PP=") && l.contains("shim-") && l.ends_with(":/mine")),
+        "{stdout}"
+    );
     assert!(stdout.contains("/nccl.%h.%p.log"), "{stdout}");
-    assert!(stdout.contains("/default/1/cache-") && stdout.contains("/triton"), "{stdout}");
+    assert!(
+        stdout.contains("/default/1/cache-") && stdout.contains("/triton"),
+        "{stdout}"
+    );
     // Cold caches are deleted after the attempt.
     let attempt = out.join("default/1");
-    assert!(!std::fs::read_dir(&attempt).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("cache-")));
+    assert!(!std::fs::read_dir(&attempt).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("cache-")
+    }));
 }
 
 #[test]
@@ -139,7 +178,10 @@ fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
 fn spawn_doctor(out: &std::path::Path, script: &str) -> std::process::Child {
     let bin = assert_cmd::cargo::cargo_bin("prewarm-doctor");
     std::process::Command::new(bin)
-        .env("PREWARM_DOCTOR_CACHE", std::env::temp_dir().join("prewarm-doctor-test-cache"))
+        .env(
+            "PREWARM_DOCTOR_CACHE",
+            std::env::temp_dir().join("prewarm-doctor-test-cache"),
+        )
         .args(["run", "--out"])
         .arg(out)
         .args(["--", "sh", "-c", script])
@@ -164,17 +206,28 @@ fn wait_for_line(child: &mut std::process::Child, needle: &str) {
             return;
         }
     }
-    panic!("never saw {needle:?}; got {:?}", String::from_utf8_lossy(&seen));
+    panic!(
+        "never saw {needle:?}; got {:?}",
+        String::from_utf8_lossy(&seen)
+    );
 }
 
 #[test]
 fn sigterm_to_the_doctor_reaches_the_command_and_its_grace_period_is_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = spawn_doctor(&dir.path().join("r"), "trap 'echo got-term; exit 42' TERM; echo ready; while true; do sleep 0.05; done");
+    let mut child = spawn_doctor(
+        &dir.path().join("r"),
+        "trap 'echo got-term; exit 42' TERM; echo ready; while true; do sleep 0.05; done",
+    );
     wait_for_line(&mut child, "ready");
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let mut rest = String::new();
-    child.stdout.as_mut().unwrap().read_to_string(&mut rest).unwrap();
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_to_string(&mut rest)
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(rest.contains("got-term"), "{rest}");
     assert_eq!(status.code(), Some(42));
@@ -184,12 +237,19 @@ fn sigterm_to_the_doctor_reaches_the_command_and_its_grace_period_is_kept() {
 fn sighup_and_sigint_are_forwarded_too() {
     for (sig, name) in [(libc::SIGHUP, "HUP"), (libc::SIGINT, "INT")] {
         let dir = tempfile::tempdir().unwrap();
-        let script = format!("trap 'echo got-{name}; exit 3' {name}; echo ready; while true; do sleep 0.05; done");
+        let script = format!(
+            "trap 'echo got-{name}; exit 3' {name}; echo ready; while true; do sleep 0.05; done"
+        );
         let mut child = spawn_doctor(&dir.path().join("r"), &script);
         wait_for_line(&mut child, "ready");
         unsafe { libc::kill(child.id() as i32, sig) };
         let mut rest = String::new();
-        child.stdout.as_mut().unwrap().read_to_string(&mut rest).unwrap();
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_to_string(&mut rest)
+            .unwrap();
         assert_eq!(child.wait().unwrap().code(), Some(3), "{name}");
         assert!(rest.contains(&format!("got-{name}")), "{rest}");
     }
@@ -198,7 +258,10 @@ fn sighup_and_sigint_are_forwarded_too() {
 #[test]
 fn a_second_interrupt_ends_a_command_that_ignores_the_first() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = spawn_doctor(&dir.path().join("r"), "trap '' INT; echo ready; while true; do sleep 0.05; done");
+    let mut child = spawn_doctor(
+        &dir.path().join("r"),
+        "trap '' INT; echo ready; while true; do sleep 0.05; done",
+    );
     wait_for_line(&mut child, "ready");
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     std::thread::sleep(Duration::from_millis(300));
@@ -213,10 +276,24 @@ fn a_signal_stops_the_whole_matrix() {
     let out = dir.path().join("m");
     let bin = assert_cmd::cargo::cargo_bin("prewarm-doctor");
     let mut child = std::process::Command::new(bin)
-        .env("PREWARM_DOCTOR_CACHE", std::env::temp_dir().join("prewarm-doctor-test-cache"))
+        .env(
+            "PREWARM_DOCTOR_CACHE",
+            std::env::temp_dir().join("prewarm-doctor-test-cache"),
+        )
         .args(["run", "--out"])
         .arg(&out)
-        .args(["--variant", "a", "--variant", "b", "--repeat", "3", "--", "sh", "-c", "echo ready; while true; do sleep 0.05; done"])
+        .args([
+            "--variant",
+            "a",
+            "--variant",
+            "b",
+            "--repeat",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; while true; do sleep 0.05; done",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -226,7 +303,10 @@ fn a_signal_stops_the_whole_matrix() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(10));
     assert!(out.join("a/1").exists());
-    assert!(!out.join("b/1").exists(), "the matrix went on after the signal");
+    assert!(
+        !out.join("b/1").exists(),
+        "the matrix went on after the signal"
+    );
 }
 
 #[test]
@@ -236,14 +316,32 @@ fn variants_get_their_arguments_and_environment() {
     let assert = doctor()
         .args(["run", "--out"])
         .arg(&out)
-        .args(["--variant", "base", "--variant", "x:--flag 'two words'", "--variant-env", "x:MODE=fast", "--", "sh", "-c", "echo \"args=$* mode=$MODE\"", "sh"])
+        .args([
+            "--variant",
+            "base",
+            "--variant",
+            "x:--flag 'two words'",
+            "--variant-env",
+            "x:MODE=fast",
+            "--",
+            "sh",
+            "-c",
+            "echo \"args=$* mode=$MODE\"",
+            "sh",
+        ])
         .assert()
         .success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains("args= mode="), "{stdout}");
-    assert!(stdout.contains("args=--flag two words mode=fast"), "{stdout}");
+    assert!(
+        stdout.contains("args=--flag two words mode=fast"),
+        "{stdout}"
+    );
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
-    assert!(stderr.contains("[prewarm-doctor] 2/2: variant 'x'"), "{stderr}");
+    assert!(
+        stderr.contains("[prewarm-doctor] 2/2: variant 'x'"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 const MIB: u64 = 1 << 20;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/h200")
+        .join(name)
 }
 
 fn attempts(path: &Path) -> Vec<AttemptAccount> {
@@ -23,7 +25,11 @@ fn attempts(path: &Path) -> Vec<AttemptAccount> {
 /// The training rank of a single-attempt fixture.
 fn rank(name: &str) -> (AttemptAccount, ProcessAccount) {
     let a = attempts(&fixture(name)).remove(0);
-    assert_eq!(a.processes.len(), 1, "{name}: launcher processes must not be reported");
+    assert_eq!(
+        a.processes.len(),
+        1,
+        "{name}: launcher processes must not be reported"
+    );
     let p = a.processes[0].clone();
     (a, p)
 }
@@ -33,37 +39,78 @@ fn phase(p: &ProcessAccount, ph: Phase) -> &prewarm_doctor::analysis::model::Pha
 }
 
 fn source_bytes(p: &ProcessAccount, ph: Phase, source: &str) -> u64 {
-    phase(p, ph).by_source.iter().find(|s| s.source == source).map_or(0, |s| s.allocated)
+    phase(p, ph)
+        .by_source
+        .iter()
+        .find(|s| s.source == source)
+        .map_or(0, |s| s.allocated)
 }
 
 /// The script's own `torch.cuda.mem_get_info()` / `memory_reserved()` after step 1.
 fn crosscheck_out_of_pool(name: &str) -> u64 {
     let text = std::fs::read_to_string(fixture(name).join("console-stdout.txt")).unwrap();
-    let line = text.lines().find(|l| l.starts_with("CROSSCHECK") && l.contains("\"step\": 1,")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(line.trim_start_matches("CROSSCHECK ")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("CROSSCHECK") && l.contains("\"step\": 1,"))
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(line.trim_start_matches("CROSSCHECK ")).unwrap();
     v["out_of_pool"].as_u64().unwrap()
 }
 
 #[test]
 fn every_phase_end_is_accounted_within_the_target() {
-    for name in ["examples-cublas-baseline", "examples-cublas-prewarm", "examples-triton-baseline", "examples-triton-prewarm", "examples-nccl-baseline", "examples-nccl-prewarm", "oom-nccl-baseline", "oom-nccl-prewarm", "oom-triton-baseline"] {
+    for name in [
+        "examples-cublas-baseline",
+        "examples-cublas-prewarm",
+        "examples-triton-baseline",
+        "examples-triton-prewarm",
+        "examples-nccl-baseline",
+        "examples-nccl-prewarm",
+        "oom-nccl-baseline",
+        "oom-nccl-prewarm",
+        "oom-triton-baseline",
+    ] {
         let (_, p) = rank(name);
         for ph in &p.phases {
-            let g = ph.gap_end.as_ref().unwrap_or_else(|| panic!("{name}: no gap at end of {:?}", ph.phase));
+            let g = ph
+                .gap_end
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name}: no gap at end of {:?}", ph.phase));
             let limit = (g.out_of_pool as f64 * 0.02).max(64.0 * MIB as f64);
-            assert!((g.unexplained.abs() as f64) <= limit, "{name} {:?}: unexplained {} of {}", ph.phase, g.unexplained, g.out_of_pool);
+            assert!(
+                (g.unexplained.abs() as f64) <= limit,
+                "{name} {:?}: unexplained {} of {}",
+                ph.phase,
+                g.unexplained,
+                g.out_of_pool
+            );
         }
     }
 }
 
 #[test]
 fn the_out_of_pool_figure_agrees_with_what_the_script_measured() {
-    for name in ["examples-cublas-baseline", "examples-cublas-prewarm", "examples-triton-baseline", "examples-triton-prewarm", "examples-nccl-baseline", "examples-nccl-prewarm"] {
+    for name in [
+        "examples-cublas-baseline",
+        "examples-cublas-prewarm",
+        "examples-triton-baseline",
+        "examples-triton-prewarm",
+        "examples-nccl-baseline",
+        "examples-nccl-prewarm",
+    ] {
         let (_, p) = rank(name);
-        let ours = phase(&p, Phase::Step1).gap_end.as_ref().unwrap().out_of_pool as f64;
+        let ours = phase(&p, Phase::Step1)
+            .gap_end
+            .as_ref()
+            .unwrap()
+            .out_of_pool as f64;
         let theirs = crosscheck_out_of_pool(name) as f64;
         let tolerance = (theirs * 0.02).max(16.0 * MIB as f64);
-        assert!((ours - theirs).abs() <= tolerance, "{name}: doctor {ours} vs script {theirs}");
+        assert!(
+            (ours - theirs).abs() <= tolerance,
+            "{name}: doctor {ours} vs script {theirs}"
+        );
         // And the doctor's pool tracking equals torch's memory_reserved().
         let c = &p.step_checks[0];
         assert_eq!(c.torch_reserved, Some(c.doctor_pool_reserved), "{name}");
@@ -76,11 +123,19 @@ fn cublas_first_backward_lands_in_step_1_without_the_prewarm_and_in_setup_with_i
     // 6 calls: cuBLAS/cuBLASLt handles and workspaces (128.3 MiB on this H200).
     assert_eq!(source_bytes(&base, Phase::Step1, "cublas"), 134_481_920);
     assert_eq!(source_bytes(&base, Phase::Setup, "cublas"), 0);
-    assert!(base.late_warmups.iter().any(|w| w.class == EventClass::Cublas));
+    assert!(
+        base.late_warmups
+            .iter()
+            .any(|w| w.class == EventClass::Cublas)
+    );
     let (_, pre) = rank("examples-cublas-prewarm");
     assert_eq!(source_bytes(&pre, Phase::Step1, "cublas"), 0);
     assert!(source_bytes(&pre, Phase::Setup, "cublas") > 128 * MIB);
-    assert!(!pre.late_warmups.iter().any(|w| w.class == EventClass::Cublas));
+    assert!(
+        !pre.late_warmups
+            .iter()
+            .any(|w| w.class == EventClass::Cublas)
+    );
     assert!(pre.steps.step1_s.unwrap() < base.steps.step1_s.unwrap());
     assert_eq!(base.steps.rule, "first-forward-after-zero-grad");
 }
@@ -88,22 +143,53 @@ fn cublas_first_backward_lands_in_step_1_without_the_prewarm_and_in_setup_with_i
 #[test]
 fn the_spilling_autotune_candidate_is_named_with_its_local_memory_growth() {
     let (_, base) = rank("examples-triton-baseline");
-    let big = base.local_memory.iter().max_by_key(|l| l.device_growth).unwrap();
+    let big = base
+        .local_memory
+        .iter()
+        .max_by_key(|l| l.device_growth)
+        .unwrap();
     assert_eq!(big.kernel, "rowwise_mix");
     assert_eq!(big.phase, Phase::Step1);
     assert!(big.device_growth > 2 * 1024 * MIB, "{}", big.device_growth);
-    assert!(big.autotune_config.as_deref().unwrap().starts_with("BLOCK: 16384, num_warps: 1"));
-    let tune = base.autotune.iter().find(|a| a.kernel == "rowwise_mix").unwrap();
-    assert_eq!((tune.phase, tune.configs, tune.benchmarked), (Phase::Step1, 3, 3));
-    assert!(tune.spilling_configs.iter().any(|c| c.starts_with("BLOCK: 16384")));
+    assert!(
+        big.autotune_config
+            .as_deref()
+            .unwrap()
+            .starts_with("BLOCK: 16384, num_warps: 1")
+    );
+    let tune = base
+        .autotune
+        .iter()
+        .find(|a| a.kernel == "rowwise_mix")
+        .unwrap();
+    assert_eq!(
+        (tune.phase, tune.configs, tune.benchmarked),
+        (Phase::Step1, 3, 3)
+    );
+    assert!(
+        tune.spilling_configs
+            .iter()
+            .any(|c| c.starts_with("BLOCK: 16384"))
+    );
     let stall = &phase(&base, Phase::Step1).stall;
-    assert!(stall.compile_s > 100.0 && stall.autotune_s > 0.5, "{stall:?}");
-    assert!(base.late_warmups.iter().any(|w| w.class == EventClass::TritonAutotune && w.what.contains("rowwise_mix")));
+    assert!(
+        stall.compile_s > 100.0 && stall.autotune_s > 0.5,
+        "{stall:?}"
+    );
+    assert!(
+        base.late_warmups
+            .iter()
+            .any(|w| w.class == EventClass::TritonAutotune && w.what.contains("rowwise_mix"))
+    );
 
     let (_, pre) = rank("examples-triton-prewarm");
     assert!(pre.autotune.iter().all(|a| a.phase == Phase::Setup));
     assert_eq!(phase(&pre, Phase::Step1).local_memory_growth, 0);
-    assert!(!pre.late_warmups.iter().any(|w| w.class == EventClass::TritonAutotune));
+    assert!(
+        !pre.late_warmups
+            .iter()
+            .any(|w| w.class == EventClass::TritonAutotune)
+    );
 }
 
 #[test]
@@ -113,10 +199,18 @@ fn the_nccl_communicator_is_accounted_where_it_was_created() {
     let c = &base.nccl[0];
     assert_eq!(c.phase, Some(Phase::Step1));
     assert!(c.bytes >= 388 * MIB && c.bytes <= 392 * MIB, "{}", c.bytes);
-    assert!(c.inferred_bytes > 100 * MIB, "NCCL loads its kernels without allocation calls: {}", c.inferred_bytes);
+    assert!(
+        c.inferred_bytes > 100 * MIB,
+        "NCCL loads its kernels without allocation calls: {}",
+        c.inferred_bytes
+    );
     assert!(c.init_seconds.unwrap() > 0.3);
     assert!(phase(&base, Phase::Step1).stall.nccl_init_s > 0.3);
-    assert!(base.late_warmups.iter().any(|w| w.class == EventClass::NcclComm));
+    assert!(
+        base.late_warmups
+            .iter()
+            .any(|w| w.class == EventClass::NcclComm)
+    );
     let (_, pre) = rank("examples-nccl-prewarm");
     assert!(pre.nccl.iter().all(|c| c.phase == Some(Phase::Setup)));
     assert_eq!(source_bytes(&pre, Phase::Step1, "nccl"), 0);
@@ -141,11 +235,17 @@ fn nccl_oom_forensics_blame_the_step_1_communicator() {
     assert_eq!(p.forensics.len(), 1, "allocator retries are one failure");
     let f = &p.forensics[0];
     assert_eq!(f.step, Some(2));
-    assert_eq!((f.source.as_str(), f.bytes, f.result), ("torch pool", 128 * MIB, 2));
+    assert_eq!(
+        (f.source.as_str(), f.bytes, f.result),
+        ("torch pool", 128 * MIB, 2)
+    );
     assert!(f.device_free_before.unwrap() < 128 * MIB);
     assert_eq!(f.preceded_by[0].0, EventClass::NcclComm);
     assert!(f.preceded_by[0].1 >= 390 * MIB);
-    assert!(f.prewarms.contains(&"comm_groups".to_string()) && f.prewarms.contains(&"nccl_comm".to_string()));
+    assert!(
+        f.prewarms.contains(&"comm_groups".to_string())
+            && f.prewarms.contains(&"nccl_comm".to_string())
+    );
     assert!(f.message.as_deref().unwrap().contains("CUDA out of memory"));
     // With the communicator prewarmed, the same run survives.
     let (a2, p2) = rank("oom-nccl-prewarm");
@@ -158,12 +258,27 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
     let (a, p) = rank("oom-triton-baseline");
     assert_eq!(a.exit_code, Some(1));
     let f = &p.forensics[0];
-    assert!(f.request.contains("local-memory growth") && f.request.contains("rowwise_mix"), "{}", f.request);
+    assert!(
+        f.request.contains("local-memory growth") && f.request.contains("rowwise_mix"),
+        "{}",
+        f.request
+    );
     assert!(f.device_free_before.unwrap() < f.bytes);
     assert!(f.prewarms.contains(&"triton_autotune".to_string()));
-    assert!(f.message.as_deref().unwrap().contains("Triton Error [CUDA]: out of memory"));
+    assert!(
+        f.message
+            .as_deref()
+            .unwrap()
+            .contains("Triton Error [CUDA]: out of memory")
+    );
     let failed = p.local_memory.iter().find(|l| l.failed).unwrap();
-    assert!(failed.autotune_config.as_deref().unwrap().starts_with("BLOCK: 16384"));
+    assert!(
+        failed
+            .autotune_config
+            .as_deref()
+            .unwrap()
+            .starts_with("BLOCK: 16384")
+    );
 }
 
 #[test]
@@ -182,8 +297,17 @@ fn the_bundled_matrix_gives_the_verdicts() {
     // The example's communicator prewarm also warms a group training never uses.
     assert_eq!(v("nccl_comm").class, VerdictClass::Regression);
     assert!(v("nccl_comm").moved_bytes >= 550.0 * MIB as f64);
-    assert!(v("nccl_comm").evidence.iter().any(|e| e.contains("2 NCCL communicator(s), the baseline 1")));
-    assert!(m.notes.iter().any(|n| n.contains("baseline/3 was interrupted")));
+    assert!(
+        v("nccl_comm")
+            .evidence
+            .iter()
+            .any(|e| e.contains("2 NCCL communicator(s), the baseline 1"))
+    );
+    assert!(
+        m.notes
+            .iter()
+            .any(|n| n.contains("baseline/3 was interrupted"))
+    );
     let base = m.variants.iter().find(|x| x.name == "baseline").unwrap();
     assert_eq!((base.attempts.len(), base.expected_attempts), (2, 3));
 }
@@ -194,12 +318,28 @@ fn a_shared_cache_is_flagged_and_distorts_step_times() {
     let shared = compare(shared_run.meta.as_ref(), &analyse_run(&shared_run)).unwrap();
     assert!(!shared.isolated);
     assert!(shared.notes.iter().any(|n| n.contains("not trustworthy")));
-    let cold_run = load_run(&Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix")).unwrap();
+    let cold_run =
+        load_run(&Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix")).unwrap();
     let cold = compare(cold_run.meta.as_ref(), &analyse_run(&cold_run)).unwrap();
-    let s1 = |m: &prewarm_doctor::analysis::matrix::MatrixAccount, n: &str| m.variants.iter().find(|v| v.name == n).unwrap().step1_s.unwrap().median;
+    let s1 = |m: &prewarm_doctor::analysis::matrix::MatrixAccount, n: &str| {
+        m.variants
+            .iter()
+            .find(|v| v.name == n)
+            .unwrap()
+            .step1_s
+            .unwrap()
+            .median
+    };
     // On the shared cache the baseline compiled rowwise_mix first, so the cuBLAS
     // variant's step 1 looks many seconds faster than it is in isolation.
     assert!(s1(&shared, "cublas") < 2.0 && s1(&cold, "cublas") > 5.0);
-    let setup = |m: &prewarm_doctor::analysis::matrix::MatrixAccount| m.verdicts.iter().find(|v| v.variant == "triton_autotune").unwrap().setup_cost_s.unwrap();
+    let setup = |m: &prewarm_doctor::analysis::matrix::MatrixAccount| {
+        m.verdicts
+            .iter()
+            .find(|v| v.variant == "triton_autotune")
+            .unwrap()
+            .setup_cost_s
+            .unwrap()
+    };
     assert!(setup(&shared) < 1.0 && setup(&cold) > 5.0);
 }

@@ -31,12 +31,21 @@ fn rank_file(run: &Path) -> PathBuf {
     std::fs::read_dir(&host)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("rank-") && p.extension().is_some_and(|x| x == "events"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rank-")
+                && p.extension().is_some_and(|x| x == "events")
+        })
         .or_else(|| {
-            std::fs::read_dir(&host).unwrap().map(|e| e.unwrap().path()).find(|p| {
-                let n = p.file_name().unwrap().to_string_lossy().to_string();
-                n.ends_with(".events") && n != "nvml.events"
-            })
+            std::fs::read_dir(&host)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| {
+                    let n = p.file_name().unwrap().to_string_lossy().to_string();
+                    n.ends_with(".events") && n != "nvml.events"
+                })
         })
         .unwrap()
 }
@@ -48,14 +57,27 @@ fn the_bundled_example_renders_its_matrix_and_verdicts() {
         .current_dir(root())
         .assert()
         .success()
-        .stdout(predicate::str::contains("-- verdicts (each prewarm against 'baseline')"))
-        .stdout(predicate::str::contains("triton_autotune [triton_autotune]: WORKS"))
+        .stdout(predicate::str::contains(
+            "-- verdicts (each prewarm against 'baseline')",
+        ))
+        .stdout(predicate::str::contains(
+            "triton_autotune [triton_autotune]: WORKS",
+        ))
         .stdout(predicate::str::contains("step 1 took"));
 }
 
 #[test]
 fn json_is_versioned_and_holds_the_account() {
-    let out = doctor().args(["report", "tests/fixtures/h200/oom-nccl-baseline", "--format", "json"]).current_dir(root()).output().unwrap();
+    let out = doctor()
+        .args([
+            "report",
+            "tests/fixtures/h200/oom-nccl-baseline",
+            "--format",
+            "json",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema_version"], 1);
@@ -64,8 +86,18 @@ fn json_is_versioned_and_holds_the_account() {
     assert_eq!(p["forensics"][0]["source"], "torch pool");
     assert_eq!(p["forensics"][0]["preceded_by"][0][0], "nccl_comm");
     assert!(p["phases"][1]["gap_end"]["parts"].as_array().unwrap().len() >= 3);
-    assert!(p["late_warmups"].as_array().unwrap().iter().any(|w| w["class"] == "nccl_comm"));
-    let m = doctor().args(["report", "reports/h200-matrix", "--format", "json"]).current_dir(root()).output().unwrap();
+    assert!(
+        p["late_warmups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["class"] == "nccl_comm")
+    );
+    let m = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "json"])
+        .current_dir(root())
+        .output()
+        .unwrap();
     let m: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
     assert_eq!(m["matrix"]["verdicts"][0]["class"], "works");
 }
@@ -88,22 +120,104 @@ fn attempts_can_be_selected() {
 
 #[test]
 fn gating_exit_codes() {
-    let run = |args: &[&str]| doctor().args(args).current_dir(root()).output().unwrap().status.code();
-    assert_eq!(run(&["report", "reports/h200-matrix", "--fail-if", "cublas:verdict!=works"]), Some(0));
-    assert_eq!(run(&["report", "reports/h200-matrix", "--fail-if", "nccl_comm:verdict==regression"]), Some(11));
-    assert_eq!(run(&["report", "reports/h200-matrix", "--fail-if", "all:step1_oop>0"]), Some(0));
-    assert_eq!(run(&["report", "reports/h200-matrix", "--fail-if", "baseline:step1_oop>0"]), Some(11));
-    assert_eq!(run(&["report", "reports/h200-matrix", "--fail-if", "step1_peak>+5%"]), Some(2));
-    assert_eq!(run(&["report", "reports/h200-matrix", "--fail-if", "peak>1"]), Some(2));
-    assert_eq!(run(&["diff", "tests/fixtures/h200/shared-cache", "reports/h200-matrix", "--fail-if", "step1_oop>+5%"]), Some(0));
-    assert_eq!(run(&["diff", "tests/fixtures/h200/shared-cache", "reports/h200-matrix", "--fail-if", "cublas:step1_time>+50%"]), Some(11));
-    assert_eq!(run(&["diff", "tests/fixtures/h200/examples-cublas-prewarm", "tests/fixtures/h200/examples-cublas-baseline", "--fail-if", "step1_oop>+64MiB"]), Some(11));
+    let run = |args: &[&str]| {
+        doctor()
+            .args(args)
+            .current_dir(root())
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(
+        run(&[
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "cublas:verdict!=works"
+        ]),
+        Some(0)
+    );
+    assert_eq!(
+        run(&[
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "nccl_comm:verdict==regression"
+        ]),
+        Some(11)
+    );
+    assert_eq!(
+        run(&[
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "all:step1_oop>0"
+        ]),
+        Some(0)
+    );
+    assert_eq!(
+        run(&[
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "baseline:step1_oop>0"
+        ]),
+        Some(11)
+    );
+    assert_eq!(
+        run(&[
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "step1_peak>+5%"
+        ]),
+        Some(2)
+    );
+    assert_eq!(
+        run(&["report", "reports/h200-matrix", "--fail-if", "peak>1"]),
+        Some(2)
+    );
+    assert_eq!(
+        run(&[
+            "diff",
+            "tests/fixtures/h200/shared-cache",
+            "reports/h200-matrix",
+            "--fail-if",
+            "step1_oop>+5%"
+        ]),
+        Some(0)
+    );
+    assert_eq!(
+        run(&[
+            "diff",
+            "tests/fixtures/h200/shared-cache",
+            "reports/h200-matrix",
+            "--fail-if",
+            "cublas:step1_time>+50%"
+        ]),
+        Some(11)
+    );
+    assert_eq!(
+        run(&[
+            "diff",
+            "tests/fixtures/h200/examples-cublas-prewarm",
+            "tests/fixtures/h200/examples-cublas-baseline",
+            "--fail-if",
+            "step1_oop>+64MiB"
+        ]),
+        Some(11)
+    );
 }
 
 #[test]
 fn diff_shows_changes_side_by_side() {
     doctor()
-        .args(["diff", "tests/fixtures/h200/examples-cublas-baseline", "tests/fixtures/h200/examples-cublas-prewarm"])
+        .args([
+            "diff",
+            "tests/fixtures/h200/examples-cublas-baseline",
+            "tests/fixtures/h200/examples-cublas-prewarm",
+        ])
         .current_dir(root())
         .assert()
         .success()
@@ -120,14 +234,19 @@ fn a_foreign_folder_is_refused_by_name() {
         .arg(dir.path())
         .assert()
         .code(3)
-        .stderr(predicate::str::contains("is not a prewarm-doctor run directory"));
+        .stderr(predicate::str::contains(
+            "is not a prewarm-doctor run directory",
+        ));
 }
 
 #[test]
 fn a_truncated_rank_file_is_read_up_to_the_cut() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(&root().join("tests/fixtures/h200/examples-cublas-baseline"), &run);
+    copy_dir(
+        &root().join("tests/fixtures/h200/examples-cublas-baseline"),
+        &run,
+    );
     let f = rank_file(&run);
     let len = std::fs::metadata(&f).unwrap().len();
     let file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
@@ -145,7 +264,10 @@ fn a_truncated_rank_file_is_read_up_to_the_cut() {
 fn a_corrupt_rank_file_is_reported_with_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(&root().join("tests/fixtures/h200/examples-cublas-baseline"), &run);
+    copy_dir(
+        &root().join("tests/fixtures/h200/examples-cublas-baseline"),
+        &run,
+    );
     let f = rank_file(&run);
     let mut bytes = std::fs::read(&f).unwrap();
     let mid = bytes.len() / 2;
@@ -167,23 +289,50 @@ fn a_corrupt_rank_file_is_reported_with_file_and_offset() {
 fn a_garbage_shim_file_and_bad_host_json_do_not_panic() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(&root().join("tests/fixtures/h200/examples-cublas-baseline"), &run);
+    copy_dir(
+        &root().join("tests/fixtures/h200/examples-cublas-baseline"),
+        &run,
+    );
     let host = run.join("default/1/vm");
     for e in std::fs::read_dir(&host).unwrap() {
         let p = e.unwrap().path();
         if p.to_string_lossy().ends_with(".shim.jsonl") {
-            std::fs::write(&p, b"\x00\xff{not json\n{\"ev\":\"step_end\",\"t\":\"x\"}\n").unwrap();
+            std::fs::write(
+                &p,
+                b"\x00\xff{not json\n{\"ev\":\"step_end\",\"t\":\"x\"}\n",
+            )
+            .unwrap();
         }
     }
     std::fs::write(host.join("nvml.events"), b"garbage").unwrap();
-    doctor().arg("report").arg(&run).assert().code(4).stdout(predicate::str::contains("line 1:"));
+    doctor()
+        .arg("report")
+        .arg(&run)
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains("line 1:"));
     std::fs::write(host.join("host.json"), b"{").unwrap();
-    doctor().arg("report").arg(&run).assert().code(4).stdout(predicate::str::contains("not a valid host.json"));
+    doctor()
+        .arg("report")
+        .arg(&run)
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains("not a valid host.json"));
 }
 
 #[test]
 fn dump_prints_records_and_survives_a_closed_pipe() {
     let f = rank_file(&root().join("tests/fixtures/h200/examples-cublas-baseline"));
-    doctor().arg("dump").arg(&f).assert().success().stdout(predicate::str::contains("Context(ContextCreated"));
-    doctor().arg("dump").arg(root().join("Cargo.toml")).assert().code(4).stderr(predicate::str::contains("not a prewarm-doctor event file"));
+    doctor()
+        .arg("dump")
+        .arg(&f)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Context(ContextCreated"));
+    doctor()
+        .arg("dump")
+        .arg(root().join("Cargo.toml"))
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("not a prewarm-doctor event file"));
 }

@@ -6,7 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn python() -> Option<&'static str> {
-    ["python3", "python"].into_iter().find(|p| Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success()))
+    ["python3", "python"].into_iter().find(|p| {
+        Command::new(p)
+            .arg("-c")
+            .arg("pass")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
 }
 
 fn shim_dir() -> PathBuf {
@@ -18,7 +24,11 @@ fn fake_torch() -> PathBuf {
 }
 
 /// Runs `script` with the shim first on PYTHONPATH; returns (exit code, events, stderr+stdout).
-fn run(script: &str, extra_path: Option<&Path>, with_dir: bool) -> (i32, Vec<serde_json::Value>, String, tempfile::TempDir) {
+fn run(
+    script: &str,
+    extra_path: Option<&Path>,
+    with_dir: bool,
+) -> (i32, Vec<serde_json::Value>, String, tempfile::TempDir) {
     let py = python().expect("python3 is needed for the shim tests");
     let dir = tempfile::tempdir().unwrap();
     let mut path = vec![shim_dir(), fake_torch()];
@@ -27,7 +37,10 @@ fn run(script: &str, extra_path: Option<&Path>, with_dir: bool) -> (i32, Vec<ser
     }
     let pp = std::env::join_paths(path).unwrap();
     let mut cmd = Command::new(py);
-    cmd.arg("-c").arg(script).env("PYTHONPATH", pp).env("RANK", "0");
+    cmd.arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", pp)
+        .env("RANK", "0");
     if with_dir {
         cmd.env("PREWARM_DOCTOR_DIR", dir.path());
     } else {
@@ -43,7 +56,11 @@ fn run(script: &str, extra_path: Option<&Path>, with_dir: bool) -> (i32, Vec<ser
             }
         }
     }
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
     (out.status.code().unwrap_or(-1), events, text, dir)
 }
 
@@ -78,13 +95,27 @@ fn step_one_starts_after_the_prewarm_and_steps_are_counted() {
     assert_eq!(begin.len(), 1);
     assert_eq!(begin[0]["rule"], "first-forward-after-zero-grad");
     let ends = of(&events, "step_end");
-    assert_eq!(ends.iter().map(|e| e["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        ends.iter()
+            .map(|e| e["step"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     let process = of(&events, "process");
     assert_eq!(process[0]["versions"]["torch"], "0.0-fake");
     // The prewarm's forward (before the sleep) is setup: step 1 begins after it.
     let t_begin = begin[0]["t"].as_u64().unwrap();
-    let after_prewarm: u64 = stderr.lines().find_map(|l| l.strip_prefix("AFTER_PREWARM ")).unwrap().trim().parse().unwrap();
-    assert!(t_begin > after_prewarm, "step 1 must begin after the prewarm's forward");
+    let after_prewarm: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("AFTER_PREWARM "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        t_begin > after_prewarm,
+        "step 1 must begin after the prewarm's forward"
+    );
     assert!(t_begin < ends[0]["t"].as_u64().unwrap());
 }
 
@@ -100,12 +131,20 @@ raise RuntimeError("Triton Error [CUDA]: out of memory")
 "#;
     let (code, events, stderr, _d) = run(script, None, true);
     assert_eq!(code, 1);
-    assert!(stderr.contains("RuntimeError: Triton Error [CUDA]: out of memory"), "the traceback must still be printed: {stderr}");
+    assert!(
+        stderr.contains("RuntimeError: Triton Error [CUDA]: out of memory"),
+        "the traceback must still be printed: {stderr}"
+    );
     let exc = of(&events, "exception");
     assert_eq!(exc[0]["type"], "RuntimeError");
     assert_eq!(exc[0]["message"], "Triton Error [CUDA]: out of memory");
     let begin = of(&events, "step1_begin");
-    assert!(begin[0]["rule"].as_str().unwrap().contains("died before its first optimizer step"));
+    assert!(
+        begin[0]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("died before its first optimizer step")
+    );
 }
 
 #[test]
@@ -113,7 +152,11 @@ fn silent_and_harmless_without_torch_or_without_the_doctor() {
     let (code, events, stderr, dir) = run("print('plain python')", None, true);
     assert_eq!(code, 0, "{stderr}");
     assert!(events.is_empty());
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no files for processes without torch");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no files for processes without torch"
+    );
     let (code, events, stderr, _d) = run(TRAIN, None, false);
     assert_eq!(code, 0, "{stderr}");
     assert!(events.is_empty());
@@ -124,11 +167,27 @@ fn silent_and_harmless_without_torch_or_without_the_doctor() {
 #[test]
 fn the_users_own_sitecustomize_still_runs() {
     let user = tempfile::tempdir().unwrap();
-    std::fs::write(user.path().join("sitecustomize.py"), "import os\nos.environ['USER_SITE_RAN'] = 'yes'\nMARK = 42\n").unwrap();
-    let script = "import os, sitecustomize\nprint(os.environ.get('USER_SITE_RAN'), sitecustomize.MARK)";
+    std::fs::write(
+        user.path().join("sitecustomize.py"),
+        "import os\nos.environ['USER_SITE_RAN'] = 'yes'\nMARK = 42\n",
+    )
+    .unwrap();
+    let script =
+        "import os, sitecustomize\nprint(os.environ.get('USER_SITE_RAN'), sitecustomize.MARK)";
     let py = python().unwrap();
     let pp = std::env::join_paths([shim_dir(), user.path().to_path_buf()]).unwrap();
-    let out = Command::new(py).arg("-c").arg(script).env("PYTHONPATH", pp).env("PREWARM_DOCTOR_DIR", user.path()).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "yes 42", "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", pp)
+        .env("PREWARM_DOCTOR_DIR", user.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "yes 42",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = run; // keep helper used when python is present
 }

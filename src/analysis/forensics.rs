@@ -12,18 +12,33 @@ use std::collections::BTreeMap;
 /// True for exception texts that mean the device ran out of memory.
 pub fn is_oom_text(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    m.contains("out of memory") || m.contains("cuda failure 2") || m.contains("cuda_error_out_of_memory")
+    m.contains("out of memory")
+        || m.contains("cuda failure 2")
+        || m.contains("cuda_error_out_of_memory")
 }
 
 fn describe(f: &Failure) -> String {
     match &f.local_kernel {
-        Some(k) => format!("local-memory growth of {} for kernel {k}", crate::report::bytes(f.bytes)),
-        None => format!("{} of {} by {}", f.api, crate::report::bytes(f.bytes), f.source),
+        Some(k) => format!(
+            "local-memory growth of {} for kernel {k}",
+            crate::report::bytes(f.bytes)
+        ),
+        None => format!(
+            "{} of {} by {}",
+            f.api,
+            crate::report::bytes(f.bytes),
+            f.source
+        ),
     }
 }
 
 /// Builds the forensics of one process.
-pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[ExceptionEvent], bounds: &Boundaries) -> Vec<Forensic> {
+pub fn forensics(
+    replay: &Replay,
+    comms: &[CommAccount],
+    exceptions: &[ExceptionEvent],
+    bounds: &Boundaries,
+) -> Vec<Forensic> {
     let mut out: Vec<Forensic> = Vec::new();
     let oom_exception = exceptions.iter().find(|e| is_oom_text(&e.message));
     let mut last: Option<(u64, String)> = None;
@@ -31,9 +46,11 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
         let key = describe(f);
         // Allocators retry after freeing caches: one failure, several calls.
         if let Some((t, k)) = &last
-            && *k == key && f.t.saturating_sub(*t) < 50_000_000 {
-                continue;
-            }
+            && *k == key
+            && f.t.saturating_sub(*t) < 50_000_000
+        {
+            continue;
+        }
         last = Some((f.t, key.clone()));
         let step = bounds.step_of(f.t);
         // Lazy-init memory that landed after setup and before the failure is
@@ -43,7 +60,11 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
             Some(_) => bounds.step1_begin.unwrap_or(bounds.start),
         };
         let mut preceded: BTreeMap<EventClass, u64> = BTreeMap::new();
-        for a in replay.oop_allocs.iter().filter(|a| a.t >= step_start && a.t <= f.t) {
+        for a in replay
+            .oop_allocs
+            .iter()
+            .filter(|a| a.t >= step_start && a.t <= f.t)
+        {
             if let Some(c) = class_of_source(&a.source) {
                 *preceded.entry(c).or_default() += a.bytes;
             }
@@ -97,25 +118,26 @@ pub fn forensics(replay: &Replay, comms: &[CommAccount], exceptions: &[Exception
         });
     }
     if out.is_empty()
-        && let Some(e) = oom_exception {
-            let t = bounds.start + (e.t_s * 1e9) as u64;
-            out.push(Forensic {
-                t_s: e.t_s,
-                phase: e.phase,
-                step: bounds.step_of(t),
-                request: "not seen by the probe (only the exception)".into(),
-                source: String::new(),
-                library: String::new(),
-                bytes: 0,
-                result: 0,
-                device_free_before: None,
-                device_total: None,
-                message: Some(e.message.clone()),
-                preceded_by: Vec::new(),
-                movable: Vec::new(),
-                prewarms: Vec::new(),
-            });
-        }
+        && let Some(e) = oom_exception
+    {
+        let t = bounds.start + (e.t_s * 1e9) as u64;
+        out.push(Forensic {
+            t_s: e.t_s,
+            phase: e.phase,
+            step: bounds.step_of(t),
+            request: "not seen by the probe (only the exception)".into(),
+            source: String::new(),
+            library: String::new(),
+            bytes: 0,
+            result: 0,
+            device_free_before: None,
+            device_total: None,
+            message: Some(e.message.clone()),
+            preceded_by: Vec::new(),
+            movable: Vec::new(),
+            prewarms: Vec::new(),
+        });
+    }
     out
 }
 
@@ -126,8 +148,12 @@ mod tests {
     #[test]
     fn oom_texts() {
         assert!(is_oom_text("Triton Error [CUDA]: out of memory"));
-        assert!(is_oom_text("NCCL error: unhandled cuda error, NCCL version 2.21.5 ... Cuda failure 2 'out of memory'"));
-        assert!(is_oom_text("CUDA out of memory. Tried to allocate 128.00 MiB"));
+        assert!(is_oom_text(
+            "NCCL error: unhandled cuda error, NCCL version 2.21.5 ... Cuda failure 2 'out of memory'"
+        ));
+        assert!(is_oom_text(
+            "CUDA out of memory. Tried to allocate 128.00 MiB"
+        ));
         assert!(!is_oom_text("ValueError: bad shape"));
     }
 }

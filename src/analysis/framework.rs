@@ -27,13 +27,19 @@ pub fn unix_to_mono(unix_s: f64, started_unix_ns: u64, t_start_ns: u64) -> u64 {
 }
 
 /// NCCL communicators of one process with their windows on the monotonic clock.
-pub fn comm_windows(comms: &[NcclComm], pid: u32, clock: Option<(u64, u64)>) -> Vec<(NcclComm, Option<Window>)> {
+pub fn comm_windows(
+    comms: &[NcclComm],
+    pid: u32,
+    clock: Option<(u64, u64)>,
+) -> Vec<(NcclComm, Option<Window>)> {
     comms
         .iter()
         .filter(|c| c.pid == Some(pid))
         .map(|c| {
             let w = clock.and_then(|(unix0, mono0)| {
-                let end = c.complete_unix.or(c.start_unix.zip(c.init_seconds).map(|(s, d)| s + d))?;
+                let end = c
+                    .complete_unix
+                    .or(c.start_unix.zip(c.init_seconds).map(|(s, d)| s + d))?;
                 // NCCL's total includes work before its "Init START" line (loading its kernels).
                 let by_total = c.init_seconds.map(|d| end - d);
                 let start = match (c.start_unix, by_total) {
@@ -42,7 +48,10 @@ pub fn comm_windows(comms: &[NcclComm], pid: u32, clock: Option<(u64, u64)>) -> 
                     (None, Some(t)) => t,
                     (None, None) => end,
                 };
-                Some((unix_to_mono(start, unix0, mono0), unix_to_mono(end, unix0, mono0)))
+                Some((
+                    unix_to_mono(start, unix0, mono0),
+                    unix_to_mono(end, unix0, mono0),
+                ))
             });
             (c.clone(), w)
         })
@@ -65,7 +74,11 @@ pub fn comm_accounts(
         .map(|(i, (c, w))| {
             let span = spans.get(i).copied().flatten();
             let bytes = match (w, span) {
-                (Some((a, _)), Some((_, b))) => oop.iter().filter(|x| &*x.source == "nccl" && x.t >= *a && x.t <= b).map(|x| x.bytes).sum(),
+                (Some((a, _)), Some((_, b))) => oop
+                    .iter()
+                    .filter(|x| &*x.source == "nccl" && x.t >= *a && x.t <= b)
+                    .map(|x| x.bytes)
+                    .sum(),
                 _ => 0,
             };
             CommAccount {
@@ -86,12 +99,22 @@ pub fn comm_accounts(
 }
 
 /// Triton autotunes with the device events inside their candidate windows.
-pub fn autotune_accounts(r: &ProcessRecords, replay: &mut Replay, bounds: &Boundaries) -> Vec<AutotuneAccount> {
+pub fn autotune_accounts(
+    r: &ProcessRecords,
+    replay: &mut Replay,
+    bounds: &Boundaries,
+) -> Vec<AutotuneAccount> {
     let configs: Vec<(&str, &str, u64, u64)> = r
         .shim
         .iter()
         .filter_map(|e| match e {
-            ShimEvent::AutotuneConfig { kernel, config, t0, t1, .. } => Some((kernel.as_str(), config.as_str(), *t0, *t1)),
+            ShimEvent::AutotuneConfig {
+                kernel,
+                config,
+                t0,
+                t1,
+                ..
+            } => Some((kernel.as_str(), config.as_str(), *t0, *t1)),
             _ => None,
         })
         .collect();
@@ -100,13 +123,29 @@ pub fn autotune_accounts(r: &ProcessRecords, replay: &mut Replay, bounds: &Bound
         let t = bounds.start + (ev.t_s * 1e9) as u64;
         ev.autotune_config = configs
             .iter()
-            .filter(|c| ev.kernel.contains(c.0) && c.2 <= t + 1_000 && (t <= c.3 + 1_000 || ev.failed && t <= c.3 + 2_000_000_000))
+            .filter(|c| {
+                ev.kernel.contains(c.0)
+                    && c.2 <= t + 1_000
+                    && (t <= c.3 + 1_000 || ev.failed && t <= c.3 + 2_000_000_000)
+            })
             .map(|c| c.1.to_string())
             .next_back();
     }
     let mut out = Vec::new();
     for e in &r.shim {
-        let ShimEvent::Autotune { kernel, key, t0, t1, configs: n, benchmarked, chosen, source } = e else { continue };
+        let ShimEvent::Autotune {
+            kernel,
+            key,
+            t0,
+            t1,
+            configs: n,
+            benchmarked,
+            chosen,
+            source,
+        } = e
+        else {
+            continue;
+        };
         let inside = |t: u64| t >= *t0 && t <= *t1;
         let mut spilling = Vec::new();
         let mut local = 0;
@@ -117,9 +156,10 @@ pub fn autotune_accounts(r: &ProcessRecords, replay: &mut Replay, bounds: &Bound
                     local += ev.device_growth;
                 }
                 if let Some(c) = &ev.autotune_config
-                    && !spilling.contains(c) {
-                        spilling.push(c.clone());
-                    }
+                    && !spilling.contains(c)
+                {
+                    spilling.push(c.clone());
+                }
             }
         }
         out.push(AutotuneAccount {
@@ -134,31 +174,37 @@ pub fn autotune_accounts(r: &ProcessRecords, replay: &mut Replay, bounds: &Bound
             chosen: chosen.clone(),
             source: source.clone(),
             local_memory_growth: local,
-            out_of_pool_bytes: replay.oop_allocs.iter().filter(|a| inside(a.t)).map(|a| a.bytes).sum(),
+            out_of_pool_bytes: replay
+                .oop_allocs
+                .iter()
+                .filter(|a| inside(a.t))
+                .map(|a| a.bytes)
+                .sum(),
             spilling_configs: spilling,
         });
     }
     // An autotune interrupted by a failure has no "autotune" line: report its candidates.
     for ev in replay.local_events.iter().filter(|e| e.failed) {
         if let Some(c) = &ev.autotune_config
-            && !out.iter().any(|a| a.spilling_configs.contains(c)) {
-                let t = bounds.start + (ev.t_s * 1e9) as u64;
-                out.push(AutotuneAccount {
-                    kernel: ev.kernel.clone(),
-                    key: "(interrupted by the failure)".into(),
-                    phase: ev.phase,
-                    step: ev.step,
-                    start_s: secs(t, bounds.start),
-                    seconds: 0.0,
-                    configs: 0,
-                    benchmarked: 0,
-                    chosen: String::new(),
-                    source: "benchmark (failed)".into(),
-                    local_memory_growth: 0,
-                    out_of_pool_bytes: 0,
-                    spilling_configs: vec![c.clone()],
-                });
-            }
+            && !out.iter().any(|a| a.spilling_configs.contains(c))
+        {
+            let t = bounds.start + (ev.t_s * 1e9) as u64;
+            out.push(AutotuneAccount {
+                kernel: ev.kernel.clone(),
+                key: "(interrupted by the failure)".into(),
+                phase: ev.phase,
+                step: ev.step,
+                start_s: secs(t, bounds.start),
+                seconds: 0.0,
+                configs: 0,
+                benchmarked: 0,
+                chosen: String::new(),
+                source: "benchmark (failed)".into(),
+                local_memory_growth: 0,
+                out_of_pool_bytes: 0,
+                spilling_configs: vec![c.clone()],
+            });
+        }
     }
     out
 }
@@ -168,7 +214,12 @@ pub fn compile_events(r: &ProcessRecords, bounds: &Boundaries) -> Vec<CompileEve
     r.shim
         .iter()
         .filter_map(|e| match e {
-            ShimEvent::Compile { kernel, t0, t1, cache_hit } => Some(CompileEvent {
+            ShimEvent::Compile {
+                kernel,
+                t0,
+                t1,
+                cache_hit,
+            } => Some(CompileEvent {
                 kernel: kernel.clone(),
                 phase: bounds.phase_of(*t0),
                 step: bounds.step_of(*t0),
@@ -197,12 +248,19 @@ impl StallWindows {
         for e in &r.shim {
             match e {
                 ShimEvent::Compile { t0, t1, .. } => w.compile.push((*t0, *t1)),
-                ShimEvent::Autotune { t0, t1, .. } | ShimEvent::AutotuneConfig { t0, t1, .. } => w.autotune.push((*t0, *t1)),
+                ShimEvent::Autotune { t0, t1, .. } | ShimEvent::AutotuneConfig { t0, t1, .. } => {
+                    w.autotune.push((*t0, *t1))
+                }
                 _ => {}
             }
         }
         w.nccl = comms.iter().filter_map(|c| c.1).collect();
-        w.module = r.mem.iter().filter(|m| m.api.effect() == MemEffect::Module).map(|m| (m.t_start, m.t_end)).collect();
+        w.module = r
+            .mem
+            .iter()
+            .filter(|m| m.api.effect() == MemEffect::Module)
+            .map(|m| (m.t_start, m.t_end))
+            .collect();
         w
     }
 
@@ -226,7 +284,10 @@ impl StallWindows {
         for pair in cuts.windows(2) {
             let (x, y) = (pair[0], pair[1]);
             let mid = x + (y - x) / 2;
-            let kind = lists.iter().position(|l| l.iter().any(|(s, e)| *s <= mid && mid < *e)).unwrap_or(4);
+            let kind = lists
+                .iter()
+                .position(|l| l.iter().any(|(s, e)| *s <= mid && mid < *e))
+                .unwrap_or(4);
             secs_by[kind] += y - x;
         }
         let f = |n: u64| n as f64 / 1e9;
@@ -262,7 +323,10 @@ pub fn late_warmups(
     first_kernel_step: Option<u32>,
 ) -> Vec<LateWarmup> {
     let mut out = Vec::new();
-    for a in autotune.iter().filter(|a| a.phase != Phase::Setup && a.source.starts_with("benchmark")) {
+    for a in autotune
+        .iter()
+        .filter(|a| a.phase != Phase::Setup && a.source.starts_with("benchmark"))
+    {
         out.push(LateWarmup {
             class: EventClass::TritonAutotune,
             what: format!("autotune {} for key {}", a.kernel, a.key),
@@ -283,9 +347,19 @@ pub fn late_warmups(
         }
     }
     for (kernel, phase, step, seconds, n) in by_kernel {
-        out.push(LateWarmup { class: EventClass::Compile, what: format!("compile {kernel} ({n}x)"), phase, step, seconds, bytes: 0 });
+        out.push(LateWarmup {
+            class: EventClass::Compile,
+            what: format!("compile {kernel} ({n}x)"),
+            phase,
+            step,
+            seconds,
+            bytes: 0,
+        });
     }
-    for c in comms.iter().filter(|c| c.phase.is_some_and(|p| p != Phase::Setup)) {
+    for c in comms
+        .iter()
+        .filter(|c| c.phase.is_some_and(|p| p != Phase::Setup))
+    {
         out.push(LateWarmup {
             class: EventClass::NcclComm,
             what: format!(
@@ -299,24 +373,51 @@ pub fn late_warmups(
             bytes: c.bytes + c.inferred_bytes,
         });
     }
-    let setup_sources: Vec<&str> = replay.phases.get(&Phase::Setup).map(|p| p.by_source.keys().map(|k| &**k).collect()).unwrap_or_default();
+    let setup_sources: Vec<&str> = replay
+        .phases
+        .get(&Phase::Setup)
+        .map(|p| p.by_source.keys().map(|k| &**k).collect())
+        .unwrap_or_default();
     for phase in [Phase::Step1, Phase::Steady, Phase::Teardown] {
-        let Some(p) = replay.phases.get(&phase) else { continue };
+        let Some(p) = replay.phases.get(&phase) else {
+            continue;
+        };
         for (src, sb) in &p.by_source {
             let src: &str = src;
-            if setup_sources.contains(&src) || sb.allocated == 0 || src == super::sources::TORCH_POOL || src == "nccl" {
+            if setup_sources.contains(&src)
+                || sb.allocated == 0
+                || src == super::sources::TORCH_POOL
+                || src == "nccl"
+            {
                 continue;
             }
-            if out.iter().any(|w| w.what.contains(&format!("library {src} "))) {
+            if out
+                .iter()
+                .any(|w| w.what.contains(&format!("library {src} ")))
+            {
                 continue;
             }
             if let Some(class) = class_of_source(src) {
-                out.push(LateWarmup { class, what: format!("library {src} first used"), phase, step: None, seconds: 0.0, bytes: sb.allocated });
+                out.push(LateWarmup {
+                    class,
+                    what: format!("library {src} first used"),
+                    phase,
+                    step: None,
+                    seconds: 0.0,
+                    bytes: sb.allocated,
+                });
             }
         }
     }
-    for ev in replay.local_events.iter().filter(|e| e.phase != Phase::Setup && !e.failed) {
-        if autotune.iter().any(|a| a.phase != Phase::Setup && ev.kernel.contains(&a.kernel)) {
+    for ev in replay
+        .local_events
+        .iter()
+        .filter(|e| e.phase != Phase::Setup && !e.failed)
+    {
+        if autotune
+            .iter()
+            .any(|a| a.phase != Phase::Setup && ev.kernel.contains(&a.kernel))
+        {
             continue; // already listed with its autotune
         }
         out.push(LateWarmup {
@@ -331,7 +432,9 @@ pub fn late_warmups(
     if kernels_after_setup > 0 {
         out.push(LateWarmup {
             class: EventClass::ModuleLoad,
-            what: format!("{kernels_after_setup} kernels first launched after setup (lazy module loading)"),
+            what: format!(
+                "{kernels_after_setup} kernels first launched after setup (lazy module loading)"
+            ),
             phase: Phase::Step1,
             step: first_kernel_step,
             seconds: 0.0,
@@ -365,6 +468,9 @@ mod tests {
     #[test]
     fn wall_clock_maps_onto_the_monotonic_clock() {
         // started at unix 1000 s == mono 50 s
-        assert_eq!(unix_to_mono(1001.5, 1_000_000_000_000, 50_000_000_000), 51_500_000_000);
+        assert_eq!(
+            unix_to_mono(1001.5, 1_000_000_000_000, 50_000_000_000),
+            51_500_000_000
+        );
     }
 }

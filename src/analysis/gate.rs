@@ -15,13 +15,23 @@ use serde::Serialize;
 /// A malformed `--fail-if` expression; the message shows the expected form.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum GateError {
-    #[error("--fail-if '{0}': expected [VARIANT:]METRIC OP VALUE, e.g. 'step1_peak>+5%' or 'cublas:verdict!=works'")]
+    #[error(
+        "--fail-if '{0}': expected [VARIANT:]METRIC OP VALUE, e.g. 'step1_peak>+5%' or 'cublas:verdict!=works'"
+    )]
     Form(String),
-    #[error("--fail-if '{expr}': unknown metric '{metric}' (known: step1_peak, step1_oop, step1_time, setup_time, step1_headroom, failed, verdict)")]
+    #[error(
+        "--fail-if '{expr}': unknown metric '{metric}' (known: step1_peak, step1_oop, step1_time, setup_time, step1_headroom, failed, verdict)"
+    )]
     Metric { expr: String, metric: String },
     #[error("--fail-if '{expr}': cannot read the value '{value}' ({why})")]
-    Value { expr: String, value: String, why: String },
-    #[error("--fail-if '{0}': relative and change values (+5%, +256MiB) need two runs: use `prewarm-doctor diff OLD NEW --fail-if ...`")]
+    Value {
+        expr: String,
+        value: String,
+        why: String,
+    },
+    #[error(
+        "--fail-if '{0}': relative and change values (+5%, +256MiB) need two runs: use `prewarm-doctor diff OLD NEW --fail-if ...`"
+    )]
     NeedsDiff(String),
 }
 
@@ -84,7 +94,14 @@ impl Gate {
     /// Parses one expression.
     pub fn parse(expr: &str) -> Result<Gate, GateError> {
         let text = expr.trim().to_string();
-        let ops = [(">=", Op::Ge), ("<=", Op::Le), ("==", Op::Eq), ("!=", Op::Ne), (">", Op::Gt), ("<", Op::Lt)];
+        let ops = [
+            (">=", Op::Ge),
+            ("<=", Op::Le),
+            ("==", Op::Eq),
+            ("!=", Op::Ne),
+            (">", Op::Gt),
+            ("<", Op::Lt),
+        ];
         let (pos, op_text, op) = ops
             .iter()
             .filter_map(|(t, o)| text.find(t).map(|p| (p, *t, *o)))
@@ -106,9 +123,18 @@ impl Gate {
             "step1_headroom" => Metric::Step1Headroom,
             "failed" => Metric::Failed,
             "verdict" => Metric::Verdict,
-            other => return Err(GateError::Metric { expr: text.clone(), metric: other.to_string() }),
+            other => {
+                return Err(GateError::Metric {
+                    expr: text.clone(),
+                    metric: other.to_string(),
+                });
+            }
         };
-        let bad = |why: &str| GateError::Value { expr: text.clone(), value: rhs.to_string(), why: why.to_string() };
+        let bad = |why: &str| GateError::Value {
+            expr: text.clone(),
+            value: rhs.to_string(),
+            why: why.to_string(),
+        };
         let value = if metric == Metric::Verdict {
             if !matches!(op, Op::Eq | Op::Ne) {
                 return Err(bad("verdicts compare with == or != only"));
@@ -118,13 +144,29 @@ impl Gate {
                 _ => return Err(bad("expected works, partial, no_effect or regression")),
             }
         } else if let Some(pct) = rhs.strip_suffix('%') {
-            Value::Relative(pct.trim().parse::<f64>().map_err(|_| bad("not a percentage"))? / 100.0)
-        } else if rhs.starts_with('+') || (rhs.starts_with('-') && metric != Metric::Step1Headroom) {
+            Value::Relative(
+                pct.trim()
+                    .parse::<f64>()
+                    .map_err(|_| bad("not a percentage"))?
+                    / 100.0,
+            )
+        } else if rhs.starts_with('+') || (rhs.starts_with('-') && metric != Metric::Step1Headroom)
+        {
             Value::Change(parse_quantity(rhs).ok_or_else(|| bad("not a number with a known unit"))?)
         } else {
-            Value::Absolute(parse_quantity(rhs).ok_or_else(|| bad("not a number with a known unit (B, KiB, MiB, GiB, s, ms)"))?)
+            Value::Absolute(
+                parse_quantity(rhs).ok_or_else(|| {
+                    bad("not a number with a known unit (B, KiB, MiB, GiB, s, ms)")
+                })?,
+            )
         };
-        Ok(Gate { text, variant, metric, op, value })
+        Ok(Gate {
+            text,
+            variant,
+            metric,
+            op,
+            value,
+        })
     }
 
     /// True when the gate compares two runs.
@@ -180,33 +222,74 @@ pub fn evaluate(
         if g.needs_diff() && old.is_none() {
             return Err(GateError::NeedsDiff(g.text.clone()));
         }
-        for v in new.iter().filter(|v| g.variant.as_ref().is_none_or(|n| n == &v.name)) {
+        for v in new
+            .iter()
+            .filter(|v| g.variant.as_ref().is_none_or(|n| n == &v.name))
+        {
             if g.metric == Metric::Verdict {
-                let verdict = new_matrix.and_then(|m| m.verdicts.iter().find(|x| x.variant == v.name));
+                let verdict =
+                    new_matrix.and_then(|m| m.verdicts.iter().find(|x| x.variant == v.name));
                 let Some(verdict) = verdict else { continue };
-                let name = format!("{:?}", verdict.class).to_ascii_lowercase().replace("noeffect", "no_effect");
-                let Value::Verdict(want) = &g.value else { continue };
+                let name = format!("{:?}", verdict.class)
+                    .to_ascii_lowercase()
+                    .replace("noeffect", "no_effect");
+                let Value::Verdict(want) = &g.value else {
+                    continue;
+                };
                 let failed = (name == *want) == (g.op == Op::Eq);
-                out.push(GateResult { gate: g.text.clone(), variant: v.name.clone(), value: None, reference: None, failed, detail: format!("verdict is {name}") });
+                out.push(GateResult {
+                    gate: g.text.clone(),
+                    variant: v.name.clone(),
+                    value: None,
+                    reference: None,
+                    failed,
+                    detail: format!("verdict is {name}"),
+                });
                 continue;
             }
             let value = metric_value(v, g.metric);
-            let reference = old.and_then(|o| o.iter().find(|x| x.name == v.name)).and_then(|x| metric_value(x, g.metric));
+            let reference = old
+                .and_then(|o| o.iter().find(|x| x.name == v.name))
+                .and_then(|x| metric_value(x, g.metric));
             let (failed, detail) = match (&g.value, value, reference) {
-                (Value::Absolute(limit), Some(val), _) => (compare(g.op, val, *limit), format!("{val:.4} vs limit {limit:.4}")),
+                (Value::Absolute(limit), Some(val), _) => (
+                    compare(g.op, val, *limit),
+                    format!("{val:.4} vs limit {limit:.4}"),
+                ),
                 (Value::Relative(r), Some(val), Some(reference)) => {
-                    let change = if reference.abs() < 1e-12 { if val.abs() < 1e-12 { 0.0 } else { f64::INFINITY } } else { (val - reference) / reference.abs() };
-                    (compare(g.op, change, *r), format!("{:+.2}% ({val:.4} vs {reference:.4})", change * 100.0))
+                    let change = if reference.abs() < 1e-12 {
+                        if val.abs() < 1e-12 {
+                            0.0
+                        } else {
+                            f64::INFINITY
+                        }
+                    } else {
+                        (val - reference) / reference.abs()
+                    };
+                    (
+                        compare(g.op, change, *r),
+                        format!("{:+.2}% ({val:.4} vs {reference:.4})", change * 100.0),
+                    )
                 }
                 (Value::Change(d), Some(val), Some(reference)) => {
                     let change = val - reference;
-                    (compare(g.op, change, *d), format!("change {change:+.4} vs limit {d:+.4}"))
+                    (
+                        compare(g.op, change, *d),
+                        format!("change {change:+.4} vs limit {d:+.4}"),
+                    )
                 }
                 (_, None, _) => (false, "no value in this run (not measured)".into()),
                 (_, _, None) => (false, "no such variant or value in the first run".into()),
                 _ => (false, "not comparable".into()),
             };
-            out.push(GateResult { gate: g.text.clone(), variant: v.name.clone(), value, reference, failed, detail });
+            out.push(GateResult {
+                gate: g.text.clone(),
+                variant: v.name.clone(),
+                value,
+                reference,
+                failed,
+                detail,
+            });
         }
     }
     Ok(out)
@@ -219,25 +302,49 @@ mod tests {
     #[test]
     fn parses_the_documented_forms() {
         let g = Gate::parse("step1_peak>+5%").unwrap();
-        assert_eq!((g.metric, g.op, g.value.clone()), (Metric::Step1Peak, Op::Gt, Value::Relative(0.05)));
+        assert_eq!(
+            (g.metric, g.op, g.value.clone()),
+            (Metric::Step1Peak, Op::Gt, Value::Relative(0.05))
+        );
         assert!(g.needs_diff());
         let g = Gate::parse("step1_oop>0").unwrap();
         assert_eq!(g.value, Value::Absolute(0.0));
         let g = Gate::parse("cublas:verdict!=works").unwrap();
         assert_eq!(g.variant.as_deref(), Some("cublas"));
         assert_eq!(g.op, Op::Ne);
-        assert_eq!(Gate::parse("step1_time >= 1.5s").unwrap().value, Value::Absolute(1.5));
-        assert_eq!(Gate::parse("setup_time>+300ms").unwrap().value, Value::Change(0.3));
-        assert_eq!(Gate::parse("step1_oop<=512MiB").unwrap().value, Value::Absolute(512.0 * 1024.0 * 1024.0));
-        assert_eq!(Gate::parse("step1_headroom<-1GiB").unwrap().value, Value::Absolute(-1024.0 * 1024.0 * 1024.0));
+        assert_eq!(
+            Gate::parse("step1_time >= 1.5s").unwrap().value,
+            Value::Absolute(1.5)
+        );
+        assert_eq!(
+            Gate::parse("setup_time>+300ms").unwrap().value,
+            Value::Change(0.3)
+        );
+        assert_eq!(
+            Gate::parse("step1_oop<=512MiB").unwrap().value,
+            Value::Absolute(512.0 * 1024.0 * 1024.0)
+        );
+        assert_eq!(
+            Gate::parse("step1_headroom<-1GiB").unwrap().value,
+            Value::Absolute(-1024.0 * 1024.0 * 1024.0)
+        );
     }
 
     #[test]
     fn bad_expressions_say_what_is_wrong() {
         assert!(matches!(Gate::parse("step1_peak"), Err(GateError::Form(_))));
-        assert!(matches!(Gate::parse("peak>1"), Err(GateError::Metric { .. })));
-        assert!(matches!(Gate::parse("step1_oop>lots"), Err(GateError::Value { .. })));
-        assert!(matches!(Gate::parse("verdict>works"), Err(GateError::Value { .. })));
+        assert!(matches!(
+            Gate::parse("peak>1"),
+            Err(GateError::Metric { .. })
+        ));
+        assert!(matches!(
+            Gate::parse("step1_oop>lots"),
+            Err(GateError::Value { .. })
+        ));
+        assert!(matches!(
+            Gate::parse("verdict>works"),
+            Err(GateError::Value { .. })
+        ));
         let msg = Gate::parse("peak>1").unwrap_err().to_string();
         assert!(msg.contains("known: step1_peak"));
     }

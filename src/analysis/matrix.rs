@@ -58,8 +58,17 @@ impl Stat {
         let mut v = values.to_vec();
         v.sort_by(|a, b| a.total_cmp(b));
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Some(Stat { median, min: v[0], max: v[n - 1], n: n as u32 })
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Stat {
+            median,
+            min: v[0],
+            max: v[n - 1],
+            n: n as u32,
+        })
     }
     /// max − min.
     pub fn spread(&self) -> f64 {
@@ -140,7 +149,9 @@ pub struct MatrixAccount {
 
 fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
     let mut m: BTreeMap<EventClass, ClassCost> = BTreeMap::new();
-    let Some(s1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) else { return m };
+    let Some(s1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) else {
+        return m;
+    };
     for sb in &s1.by_source {
         if let Some(c) = super::framework::class_of_source(&sb.source) {
             let e = m.entry(c).or_default();
@@ -150,7 +161,11 @@ fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
     }
     let local = m.entry(EventClass::LocalMemory).or_default();
     local.bytes += s1.local_memory_growth;
-    local.events += p.local_memory.iter().filter(|l| l.phase == Phase::Step1).count() as u32;
+    local.events += p
+        .local_memory
+        .iter()
+        .filter(|l| l.phase == Phase::Step1)
+        .count() as u32;
     let nccl = m.entry(EventClass::NcclComm).or_default();
     for c in p.nccl.iter().filter(|c| c.phase == Some(Phase::Step1)) {
         nccl.bytes += c.inferred_bytes;
@@ -159,10 +174,18 @@ fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
     nccl.seconds += s1.stall.nccl_init_s;
     let at = m.entry(EventClass::TritonAutotune).or_default();
     at.seconds += s1.stall.autotune_s;
-    at.events += p.autotune.iter().filter(|a| a.phase == Phase::Step1).count() as u32;
+    at.events += p
+        .autotune
+        .iter()
+        .filter(|a| a.phase == Phase::Step1)
+        .count() as u32;
     let comp = m.entry(EventClass::Compile).or_default();
     comp.seconds += s1.stall.compile_s;
-    comp.events += p.compiles.iter().filter(|c| c.phase == Phase::Step1).count() as u32;
+    comp.events += p
+        .compiles
+        .iter()
+        .filter(|c| c.phase == Phase::Step1)
+        .count() as u32;
     let module = m.entry(EventClass::ModuleLoad).or_default();
     module.seconds += s1.stall.module_load_s;
     module.events += s1.kernels_first_launched;
@@ -172,15 +195,28 @@ fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
 
 /// The headline of one attempt (worst rank for each figure).
 pub fn headline(a: &AttemptAccount) -> Headline {
-    let ranks: Vec<&ProcessAccount> = a.processes.iter().filter(|p| p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty()).collect();
+    let ranks: Vec<&ProcessAccount> = a
+        .processes
+        .iter()
+        .filter(|p| p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty())
+        .collect();
     let s1 = |p: &ProcessAccount| p.phases.iter().find(|ph| ph.phase == Phase::Step1).cloned();
-    let peaks: Vec<u64> = ranks.iter().filter_map(|p| s1(p).and_then(|x| x.device_used_peak)).collect();
+    let peaks: Vec<u64> = ranks
+        .iter()
+        .filter_map(|p| s1(p).and_then(|x| x.device_used_peak))
+        .collect();
     let oop = |p: &ProcessAccount| {
         s1(p).map_or(0, |x| x.out_of_pool_allocated + x.local_memory_growth)
-            + p.nccl.iter().filter(|c| c.phase == Some(Phase::Step1)).map(|c| c.inferred_bytes).sum::<u64>()
+            + p.nccl
+                .iter()
+                .filter(|c| c.phase == Some(Phase::Step1))
+                .map(|c| c.inferred_bytes)
+                .sum::<u64>()
     };
     let worst = ranks.iter().max_by_key(|p| oop(p)).copied();
-    let max_f = |f: &dyn Fn(&ProcessAccount) -> Option<f64>| ranks.iter().filter_map(|p| f(p)).reduce(f64::max);
+    let max_f = |f: &dyn Fn(&ProcessAccount) -> Option<f64>| {
+        ranks.iter().filter_map(|p| f(p)).reduce(f64::max)
+    };
     Headline {
         attempt: a.attempt.clone(),
         exit_code: a.exit_code,
@@ -189,7 +225,12 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         step1_out_of_pool: ranks.iter().map(|p| oop(p)).max().unwrap_or(0),
         step1_tightest_headroom: ranks
             .iter()
-            .flat_map(|p| p.tightest.iter().filter(|t| t.phase == Phase::Step1).filter_map(|t| t.headroom_after))
+            .flat_map(|p| {
+                p.tightest
+                    .iter()
+                    .filter(|t| t.phase == Phase::Step1)
+                    .filter_map(|t| t.headroom_after)
+            })
             .min(),
         step1_s: max_f(&|p| p.steps.step1_s),
         setup_s: max_f(&|p| p.steps.setup_s),
@@ -197,7 +238,8 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         oom: ranks.iter().any(|p| !p.forensics.is_empty()),
         nccl_comms: ranks.iter().map(|p| p.nccl.len() as u32).max().unwrap_or(0),
         step1_by_class: worst.map(step1_costs).unwrap_or_default(),
-        rank_skew_peak: (peaks.len() > 1).then(|| peaks.iter().max().unwrap() - peaks.iter().min().unwrap()),
+        rank_skew_peak: (peaks.len() > 1)
+            .then(|| peaks.iter().max().unwrap() - peaks.iter().min().unwrap()),
     }
 }
 
@@ -221,7 +263,9 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// Builds the comparison of a run's variants. None for a single-variant run.
 pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<MatrixAccount> {
-    let mut order: Vec<String> = meta.map(|m| m.variants.iter().map(|v| v.name.clone()).collect()).unwrap_or_default();
+    let mut order: Vec<String> = meta
+        .map(|m| m.variants.iter().map(|v| v.name.clone()).collect())
+        .unwrap_or_default();
     for a in attempts {
         if !order.contains(&a.variant) {
             order.push(a.variant.clone());
@@ -230,9 +274,14 @@ pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<Ma
     if order.len() < 2 {
         return None;
     }
-    let baseline = meta.and_then(|m| m.baseline.clone()).filter(|b| order.contains(b)).unwrap_or_else(|| order[0].clone());
+    let baseline = meta
+        .and_then(|m| m.baseline.clone())
+        .filter(|b| order.contains(b))
+        .unwrap_or_else(|| order[0].clone());
     let expected = meta.map_or(1, |m| m.repeat);
-    let cache = meta.map_or("unknown".to_string(), |m| format!("{:?}", m.cache).to_lowercase());
+    let cache = meta.map_or("unknown".to_string(), |m| {
+        format!("{:?}", m.cache).to_lowercase()
+    });
     let isolated = !matches!(cache.as_str(), "shared" | "user");
     let variants = summarise_variants(meta, attempts, &order, expected);
     judge(attempts, baseline, cache, isolated, variants)
@@ -241,7 +290,9 @@ pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<Ma
 /// Per-variant summaries in declaration order (single-variant runs too: gating
 /// and `diff` work on these).
 pub fn summaries(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Vec<VariantSummary> {
-    let mut order: Vec<String> = meta.map(|m| m.variants.iter().map(|v| v.name.clone()).collect()).unwrap_or_default();
+    let mut order: Vec<String> = meta
+        .map(|m| m.variants.iter().map(|v| v.name.clone()).collect())
+        .unwrap_or_default();
     for a in attempts {
         if !order.contains(&a.variant) {
             order.push(a.variant.clone());
@@ -251,10 +302,19 @@ pub fn summaries(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Vec<Var
     summarise_variants(meta, attempts, &order, meta.map_or(1, |m| m.repeat))
 }
 
-fn summarise_variants(meta: Option<&RunMeta>, attempts: &[AttemptAccount], order: &[String], expected: u32) -> Vec<VariantSummary> {
+fn summarise_variants(
+    meta: Option<&RunMeta>,
+    attempts: &[AttemptAccount],
+    order: &[String],
+    expected: u32,
+) -> Vec<VariantSummary> {
     let mut variants = Vec::new();
     for name in order {
-        let heads: Vec<Headline> = attempts.iter().filter(|a| &a.variant == name && !a.warmup && !a.interrupted).map(headline).collect();
+        let heads: Vec<Headline> = attempts
+            .iter()
+            .filter(|a| &a.variant == name && !a.warmup && !a.interrupted)
+            .map(headline)
+            .collect();
         let prewarms = meta
             .and_then(|m| m.variants.iter().find(|v| &v.name == name))
             .map(|v| v.prewarms.clone())
@@ -263,10 +323,15 @@ fn summarise_variants(meta: Option<&RunMeta>, attempts: &[AttemptAccount], order
             name: name.clone(),
             prewarms,
             expected_attempts: expected,
-            failed_attempts: heads.iter().filter(|h| h.exit_code.is_some_and(|c| c != 0)).count() as u32,
+            failed_attempts: heads
+                .iter()
+                .filter(|h| h.exit_code.is_some_and(|c| c != 0))
+                .count() as u32,
             step1_device_peak: stat_of(&heads, |h| h.step1_device_peak.map(|v| v as f64)),
             step1_out_of_pool: stat_of(&heads, |h| Some(h.step1_out_of_pool as f64)),
-            step1_tightest_headroom: stat_of(&heads, |h| h.step1_tightest_headroom.map(|v| v as f64)),
+            step1_tightest_headroom: stat_of(&heads, |h| {
+                h.step1_tightest_headroom.map(|v| v as f64)
+            }),
             step1_s: stat_of(&heads, |h| h.step1_s),
             setup_s: stat_of(&heads, |h| h.setup_s),
             attempts: heads,
@@ -276,10 +341,19 @@ fn summarise_variants(meta: Option<&RunMeta>, attempts: &[AttemptAccount], order
 }
 
 /// Notes and verdicts for summarised variants.
-fn judge(attempts: &[AttemptAccount], baseline: String, cache: String, isolated: bool, variants: Vec<VariantSummary>) -> Option<MatrixAccount> {
+fn judge(
+    attempts: &[AttemptAccount],
+    baseline: String,
+    cache: String,
+    isolated: bool,
+    variants: Vec<VariantSummary>,
+) -> Option<MatrixAccount> {
     let mut notes = Vec::new();
     for a in attempts.iter().filter(|a| a.interrupted) {
-        notes.push(format!("attempt {}/{} was interrupted (a signal stopped it) and is left out of the comparison", a.variant, a.attempt));
+        notes.push(format!(
+            "attempt {}/{} was interrupted (a signal stopped it) and is left out of the comparison",
+            a.variant, a.attempt
+        ));
     }
     if !isolated {
         notes.push(format!(
@@ -288,7 +362,12 @@ fn judge(attempts: &[AttemptAccount], baseline: String, cache: String, isolated:
     }
     for v in &variants {
         if (v.attempts.len() as u32) < v.expected_attempts {
-            notes.push(format!("variant '{}' has {} of {} attempts (the run was stopped early)", v.name, v.attempts.len(), v.expected_attempts));
+            notes.push(format!(
+                "variant '{}' has {} of {} attempts (the run was stopped early)",
+                v.name,
+                v.attempts.len(),
+                v.expected_attempts
+            ));
         }
         if v.failed_attempts > 0 {
             notes.push(format!("variant '{}': {} attempt(s) exited with an error; their figures are included up to the failure", v.name, v.failed_attempts));
@@ -296,13 +375,26 @@ fn judge(attempts: &[AttemptAccount], baseline: String, cache: String, isolated:
     }
     let base = variants.iter().find(|v| v.name == baseline)?.clone();
     let mut verdicts = Vec::new();
-    for v in variants.iter().filter(|v| v.name != baseline && !v.prewarms.is_empty()) {
+    for v in variants
+        .iter()
+        .filter(|v| v.name != baseline && !v.prewarms.is_empty())
+    {
         verdicts.push(verdict(&base, v));
     }
-    for v in variants.iter().filter(|v| v.name != baseline && v.prewarms.is_empty()) {
+    for v in variants
+        .iter()
+        .filter(|v| v.name != baseline && v.prewarms.is_empty())
+    {
         notes.push(format!("variant '{}' names no known prewarm (see `prewarm-doctor run --help`): compared, but not judged", v.name));
     }
-    Some(MatrixAccount { baseline, cache, isolated, variants, verdicts, notes })
+    Some(MatrixAccount {
+        baseline,
+        cache,
+        isolated,
+        variants,
+        verdicts,
+        notes,
+    })
 }
 
 fn median(values: Vec<f64>) -> f64 {
@@ -326,22 +418,48 @@ fn verdict(base: &VariantSummary, v: &VariantSummary) -> Verdict {
     }
     targets.sort();
     targets.dedup();
-    let bt: Vec<(f64, f64)> = base.attempts.iter().map(|h| targeted(h, &targets)).collect();
+    let bt: Vec<(f64, f64)> = base
+        .attempts
+        .iter()
+        .map(|h| targeted(h, &targets))
+        .collect();
     let vt: Vec<(f64, f64)> = v.attempts.iter().map(|h| targeted(h, &targets)).collect();
-    let (bb, bs) = (median(bt.iter().map(|x| x.0).collect()), median(bt.iter().map(|x| x.1).collect()));
-    let (vb, vs) = (median(vt.iter().map(|x| x.0).collect()), median(vt.iter().map(|x| x.1).collect()));
-    let spread = |xs: &[(f64, f64)], k: usize| Stat::of(&xs.iter().map(|x| if k == 0 { x.0 } else { x.1 }).collect::<Vec<_>>()).map_or(0.0, |s| s.spread());
+    let (bb, bs) = (
+        median(bt.iter().map(|x| x.0).collect()),
+        median(bt.iter().map(|x| x.1).collect()),
+    );
+    let (vb, vs) = (
+        median(vt.iter().map(|x| x.0).collect()),
+        median(vt.iter().map(|x| x.1).collect()),
+    );
+    let spread = |xs: &[(f64, f64)], k: usize| {
+        Stat::of(
+            &xs.iter()
+                .map(|x| if k == 0 { x.0 } else { x.1 })
+                .collect::<Vec<_>>(),
+        )
+        .map_or(0.0, |s| s.spread())
+    };
     // What counts as real: more than the repeats' spread, and more than small floors.
-    let noise_b = (spread(&bt, 0) + spread(&vt, 0)).max(1.0 * MIB).max(0.05 * bb);
+    let noise_b = (spread(&bt, 0) + spread(&vt, 0))
+        .max(1.0 * MIB)
+        .max(0.05 * bb);
     let noise_s = (spread(&bt, 1) + spread(&vt, 1)).max(0.05).max(0.05 * bs);
     let moved_b = bb - vb;
     let moved_s = bs - vs;
     let base_has = bb > noise_b || bs > noise_s;
     let median_of = |s: &Option<Stat>| s.map(|x| x.median);
-    let peak_delta = median_of(&v.step1_device_peak).zip(median_of(&base.step1_device_peak)).map(|(a, b)| a - b);
-    let s1_delta = median_of(&v.step1_s).zip(median_of(&base.step1_s)).map(|(a, b)| a - b);
-    let setup_cost = median_of(&v.setup_s).zip(median_of(&base.setup_s)).map(|(a, b)| a - b);
-    let peak_noise = base.step1_device_peak.map_or(0.0, |s| s.spread()) + v.step1_device_peak.map_or(0.0, |s| s.spread());
+    let peak_delta = median_of(&v.step1_device_peak)
+        .zip(median_of(&base.step1_device_peak))
+        .map(|(a, b)| a - b);
+    let s1_delta = median_of(&v.step1_s)
+        .zip(median_of(&base.step1_s))
+        .map(|(a, b)| a - b);
+    let setup_cost = median_of(&v.setup_s)
+        .zip(median_of(&base.setup_s))
+        .map(|(a, b)| a - b);
+    let peak_noise = base.step1_device_peak.map_or(0.0, |s| s.spread())
+        + v.step1_device_peak.map_or(0.0, |s| s.spread());
     let s1_noise = base.step1_s.map_or(0.0, |s| s.spread()) + v.step1_s.map_or(0.0, |s| s.spread());
     let regressed_peak = peak_delta.is_some_and(|d| d > (peak_noise).max(64.0 * MIB));
     let regressed_time = s1_delta.is_some_and(|d| d > s1_noise.max(0.2) && moved_s <= noise_s);
@@ -389,19 +507,27 @@ fn verdict(base: &VariantSummary, v: &VariantSummary) -> Verdict {
         }
     }
     if newly_failing {
-        evidence.push(format!("{} attempt(s) of this variant failed while the baseline's did not", v.failed_attempts));
+        evidence.push(format!(
+            "{} attempt(s) of this variant failed while the baseline's did not",
+            v.failed_attempts
+        ));
     }
     if let Some(d) = peak_delta
-        && regressed_peak {
-            evidence.push(format!("step-1 device peak rose by {} (beyond the spread of {}): the prewarm holds memory the baseline never needed", bytes(d), bytes(peak_noise)));
-            let comms = |s: &VariantSummary| median(s.attempts.iter().map(|h| h.nccl_comms as f64).collect());
-            let (bc, vc) = (comms(base), comms(v));
-            if vc > bc {
-                evidence.push(format!("this variant creates {vc:.0} NCCL communicator(s), the baseline {bc:.0}: it warms a communicator the training never uses"));
-            }
+        && regressed_peak
+    {
+        evidence.push(format!("step-1 device peak rose by {} (beyond the spread of {}): the prewarm holds memory the baseline never needed", bytes(d), bytes(peak_noise)));
+        let comms =
+            |s: &VariantSummary| median(s.attempts.iter().map(|h| h.nccl_comms as f64).collect());
+        let (bc, vc) = (comms(base), comms(v));
+        if vc > bc {
+            evidence.push(format!("this variant creates {vc:.0} NCCL communicator(s), the baseline {bc:.0}: it warms a communicator the training never uses"));
         }
+    }
     if regressed_time {
-        evidence.push(format!("step 1 got {:.2} s slower without moving anything it targets", s1_delta.unwrap_or(0.0)));
+        evidence.push(format!(
+            "step 1 got {:.2} s slower without moving anything it targets",
+            s1_delta.unwrap_or(0.0)
+        ));
     }
     if let Some(c) = setup_cost {
         evidence.push(format!("setup time changed by {c:+.2} s"));
@@ -411,7 +537,11 @@ fn verdict(base: &VariantSummary, v: &VariantSummary) -> Verdict {
     }
     let mut still = Vec::new();
     for t in &targets {
-        let costs: Vec<&ClassCost> = v.attempts.iter().filter_map(|h| h.step1_by_class.get(t)).collect();
+        let costs: Vec<&ClassCost> = v
+            .attempts
+            .iter()
+            .filter_map(|h| h.step1_by_class.get(t))
+            .collect();
         if costs.is_empty() {
             continue;
         }

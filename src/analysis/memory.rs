@@ -29,7 +29,11 @@ impl Series {
     pub fn peak(&self, a: u64, b: u64) -> Option<u64> {
         let lo = self.points.partition_point(|p| p.0 < a);
         let hi = self.points.partition_point(|p| p.0 <= b);
-        self.points[lo..hi].iter().map(|p| p.1).chain(self.at(a)).max()
+        self.points[lo..hi]
+            .iter()
+            .map(|p| p.1)
+            .chain(self.at(a))
+            .max()
     }
 }
 
@@ -48,7 +52,9 @@ pub struct DeviceView {
 impl DeviceView {
     /// Free device memory at `t`: the most recent of cuMemGetInfo (probe) and NVML.
     pub fn free_at(&self, t: u64) -> Option<u64> {
-        let probe = self.probe_free.points[..self.probe_free.points.partition_point(|p| p.0 <= t)].last().copied();
+        let probe = self.probe_free.points[..self.probe_free.points.partition_point(|p| p.0 <= t)]
+            .last()
+            .copied();
         let nvml_i = self.device_used.points.partition_point(|p| p.0 <= t);
         let nvml = (nvml_i > 0).then(|| self.device_used.points[nvml_i - 1]);
         match (probe, nvml, self.cuda_total) {
@@ -201,7 +207,12 @@ fn measured_growth(device: &DeviceView, known: &Series, a: u64, b: u64) -> Optio
 
 /// How much device memory disappeared across a failed launch: from the last
 /// compile or allocation call before the failure to the failure itself.
-fn released_by_failure(r: &ProcessRecords, device: &DeviceView, known: &Series, t_fail: u64) -> Option<u64> {
+fn released_by_failure(
+    r: &ProcessRecords,
+    device: &DeviceView,
+    known: &Series,
+    t_fail: u64,
+) -> Option<u64> {
     use crate::load::shim::ShimEvent;
     let last_compile = r.shim.iter().filter_map(|e| match e {
         ShimEvent::Compile { t1, .. } if *t1 < t_fail => Some(*t1),
@@ -219,7 +230,9 @@ fn released_by_failure(r: &ProcessRecords, device: &DeviceView, known: &Series, 
 /// growth is shared in proportion to CUPTI's reservation increases.
 fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> Vec<Option<u64>> {
     let mut out = vec![None; r.local.len()];
-    let mut idx: Vec<usize> = (0..r.local.len()).filter(|&i| r.local[i].t_start != 0 && r.local[i].total_before != 0).collect();
+    let mut idx: Vec<usize> = (0..r.local.len())
+        .filter(|&i| r.local[i].t_start != 0 && r.local[i].total_before != 0)
+        .collect();
     idx.sort_by_key(|&i| r.local[i].t_start);
     let mut cluster: Vec<usize> = Vec::new();
     let flush = |cluster: &mut Vec<usize>, out: &mut Vec<Option<u64>>| {
@@ -229,11 +242,23 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         let a = r.local[cluster[0]].t_start.saturating_sub(GROWTH_WINDOW_NS);
         let b = cluster.iter().map(|&i| r.local[i].t_end).max().unwrap_or(0) + GROWTH_WINDOW_NS;
         if let Some(total) = measured_growth(device, known, a, b) {
-            let weights: Vec<u64> = cluster.iter().map(|&i| r.local[i].total_after.saturating_sub(r.local[i].total_before).max(1)).collect();
+            let weights: Vec<u64> = cluster
+                .iter()
+                .map(|&i| {
+                    r.local[i]
+                        .total_after
+                        .saturating_sub(r.local[i].total_before)
+                        .max(1)
+                })
+                .collect();
             let sum: u64 = weights.iter().sum();
             let mut given = 0u64;
             for (k, &i) in cluster.iter().enumerate() {
-                let share = if k + 1 == cluster.len() { total - given } else { (total as u128 * weights[k] as u128 / sum as u128) as u64 };
+                let share = if k + 1 == cluster.len() {
+                    total - given
+                } else {
+                    (total as u128 * weights[k] as u128 / sum as u128) as u64
+                };
                 given += share;
                 out[i] = Some(share);
             }
@@ -242,9 +267,11 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
     };
     for i in idx {
         if let Some(&last) = cluster.last()
-            && r.local[i].t_start.saturating_sub(GROWTH_WINDOW_NS) > r.local[last].t_end + GROWTH_WINDOW_NS {
-                flush(&mut cluster, &mut out);
-            }
+            && r.local[i].t_start.saturating_sub(GROWTH_WINDOW_NS)
+                > r.local[last].t_end + GROWTH_WINDOW_NS
+        {
+            flush(&mut cluster, &mut out);
+        }
         cluster.push(i);
     }
     flush(&mut cluster, &mut out);
@@ -252,7 +279,12 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
 }
 
 /// Replays the process; `queries` are instants whose state the caller needs.
-pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, queries: &[u64]) -> Replay {
+pub fn replay(
+    r: &ProcessRecords,
+    bounds: &Boundaries,
+    device: &DeviceView,
+    queries: &[u64],
+) -> Replay {
     let start = bounds.start;
     // Classify each calling library once, not per event.
     let unknown: (SourceName, bool, SourceName) = (Arc::from(UNKNOWN), false, Arc::from(""));
@@ -261,15 +293,29 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
         .iter()
         .map(|(id, path)| {
             let (s, pool) = classify(path);
-            (*id, (Arc::from(s.as_str()), pool, Arc::from(path.rsplit('/').next().unwrap_or(path))))
+            (
+                *id,
+                (
+                    Arc::from(s.as_str()),
+                    pool,
+                    Arc::from(path.rsplit('/').next().unwrap_or(path)),
+                ),
+            )
         })
         .collect();
     let lib = |id: u32| classified.get(&id).unwrap_or(&unknown).clone();
     let mut seen_libraries: HashSet<u32> = HashSet::new();
     let crash_t = failed_launch_time(r);
-    let local_t = |i: usize| if r.local[i].t_start == 0 { crash_t } else { r.local[i].t_start };
+    let local_t = |i: usize| {
+        if r.local[i].t_start == 0 {
+            crash_t
+        } else {
+            r.local[i].t_start
+        }
+    };
 
-    let mut items: Vec<(u64, u8, Item)> = Vec::with_capacity(r.mem.len() + r.local.len() + queries.len());
+    let mut items: Vec<(u64, u8, Item)> =
+        Vec::with_capacity(r.mem.len() + r.local.len() + queries.len());
     for m in &r.mem {
         items.push((m.t_end, 0, Item::Mem(m)));
     }
@@ -286,7 +332,10 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
 
     let known = known_allocations(r);
     let measured = measured_growths(r, device, &known);
-    let mut out = Replay { states: vec![State::default(); queries.len()], ..Default::default() };
+    let mut out = Replay {
+        states: vec![State::default(); queries.len()],
+        ..Default::default()
+    };
     let mut state = State::default();
     let mut live: HashMap<u64, (u64, SourceName, bool)> = HashMap::with_capacity(1024);
     let mut first_local: HashMap<u32, u64> = HashMap::new();
@@ -314,7 +363,10 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                     out.initial_local += l.total_after;
                     continue;
                 }
-                let cur = max_local.get(&l.context_id).copied().unwrap_or(l.total_before);
+                let cur = max_local
+                    .get(&l.context_id)
+                    .copied()
+                    .unwrap_or(l.total_before);
                 let reserved_grow = l.total_after.saturating_sub(cur);
                 if reserved_grow == 0 && !failed {
                     continue;
@@ -322,7 +374,11 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                 // What the device really gained: the driver's reservation change is
                 // not always the difference of CUPTI's totals, so measure it on the
                 // device timeline around the launch, minus known allocations there.
-                let grow = if failed { reserved_grow } else { measured.get(*i).copied().flatten().unwrap_or(reserved_grow) };
+                let grow = if failed {
+                    reserved_grow
+                } else {
+                    measured.get(*i).copied().flatten().unwrap_or(reserved_grow)
+                };
                 let free = device.free_at(*t);
                 out.exposures.push(Exposure {
                     t_s: secs(*t, start),
@@ -332,7 +388,10 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                     source: "local memory".into(),
                     what: kernel_display(&l.kernel),
                     bytes: grow,
-                    device_used_before: device.cuda_total.zip(free).map(|(tot, f)| tot.saturating_sub(f)),
+                    device_used_before: device
+                        .cuda_total
+                        .zip(free)
+                        .map(|(tot, f)| tot.saturating_sub(f)),
                     pool_reserved: state.pool,
                     device_free_before: free,
                     headroom_after: free.map(|f| f as i64 - grow as i64),
@@ -377,7 +436,10 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
             Item::Mem(m) => {
                 let (source, in_pool, library) = lib(m.library);
                 if seen_libraries.insert(m.library) && !library.is_empty() {
-                    let libs = out.libraries_by_source.entry(source.to_string()).or_default();
+                    let libs = out
+                        .libraries_by_source
+                        .entry(source.to_string())
+                        .or_default();
                     if !libs.iter().any(|l| **l == *library) {
                         libs.push(library.to_string());
                     }
@@ -399,7 +461,16 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                             local_kernel: None,
                         });
                         if !in_pool {
-                            push_request_exposure(&mut out.exposures, m, &source, phase, step, start, state.pool, false);
+                            push_request_exposure(
+                                &mut out.exposures,
+                                m,
+                                &source,
+                                phase,
+                                step,
+                                start,
+                                state.pool,
+                                false,
+                            );
                         }
                     }
                     continue;
@@ -410,12 +481,31 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                         if in_pool {
                             state.pool += m.bytes;
                         } else {
-                            push_request_exposure(&mut out.exposures, m, &source, phase, step, start, state.pool, true);
+                            push_request_exposure(
+                                &mut out.exposures,
+                                m,
+                                &source,
+                                phase,
+                                step,
+                                start,
+                                state.pool,
+                                true,
+                            );
                             *state.oop.entry(source.clone()).or_default() += m.bytes;
                             acc.oop_alloc += m.bytes;
-                            out.oop_allocs.push(OopAlloc { t: *t, source: source.clone(), bytes: m.bytes });
+                            out.oop_allocs.push(OopAlloc {
+                                t: *t,
+                                source: source.clone(),
+                                bytes: m.bytes,
+                            });
                         }
-                        let sb = acc.by_source.entry(source.clone()).or_insert_with(|| SourceBytes { source: source.to_string(), ..Default::default() });
+                        let sb =
+                            acc.by_source
+                                .entry(source.clone())
+                                .or_insert_with(|| SourceBytes {
+                                    source: source.to_string(),
+                                    ..Default::default()
+                                });
                         sb.calls += 1;
                         sb.allocated += m.bytes;
                     }
@@ -428,12 +518,22 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
                                 *e = e.saturating_sub(bytes);
                                 acc.oop_freed += bytes;
                             }
-                            let sb = acc.by_source.entry(src.clone()).or_insert_with(|| SourceBytes { source: src.to_string(), ..Default::default() });
+                            let sb =
+                                acc.by_source
+                                    .entry(src.clone())
+                                    .or_insert_with(|| SourceBytes {
+                                        source: src.to_string(),
+                                        ..Default::default()
+                                    });
                             sb.freed += bytes;
                         }
                     }
                     MemEffect::HostAlloc => acc.pinned += m.bytes,
-                    MemEffect::Module if !matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload) => acc.module_loads += 1,
+                    MemEffect::Module
+                        if !matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload) =>
+                    {
+                        acc.module_loads += 1
+                    }
                     _ => {}
                 }
                 acc.pool_peak = acc.pool_peak.max(state.pool);
@@ -448,7 +548,16 @@ pub fn replay(r: &ProcessRecords, bounds: &Boundaries, device: &DeviceView, quer
 }
 
 #[allow(clippy::too_many_arguments)]
-fn push_request_exposure(out: &mut Vec<Exposure>, m: &MemCall, source: &str, phase: Phase, step: Option<u32>, start: u64, pool: u64, ok: bool) {
+fn push_request_exposure(
+    out: &mut Vec<Exposure>,
+    m: &MemCall,
+    source: &str,
+    phase: Phase,
+    step: Option<u32>,
+    start: u64,
+    pool: u64,
+    ok: bool,
+) {
     let free = opt(m.free_before);
     let total = opt(m.total);
     out.push(Exposure {
@@ -473,7 +582,9 @@ mod tests {
 
     #[test]
     fn series_queries() {
-        let s = Series { points: vec![(10, 1), (20, 5), (30, 2)] };
+        let s = Series {
+            points: vec![(10, 1), (20, 5), (30, 2)],
+        };
         assert_eq!(s.at(5), None);
         assert_eq!(s.at(25), Some(5));
         assert_eq!(s.peak(21, 29), Some(5));
@@ -484,9 +595,13 @@ mod tests {
     #[test]
     fn free_memory_prefers_the_most_recent_view() {
         let d = DeviceView {
-            device_used: Series { points: vec![(10, 100), (50, 300)] },
+            device_used: Series {
+                points: vec![(10, 100), (50, 300)],
+            },
             cuda_total: Some(1000),
-            probe_free: Series { points: vec![(20, 850)] },
+            probe_free: Series {
+                points: vec![(20, 850)],
+            },
             ..Default::default()
         };
         assert_eq!(d.free_at(15), Some(900));

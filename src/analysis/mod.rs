@@ -34,8 +34,14 @@ pub struct AttemptAccount {
 
 /// Analyses a host's processes, one per worker thread at a time (ranks are
 /// independent, and large runs have many).
-fn analyse_processes(root: &std::path::Path, host: &crate::load::HostData, tag: &str) -> Vec<ProcessAccount> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(host.processes.len().max(1));
+fn analyse_processes(
+    root: &std::path::Path,
+    host: &crate::load::HostData,
+    tag: &str,
+) -> Vec<ProcessAccount> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(host.processes.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
@@ -43,10 +49,15 @@ fn analyse_processes(root: &std::path::Path, host: &crate::load::HostData, tag: 
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(files) = host.processes.get(i) else { break };
+                    let Some(files) = host.processes.get(i) else {
+                        break;
+                    };
                     let records = records::read_process(root, files);
                     if let Some(acc) = process::analyse_process(host, files, records, tag) {
-                        results.lock().expect("no worker panics while holding the lock").push(acc);
+                        results
+                            .lock()
+                            .expect("no worker panics while holding the lock")
+                            .push(acc);
                     }
                 }
             });
@@ -68,7 +79,17 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
         let mut interrupted = false;
         for host in &attempt.hosts {
             problems.extend(host.problems.iter().cloned());
-            let tag = host.meta.as_ref().map(|m| m.host.clone()).unwrap_or_else(|| host.dir.file_name().unwrap_or_default().to_string_lossy().into_owned());
+            let tag = host
+                .meta
+                .as_ref()
+                .map(|m| m.host.clone())
+                .unwrap_or_else(|| {
+                    host.dir
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned()
+                });
             if let Some(m) = &host.meta {
                 notices.extend(m.notices.iter().map(|n| format!("{tag}: {n}")));
                 if command.is_empty() {
@@ -77,7 +98,8 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
                 warmup |= m.warmup;
                 interrupted |= m.exit.is_none_or(|e| e.forwarded > 0);
                 if let Some(e) = &m.exit {
-                    exit_code = Some(exit_code.map_or(e.code, |c: i32| if c != 0 { c } else { e.code }));
+                    exit_code =
+                        Some(exit_code.map_or(e.code, |c: i32| if c != 0 { c } else { e.code }));
                 } else if let Some(err) = &m.spawn_error {
                     notices.push(format!("{tag}: the command did not start: {err}"));
                 } else {

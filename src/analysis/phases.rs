@@ -48,7 +48,12 @@ pub struct Boundaries {
 
 impl Boundaries {
     /// Finds boundaries from shim events (or explicit markers when given).
-    pub fn from_events(events: &[ShimEvent], use_markers: bool, start: u64, end: u64) -> Boundaries {
+    pub fn from_events(
+        events: &[ShimEvent],
+        use_markers: bool,
+        start: u64,
+        end: u64,
+    ) -> Boundaries {
         if use_markers {
             let mut marks: Vec<(u64, u64)> = events
                 .iter()
@@ -82,16 +87,27 @@ impl Boundaries {
         });
         let (step1_begin, rule) = match (begin, step_ends.first()) {
             (Some((t, rule)), _) => (Some(t), rule),
-            (None, Some(_)) => (Some(start), "no step-1 start recorded: step 1 taken from process start".into()),
+            (None, Some(_)) => (
+                Some(start),
+                "no step-1 start recorded: step 1 taken from process start".into(),
+            ),
             (None, None) => (None, "no optimizer step seen".into()),
         };
         let last = step_ends.last().map_or(0, |s| s.1);
-        Boundaries { start, step1_begin, step_ends: step_ends.into_iter().map(|s| s.1).collect(), end: end.max(last), rule }
+        Boundaries {
+            start,
+            step1_begin,
+            step_ends: step_ends.into_iter().map(|s| s.1).collect(),
+            end: end.max(last),
+            rule,
+        }
     }
 
     /// The phase a timestamp falls in.
     pub fn phase_of(&self, t: u64) -> Phase {
-        let Some(b) = self.step1_begin else { return Phase::Setup };
+        let Some(b) = self.step1_begin else {
+            return Phase::Setup;
+        };
         if t < b {
             return Phase::Setup;
         }
@@ -137,7 +153,11 @@ impl Boundaries {
 
     /// Median duration of steps 2..N in ns (the steady-state step time).
     pub fn steady_step_ns(&self) -> Option<u64> {
-        let mut d: Vec<u64> = self.step_ends.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+        let mut d: Vec<u64> = self
+            .step_ends
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .collect();
         if d.is_empty() {
             return None;
         }
@@ -152,11 +172,42 @@ mod tests {
 
     fn events() -> Vec<ShimEvent> {
         vec![
-            ShimEvent::Step1Begin { t: 100, rule: "first-forward-after-zero-grad".into() },
-            ShimEvent::StepEnd { t: 200, step: 1, reserved: None, allocated: None, max_reserved: None, device_free: None, device_total: None },
-            ShimEvent::StepEnd { t: 230, step: 2, reserved: None, allocated: None, max_reserved: None, device_free: None, device_total: None },
-            ShimEvent::StepEnd { t: 270, step: 3, reserved: None, allocated: None, max_reserved: None, device_free: None, device_total: None },
-            ShimEvent::Marker { t0: 50, t1: 60, name: "step".into() },
+            ShimEvent::Step1Begin {
+                t: 100,
+                rule: "first-forward-after-zero-grad".into(),
+            },
+            ShimEvent::StepEnd {
+                t: 200,
+                step: 1,
+                reserved: None,
+                allocated: None,
+                max_reserved: None,
+                device_free: None,
+                device_total: None,
+            },
+            ShimEvent::StepEnd {
+                t: 230,
+                step: 2,
+                reserved: None,
+                allocated: None,
+                max_reserved: None,
+                device_free: None,
+                device_total: None,
+            },
+            ShimEvent::StepEnd {
+                t: 270,
+                step: 3,
+                reserved: None,
+                allocated: None,
+                max_reserved: None,
+                device_free: None,
+                device_total: None,
+            },
+            ShimEvent::Marker {
+                t0: 50,
+                t1: 60,
+                name: "step".into(),
+            },
         ]
     }
 

@@ -17,16 +17,41 @@ fn secs(t: u64, start: u64) -> f64 {
     t.saturating_sub(start) as f64 / 1e9
 }
 
-fn device_view(host: &HostData, pid: u32, bus: Option<&str>, r: &ProcessRecords) -> (DeviceView, Option<u64>) {
-    let gpu = bus.and_then(|b| host.meta.as_ref()?.gpus.iter().find(|g| bus_key(&g.pci_bus_id) == bus_key(b)).cloned());
+fn device_view(
+    host: &HostData,
+    pid: u32,
+    bus: Option<&str>,
+    r: &ProcessRecords,
+) -> (DeviceView, Option<u64>) {
+    let gpu = bus.and_then(|b| {
+        host.meta
+            .as_ref()?
+            .gpus
+            .iter()
+            .find(|g| bus_key(&g.pci_bus_id) == bus_key(b))
+            .cloned()
+    });
     let device_used = gpu
         .as_ref()
         .and_then(|g| host.nvml.devices.get(&g.index))
-        .map(|s| Series { points: s.iter().map(|x| (x.t, x.used)).collect() })
+        .map(|s| Series {
+            points: s.iter().map(|x| (x.t, x.used)).collect(),
+        })
         .unwrap_or_default();
-    let procs: Vec<(u64, u64)> = host.nvml.processes.iter().filter(|s| s.pid == pid).map(|s| (s.t, s.used)).collect();
+    let procs: Vec<(u64, u64)> = host
+        .nvml
+        .processes
+        .iter()
+        .filter(|s| s.pid == pid)
+        .map(|s| (s.t, s.used))
+        .collect();
     let baseline = gpu.as_ref().map(|g| g.used_before_bytes);
-    let alone = host.nvml.processes.iter().filter(|s| gpu.as_ref().is_some_and(|g| g.index == s.gpu)).all(|s| s.pid == pid);
+    let alone = host
+        .nvml
+        .processes
+        .iter()
+        .filter(|s| gpu.as_ref().is_some_and(|g| g.index == s.gpu))
+        .all(|s| s.pid == pid);
     let (used, used_source) = if !device_used.points.is_empty() && alone {
         // Alone on its GPU: the device-level view is the same scale as
         // cuMemGetInfo (which the probe reads) and sampled more often.
@@ -36,10 +61,20 @@ fn device_view(host: &HostData, pid: u32, bus: Option<&str>, r: &ProcessRecords)
             "NVML device used memory minus what was in use before the run (only process on its GPU)".to_string(),
         )
     } else if !procs.is_empty() {
-        (Series { points: procs }, "NVML per-process used memory (GPU shared with other processes)".to_string())
+        (
+            Series { points: procs },
+            "NVML per-process used memory (GPU shared with other processes)".to_string(),
+        )
     } else {
-        let total = r.contexts.first().map(|c| c.total).filter(|t| *t != prewarm_events::UNKNOWN_BYTES);
-        let base = r.contexts.first().and_then(|c| r.mem.iter().find(|m| m.t_end >= c.t).map(|m| m.free_after));
+        let total = r
+            .contexts
+            .first()
+            .map(|c| c.total)
+            .filter(|t| *t != prewarm_events::UNKNOWN_BYTES);
+        let base = r
+            .contexts
+            .first()
+            .and_then(|c| r.mem.iter().find(|m| m.t_end >= c.t).map(|m| m.free_after));
         let pts = match total {
             Some(t) => r
                 .mem
@@ -50,7 +85,10 @@ fn device_view(host: &HostData, pid: u32, bus: Option<&str>, r: &ProcessRecords)
             None => Vec::new(),
         };
         let _ = base;
-        (Series { points: pts }, "cuMemGetInfo at allocation calls (no NVML timeline)".to_string())
+        (
+            Series { points: pts },
+            "cuMemGetInfo at allocation calls (no NVML timeline)".to_string(),
+        )
     };
     let mut probe_free: Vec<(u64, u64)> = r
         .mem
@@ -65,41 +103,83 @@ fn device_view(host: &HostData, pid: u32, bus: Option<&str>, r: &ProcessRecords)
         .map(|c| c.total)
         .chain(r.mem.iter().map(|m| m.total))
         .find(|t| *t != prewarm_events::UNKNOWN_BYTES);
-    (DeviceView { used, used_source, device_used, cuda_total, probe_free: Series { points: probe_free } }, baseline)
+    (
+        DeviceView {
+            used,
+            used_source,
+            device_used,
+            cuda_total,
+            probe_free: Series { points: probe_free },
+        },
+        baseline,
+    )
 }
 
 /// Builds the account of one process; None for processes that never created
 /// a CUDA context and never stepped (launchers, tools).
-pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords, host_tag: &str) -> Option<ProcessAccount> {
-    let stepped = r.shim.iter().any(|e| matches!(e, ShimEvent::StepEnd { .. }));
-    let disabled = r.notices.iter().any(|n| n.level == NoticeLevel::Disabled) || r.header.get("status").is_some_and(|s| s != "active");
+pub fn analyse_process(
+    host: &HostData,
+    files: &ProcessFiles,
+    r: ProcessRecords,
+    host_tag: &str,
+) -> Option<ProcessAccount> {
+    let stepped = r
+        .shim
+        .iter()
+        .any(|e| matches!(e, ShimEvent::StepEnd { .. }));
+    let disabled = r.notices.iter().any(|n| n.level == NoticeLevel::Disabled)
+        || r.header.get("status").is_some_and(|s| s != "active");
     if r.contexts.is_empty() && !stepped && !disabled {
         return None;
     }
     let header_start = r.header.get("start_ns").and_then(|v| v.parse::<u64>().ok());
     let shim_times = r.shim.iter().filter_map(|e| match e {
-        ShimEvent::Process { t, .. } | ShimEvent::StepEnd { t, .. } | ShimEvent::Step1Begin { t, .. } | ShimEvent::Exception { t, .. } => Some(*t),
-        ShimEvent::Marker { t1, .. } | ShimEvent::Autotune { t1, .. } | ShimEvent::AutotuneConfig { t1, .. } | ShimEvent::Compile { t1, .. } => Some(*t1),
+        ShimEvent::Process { t, .. }
+        | ShimEvent::StepEnd { t, .. }
+        | ShimEvent::Step1Begin { t, .. }
+        | ShimEvent::Exception { t, .. } => Some(*t),
+        ShimEvent::Marker { t1, .. }
+        | ShimEvent::Autotune { t1, .. }
+        | ShimEvent::AutotuneConfig { t1, .. }
+        | ShimEvent::Compile { t1, .. } => Some(*t1),
         _ => None,
     });
     let shim_first = r.shim.iter().find_map(|e| match e {
         ShimEvent::Process { t, .. } => Some(*t),
         _ => None,
     });
-    let start = [header_start, shim_first].into_iter().flatten().min().unwrap_or(0);
+    let start = [header_start, shim_first]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(0);
     let end = shim_times.chain([r.last_t, start]).max().unwrap_or(start);
-    let use_markers = host.meta.as_ref().is_some_and(|m| m.env.contains_key("PREWARM_DOCTOR_STEP_MARKER"));
+    let use_markers = host
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.env.contains_key("PREWARM_DOCTOR_STEP_MARKER"));
     let bounds = Boundaries::from_events(&r.shim, use_markers, start, end);
 
-    let bus = r.contexts.first().map(|c| c.pci_bus_id.clone()).filter(|b| !b.is_empty());
+    let bus = r
+        .contexts
+        .first()
+        .map(|c| c.pci_bus_id.clone())
+        .filter(|b| !b.is_empty());
     let (device, baseline) = device_view(host, files.pid, bus.as_deref(), &r);
 
-    let clock = host.meta.as_ref().map(|m| (m.started_unix_ns, m.t_start_ns)).filter(|c| c.0 > 0);
+    let clock = host
+        .meta
+        .as_ref()
+        .map(|m| (m.started_unix_ns, m.t_start_ns))
+        .filter(|c| c.0 > 0);
     let comm_windows = framework::comm_windows(&host.nccl, files.pid, clock);
 
     // Instants whose memory state is needed: phase ends and communicator windows.
     let mut queries = Vec::new();
-    let phase_windows: Vec<(Phase, (u64, u64))> = Phase::ALL.iter().filter_map(|p| bounds.window(*p).map(|w| (*p, w))).collect();
+    let phase_windows: Vec<(Phase, (u64, u64))> = Phase::ALL
+        .iter()
+        .filter_map(|p| bounds.window(*p).map(|w| (*p, w)))
+        .collect();
     // A process that died: its last phase is accounted just before the
     // exception (teardown frees memory and would hide what was held).
     let died_at = r.shim.iter().find_map(|e| match e {
@@ -122,9 +202,16 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         for (_, w) in &comm_windows {
             spans.push(w.map(|(a, b)| {
                 let prev_end = sorted.iter().filter(|o| o.1 <= a).map(|o| o.1).max();
-                let next_start = sorted.iter().filter(|o| o.0 >= b && (o.0, o.1) != (a, b)).map(|o| o.0).min();
-                let before = prev_end.map_or(a.saturating_sub(5_000_000), |p| a.saturating_sub(((a - p) / 2).min(5_000_000)));
-                let after = next_start.map_or(b + 20_000_000, |n| b + ((n - b) / 2).min(20_000_000));
+                let next_start = sorted
+                    .iter()
+                    .filter(|o| o.0 >= b && (o.0, o.1) != (a, b))
+                    .map(|o| o.0)
+                    .min();
+                let before = prev_end.map_or(a.saturating_sub(5_000_000), |p| {
+                    a.saturating_sub(((a - p) / 2).min(5_000_000))
+                });
+                let after =
+                    next_start.map_or(b + 20_000_000, |n| b + ((n - b) / 2).min(20_000_000));
                 (before, after)
             }));
         }
@@ -138,9 +225,21 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         .shim
         .iter()
         .filter_map(|e| match e {
-            ShimEvent::StepEnd { t, step, reserved, device_free, device_total, .. } => {
-                Some((*step, *t, *reserved, device_total.zip(*device_free).map(|(a, b)| a.saturating_sub(b))))
-            }
+            ShimEvent::StepEnd {
+                t,
+                step,
+                reserved,
+                device_free,
+                device_total,
+                ..
+            } => Some((
+                *step,
+                *t,
+                *reserved,
+                device_total
+                    .zip(*device_free)
+                    .map(|(a, b)| a.saturating_sub(b)),
+            )),
             _ => None,
         })
         .collect();
@@ -155,13 +254,24 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         if c.free == prewarm_events::UNKNOWN_BYTES || c.total == prewarm_events::UNKNOWN_BYTES {
             return None;
         }
-        let call_start = r.mem.iter().filter(|m| matches!(m.api, MemApi::PrimaryCtxRetain | MemApi::CtxCreate) && m.t_end >= c.t).map(|m| m.t_start).min().unwrap_or(c.t);
+        let call_start = r
+            .mem
+            .iter()
+            .filter(|m| {
+                matches!(m.api, MemApi::PrimaryCtxRetain | MemApi::CtxCreate) && m.t_end >= c.t
+            })
+            .map(|m| m.t_start)
+            .min()
+            .unwrap_or(c.t);
         let before = device.device_used.at(call_start).or(baseline).unwrap_or(0);
         Some((c.total - c.free).saturating_sub(before))
     });
 
     let remainder = |t: u64, state: &super::memory::State| -> Option<i64> {
-        device.used.at(t).map(|u| u as i64 - (state.pool + state.oop_total() + state.local_growth) as i64)
+        device
+            .used
+            .at(t)
+            .map(|u| u as i64 - (state.pool + state.oop_total() + state.local_growth) as i64)
     };
     let mut qi = phase_windows.len();
     let mut comm_inferred = Vec::new();
@@ -171,12 +281,21 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
                 let before = remainder(*a, &rp.states[qi]);
                 let after = remainder(*b, &rp.states[qi + 1]);
                 qi += 2;
-                comm_inferred.push((*b, before.zip(after).map_or(0, |(x, y)| (y - x).max(0) as u64)));
+                comm_inferred.push((
+                    *b,
+                    before.zip(after).map_or(0, |(x, y)| (y - x).max(0) as u64),
+                ));
             }
             None => comm_inferred.push((0, 0)),
         }
     }
-    let nccl = framework::comm_accounts(&comm_windows, &spans, &rp.oop_allocs, &bounds, &comm_inferred);
+    let nccl = framework::comm_accounts(
+        &comm_windows,
+        &spans,
+        &rp.oop_allocs,
+        &bounds,
+        &comm_inferred,
+    );
     let autotune = framework::autotune_accounts(&r, &mut rp, &bounds);
     let compiles = framework::compile_events(&r, &bounds);
     let stall_windows = StallWindows::collect(&r, &comm_windows);
@@ -187,8 +306,16 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         let state = &rp.states[i];
         let mut by_source: Vec<SourceBytes> = totals.by_source.into_values().collect();
         for sb in by_source.iter_mut() {
-            sb.live_end = if sb.source == TORCH_POOL { state.pool } else { state.oop.get(sb.source.as_str()).copied().unwrap_or(0) };
-            sb.libraries = rp.libraries_by_source.get(&sb.source).cloned().unwrap_or_default();
+            sb.live_end = if sb.source == TORCH_POOL {
+                state.pool
+            } else {
+                state.oop.get(sb.source.as_str()).copied().unwrap_or(0)
+            };
+            sb.libraries = rp
+                .libraries_by_source
+                .get(&sb.source)
+                .cloned()
+                .unwrap_or_default();
         }
         by_source.sort_by_key(|x| std::cmp::Reverse(x.allocated));
         let gap_t = gap_instant(*a, *b);
@@ -197,18 +324,29 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
             let mut parts = Vec::new();
             if let Some(c) = context_bytes {
                 parts.push(GapPart {
-                    name: format!("CUDA context (incl. {} initial local memory)", crate::report::bytes(rp.initial_local)),
+                    name: format!(
+                        "CUDA context (incl. {} initial local memory)",
+                        crate::report::bytes(rp.initial_local)
+                    ),
                     bytes: c as i64,
                     inferred: false,
                 });
             }
             for (s, bytes) in &state.oop {
                 if *bytes > 0 {
-                    parts.push(GapPart { name: s.to_string(), bytes: *bytes as i64, inferred: false });
+                    parts.push(GapPart {
+                        name: s.to_string(),
+                        bytes: *bytes as i64,
+                        inferred: false,
+                    });
                 }
             }
             if state.local_growth > 0 {
-                parts.push(GapPart { name: "local-memory growth (spills)".into(), bytes: state.local_growth as i64, inferred: false });
+                parts.push(GapPart {
+                    name: "local-memory growth (spills)".into(),
+                    bytes: state.local_growth as i64,
+                    inferred: false,
+                });
             }
             if state.local_released > 0 {
                 parts.push(GapPart {
@@ -217,14 +355,35 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
                     inferred: false,
                 });
             }
-            let nccl_code: u64 = nccl.iter().zip(&comm_inferred).filter(|(_, ci)| ci.0 > 0 && ci.0 <= gap_t).map(|(c, _)| c.inferred_bytes).sum();
+            let nccl_code: u64 = nccl
+                .iter()
+                .zip(&comm_inferred)
+                .filter(|(_, ci)| ci.0 > 0 && ci.0 <= gap_t)
+                .map(|(c, _)| c.inferred_bytes)
+                .sum();
             if nccl_code > 0 {
-                parts.push(GapPart { name: "NCCL init without allocation calls (kernel code)".into(), bytes: nccl_code as i64, inferred: true });
+                parts.push(GapPart {
+                    name: "NCCL init without allocation calls (kernel code)".into(),
+                    bytes: nccl_code as i64,
+                    inferred: true,
+                });
             }
             let named: i64 = parts.iter().map(|p| p.bytes).sum();
-            GapAccount { at_s: secs(gap_t, start), device_used, pool_reserved: state.pool, out_of_pool, parts, unexplained: out_of_pool as i64 - named }
+            GapAccount {
+                at_s: secs(gap_t, start),
+                device_used,
+                pool_reserved: state.pool,
+                out_of_pool,
+                parts,
+                unexplained: out_of_pool as i64 - named,
+            }
         });
-        let module_image_bytes = r.modules.iter().filter(|m| m.t >= *a && m.t <= *b).map(|m| m.cubin_bytes).sum();
+        let module_image_bytes = r
+            .modules
+            .iter()
+            .filter(|m| m.t >= *a && m.t <= *b)
+            .map(|m| m.cubin_bytes)
+            .sum();
         phases.push(PhaseAccount {
             phase: *p,
             start_s: secs(*a, start),
@@ -257,7 +416,9 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         .shim
         .iter()
         .filter_map(|e| match e {
-            ShimEvent::Exception { t, kind, message, .. } => Some(ExceptionEvent {
+            ShimEvent::Exception {
+                t, kind, message, ..
+            } => Some(ExceptionEvent {
                 t_s: secs(*t, start),
                 phase: bounds.phase_of(*t),
                 kind: kind.clone(),
@@ -268,13 +429,26 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
         .collect();
     let forensics = forensics(&rp, &nccl, &exceptions, &bounds);
 
-    let kernels_after_setup: u32 = phases.iter().filter(|p| p.phase != Phase::Setup).map(|p| p.kernels_first_launched).sum();
-    let late_warmups = framework::late_warmups(&autotune, &compiles, &nccl, &rp, kernels_after_setup, bounds.step1_begin.map(|_| 1));
+    let kernels_after_setup: u32 = phases
+        .iter()
+        .filter(|p| p.phase != Phase::Setup)
+        .map(|p| p.kernels_first_launched)
+        .sum();
+    let late_warmups = framework::late_warmups(
+        &autotune,
+        &compiles,
+        &nccl,
+        &rp,
+        kernels_after_setup,
+        bounds.step1_begin.map(|_| 1),
+    );
 
     let mut tightest: BTreeMap<Phase, Exposure> = BTreeMap::new();
     for e in &rp.exposures {
         let Some(h) = e.headroom_after else { continue };
-        let better = tightest.get(&e.phase).is_none_or(|cur| cur.headroom_after.is_none_or(|c| h < c));
+        let better = tightest
+            .get(&e.phase)
+            .is_none_or(|cur| cur.headroom_after.is_none_or(|c| h < c));
         if better {
             tightest.insert(e.phase, e.clone());
         }
@@ -282,13 +456,26 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
     let min_capacity_bytes = rp
         .exposures
         .iter()
-        .filter_map(|e| device.cuda_total.zip(e.device_free_before).map(|(t, f)| t.saturating_sub(f) + e.bytes))
+        .filter_map(|e| {
+            device
+                .cuda_total
+                .zip(e.device_free_before)
+                .map(|(t, f)| t.saturating_sub(f) + e.bytes)
+        })
         .max();
 
     let status = r.header.get("status").cloned().unwrap_or_else(|| {
-        if files.events.is_none() { "no probe file (CUDA never initialised, or injection was not possible)".into() } else { "unknown".into() }
+        if files.events.is_none() {
+            "no probe file (CUDA never initialised, or injection was not possible)".into()
+        } else {
+            "unknown".into()
+        }
     });
-    let disabled_note = r.notices.iter().find(|n| n.level == NoticeLevel::Disabled).map(|n| n.text.clone());
+    let disabled_note = r
+        .notices
+        .iter()
+        .find(|n| n.level == NoticeLevel::Disabled)
+        .map(|n| n.text.clone());
     let capture = CaptureStatus {
         active: status == "active" && disabled_note.is_none(),
         detail: disabled_note.unwrap_or(status),
@@ -296,8 +483,18 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
             .header
             .get("cupti_path")
             .filter(|v| !v.is_empty())
-            .map(|p| format!("{p} (API {})", r.header.get("cupti_version").cloned().unwrap_or_default())),
-        notices: r.notices.iter().filter(|n| n.level != NoticeLevel::Disabled).map(|n| n.text.clone()).collect(),
+            .map(|p| {
+                format!(
+                    "{p} (API {})",
+                    r.header.get("cupti_version").cloned().unwrap_or_default()
+                )
+            }),
+        notices: r
+            .notices
+            .iter()
+            .filter(|n| n.level != NoticeLevel::Disabled)
+            .map(|n| n.text.clone())
+            .collect(),
     };
     let mut versions = BTreeMap::new();
     for e in &r.shim {
@@ -331,7 +528,12 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
     let step_checks = step_times
         .iter()
         .zip(&rp.states[step_query_start..])
-        .map(|(s, st)| StepCheck { step: s.0, torch_reserved: s.2, doctor_pool_reserved: st.pool, torch_device_used: s.3 })
+        .map(|(s, st)| StepCheck {
+            step: s.0,
+            torch_reserved: s.2,
+            doctor_pool_reserved: st.pool,
+            torch_device_used: s.3,
+        })
         .collect();
     let header_u32 = |k: &str| r.header.get(k).and_then(|v| v.parse::<u32>().ok());
     Some(ProcessAccount {
@@ -348,7 +550,9 @@ pub fn analyse_process(host: &HostData, files: &ProcessFiles, r: ProcessRecords,
             count: bounds.step_ends.len() as u32,
             rule: bounds.rule.clone(),
             setup_s: bounds.setup_ns().map(|n| n as f64 / 1e9),
-            step1_s: bounds.window(Phase::Step1).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
+            step1_s: bounds
+                .window(Phase::Step1)
+                .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
             steady_step_s: bounds.steady_step_ns().map(|n| n as f64 / 1e9),
         },
         memory_source: device.used_source.clone(),

@@ -2,7 +2,7 @@
 //! the compact collections the analysis works on.
 
 use crate::load::shim::ShimEvent;
-use crate::load::{ProcessFiles, Problem, read_shim, stream_records};
+use crate::load::{Problem, ProcessFiles, read_shim, stream_records};
 use prewarm_events::*;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -69,7 +69,11 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                     });
                 }
             }
-            Err(e) => r.problems.push(Problem { file: path.display().to_string(), what: e.to_string(), damaged: true }),
+            Err(e) => r.problems.push(Problem {
+                file: path.display().to_string(),
+                what: e.to_string(),
+                damaged: true,
+            }),
         }
     }
     if let Some(path) = &files.shim {
@@ -84,7 +88,9 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
 pub fn bus_key(id: &str) -> String {
     let lower = id.to_ascii_lowercase();
     match lower.split_once(':') {
-        Some((domain, rest)) => format!("{:x}:{rest}", u64::from_str_radix(domain, 16).unwrap_or(0)),
+        Some((domain, rest)) => {
+            format!("{:x}:{rest}", u64::from_str_radix(domain, 16).unwrap_or(0))
+        }
         None => lower,
     }
 }
@@ -93,7 +99,14 @@ pub fn bus_key(id: &str) -> String {
 pub fn kernel_display(name: &str) -> String {
     let demangled = cpp_demangle::Symbol::new(name)
         .ok()
-        .and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default().no_params().no_return_type()).ok())
+        .and_then(|s| {
+            s.demangle(
+                &cpp_demangle::DemangleOptions::default()
+                    .no_params()
+                    .no_return_type(),
+            )
+            .ok()
+        })
         .unwrap_or_else(|| name.to_string());
     if demangled.chars().count() > 100 {
         let cut: String = demangled.chars().take(97).collect();

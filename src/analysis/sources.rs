@@ -30,7 +30,16 @@ pub fn classify(path: &str) -> (String, bool) {
     if base.starts_with("libtorch") || base.starts_with("libc10") {
         return named("torch (outside pool)");
     }
-    for lib in ["libcufft", "libcusparse", "libcusolver", "libcurand", "libnvrtc", "libnvJitLink", "libnvshmem", "libcufile"] {
+    for lib in [
+        "libcufft",
+        "libcusparse",
+        "libcusolver",
+        "libcurand",
+        "libnvrtc",
+        "libnvJitLink",
+        "libnvshmem",
+        "libcufile",
+    ] {
         if base.starts_with(lib) {
             return named(&lib[3..]);
         }
@@ -51,14 +60,29 @@ mod tests {
 
     #[test]
     fn known_libraries() {
-        assert_eq!(classify("/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so"), (TORCH_POOL.into(), true));
+        assert_eq!(
+            classify("/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so"),
+            (TORCH_POOL.into(), true)
+        );
         assert_eq!(classify("/x/nvidia/nccl/lib/libnccl.so.2").0, "nccl");
         assert_eq!(classify("/x/nvidia/cu13/lib/libcublasLt.so.13").0, "cublas");
-        assert_eq!(classify("/root/.triton/cache/AB/cuda_utils.cpython-312-x86_64-linux-gnu.so").0, "triton");
-        assert_eq!(classify("/tmp/x/triton/CD/__triton_launcher.so").0, "triton");
-        assert_eq!(classify("/x/torch/lib/libtorch_cuda.so").0, "torch (outside pool)");
+        assert_eq!(
+            classify("/root/.triton/cache/AB/cuda_utils.cpython-312-x86_64-linux-gnu.so").0,
+            "triton"
+        );
+        assert_eq!(
+            classify("/tmp/x/triton/CD/__triton_launcher.so").0,
+            "triton"
+        );
+        assert_eq!(
+            classify("/x/torch/lib/libtorch_cuda.so").0,
+            "torch (outside pool)"
+        );
         assert_eq!(classify("/usr/lib/libcufft.so.11").0, "cufft");
         assert_eq!(classify("/opt/app/libmyalloc.so.1").0, "myalloc");
-        assert_eq!(classify("/usr/bin/python3.12").0, "python (ctypes/extension)");
+        assert_eq!(
+            classify("/usr/bin/python3.12").0,
+            "python (ctypes/extension)"
+        );
     }
 }

@@ -13,10 +13,15 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 /// Why the command could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ChildError {
-    #[error("the command is empty: give it after `--`, e.g. `prewarm-doctor run -- python train.py`")]
+    #[error(
+        "the command is empty: give it after `--`, e.g. `prewarm-doctor run -- python train.py`"
+    )]
     Empty,
     #[error("cannot start `{program}`: {source} (is it installed and on PATH?)")]
-    Spawn { program: String, source: std::io::Error },
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
     #[error("waiting for the command failed: {0}")]
     Wait(std::io::Error),
     #[error("cannot install signal handlers: {0}")]
@@ -54,9 +59,10 @@ pub fn run_child(
     let handle = signals.handle();
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().envs(env).process_group(0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|source| ChildError::Spawn { program: program.clone(), source })?;
+    let mut child = cmd.spawn().map_err(|source| ChildError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
     let pgid = child.id() as i32;
     on_start(child.id());
 
@@ -90,5 +96,9 @@ pub fn run_child(
     let _ = forwarder.join();
     let status = status.map_err(ChildError::Wait)?;
     let (code, signal) = exit_code(status);
-    Ok(ChildExit { code, signal, forwarded: forwarded.load(Ordering::SeqCst) as u32 })
+    Ok(ChildExit {
+        code,
+        signal,
+        forwarded: forwarded.load(Ordering::SeqCst) as u32,
+    })
 }

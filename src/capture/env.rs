@@ -44,13 +44,19 @@ pub enum EnvNotice {
 }
 
 /// Builds the child's environment from `parent`.
-pub fn build_env(parent: &BTreeMap<String, String>, plan: &EnvPlan) -> (BTreeMap<String, String>, Vec<EnvNotice>) {
+pub fn build_env(
+    parent: &BTreeMap<String, String>,
+    plan: &EnvPlan,
+) -> (BTreeMap<String, String>, Vec<EnvNotice>) {
     let mut env = parent.clone();
     let mut notices = Vec::new();
     let dir = plan.host_dir.display().to_string();
     env.insert("PREWARM_DOCTOR_DIR".into(), dir.clone());
     env.insert("PREWARM_DOCTOR_HOST".into(), plan.host_tag.to_string());
-    env.insert("PREWARM_DOCTOR_KERNEL_STEPS".into(), plan.kernel_steps.to_string());
+    env.insert(
+        "PREWARM_DOCTOR_KERNEL_STEPS".into(),
+        plan.kernel_steps.to_string(),
+    );
     if let Some(m) = plan.step_marker {
         env.insert("PREWARM_DOCTOR_STEP_MARKER".into(), m.to_string());
     }
@@ -58,7 +64,10 @@ pub fn build_env(parent: &BTreeMap<String, String>, plan: &EnvPlan) -> (BTreeMap
         env.insert("PREWARM_DOCTOR_CUPTI".into(), c.display().to_string());
     }
     if let Some(probe) = plan.probe {
-        match parent.get("CUDA_INJECTION64_PATH").filter(|v| !v.is_empty()) {
+        match parent
+            .get("CUDA_INJECTION64_PATH")
+            .filter(|v| !v.is_empty())
+        {
             Some(existing) if Path::new(existing) != probe => {
                 notices.push(EnvNotice::InjectionTaken(existing.clone()));
             }
@@ -95,7 +104,18 @@ pub fn build_env(parent: &BTreeMap<String, String>, plan: &EnvPlan) -> (BTreeMap
     (env, notices)
 }
 
-const SECRET_WORDS: &[&str] = &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "PRIVATE"];
+const SECRET_WORDS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "KEY",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+];
 
 /// True when an environment variable's name suggests its value is a secret.
 pub fn looks_secret(name: &str) -> bool {
@@ -106,7 +126,16 @@ pub fn looks_secret(name: &str) -> bool {
 /// The environment with secret-looking values replaced, for run metadata.
 pub fn redacted(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     env.iter()
-        .map(|(k, v)| (k.clone(), if looks_secret(k) { "<redacted>".to_string() } else { v.clone() }))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                if looks_secret(k) {
+                    "<redacted>".to_string()
+                } else {
+                    v.clone()
+                },
+            )
+        })
         .collect()
 }
 
@@ -154,7 +183,8 @@ mod tests {
 
     #[test]
     fn injects_probe_shim_nccl_and_caches() {
-        let parent: BTreeMap<String, String> = [("PYTHONPATH".to_string(), "/mine".to_string())].into();
+        let parent: BTreeMap<String, String> =
+            [("PYTHONPATH".to_string(), "/mine".to_string())].into();
         let (env, notices) = build_env(&parent, &plan(Path::new("/p.so"), Path::new("/d")));
         assert!(notices.is_empty());
         assert_eq!(env["CUDA_INJECTION64_PATH"], "/p.so");
@@ -174,18 +204,48 @@ mod tests {
         assert_eq!(env["CUDA_INJECTION64_PATH"], "/other.so");
         assert_eq!(env["NCCL_DEBUG"], "WARN");
         assert!(!env.contains_key("NCCL_DEBUG_FILE"));
-        assert_eq!(notices, vec![EnvNotice::InjectionTaken("/other.so".into()), EnvNotice::NcclDebugTaken]);
+        assert_eq!(
+            notices,
+            vec![
+                EnvNotice::InjectionTaken("/other.so".into()),
+                EnvNotice::NcclDebugTaken
+            ]
+        );
     }
 
     #[test]
     fn secrets_are_redacted() {
-        let env: BTreeMap<String, String> =
-            [("HF_TOKEN".into(), "abc".into()), ("WANDB_API_KEY".into(), "k".into()), ("PATH".into(), "/bin".into())].into();
+        let env: BTreeMap<String, String> = [
+            ("HF_TOKEN".into(), "abc".into()),
+            ("WANDB_API_KEY".into(), "k".into()),
+            ("PATH".into(), "/bin".into()),
+        ]
+        .into();
         let r = redacted(&env);
         assert_eq!(r["HF_TOKEN"], "<redacted>");
         assert_eq!(r["WANDB_API_KEY"], "<redacted>");
         assert_eq!(r["PATH"], "/bin");
-        let args: Vec<String> = ["train.py", "--api-key", "s3cr3t", "--hf_token=xyz", "--lr", "1"].iter().map(|s| s.to_string()).collect();
-        assert_eq!(redact_args(&args), vec!["train.py", "--api-key", "<redacted>", "--hf_token=<redacted>", "--lr", "1"]);
+        let args: Vec<String> = [
+            "train.py",
+            "--api-key",
+            "s3cr3t",
+            "--hf_token=xyz",
+            "--lr",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            redact_args(&args),
+            vec![
+                "train.py",
+                "--api-key",
+                "<redacted>",
+                "--hf_token=<redacted>",
+                "--lr",
+                "1"
+            ]
+        );
     }
 }

@@ -44,7 +44,10 @@ impl AttemptDir {
         use super::env::CacheMode::*;
         match mode {
             Cold | User => self.attempt_dir().join(format!("cache-{}", self.host)),
-            Warm => self.run.join(&self.variant).join(format!("cache-{}", self.host)),
+            Warm => self
+                .run
+                .join(&self.variant)
+                .join(format!("cache-{}", self.host)),
             Shared => self.run.join(format!("cache-shared-{}", self.host)),
         }
     }
@@ -54,10 +57,20 @@ impl AttemptDir {
 pub fn safe_component(name: &str) -> String {
     let cleaned: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.+".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let trimmed = cleaned.trim_matches('.');
-    if trimmed.is_empty() { "_".to_string() } else { trimmed.chars().take(100).collect() }
+    if trimmed.is_empty() {
+        "_".to_string()
+    } else {
+        trimmed.chars().take(100).collect()
+    }
 }
 
 /// A default run folder: `prewarm-runs/<name>-<YYYYmmdd-HHMMSS>`.
@@ -80,7 +93,12 @@ mod tests {
 
     #[test]
     fn paths_nest_variant_attempt_host() {
-        let a = AttemptDir { run: "/r".into(), variant: "cublas".into(), attempt: "2".into(), host: "h".into() };
+        let a = AttemptDir {
+            run: "/r".into(),
+            variant: "cublas".into(),
+            attempt: "2".into(),
+            host: "h".into(),
+        };
         assert_eq!(a.host_dir(), PathBuf::from("/r/cublas/2/h"));
     }
 }

@@ -23,12 +23,20 @@ pub fn schedule(variants: usize, repeat: u32, cache: CacheMode) -> Vec<PlannedAt
     let mut out = Vec::new();
     if cache == CacheMode::Warm {
         for v in 0..variants {
-            out.push(PlannedAttempt { variant: v, attempt: "warmup".into(), warmup: true });
+            out.push(PlannedAttempt {
+                variant: v,
+                attempt: "warmup".into(),
+                warmup: true,
+            });
         }
     }
     for r in 1..=repeat {
         for v in 0..variants {
-            out.push(PlannedAttempt { variant: v, attempt: r.to_string(), warmup: false });
+            out.push(PlannedAttempt {
+                variant: v,
+                attempt: r.to_string(),
+                warmup: false,
+            });
         }
     }
     out
@@ -82,7 +90,12 @@ pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> 
             elapsed,
             eta,
         });
-        let dir = AttemptDir { run: plan.run.clone(), variant: variant.name.clone(), attempt: planned.attempt.clone(), host: plan.host.clone() };
+        let dir = AttemptDir {
+            run: plan.run.clone(),
+            variant: variant.name.clone(),
+            attempt: planned.attempt.clone(),
+            host: plan.host.clone(),
+        };
         let cache_dir = dir.cache_dir(plan.cache);
         let mut command = plan.command.clone();
         command.extend(variant.args.iter().cloned());
@@ -111,7 +124,12 @@ pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> 
     }
     if !plan.keep_caches && matches!(plan.cache, CacheMode::Warm | CacheMode::Shared) {
         for v in &plan.variants {
-            let dir = AttemptDir { run: plan.run.clone(), variant: v.name.clone(), attempt: String::new(), host: plan.host.clone() };
+            let dir = AttemptDir {
+                run: plan.run.clone(),
+                variant: v.name.clone(),
+                attempt: String::new(),
+                host: plan.host.clone(),
+            };
             let _ = std::fs::remove_dir_all(dir.cache_dir(plan.cache));
         }
     }

@@ -36,9 +36,15 @@ pub struct AttemptPlan<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     #[error("cannot create the run folder {path}: {source}")]
-    Folder { path: PathBuf, source: std::io::Error },
+    Folder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot write {path}: {source}")]
-    Meta { path: PathBuf, source: std::io::Error },
+    Meta {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Child(#[from] ChildError),
 }
@@ -61,11 +67,17 @@ fn hostname() -> String {
 
 /// The default host tag: $PREWARM_DOCTOR_HOST or the hostname.
 pub fn default_host_tag() -> String {
-    std::env::var("PREWARM_DOCTOR_HOST").ok().filter(|v| !v.is_empty()).unwrap_or_else(hostname)
+    std::env::var("PREWARM_DOCTOR_HOST")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(hostname)
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: writes into our timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -73,29 +85,40 @@ fn monotonic_ns() -> u64 {
 
 fn write_meta(path: &Path, meta: &HostMeta) -> Result<(), CaptureError> {
     let text = serde_json::to_string_pretty(meta).expect("metadata serialises");
-    std::fs::write(path, text).map_err(|source| CaptureError::Meta { path: path.to_path_buf(), source })
+    std::fs::write(path, text).map_err(|source| CaptureError::Meta {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Runs the command once under capture.
 pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let host_dir = plan.dir.host_dir();
-    std::fs::create_dir_all(&host_dir).map_err(|source| CaptureError::Folder { path: host_dir.clone(), source })?;
+    std::fs::create_dir_all(&host_dir).map_err(|source| CaptureError::Folder {
+        path: host_dir.clone(),
+        source,
+    })?;
     let cache_dir = plan.cache_dir.clone();
     if plan.cache != CacheMode::User {
-        std::fs::create_dir_all(&cache_dir).map_err(|source| CaptureError::Folder { path: cache_dir.clone(), source })?;
+        std::fs::create_dir_all(&cache_dir).map_err(|source| CaptureError::Folder {
+            path: cache_dir.clone(),
+            source,
+        })?;
     }
     let parent: BTreeMap<String, String> = std::env::vars().collect();
     let mut notices = Vec::new();
 
     let visible = parent.get("CUDA_VISIBLE_DEVICES").cloned();
     let (sampler, gpus, driver) = match nvml::open(visible.as_deref()) {
-        Ok((nvml, gpus, driver)) => match nvml::Sampler::start(nvml, &gpus, &host_dir.join(NVML_FILE)) {
-            Ok(s) => (Some(s), gpus, driver),
-            Err(e) => {
-                notices.push(e.to_string());
-                (None, gpus, driver)
+        Ok((nvml, gpus, driver)) => {
+            match nvml::Sampler::start(nvml, &gpus, &host_dir.join(NVML_FILE)) {
+                Ok(s) => (Some(s), gpus, driver),
+                Err(e) => {
+                    notices.push(e.to_string());
+                    (None, gpus, driver)
+                }
             }
-        },
+        }
         Err(e) => {
             notices.push(e.to_string());
             (None, Vec::new(), Default::default())
@@ -103,7 +126,9 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     };
 
     let fallback_shim = host_dir.join("no-shim");
-    let shim_dir = plan.assets.map_or(fallback_shim.as_path(), |a| a.shim_dir.as_path());
+    let shim_dir = plan
+        .assets
+        .map_or(fallback_shim.as_path(), |a| a.shim_dir.as_path());
     let host_tag = plan.dir.host.clone();
     let env_plan = EnvPlan {
         probe: plan.assets.map(|a| a.probe.as_path()),
@@ -132,7 +157,10 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         notices.push("the probe could not be prepared: this run is not instrumented".to_string());
     }
     if plan.cupti.is_none() && plan.assets.is_some() {
-        notices.push("no libcupti was found by the doctor; the probe will try the copy torch loads, if any".to_string());
+        notices.push(
+            "no libcupti was found by the doctor; the probe will try the copy torch loads, if any"
+                .to_string(),
+        );
     }
 
     let mut meta = HostMeta {
@@ -143,7 +171,9 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         variant: plan.dir.variant.clone(),
         attempt: plan.dir.attempt.clone(),
         command: redact_args(&plan.command),
-        cwd: std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default(),
+        cwd: std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
         env: redacted(&env),
         started: chrono::Local::now().to_rfc3339(),
         started_unix_ns: std::time::SystemTime::now()
@@ -172,7 +202,8 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         let (n, err) = s.stop();
         meta.nvml_samples = n;
         if let Some(e) = err {
-            meta.notices.push(format!("the NVML timeline stopped early: {e}"));
+            meta.notices
+                .push(format!("the NVML timeline stopped early: {e}"));
         }
     }
     match result {

@@ -50,19 +50,28 @@ pub struct Sampler {
 /// Why NVML could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum NvmlError {
-    #[error("NVML is unavailable ({0}): no NVIDIA driver here, so nothing GPU-side can be captured")]
+    #[error(
+        "NVML is unavailable ({0}): no NVIDIA driver here, so nothing GPU-side can be captured"
+    )]
     Unavailable(String),
     #[error("cannot write the NVML timeline {path}: {source}")]
-    Write { path: String, source: std::io::Error },
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Opens NVML and describes the GPUs named by CUDA_VISIBLE_DEVICES (or all).
 pub fn open(visible: Option<&str>) -> Result<(Nvml, Vec<GpuInfo>, DriverInfo), NvmlError> {
     let nvml = Nvml::init().map_err(|e| NvmlError::Unavailable(e.to_string()))?;
-    let count = nvml.device_count().map_err(|e| NvmlError::Unavailable(e.to_string()))?;
+    let count = nvml
+        .device_count()
+        .map_err(|e| NvmlError::Unavailable(e.to_string()))?;
     let mut gpus = Vec::new();
     for index in 0..count {
-        let Ok(d) = nvml.device_by_index(index) else { continue };
+        let Ok(d) = nvml.device_by_index(index) else {
+            continue;
+        };
         let uuid = d.uuid().unwrap_or_default();
         if !is_visible(visible, index, &uuid) {
             continue;
@@ -91,13 +100,20 @@ pub fn open(visible: Option<&str>) -> Result<(Nvml, Vec<GpuInfo>, DriverInfo), N
 /// Whether NVML device `index`/`uuid` is in CUDA_VISIBLE_DEVICES.
 pub fn is_visible(visible: Option<&str>, index: u32, uuid: &str) -> bool {
     let Some(list) = visible else { return true };
-    list.split(',').map(str::trim).filter(|s| !s.is_empty()).any(|item| {
-        item.parse::<u32>().map(|i| i == index).unwrap_or(false) || (item.starts_with("GPU-") && uuid.starts_with(item))
-    })
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .any(|item| {
+            item.parse::<u32>().map(|i| i == index).unwrap_or(false)
+                || (item.starts_with("GPU-") && uuid.starts_with(item))
+        })
 }
 
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: writes into our timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -106,10 +122,19 @@ fn now_ns() -> u64 {
 impl Sampler {
     /// Starts sampling `gpus` into `path`.
     pub fn start(nvml: Nvml, gpus: &[GpuInfo], path: &Path) -> Result<Sampler, NvmlError> {
-        let file = File::create(path).map_err(|source| NvmlError::Write { path: path.display().to_string(), source })?;
+        let file = File::create(path).map_err(|source| NvmlError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
         let mut out = BufWriter::new(file);
-        let header = encode_header(&[("writer", "prewarm-doctor nvml sampler"), ("clock", "CLOCK_MONOTONIC")]);
-        out.write_all(&header).map_err(|source| NvmlError::Write { path: path.display().to_string(), source })?;
+        let header = encode_header(&[
+            ("writer", "prewarm-doctor nvml sampler"),
+            ("clock", "CLOCK_MONOTONIC"),
+        ]);
+        out.write_all(&header).map_err(|source| NvmlError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(AtomicU64::new(0));
         let indices: Vec<u32> = gpus.iter().map(|g| g.index).collect();
@@ -119,15 +144,26 @@ impl Sampler {
             std::thread::Builder::new()
                 .name("nvml-sampler".into())
                 .spawn(move || sample_loop(nvml, indices, out, stop, samples))
-                .map_err(|source| NvmlError::Write { path: "sampler thread".into(), source })?
+                .map_err(|source| NvmlError::Write {
+                    path: "sampler thread".into(),
+                    source,
+                })?
         };
-        Ok(Sampler { stop, samples, thread: Some(thread) })
+        Ok(Sampler {
+            stop,
+            samples,
+            thread: Some(thread),
+        })
     }
 
     /// Stops, flushes, and returns (samples taken, a write error if one happened).
     pub fn stop(mut self) -> (u64, Option<String>) {
         self.stop.store(true, Ordering::SeqCst);
-        let err = self.thread.take().and_then(|t| t.join().ok()).and_then(|r| r.err());
+        let err = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .and_then(|r| r.err());
         (self.samples.load(Ordering::SeqCst), err)
     }
 }
@@ -139,7 +175,10 @@ fn sample_loop(
     stop: Arc<AtomicBool>,
     samples: Arc<AtomicU64>,
 ) -> Result<(), String> {
-    let devices: Vec<_> = indices.iter().filter_map(|&i| nvml.device_by_index(i).ok().map(|d| (i, d))).collect();
+    let devices: Vec<_> = indices
+        .iter()
+        .filter_map(|&i| nvml.device_by_index(i).ok().map(|d| (i, d)))
+        .collect();
     let mut last_dev: HashMap<u32, (u64, u64)> = HashMap::new();
     let mut last_proc: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
     let mut buf = Vec::with_capacity(1 << 16);
@@ -152,27 +191,46 @@ fn sample_loop(
             if let Ok(m) = d.memory_info() {
                 samples.fetch_add(1, Ordering::Relaxed);
                 let prev = last_dev.get(index).copied();
-                if stopping || prev.is_none_or(|(used, at)| used != m.used || t - at >= HEARTBEAT_NS) {
+                if stopping
+                    || prev.is_none_or(|(used, at)| used != m.used || t - at >= HEARTBEAT_NS)
+                {
                     last_dev.insert(*index, (m.used, t));
-                    encode_record(&Record::NvmlDevice(NvmlDeviceSample { t, gpu: *index, used: m.used, total: m.total }), &mut buf);
+                    encode_record(
+                        &Record::NvmlDevice(NvmlDeviceSample {
+                            t,
+                            gpu: *index,
+                            used: m.used,
+                            total: m.total,
+                        }),
+                        &mut buf,
+                    );
                 }
             }
             if (tick.is_multiple_of(PROCESS_EVERY) || stopping)
-                && let Ok(procs) = d.running_compute_processes() {
-                    let t = now_ns();
-                    for p in procs {
-                        let used = match p.used_gpu_memory {
-                            UsedGpuMemory::Used(b) => b,
-                            UsedGpuMemory::Unavailable => continue,
-                        };
-                        let key = (*index, p.pid);
-                        let prev = last_proc.get(&key).copied();
-                        if stopping || prev.is_none_or(|(u, at)| u != used || t - at >= HEARTBEAT_NS) {
-                            last_proc.insert(key, (used, t));
-                            encode_record(&Record::NvmlProcess(NvmlProcessSample { t, gpu: *index, pid: p.pid, used }), &mut buf);
-                        }
+                && let Ok(procs) = d.running_compute_processes()
+            {
+                let t = now_ns();
+                for p in procs {
+                    let used = match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => b,
+                        UsedGpuMemory::Unavailable => continue,
+                    };
+                    let key = (*index, p.pid);
+                    let prev = last_proc.get(&key).copied();
+                    if stopping || prev.is_none_or(|(u, at)| u != used || t - at >= HEARTBEAT_NS) {
+                        last_proc.insert(key, (used, t));
+                        encode_record(
+                            &Record::NvmlProcess(NvmlProcessSample {
+                                t,
+                                gpu: *index,
+                                pid: p.pid,
+                                used,
+                            }),
+                            &mut buf,
+                        );
                     }
                 }
+            }
         }
         tick += 1;
         let t = now_ns();

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 pub enum LoadError {
     #[error("{path} does not exist")]
     Missing { path: PathBuf },
-    #[error("{path} is not a prewarm-doctor run directory: no run.json and no <variant>/<attempt>/<host>/host.json inside (point at the folder `prewarm-doctor run` printed)")]
+    #[error(
+        "{path} is not a prewarm-doctor run directory: no run.json and no <variant>/<attempt>/<host>/host.json inside (point at the folder `prewarm-doctor run` printed)"
+    )]
     NotARun { path: PathBuf },
     #[error("{path}: {what}")]
     BadMeta { path: PathBuf, what: String },
@@ -83,7 +85,12 @@ fn rel(root: &Path, p: &Path) -> String {
 
 fn sorted_dirs(p: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -92,15 +99,22 @@ fn sorted_dirs(p: &Path) -> Vec<PathBuf> {
 /// Loads the directory structure and small files; event files are streamed later.
 pub fn load_run(root: &Path) -> Result<RunData, LoadError> {
     if !root.exists() {
-        return Err(LoadError::Missing { path: root.to_path_buf() });
+        return Err(LoadError::Missing {
+            path: root.to_path_buf(),
+        });
     }
     let run_file = root.join(RUN_FILE);
     let meta = if run_file.exists() {
-        let text = std::fs::read_to_string(&run_file).map_err(|e| LoadError::BadMeta { path: run_file.clone(), what: e.to_string() })?;
-        Some(serde_json::from_str::<RunMeta>(&text).map_err(|e| LoadError::BadMeta {
+        let text = std::fs::read_to_string(&run_file).map_err(|e| LoadError::BadMeta {
             path: run_file.clone(),
-            what: format!("not a valid run.json ({e})"),
-        })?)
+            what: e.to_string(),
+        })?;
+        Some(
+            serde_json::from_str::<RunMeta>(&text).map_err(|e| LoadError::BadMeta {
+                path: run_file.clone(),
+                what: format!("not a valid run.json ({e})"),
+            })?,
+        )
     } else {
         None
     };
@@ -115,21 +129,43 @@ pub fn load_run(root: &Path) -> Result<RunData, LoadError> {
             }
             if !hosts.is_empty() {
                 attempts.push(AttemptData {
-                    variant: vdir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
-                    attempt: adir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+                    variant: vdir
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                    attempt: adir
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
                     hosts,
                 });
             }
         }
     }
     if attempts.is_empty() {
-        return Err(LoadError::NotARun { path: root.to_path_buf() });
+        return Err(LoadError::NotARun {
+            path: root.to_path_buf(),
+        });
     }
     attempts.sort_by(|a, b| {
-        (a.variant.as_str(), a.attempt.parse::<u64>().unwrap_or(u64::MAX), a.attempt.as_str())
-            .cmp(&(b.variant.as_str(), b.attempt.parse::<u64>().unwrap_or(u64::MAX), b.attempt.as_str()))
+        (
+            a.variant.as_str(),
+            a.attempt.parse::<u64>().unwrap_or(u64::MAX),
+            a.attempt.as_str(),
+        )
+            .cmp(&(
+                b.variant.as_str(),
+                b.attempt.parse::<u64>().unwrap_or(u64::MAX),
+                b.attempt.as_str(),
+            ))
     });
-    Ok(RunData { root: root.to_path_buf(), meta, attempts })
+    Ok(RunData {
+        root: root.to_path_buf(),
+        meta,
+        attempts,
+    })
 }
 
 /// Parses `rank-R.pid-P.events` / `proc.pid-P.shim.jsonl` names.
@@ -153,17 +189,26 @@ pub fn parse_process_file_name(name: &str) -> Option<(Option<u32>, u32, bool)> {
 fn load_host(root: &Path, dir: &Path) -> HostData {
     let mut problems = Vec::new();
     let meta_path = dir.join(HOST_FILE);
-    let meta = match std::fs::read_to_string(&meta_path).map(|t| serde_json::from_str::<HostMeta>(&t)) {
-        Ok(Ok(m)) => Some(m),
-        Ok(Err(e)) => {
-            problems.push(Problem { file: rel(root, &meta_path), what: format!("not a valid host.json ({e})"), damaged: true });
-            None
-        }
-        Err(e) => {
-            problems.push(Problem { file: rel(root, &meta_path), what: e.to_string(), damaged: true });
-            None
-        }
-    };
+    let meta =
+        match std::fs::read_to_string(&meta_path).map(|t| serde_json::from_str::<HostMeta>(&t)) {
+            Ok(Ok(m)) => Some(m),
+            Ok(Err(e)) => {
+                problems.push(Problem {
+                    file: rel(root, &meta_path),
+                    what: format!("not a valid host.json ({e})"),
+                    damaged: true,
+                });
+                None
+            }
+            Err(e) => {
+                problems.push(Problem {
+                    file: rel(root, &meta_path),
+                    what: e.to_string(),
+                    damaged: true,
+                });
+                None
+            }
+        };
     let mut by_pid: BTreeMap<u32, ProcessFiles> = BTreeMap::new();
     let mut nccl_files = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir) {
@@ -173,8 +218,15 @@ fn load_host(root: &Path, dir: &Path) -> HostData {
                 nccl_files.push(e.path());
                 continue;
             }
-            let Some((rank, pid, is_shim)) = parse_process_file_name(&name) else { continue };
-            let entry = by_pid.entry(pid).or_insert(ProcessFiles { pid, rank, events: None, shim: None });
+            let Some((rank, pid, is_shim)) = parse_process_file_name(&name) else {
+                continue;
+            };
+            let entry = by_pid.entry(pid).or_insert(ProcessFiles {
+                pid,
+                rank,
+                events: None,
+                shim: None,
+            });
             if entry.rank.is_none() {
                 entry.rank = rank;
             }
@@ -190,11 +242,25 @@ fn load_host(root: &Path, dir: &Path) -> HostData {
     let mut nccl = Vec::new();
     for f in nccl_files {
         match std::fs::read_to_string(&f) {
-            Ok(text) => nccl.extend(nccl::parse_nccl_log(&text, &f.file_name().unwrap_or_default().to_string_lossy())),
-            Err(e) => problems.push(Problem { file: rel(root, &f), what: e.to_string(), damaged: true }),
+            Ok(text) => nccl.extend(nccl::parse_nccl_log(
+                &text,
+                &f.file_name().unwrap_or_default().to_string_lossy(),
+            )),
+            Err(e) => problems.push(Problem {
+                file: rel(root, &f),
+                what: e.to_string(),
+                damaged: true,
+            }),
         }
     }
-    HostData { dir: dir.to_path_buf(), meta, processes: by_pid.into_values().collect(), nvml, nccl, problems }
+    HostData {
+        dir: dir.to_path_buf(),
+        meta,
+        processes: by_pid.into_values().collect(),
+        nvml,
+        nccl,
+        problems,
+    }
 }
 
 fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimeline {
@@ -205,7 +271,11 @@ fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimel
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) => {
-            problems.push(Problem { file: rel(root, path), what: e.to_string(), damaged: true });
+            problems.push(Problem {
+                file: rel(root, path),
+                what: e.to_string(),
+                damaged: true,
+            });
             return t;
         }
     };
@@ -241,7 +311,10 @@ impl StreamOutcome {
         if let Some(e) = &self.error {
             return Some(Problem {
                 file,
-                what: format!("{e}; {} records before it were used, the rest of the file was ignored", self.records),
+                what: format!(
+                    "{e}; {} records before it were used, the rest of the file was ignored",
+                    self.records
+                ),
                 damaged: true,
             });
         }
@@ -262,7 +335,15 @@ impl StreamOutcome {
 pub fn stream_records<R: std::io::Read>(input: R, mut f: impl FnMut(Record)) -> StreamOutcome {
     let mut reader = match Reader::new(input) {
         Ok(r) => r,
-        Err(e) => return StreamOutcome { header: None, records: 0, tail: None, error: Some(e), unknown_records: 0 },
+        Err(e) => {
+            return StreamOutcome {
+                header: None,
+                records: 0,
+                tail: None,
+                error: Some(e),
+                unknown_records: 0,
+            };
+        }
     };
     let header = Some(reader.header().clone());
     let mut records = 0u64;
@@ -273,10 +354,22 @@ pub fn stream_records<R: std::io::Read>(input: R, mut f: impl FnMut(Record)) -> 
                 f(r);
             }
             Ok(None) => {
-                return StreamOutcome { header, records, tail: reader.tail(), error: None, unknown_records: reader.unknown_records };
+                return StreamOutcome {
+                    header,
+                    records,
+                    tail: reader.tail(),
+                    error: None,
+                    unknown_records: reader.unknown_records,
+                };
             }
             Err(e) => {
-                return StreamOutcome { header, records, tail: None, error: Some(e), unknown_records: reader.unknown_records };
+                return StreamOutcome {
+                    header,
+                    records,
+                    tail: None,
+                    error: Some(e),
+                    unknown_records: reader.unknown_records,
+                };
             }
         }
     }
@@ -291,11 +384,22 @@ pub fn read_shim(root: &Path, path: &Path) -> (Vec<ShimEvent>, Vec<Problem>) {
             let file = rel(root, path);
             let problems = problems
                 .into_iter()
-                .map(|what| Problem { damaged: !what.contains("cut short"), file: file.clone(), what })
+                .map(|what| Problem {
+                    damaged: !what.contains("cut short"),
+                    file: file.clone(),
+                    what,
+                })
                 .collect();
             (events, problems)
         }
-        Err(e) => (Vec::new(), vec![Problem { file: rel(root, path), what: e.to_string(), damaged: true }]),
+        Err(e) => (
+            Vec::new(),
+            vec![Problem {
+                file: rel(root, path),
+                what: e.to_string(),
+                damaged: true,
+            }],
+        ),
     }
 }
 
@@ -305,8 +409,14 @@ mod tests {
 
     #[test]
     fn process_file_names() {
-        assert_eq!(parse_process_file_name("rank-3.pid-77.events"), Some((Some(3), 77, false)));
-        assert_eq!(parse_process_file_name("proc.pid-9.shim.jsonl"), Some((None, 9, true)));
+        assert_eq!(
+            parse_process_file_name("rank-3.pid-77.events"),
+            Some((Some(3), 77, false))
+        );
+        assert_eq!(
+            parse_process_file_name("proc.pid-9.shim.jsonl"),
+            Some((None, 9, true))
+        );
         assert_eq!(parse_process_file_name("nvml.events"), None);
         assert_eq!(parse_process_file_name("rank-x.pid-1.events"), None);
     }
@@ -316,7 +426,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("a/b/c")).unwrap();
         let err = load_run(dir.path()).unwrap_err();
-        assert!(err.to_string().contains("is not a prewarm-doctor run directory"));
+        assert!(
+            err.to_string()
+                .contains("is not a prewarm-doctor run directory")
+        );
         let err = load_run(&dir.path().join("nope")).unwrap_err();
         assert!(err.to_string().contains("does not exist"));
     }

@@ -40,9 +40,10 @@ fn leading_timestamp(line: &str) -> (Option<f64>, &str) {
     let trimmed = line.trim_start();
     if let Some(rest) = trimmed.strip_prefix('[')
         && let Some((inside, after)) = rest.split_once(']')
-            && let Ok(v) = inside.trim().parse::<f64>() {
-                return (Some(v), after.trim_start());
-            }
+        && let Ok(v) = inside.trim().parse::<f64>()
+    {
+        return (Some(v), after.trim_start());
+    }
     (None, trimmed)
 }
 
@@ -59,11 +60,20 @@ pub fn parse_nccl_log(text: &str, name: &str) -> Vec<NcclComm> {
     let mut comms: Vec<NcclComm> = Vec::new();
     for line in text.lines() {
         let (ts, line) = leading_timestamp(line);
-        let Some((prefix, msg)) = line.split_once("NCCL INFO ") else { continue };
+        let Some((prefix, msg)) = line.split_once("NCCL INFO ") else {
+            continue;
+        };
         let pid = pid_of(prefix);
         if msg.contains(" - Init START") || msg.contains(" - Init COMPLETE") {
-            let Some(comm) = field(msg, "comm") else { continue };
-            let idx = match comms.iter().position(|c| c.comm == comm && c.pid == pid && c.complete_unix.is_none() && c.init_seconds.is_none()) {
+            let Some(comm) = field(msg, "comm") else {
+                continue;
+            };
+            let idx = match comms.iter().position(|c| {
+                c.comm == comm
+                    && c.pid == pid
+                    && c.complete_unix.is_none()
+                    && c.init_seconds.is_none()
+            }) {
                 Some(i) => i,
                 None => {
                     comms.push(NcclComm {
@@ -85,10 +95,16 @@ pub fn parse_nccl_log(text: &str, name: &str) -> Vec<NcclComm> {
             };
             let c = &mut comms[idx];
             c.rank = field(msg, "rank").and_then(|v| v.parse().ok()).or(c.rank);
-            c.nranks = field(msg, "nranks").and_then(|v| v.parse().ok()).or(c.nranks);
-            c.cuda_dev = field(msg, "cudaDev").and_then(|v| v.parse().ok()).or(c.cuda_dev);
+            c.nranks = field(msg, "nranks")
+                .and_then(|v| v.parse().ok())
+                .or(c.nranks);
+            c.cuda_dev = field(msg, "cudaDev")
+                .and_then(|v| v.parse().ok())
+                .or(c.cuda_dev);
             c.bus_id = field(msg, "busId").map(str::to_string).or(c.bus_id.clone());
-            c.comm_id = field(msg, "commId").map(str::to_string).or(c.comm_id.clone());
+            c.comm_id = field(msg, "commId")
+                .map(str::to_string)
+                .or(c.comm_id.clone());
             if msg.contains(" - Init START") {
                 c.start_unix = ts.or(c.start_unix);
             } else {
@@ -102,18 +118,17 @@ pub fn parse_nccl_log(text: &str, name: &str) -> Vec<NcclComm> {
                 for part in inside.trim_end_matches(')').split(',') {
                     let mut kv = part.split_whitespace();
                     if let (Some(k), Some(v)) = (kv.next(), kv.next())
-                        && let Ok(v) = v.parse::<f64>() {
-                            timings.insert(k.to_string(), v);
-                        }
+                        && let Ok(v) = v.parse::<f64>()
+                    {
+                        timings.insert(k.to_string(), v);
+                    }
                 }
             }
             let rank: Option<u32> = field(rest, "rank").and_then(|v| v.parse().ok());
             // Attach to the latest communicator of this process/rank still without timings.
-            if let Some(c) = comms
-                .iter_mut()
-                .rev()
-                .find(|c| c.pid == pid && c.init_seconds.is_none() && (rank.is_none() || c.rank == rank))
-            {
+            if let Some(c) = comms.iter_mut().rev().find(|c| {
+                c.pid == pid && c.init_seconds.is_none() && (rank.is_none() || c.rank == rank)
+            }) {
                 c.init_seconds = total;
                 c.timings = timings;
             }

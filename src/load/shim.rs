@@ -108,7 +108,10 @@ pub fn parse_shim(text: &str) -> (Vec<ShimEvent>, Vec<String>) {
             Err(e) => {
                 let last = i + 1 == lines.len();
                 if last && !ends_clean {
-                    problems.push(format!("line {} is cut short (the process ended while writing it)", i + 1));
+                    problems.push(format!(
+                        "line {} is cut short (the process ended while writing it)",
+                        i + 1
+                    ));
                 } else {
                     problems.push(format!("line {}: {e}", i + 1));
                 }
@@ -127,14 +130,22 @@ mod tests {
         let text = "{\"ev\":\"step_end\",\"t\":5,\"step\":1,\"reserved\":10}\n{\"ev\":\"future_thing\",\"t\":1}\n{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\n{\"ev\":\"step_e";
         let (events, problems) = parse_shim(text);
         assert_eq!(events.len(), 2);
-        assert!(matches!(events[0], ShimEvent::StepEnd { step: 1, reserved: Some(10), .. }));
+        assert!(matches!(
+            events[0],
+            ShimEvent::StepEnd {
+                step: 1,
+                reserved: Some(10),
+                ..
+            }
+        ));
         assert_eq!(problems.len(), 1);
         assert!(problems[0].contains("line 4 is cut short"));
     }
 
     #[test]
     fn garbage_in_the_middle_names_the_line() {
-        let (events, problems) = parse_shim("not json\n{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\n");
+        let (events, problems) =
+            parse_shim("not json\n{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\n");
         assert_eq!(events.len(), 1);
         assert!(problems[0].starts_with("line 1:"));
     }

@@ -129,17 +129,26 @@ pub fn infer(args: &[String], env: &[(String, String)]) -> Vec<String> {
     for p in CATALOG {
         let by_flag = p.flag.is_some_and(|f| {
             args.iter().enumerate().any(|(i, a)| {
-                let truthy = |v: &str| !matches!(v.to_ascii_lowercase().as_str(), "false" | "0" | "no" | "off");
+                let truthy = |v: &str| {
+                    !matches!(
+                        v.to_ascii_lowercase().as_str(),
+                        "false" | "0" | "no" | "off"
+                    )
+                };
                 if let Some(v) = a.strip_prefix(f).and_then(|rest| rest.strip_prefix('=')) {
                     truthy(v)
                 } else if a == f {
-                    args.get(i + 1).is_none_or(|next| next.starts_with('-') || truthy(next))
+                    args.get(i + 1)
+                        .is_none_or(|next| next.starts_with('-') || truthy(next))
                 } else {
                     false
                 }
             })
         });
-        let by_env = p.env.is_some_and(|e| env.iter().any(|(k, v)| k == e && !matches!(v.as_str(), "" | "0" | "false")));
+        let by_env = p.env.is_some_and(|e| {
+            env.iter()
+                .any(|(k, v)| k == e && !matches!(v.as_str(), "" | "0" | "false"))
+        });
         if by_flag || by_env {
             found.push(p.name.to_string());
         }
@@ -157,11 +166,28 @@ mod tests {
 
     #[test]
     fn infers_prewarms_from_flags_and_env() {
-        assert_eq!(infer(&s(&["--prewarm.cublas_backward", "true"]), &[]), vec!["cublas_backward"]);
-        assert_eq!(infer(&s(&["--prewarm.cublas_backward", "false"]), &[]), Vec::<String>::new());
-        assert_eq!(infer(&s(&["--prewarm.comm_groups=true"]), &[]), vec!["comm_groups"]);
+        assert_eq!(
+            infer(&s(&["--prewarm.cublas_backward", "true"]), &[]),
+            vec!["cublas_backward"]
+        );
+        assert_eq!(
+            infer(&s(&["--prewarm.cublas_backward", "false"]), &[]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            infer(&s(&["--prewarm.comm_groups=true"]), &[]),
+            vec!["comm_groups"]
+        );
         assert_eq!(infer(&s(&["--prewarm-nccl-comm"]), &[]), vec!["nccl_comm"]);
-        assert_eq!(infer(&[], &[("PREWARM_CUBLAS".into(), "1".into())]), vec!["cublas"]);
-        assert!(find("fla_gdn_autotune").unwrap().targets.contains(&EventClass::LocalMemory));
+        assert_eq!(
+            infer(&[], &[("PREWARM_CUBLAS".into(), "1".into())]),
+            vec!["cublas"]
+        );
+        assert!(
+            find("fla_gdn_autotune")
+                .unwrap()
+                .targets
+                .contains(&EventClass::LocalMemory)
+        );
     }
 }

@@ -29,7 +29,12 @@ pub enum VariantError {
 }
 
 fn check_name(name: &str) -> Result<(), VariantError> {
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) || name.starts_with('.') {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        || name.starts_with('.')
+    {
         return Err(VariantError::BadName(name.to_string()));
     }
     Ok(())
@@ -42,14 +47,26 @@ pub fn parse_variant(spec: &str) -> Result<VariantSpec, VariantError> {
         None => (spec, ""),
     };
     check_name(name)?;
-    let args = shlex::split(args).ok_or_else(|| VariantError::BadArgs { spec: spec.to_string(), why: "unbalanced quotes".into() })?;
-    Ok(VariantSpec { name: name.to_string(), args, env: vec![], prewarms: vec![] })
+    let args = shlex::split(args).ok_or_else(|| VariantError::BadArgs {
+        spec: spec.to_string(),
+        why: "unbalanced quotes".into(),
+    })?;
+    Ok(VariantSpec {
+        name: name.to_string(),
+        args,
+        env: vec![],
+        prewarms: vec![],
+    })
 }
 
 /// Applies `NAME:KEY=VALUE` to the declared variants.
 pub fn apply_env(variants: &mut [VariantSpec], spec: &str) -> Result<(), VariantError> {
-    let (name, kv) = spec.split_once(':').ok_or_else(|| VariantError::BadEnv(spec.to_string()))?;
-    let (k, v) = kv.split_once('=').ok_or_else(|| VariantError::BadEnv(spec.to_string()))?;
+    let (name, kv) = spec
+        .split_once(':')
+        .ok_or_else(|| VariantError::BadEnv(spec.to_string()))?;
+    let (k, v) = kv
+        .split_once('=')
+        .ok_or_else(|| VariantError::BadEnv(spec.to_string()))?;
     if k.is_empty() {
         return Err(VariantError::BadEnv(spec.to_string()));
     }
@@ -63,34 +80,79 @@ pub fn apply_env(variants: &mut [VariantSpec], spec: &str) -> Result<(), Variant
 
 /// Expands a preset into variants: a baseline, one per prewarm, and "all".
 pub fn preset(name: &str) -> Result<Vec<VariantSpec>, VariantError> {
-    let mut out = vec![VariantSpec { name: "baseline".into(), args: vec![], env: vec![], prewarms: vec![] }];
+    let mut out = vec![VariantSpec {
+        name: "baseline".into(),
+        args: vec![],
+        env: vec![],
+        prewarms: vec![],
+    }];
     if name == "nemo-automodel" {
-        let names = ["cublas_backward", "fla_gdn_autotune", "mamba_ssd_autotune", "comm_groups", "pipeline_stage_compile"];
+        let names = [
+            "cublas_backward",
+            "fla_gdn_autotune",
+            "mamba_ssd_autotune",
+            "comm_groups",
+            "pipeline_stage_compile",
+        ];
         let mut all_args = Vec::new();
         for n in names {
-            let flag = catalog::find(n).and_then(|p| p.flag).expect("catalog has NeMo flags");
+            let flag = catalog::find(n)
+                .and_then(|p| p.flag)
+                .expect("catalog has NeMo flags");
             let args = vec![flag.to_string(), "true".to_string()];
             all_args.extend(args.clone());
-            out.push(VariantSpec { name: n.to_string(), args, env: vec![], prewarms: vec![n.to_string()] });
+            out.push(VariantSpec {
+                name: n.to_string(),
+                args,
+                env: vec![],
+                prewarms: vec![n.to_string()],
+            });
         }
-        out.push(VariantSpec { name: "all".into(), args: all_args, env: vec![], prewarms: names.iter().map(|s| s.to_string()).collect() });
+        out.push(VariantSpec {
+            name: "all".into(),
+            args: all_args,
+            env: vec![],
+            prewarms: names.iter().map(|s| s.to_string()).collect(),
+        });
         return Ok(out);
     }
     if let Some(list) = name.strip_prefix("env:") {
-        let names: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        let names: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
         if names.is_empty() {
             return Err(VariantError::UnknownPreset(name.to_string()));
         }
         let mut all_env = Vec::new();
         for n in &names {
             check_name(n)?;
-            let var = catalog::find(n).and_then(|p| p.env).map(str::to_string).unwrap_or_else(|| format!("PREWARM_{}", n.to_ascii_uppercase().replace(['-', '.'], "_")));
+            let var = catalog::find(n)
+                .and_then(|p| p.env)
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    format!(
+                        "PREWARM_{}",
+                        n.to_ascii_uppercase().replace(['-', '.'], "_")
+                    )
+                });
             let env = vec![(var, "1".to_string())];
             all_env.extend(env.clone());
-            out.push(VariantSpec { name: n.to_string(), args: vec![], env, prewarms: vec![n.to_string()] });
+            out.push(VariantSpec {
+                name: n.to_string(),
+                args: vec![],
+                env,
+                prewarms: vec![n.to_string()],
+            });
         }
         if names.len() > 1 {
-            out.push(VariantSpec { name: "all".into(), args: vec![], env: all_env, prewarms: names.iter().map(|s| s.to_string()).collect() });
+            out.push(VariantSpec {
+                name: "all".into(),
+                args: vec![],
+                env: all_env,
+                prewarms: names.iter().map(|s| s.to_string()).collect(),
+            });
         }
         return Ok(out);
     }
@@ -121,22 +183,42 @@ struct VariantFile {
 /// Reads a TOML matrix file (docs/variants.md); returns variants and the baseline name.
 pub fn from_file(path: &Path) -> Result<(Vec<VariantSpec>, Option<String>), VariantError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| VariantError::File { file: file.clone(), why: e.to_string() })?;
-    let parsed: VariantFile = toml::from_str(&text).map_err(|e| VariantError::File { file: file.clone(), why: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| VariantError::File {
+        file: file.clone(),
+        why: e.to_string(),
+    })?;
+    let parsed: VariantFile = toml::from_str(&text).map_err(|e| VariantError::File {
+        file: file.clone(),
+        why: e.to_string(),
+    })?;
     if parsed.variant.is_empty() {
-        return Err(VariantError::File { file, why: "no [[variant]] tables".into() });
+        return Err(VariantError::File {
+            file,
+            why: "no [[variant]] tables".into(),
+        });
     }
     let mut out = Vec::new();
     for v in parsed.variant {
-        check_name(&v.name).map_err(|e| VariantError::File { file: file.clone(), why: e.to_string() })?;
-        out.push(VariantSpec { name: v.name, args: v.args, env: v.env.into_iter().collect(), prewarms: v.prewarms });
+        check_name(&v.name).map_err(|e| VariantError::File {
+            file: file.clone(),
+            why: e.to_string(),
+        })?;
+        out.push(VariantSpec {
+            name: v.name,
+            args: v.args,
+            env: v.env.into_iter().collect(),
+            prewarms: v.prewarms,
+        });
     }
     Ok((out, parsed.baseline))
 }
 
 /// Final checks and inference: unique names, prewarms filled in from flags,
 /// env and catalog names; returns the baseline name.
-pub fn finish(variants: &mut [VariantSpec], baseline: Option<&str>) -> Result<String, VariantError> {
+pub fn finish(
+    variants: &mut [VariantSpec],
+    baseline: Option<&str>,
+) -> Result<String, VariantError> {
     let mut seen = std::collections::BTreeSet::new();
     for v in variants.iter_mut() {
         if !seen.insert(v.name.clone()) {
@@ -144,7 +226,10 @@ pub fn finish(variants: &mut [VariantSpec], baseline: Option<&str>) -> Result<St
         }
         if v.prewarms.is_empty() {
             v.prewarms = catalog::infer(&v.args, &v.env);
-            if v.prewarms.is_empty() && CATALOG.iter().any(|p| p.name == v.name) && !(v.args.is_empty() && v.env.is_empty()) {
+            if v.prewarms.is_empty()
+                && CATALOG.iter().any(|p| p.name == v.name)
+                && !(v.args.is_empty() && v.env.is_empty())
+            {
                 v.prewarms.push(v.name.clone());
             }
         }
@@ -174,10 +259,22 @@ mod tests {
     fn variant_specs() {
         let v = parse_variant("cublas:--prewarm.cublas_backward true --x 'a b'").unwrap();
         assert_eq!(v.name, "cublas");
-        assert_eq!(v.args, vec!["--prewarm.cublas_backward", "true", "--x", "a b"]);
-        assert_eq!(parse_variant("baseline").unwrap().args, Vec::<String>::new());
-        assert_eq!(parse_variant("bad name").unwrap_err(), VariantError::BadName("bad name".into()));
-        assert!(matches!(parse_variant("x:'open").unwrap_err(), VariantError::BadArgs { .. }));
+        assert_eq!(
+            v.args,
+            vec!["--prewarm.cublas_backward", "true", "--x", "a b"]
+        );
+        assert_eq!(
+            parse_variant("baseline").unwrap().args,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            parse_variant("bad name").unwrap_err(),
+            VariantError::BadName("bad name".into())
+        );
+        assert!(matches!(
+            parse_variant("x:'open").unwrap_err(),
+            VariantError::BadArgs { .. }
+        ));
     }
 
     #[test]
@@ -185,31 +282,57 @@ mod tests {
         let mut vs = vec![parse_variant("a").unwrap()];
         apply_env(&mut vs, "a:K=V=W").unwrap();
         assert_eq!(vs[0].env, vec![("K".to_string(), "V=W".to_string())]);
-        assert!(matches!(apply_env(&mut vs, "b:K=V"), Err(VariantError::UnknownVariant(..))));
-        assert!(matches!(apply_env(&mut vs, "a:novalue"), Err(VariantError::BadEnv(..))));
+        assert!(matches!(
+            apply_env(&mut vs, "b:K=V"),
+            Err(VariantError::UnknownVariant(..))
+        ));
+        assert!(matches!(
+            apply_env(&mut vs, "a:novalue"),
+            Err(VariantError::BadEnv(..))
+        ));
     }
 
     #[test]
     fn presets_expand() {
         let nemo = preset("nemo-automodel").unwrap();
         let names: Vec<_> = nemo.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["baseline", "cublas_backward", "fla_gdn_autotune", "mamba_ssd_autotune", "comm_groups", "pipeline_stage_compile", "all"]);
+        assert_eq!(
+            names,
+            [
+                "baseline",
+                "cublas_backward",
+                "fla_gdn_autotune",
+                "mamba_ssd_autotune",
+                "comm_groups",
+                "pipeline_stage_compile",
+                "all"
+            ]
+        );
         assert_eq!(nemo[4].args, vec!["--prewarm.comm_groups", "true"]);
         assert_eq!(nemo[6].prewarms.len(), 5);
         let env = preset("env:cublas,nccl_comm").unwrap();
-        assert_eq!(env[1].env, vec![("PREWARM_CUBLAS".to_string(), "1".to_string())]);
+        assert_eq!(
+            env[1].env,
+            vec![("PREWARM_CUBLAS".to_string(), "1".to_string())]
+        );
         assert_eq!(env[3].name, "all");
         assert!(preset("bogus").is_err());
     }
 
     #[test]
     fn finish_infers_and_picks_baseline() {
-        let mut vs = vec![parse_variant("base").unwrap(), parse_variant("c:--prewarm.cublas_backward true").unwrap()];
+        let mut vs = vec![
+            parse_variant("base").unwrap(),
+            parse_variant("c:--prewarm.cublas_backward true").unwrap(),
+        ];
         let b = finish(&mut vs, None).unwrap();
         assert_eq!(b, "base");
         assert_eq!(vs[1].prewarms, vec!["cublas_backward"]);
         let mut dup = vec![parse_variant("a").unwrap(), parse_variant("a").unwrap()];
-        assert_eq!(finish(&mut dup, None).unwrap_err(), VariantError::Duplicate("a".into()));
+        assert_eq!(
+            finish(&mut dup, None).unwrap_err(),
+            VariantError::Duplicate("a".into())
+        );
         assert!(finish(&mut vs, Some("zzz")).is_err());
     }
 

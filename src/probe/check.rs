@@ -60,7 +60,9 @@ fn check_nvml() -> CheckItem {
         Err(e) => CheckItem {
             name: "driver+NVML",
             ok: false,
-            detail: format!("NVML unavailable ({e}): no NVIDIA driver here, so no GPU-side capture is possible"),
+            detail: format!(
+                "NVML unavailable ({e}): no NVIDIA driver here, so no GPU-side capture is possible"
+            ),
         },
     }
 }
@@ -82,7 +84,14 @@ fn check_cupti() -> (CheckItem, Option<String>) {
     };
     let p = path.display().to_string();
     let Some(h) = dlopen(&p) else {
-        return (CheckItem { name: "CUPTI", ok: false, detail: format!("{p} exists but cannot be loaded") }, None);
+        return (
+            CheckItem {
+                name: "CUPTI",
+                ok: false,
+                detail: format!("{p} exists but cannot be loaded"),
+            },
+            None,
+        );
     };
     let version = dlsym(h, "cuptiGetVersion").map(|f| {
         // SAFETY: cuptiGetVersion(uint32_t*) per cupti.h.
@@ -92,12 +101,30 @@ fn check_cupti() -> (CheckItem, Option<String>) {
         v
     });
     match version {
-        Some(v) if v >= 18 => (CheckItem { name: "CUPTI", ok: true, detail: format!("{p} (API version {v})") }, Some(p)),
-        Some(v) => (
-            CheckItem { name: "CUPTI", ok: false, detail: format!("{p} has API version {v}; CUDA 12+ CUPTI (18+) is needed") },
+        Some(v) if v >= 18 => (
+            CheckItem {
+                name: "CUPTI",
+                ok: true,
+                detail: format!("{p} (API version {v})"),
+            },
             Some(p),
         ),
-        None => (CheckItem { name: "CUPTI", ok: false, detail: format!("{p} lacks cuptiGetVersion") }, None),
+        Some(v) => (
+            CheckItem {
+                name: "CUPTI",
+                ok: false,
+                detail: format!("{p} has API version {v}; CUDA 12+ CUPTI (18+) is needed"),
+            },
+            Some(p),
+        ),
+        None => (
+            CheckItem {
+                name: "CUPTI",
+                ok: false,
+                detail: format!("{p} lacks cuptiGetVersion"),
+            },
+            None,
+        ),
     }
 }
 
@@ -108,7 +135,11 @@ pub fn run_check(exe: &Path, assets: &Assets) -> CheckReport {
     items.push(CheckItem {
         name: "libcuda",
         ok: libcuda.is_some(),
-        detail: if libcuda.is_some() { "libcuda.so.1 loads".into() } else { "libcuda.so.1 not found (no NVIDIA driver)".into() },
+        detail: if libcuda.is_some() {
+            "libcuda.so.1 loads".into()
+        } else {
+            "libcuda.so.1 not found (no NVIDIA driver)".into()
+        },
     });
     let (cupti, cupti_path) = check_cupti();
     items.push(cupti);
@@ -124,7 +155,11 @@ pub fn run_check(exe: &Path, assets: &Assets) -> CheckReport {
         return CheckReport { items };
     }
     if libcuda.is_none() {
-        items.push(CheckItem { name: "injection", ok: false, detail: "not tested: no libcuda".into() });
+        items.push(CheckItem {
+            name: "injection",
+            ok: false,
+            detail: "not tested: no libcuda".into(),
+        });
         return CheckReport { items };
     }
     items.push(injection_test(exe, assets, cupti_path.as_deref()));
@@ -134,7 +169,13 @@ pub fn run_check(exe: &Path, assets: &Assets) -> CheckReport {
 fn injection_test(exe: &Path, assets: &Assets, cupti: Option<&str>) -> CheckItem {
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
-        Err(e) => return CheckItem { name: "injection", ok: false, detail: format!("no temp dir: {e}") },
+        Err(e) => {
+            return CheckItem {
+                name: "injection",
+                ok: false,
+                detail: format!("no temp dir: {e}"),
+            };
+        }
     };
     let mut cmd = Command::new(exe);
     cmd.arg("__injection-selftest")
@@ -146,20 +187,27 @@ fn injection_test(exe: &Path, assets: &Assets, cupti: Option<&str>) -> CheckItem
     }
     let out = match cmd.output() {
         Ok(o) => o,
-        Err(e) => return CheckItem { name: "injection", ok: false, detail: format!("cannot run the self-test: {e}") },
+        Err(e) => {
+            return CheckItem {
+                name: "injection",
+                ok: false,
+                detail: format!("cannot run the self-test: {e}"),
+            };
+        }
     };
     let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let mut notices = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir.path()) {
         for e in entries.filter_map(|e| e.ok()) {
             if let Ok(bytes) = std::fs::read(e.path())
-                && let Ok(file) = read_file_bytes(&bytes) {
-                    for r in file.records {
-                        if let Record::Notice(n) = r {
-                            notices.push(n.text);
-                        }
+                && let Ok(file) = read_file_bytes(&bytes)
+            {
+                for r in file.records {
+                    if let Record::Notice(n) = r {
+                        notices.push(n.text);
                     }
                 }
+            }
         }
     }
     let ok = stdout.contains("probe_active=1");
@@ -169,7 +217,14 @@ fn injection_test(exe: &Path, assets: &Assets, cupti: Option<&str>) -> CheckItem
         detail: if ok {
             format!("probe injected and capturing ({})", notices.join("; "))
         } else {
-            format!("self-test said '{stdout}'; probe notices: {}", if notices.is_empty() { "none".into() } else { notices.join("; ") })
+            format!(
+                "self-test said '{stdout}'; probe notices: {}",
+                if notices.is_empty() {
+                    "none".into()
+                } else {
+                    notices.join("; ")
+                }
+            )
         },
     }
 }

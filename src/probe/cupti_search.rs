@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 fn candidates_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -36,16 +38,19 @@ pub fn search_dirs() -> Vec<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         for p in std::env::split_paths(&path) {
             if p.join("python3").exists()
-                && let Some(parent) = p.parent() {
-                    prefixes.push(parent.to_path_buf());
-                }
+                && let Some(parent) = p.parent()
+            {
+                prefixes.push(parent.to_path_buf());
+            }
         }
     }
     prefixes.push(PathBuf::from("/usr/local"));
     prefixes.push(PathBuf::from("/usr"));
     for prefix in prefixes {
         for lib in ["lib", "lib64"] {
-            let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else { continue };
+            let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
+                continue;
+            };
             for e in entries.filter_map(|e| e.ok()) {
                 let name = e.file_name().to_string_lossy().to_string();
                 if !name.starts_with("python3") {
@@ -68,7 +73,11 @@ pub fn search_dirs() -> Vec<PathBuf> {
             dirs.push(root.join("lib64"));
         }
     }
-    for root in ["/usr/local/cuda", "/usr/local/cuda-13.0", "/usr/local/cuda-12"] {
+    for root in [
+        "/usr/local/cuda",
+        "/usr/local/cuda-13.0",
+        "/usr/local/cuda-12",
+    ] {
         let root = PathBuf::from(root);
         dirs.push(root.join("extras/CUPTI/lib64"));
         dirs.push(root.join("targets/x86_64-linux/lib"));

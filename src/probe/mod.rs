@@ -19,8 +19,14 @@ static PROBE_SO: &[u8] = include_bytes!(env!("PREWARM_PROBE_SO"));
 /// The Python shim (sitecustomize entry plus its modules).
 static SHIM_FILES: &[(&str, &str)] = &[
     ("sitecustomize.py", include_str!("../shim/sitecustomize.py")),
-    ("prewarm_doctor_shim.py", include_str!("../shim/prewarm_doctor_shim.py")),
-    ("prewarm_doctor_triton.py", include_str!("../shim/prewarm_doctor_triton.py")),
+    (
+        "prewarm_doctor_shim.py",
+        include_str!("../shim/prewarm_doctor_shim.py"),
+    ),
+    (
+        "prewarm_doctor_triton.py",
+        include_str!("../shim/prewarm_doctor_triton.py"),
+    ),
 ];
 
 /// Where the embedded assets were written.
@@ -34,8 +40,13 @@ pub struct Assets {
 /// Why the assets could not be made available.
 #[derive(Debug, thiserror::Error)]
 pub enum AssetError {
-    #[error("cannot write the probe into {dir}: {source} (set PREWARM_DOCTOR_CACHE to a writable folder)")]
-    Write { dir: PathBuf, source: std::io::Error },
+    #[error(
+        "cannot write the probe into {dir}: {source} (set PREWARM_DOCTOR_CACHE to a writable folder)"
+    )]
+    Write {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -64,7 +75,11 @@ fn write_once(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     }
     let dir = path.parent().expect("asset paths have a parent");
     fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp.{}", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
     {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -80,7 +95,10 @@ fn write_once(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
 pub fn extract_assets(root: &Path) -> Result<Assets, AssetError> {
     let probe_hash = hex(&Sha256::digest(PROBE_SO));
     let probe = root.join(format!("libprewarm_probe-{}.so", &probe_hash[..16]));
-    let err = |source| AssetError::Write { dir: root.to_path_buf(), source };
+    let err = |source| AssetError::Write {
+        dir: root.to_path_buf(),
+        source,
+    };
     write_once(&probe, PROBE_SO, 0o755).map_err(err)?;
 
     let mut shim_hasher = Sha256::new();
@@ -92,7 +110,11 @@ pub fn extract_assets(root: &Path) -> Result<Assets, AssetError> {
     for (name, text) in SHIM_FILES {
         write_once(&shim_dir.join(name), text.as_bytes(), 0o644).map_err(err)?;
     }
-    Ok(Assets { probe, shim_dir, probe_sha256: probe_hash })
+    Ok(Assets {
+        probe,
+        shim_dir,
+        probe_sha256: probe_hash,
+    })
 }
 
 #[cfg(test)]
@@ -107,7 +129,13 @@ mod tests {
         assert_eq!(a.probe, b.probe);
         assert_eq!(fs::read(&a.probe).unwrap(), PROBE_SO);
         assert!(a.shim_dir.join("sitecustomize.py").exists());
-        assert!(a.probe.file_name().unwrap().to_string_lossy().starts_with("libprewarm_probe-"));
+        assert!(
+            a.probe
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("libprewarm_probe-")
+        );
         // The embedded library really is the probe: it exports the injection entry point.
         let text = String::from_utf8_lossy(PROBE_SO);
         assert!(text.contains("InitializeInjection"));

@@ -22,7 +22,12 @@ pub struct RunReport<'a> {
 }
 
 /// Serialises the report.
-pub fn render(run_dir: &str, run: Option<&RunMeta>, matrix: Option<&MatrixAccount>, attempts: &[AttemptAccount]) -> Vec<u8> {
+pub fn render(
+    run_dir: &str,
+    run: Option<&RunMeta>,
+    matrix: Option<&MatrixAccount>,
+    attempts: &[AttemptAccount],
+) -> Vec<u8> {
     let doc = RunReport {
         schema_version: SCHEMA_VERSION,
         tool: "prewarm-doctor",

@@ -7,7 +7,11 @@ use std::fmt::Write;
 
 fn fmt_bytes_stat(s: Option<Stat>) -> String {
     match s {
-        Some(s) if s.n > 1 => format!("{} ±{}", bytes(s.median.max(0.0) as u64), bytes((s.spread() / 2.0) as u64)),
+        Some(s) if s.n > 1 => format!(
+            "{} ±{}",
+            bytes(s.median.max(0.0) as u64),
+            bytes((s.spread() / 2.0) as u64)
+        ),
         Some(s) => bytes(s.median.max(0.0) as u64),
         None => "?".into(),
     }
@@ -36,13 +40,23 @@ pub fn render_matrix(m: &MatrixAccount) -> String {
         "== prewarm-doctor: {} variants, cache mode '{}'{}, baseline '{}'",
         m.variants.len(),
         m.cache,
-        if m.isolated { " (each variant on its own caches)" } else { " (NOT isolated)" },
+        if m.isolated {
+            " (each variant on its own caches)"
+        } else {
+            " (NOT isolated)"
+        },
         m.baseline
     );
     let _ = writeln!(
         o,
         "   {:<18} {:>5} {:>20} {:>20} {:>14} {:>18} {:>16}",
-        "variant", "runs", "step-1 device peak", "step-1 out-of-pool", "step-1 tightest", "step-1 time", "setup time"
+        "variant",
+        "runs",
+        "step-1 device peak",
+        "step-1 out-of-pool",
+        "step-1 tightest",
+        "step-1 time",
+        "setup time"
     );
     for v in &m.variants {
         let runs = format!("{}/{}", v.attempts.len(), v.expected_attempts);
@@ -65,7 +79,13 @@ pub fn render_matrix(m: &MatrixAccount) -> String {
         let _ = writeln!(o, "-- verdicts (each prewarm against '{}')", m.baseline);
     }
     for v in &m.verdicts {
-        let _ = writeln!(o, "   {} [{}]: {}", v.variant, v.prewarms.join(", "), v.class.label().to_uppercase());
+        let _ = writeln!(
+            o,
+            "   {} [{}]: {}",
+            v.variant,
+            v.prewarms.join(", "),
+            v.class.label().to_uppercase()
+        );
         for e in &v.evidence {
             let _ = writeln!(o, "     - {e}");
         }

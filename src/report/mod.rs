@@ -14,12 +14,20 @@ pub fn bytes(b: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// Signed byte counts.
 pub fn signed_bytes(b: i64) -> String {
-    if b < 0 { format!("-{}", bytes(b.unsigned_abs())) } else { bytes(b as u64) }
+    if b < 0 {
+        format!("-{}", bytes(b.unsigned_abs()))
+    } else {
+        bytes(b as u64)
+    }
 }
 
 /// Seconds with sensible precision.

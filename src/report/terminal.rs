@@ -16,11 +16,16 @@ fn who(p: &ProcessAccount) -> String {
     }
 }
 
-fn step_label(phase: Phase, step: Option<u32>) -> String {
+/// "setup", "step 3", ... — or, for a process that never reached an
+/// optimizer step, "before the first optimizer step" (it may have died in step 1).
+fn step_label_in(p: &ProcessAccount, phase: Phase, step: Option<u32>) -> String {
     match (phase, step) {
-        (Phase::Setup, _) => "setup (before step 1)".into(),
+        (Phase::Setup, _) if p.steps.step1_s.is_none() => {
+            "the run before any optimizer step".into()
+        }
+        (Phase::Setup, _) => "setup".into(),
         (_, Some(n)) => format!("step {n}"),
-        (p, None) => p.label().into(),
+        (ph, None) => ph.label().into(),
     }
 }
 
@@ -32,8 +37,14 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
         "== prewarm-doctor: variant '{}', attempt {}{}{}",
         a.variant,
         a.attempt,
-        if a.warmup { " (cache warm-up, untimed)" } else { "" },
-        a.exit_code.map(|c| format!(" — exit code {c}")).unwrap_or_default()
+        if a.warmup {
+            " (cache warm-up, untimed)"
+        } else {
+            ""
+        },
+        a.exit_code
+            .map(|c| format!(" — exit code {c}"))
+            .unwrap_or_default()
     );
     if !a.command.is_empty() {
         let _ = writeln!(o, "   command: {}", a.command.join(" "));
@@ -42,7 +53,10 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
         let _ = writeln!(o, "   note: {n}");
     }
     if a.processes.is_empty() {
-        let _ = writeln!(o, "   no GPU-side capture: no process created a CUDA context with the probe loaded.");
+        let _ = writeln!(
+            o,
+            "   no GPU-side capture: no process created a CUDA context with the probe loaded."
+        );
     }
     for p in &a.processes {
         render_process(&mut o, p);
@@ -57,11 +71,22 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
 }
 
 fn gap_line(phase: Phase, g: &GapAccount) -> String {
-    let label = if phase == Phase::Teardown { "the run".to_string() } else { phase.label().to_string() };
+    let label = if phase == Phase::Teardown {
+        "the run".to_string()
+    } else {
+        phase.label().to_string()
+    };
     let parts: Vec<String> = g
         .parts
         .iter()
-        .map(|p| format!("{}{} {}", p.name, if p.inferred { " (inferred)" } else { "" }, signed_bytes(p.bytes)))
+        .map(|p| {
+            format!(
+                "{}{} {}",
+                p.name,
+                if p.inferred { " (inferred)" } else { "" },
+                signed_bytes(p.bytes)
+            )
+        })
         .collect();
     format!(
         "   at end of {label}: device {} = pool {} + outside pool {} = {}; unexplained {}",
@@ -74,7 +99,11 @@ fn gap_line(phase: Phase, g: &GapAccount) -> String {
 }
 
 fn phase_table(o: &mut String, phases: &[PhaseAccount]) {
-    let _ = writeln!(o, "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}", "phase", "time", "device peak", "pool peak", "out-of-pool +", "local mem +", "failed");
+    let _ = writeln!(
+        o,
+        "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
+        "phase", "time", "device peak", "pool peak", "out-of-pool +", "local mem +", "failed"
+    );
     for ph in phases {
         let _ = writeln!(
             o,
@@ -93,7 +122,11 @@ fn phase_table(o: &mut String, phases: &[PhaseAccount]) {
 fn render_process(o: &mut String, p: &ProcessAccount) {
     let _ = writeln!(o, "-- {}", who(p));
     if !p.capture.active {
-        let _ = writeln!(o, "   capture: OFF — {} (the run itself was not affected)", p.capture.detail);
+        let _ = writeln!(
+            o,
+            "   capture: OFF — {} (the run itself was not affected)",
+            p.capture.detail
+        );
     }
     let s = &p.steps;
     match (s.step1_s, s.steady_step_s) {
@@ -112,11 +145,21 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             let _ = writeln!(o, "   step 1 took {}; {} steps", seconds(s1), s.count);
         }
         _ => {
-            let _ = writeln!(o, "   no optimizer step seen ({})", s.rule);
+            let _ = writeln!(
+                o,
+                "   no optimizer step completed: the whole run is counted as setup"
+            );
         }
     }
-    let _ = writeln!(o, "   step 1 starts at: {}", s.rule);
-    if let Some(st) = p.phases.iter().find(|ph| ph.phase == Phase::Step1).map(|ph| &ph.stall) {
+    if s.step1_s.is_some() {
+        let _ = writeln!(o, "   step 1 starts at: {}", s.rule);
+    }
+    if let Some(st) = p
+        .phases
+        .iter()
+        .find(|ph| ph.phase == Phase::Step1)
+        .map(|ph| &ph.stall)
+    {
         let _ = writeln!(
             o,
             "   step-1 time: compile {}, autotune {}, NCCL init {}, module loading {}, other {}",
@@ -136,7 +179,12 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             .map(|x| format!("{} {} ({} calls)", x.source, bytes(x.allocated), x.calls))
             .collect();
         if !oop.is_empty() {
-            let _ = writeln!(o, "   out of pool in {}: {}", ph.phase.label(), oop.join(", "));
+            let _ = writeln!(
+                o,
+                "   out of pool in {}: {}",
+                ph.phase.label(),
+                oop.join(", ")
+            );
         }
     }
     for ph in &p.phases {
@@ -151,11 +199,18 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             if l.failed { "could NOT grow" } else { "grew" },
             bytes(l.before),
             bytes(l.after),
-            if l.failed { String::new() } else { format!(" (device +{})", bytes(l.device_growth)) },
-            step_label(l.phase, l.step),
+            if l.failed {
+                String::new()
+            } else {
+                format!(" (device +{})", bytes(l.device_growth))
+            },
+            step_label_in(p, l.phase, l.step),
             l.t_s,
             l.kernel,
-            l.autotune_config.as_ref().map(|c| format!(" [autotune candidate {c}]")).unwrap_or_default(),
+            l.autotune_config
+                .as_ref()
+                .map(|c| format!(" [autotune candidate {c}]"))
+                .unwrap_or_default(),
             l.registers
         );
     }
@@ -165,19 +220,30 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             "   NCCL communicator {} ({} ranks) created in {}: {}, {} allocated + {} without allocation calls",
             c.comm_id.clone().unwrap_or_else(|| c.comm.clone()),
             c.nranks.map_or("?".into(), |n| n.to_string()),
-            c.phase.map(|ph| step_label(ph, c.step)).unwrap_or_else(|| "?".into()),
+            c.phase
+                .map(|ph| step_label_in(p, ph, c.step))
+                .unwrap_or_else(|| "?".into()),
             c.init_seconds.map(seconds).unwrap_or_else(|| "?".into()),
             bytes(c.bytes),
             bytes(c.inferred_bytes)
         );
     }
     for a in &p.autotune {
+        if a.configs == 0 {
+            let _ = writeln!(
+                o,
+                "   Triton autotune of {} was interrupted by the failure while benchmarking candidate {}",
+                a.kernel,
+                a.spilling_configs.join(" | ")
+            );
+            continue;
+        }
         let _ = writeln!(
             o,
             "   Triton autotune {} key {} in {}: {}, {}/{} configs benchmarked ({}), chose {}{}",
             a.kernel,
             a.key,
-            step_label(a.phase, a.step),
+            step_label_in(p, a.phase, a.step),
             seconds(a.seconds),
             a.benchmarked,
             a.configs,
@@ -186,14 +252,32 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             if a.spilling_configs.is_empty() {
                 String::new()
             } else {
-                format!("; spilling candidate(s): {} (+{} local memory)", a.spilling_configs.join(" | "), bytes(a.local_memory_growth))
+                format!(
+                    "; local memory grew while benchmarking {}{}",
+                    a.spilling_configs.join(" | "),
+                    if a.local_memory_growth > 0 {
+                        format!(" (+{})", bytes(a.local_memory_growth))
+                    } else {
+                        String::new()
+                    }
+                )
             }
         );
     }
     let compile_total: f64 = p.compiles.iter().map(|c| c.seconds).sum();
     if !p.compiles.is_empty() {
-        let misses = p.compiles.iter().filter(|c| c.cache_hit == Some(false)).count();
-        let _ = writeln!(o, "   compiles: {} ({} cache misses), {} in total", p.compiles.len(), misses, seconds(compile_total));
+        let misses = p
+            .compiles
+            .iter()
+            .filter(|c| c.cache_hit == Some(false))
+            .count();
+        let _ = writeln!(
+            o,
+            "   compiles: {} ({} cache misses), {} in total",
+            p.compiles.len(),
+            misses,
+            seconds(compile_total)
+        );
     }
     for t in &p.tightest {
         let _ = writeln!(
@@ -203,15 +287,26 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             t.source,
             t.what,
             bytes(t.bytes),
-            t.device_free_before.map(bytes).unwrap_or_else(|| "?".into()),
-            t.headroom_after.map(|h| format!(" ({} left)", signed_bytes(h))).unwrap_or_default()
+            t.device_free_before
+                .map(bytes)
+                .unwrap_or_else(|| "?".into()),
+            t.headroom_after
+                .map(|h| format!(" ({} left)", signed_bytes(h)))
+                .unwrap_or_default()
         );
     }
     if let Some(c) = p.min_capacity_bytes {
-        let _ = writeln!(o, "   every out-of-pool request of this process fits on a device of {} or more", bytes(c));
+        let _ = writeln!(
+            o,
+            "   every out-of-pool request of this process fits on a device of {} or more",
+            bytes(c)
+        );
     }
     if !p.late_warmups.is_empty() {
-        let _ = writeln!(o, "   still lands after setup (the warmups you still need):");
+        let _ = writeln!(
+            o,
+            "   still lands after setup (the warmups you still need):"
+        );
         for w in &p.late_warmups {
             let mut cost = Vec::new();
             if w.seconds > 0.0 {
@@ -225,8 +320,12 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
                 "     - [{}] {} in {}{}",
                 w.class.label(),
                 w.what,
-                step_label(w.phase, w.step),
-                if cost.is_empty() { String::new() } else { format!(" ({})", cost.join(", ")) }
+                step_label_in(p, w.phase, w.step),
+                if cost.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", cost.join(", "))
+                }
             );
         }
     }
@@ -234,22 +333,41 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         let _ = writeln!(
             o,
             "   OUT OF MEMORY in {} at {:.2}s: {} with {} free",
-            step_label(f.phase, f.step),
+            step_label_in(p, f.phase, f.step),
             f.t_s,
             f.request,
-            f.device_free_before.map(bytes).unwrap_or_else(|| "?".into())
+            f.device_free_before
+                .map(bytes)
+                .unwrap_or_else(|| "?".into())
         );
         if !f.preceded_by.is_empty() {
-            let parts: Vec<String> = f.preceded_by.iter().map(|(c, b)| format!("{} {}", c.label(), bytes(*b))).collect();
-            let since = if f.step.is_some() { "since setup ended" } else { "earlier in setup" };
+            let parts: Vec<String> = f
+                .preceded_by
+                .iter()
+                .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
+                .collect();
+            let since = if f.step.is_some() {
+                "since setup ended"
+            } else {
+                "earlier in setup"
+            };
             let _ = writeln!(o, "     lazy initialisation {since}: {}", parts.join(", "));
         }
         if let (false, Some(c)) = (f.prewarms.is_empty(), f.movable.first()) {
-            let _ = writeln!(o, "     a prewarm for {} would move that out of the failing step (known: {})", c.label(), f.prewarms.join(", "));
+            let _ = writeln!(
+                o,
+                "     a prewarm for {} would move that out of the failing step (known: {})",
+                c.label(),
+                f.prewarms.join(", ")
+            );
         }
         if let Some(m) = &f.message {
             let first = m.lines().next().unwrap_or(m);
-            let _ = writeln!(o, "     the process died with: {}", first.chars().take(200).collect::<String>());
+            let _ = writeln!(
+                o,
+                "     the process died with: {}",
+                first.chars().take(200).collect::<String>()
+            );
         }
     }
     if let Some(c) = p.step_checks.first() {
@@ -263,7 +381,11 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
     }
     let h = &p.health;
     if h.dropped_probe_events > 0 || h.dropped_cupti_records > 0 {
-        let _ = writeln!(o, "   LOST: {} probe events and {} CUPTI records were dropped (counts from the probe)", h.dropped_probe_events, h.dropped_cupti_records);
+        let _ = writeln!(
+            o,
+            "   LOST: {} probe events and {} CUPTI records were dropped (counts from the probe)",
+            h.dropped_probe_events, h.dropped_cupti_records
+        );
     }
     let _ = writeln!(
         o,

@@ -72,10 +72,17 @@ pub(crate) struct In<'a> {
 
 impl<'a> In<'a> {
     pub(crate) fn new(bytes: &'a [u8], base: u64) -> Self {
-        In { bytes, pos: 0, base }
+        In {
+            bytes,
+            pos: 0,
+            base,
+        }
     }
     fn err(&self, what: impl Into<String>) -> DecodeError {
-        DecodeError { offset: self.base + self.pos as u64, what: what.into() }
+        DecodeError {
+            offset: self.base + self.pos as u64,
+            what: what.into(),
+        }
     }
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], DecodeError> {
         if self.bytes.len() - self.pos < n {
@@ -89,21 +96,31 @@ impl<'a> In<'a> {
         Ok(self.take(1, what)?[0])
     }
     fn u16(&mut self, what: &str) -> Result<u16, DecodeError> {
-        Ok(u16::from_le_bytes(self.take(2, what)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2, what)?.try_into().expect("2 bytes"),
+        ))
     }
     pub(crate) fn u32(&mut self, what: &str) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4, what)?.try_into().expect("4 bytes"),
+        ))
     }
     fn i32(&mut self, what: &str) -> Result<i32, DecodeError> {
-        Ok(i32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes")))
+        Ok(i32::from_le_bytes(
+            self.take(4, what)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self, what: &str) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8 bytes"),
+        ))
     }
     pub(crate) fn str(&mut self, what: &str) -> Result<String, DecodeError> {
         let len = self.u32(what)? as usize;
         if len > MAX_STRING_LEN {
-            return Err(self.err(format!("field {what} claims {len} bytes (max {MAX_STRING_LEN})")));
+            return Err(self.err(format!(
+                "field {what} claims {len} bytes (max {MAX_STRING_LEN})"
+            )));
         }
         let raw = self.take(len, what)?;
         Ok(String::from_utf8_lossy(raw).into_owned())
@@ -242,7 +259,10 @@ pub(crate) fn decode_payload(payload: &[u8], base: u64) -> Result<Record, Decode
     let mut i = In::new(payload, base);
     let kind = i.u8("kind")?;
     let record = match kind {
-        KIND_LIBRARY => Record::Library(LibraryName { id: i.u32("id")?, path: i.str("path")? }),
+        KIND_LIBRARY => Record::Library(LibraryName {
+            id: i.u32("id")?,
+            path: i.str("path")?,
+        }),
         KIND_MEM => Record::Mem(MemCall {
             t_start: i.u64("t_start")?,
             t_end: i.u64("t_end")?,

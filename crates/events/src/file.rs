@@ -1,7 +1,7 @@
 //! File framing: header, length-prefixed checksummed records, and a reader that
 //! tolerates a truncated tail (a rank that crashed mid-write).
 
-use crate::codec::{decode_payload, encode_payload, DecodeError, In, Out};
+use crate::codec::{DecodeError, In, Out, decode_payload, encode_payload};
 use crate::record::Record;
 use std::io::Read;
 
@@ -25,7 +25,10 @@ pub struct FileHeader {
 impl FileHeader {
     /// The value of a metadata key, if the writer set it.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -103,7 +106,10 @@ fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 fn io_err(offset: u64, e: std::io::Error) -> DecodeError {
-    DecodeError { offset, what: format!("read failed: {e}") }
+    DecodeError {
+        offset,
+        what: format!("read failed: {e}"),
+    }
 }
 
 impl<R: Read> Reader<R> {
@@ -119,7 +125,10 @@ impl<R: Read> Reader<R> {
             });
         }
         if n < 20 {
-            return Err(DecodeError { offset: n as u64, what: "file ends inside the header".into() });
+            return Err(DecodeError {
+                offset: n as u64,
+                what: "file ends inside the header".into(),
+            });
         }
         let version = u16::from_le_bytes([fixed[8], fixed[9]]);
         if version != FORMAT_VERSION {
@@ -133,15 +142,24 @@ impl<R: Read> Reader<R> {
         let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes"));
         let crc = u32::from_le_bytes(fixed[16..20].try_into().expect("4 bytes"));
         if len > MAX_HEADER_LEN {
-            return Err(DecodeError { offset: 12, what: format!("header length {len} is implausible") });
+            return Err(DecodeError {
+                offset: 12,
+                what: format!("header length {len} is implausible"),
+            });
         }
         let mut payload = vec![0u8; len as usize];
         let got = read_up_to(&mut inner, &mut payload).map_err(|e| io_err(20, e))?;
         if got < payload.len() {
-            return Err(DecodeError { offset: 20 + got as u64, what: "file ends inside the header".into() });
+            return Err(DecodeError {
+                offset: 20 + got as u64,
+                what: "file ends inside the header".into(),
+            });
         }
         if crc32fast::hash(&payload) != crc {
-            return Err(DecodeError { offset: 20, what: "header checksum mismatch".into() });
+            return Err(DecodeError {
+                offset: 20,
+                what: "header checksum mismatch".into(),
+            });
         }
         let mut i = In::new(&payload, 20);
         let count = i.u32("field count")?;
@@ -190,7 +208,10 @@ impl<R: Read> Reader<R> {
                 return Ok(None);
             }
             if n < 8 {
-                self.tail = Some(Tail::Truncated { offset: self.offset, bytes: n as u64 });
+                self.tail = Some(Tail::Truncated {
+                    offset: self.offset,
+                    bytes: n as u64,
+                });
                 return Ok(None);
             }
             let len = u32::from_le_bytes(prefix[..4].try_into().expect("4 bytes"));
@@ -198,13 +219,19 @@ impl<R: Read> Reader<R> {
             if len == 0 || len > MAX_RECORD_LEN {
                 return Err(DecodeError {
                     offset: self.offset,
-                    what: format!("record length {len} is out of range (1..={MAX_RECORD_LEN}): the file is corrupt here"),
+                    what: format!(
+                        "record length {len} is out of range (1..={MAX_RECORD_LEN}): the file is corrupt here"
+                    ),
                 });
             }
             self.payload.resize(len as usize, 0);
-            let got = read_up_to(&mut self.inner, &mut self.payload).map_err(|e| io_err(self.offset, e))?;
+            let got = read_up_to(&mut self.inner, &mut self.payload)
+                .map_err(|e| io_err(self.offset, e))?;
             if got < len as usize {
-                self.tail = Some(Tail::Truncated { offset: self.offset, bytes: 8 + got as u64 });
+                self.tail = Some(Tail::Truncated {
+                    offset: self.offset,
+                    bytes: 8 + got as u64,
+                });
                 return Ok(None);
             }
             if crc32fast::hash(&self.payload) != crc {

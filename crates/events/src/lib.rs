@@ -14,11 +14,11 @@ mod record;
 
 pub use codec::DecodeError;
 pub use file::{
-    FileHeader, ReadOutcome, Reader, Tail, encode_header, encode_record, read_file_bytes,
-    FORMAT_VERSION, MAGIC, MAX_RECORD_LEN,
+    FORMAT_VERSION, FileHeader, MAGIC, MAX_RECORD_LEN, ReadOutcome, Reader, Tail, encode_header,
+    encode_record, read_file_bytes,
 };
 pub use record::{
-    UNKNOWN_BYTES, MemEffect, ActivityState, ContextCreated, KernelFirstLaunch, LibraryName, LocalMemoryGrowth, Marker,
-    MemApi, MemCall, ModuleLoad, Notice, NoticeLevel, NvmlDeviceSample, NvmlProcessSample,
-    ProbeCost, Record, RecordsDropped,
+    ActivityState, ContextCreated, KernelFirstLaunch, LibraryName, LocalMemoryGrowth, Marker,
+    MemApi, MemCall, MemEffect, ModuleLoad, Notice, NoticeLevel, NvmlDeviceSample,
+    NvmlProcessSample, ProbeCost, Record, RecordsDropped, UNKNOWN_BYTES,
 };

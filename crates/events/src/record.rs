@@ -58,31 +58,121 @@ pub enum MemEffect {
 
 const API_TABLE: &[(MemApi, u16, &str, MemEffect)] = &[
     (MemApi::MemAlloc, 1, "cuMemAlloc", MemEffect::DeviceAlloc),
-    (MemApi::MemAllocPitch, 2, "cuMemAllocPitch", MemEffect::DeviceAlloc),
-    (MemApi::MemAllocManaged, 3, "cuMemAllocManaged", MemEffect::DeviceAlloc),
-    (MemApi::MemAllocAsync, 4, "cuMemAllocAsync", MemEffect::DeviceAlloc),
-    (MemApi::MemAllocFromPoolAsync, 5, "cuMemAllocFromPoolAsync", MemEffect::DeviceAlloc),
+    (
+        MemApi::MemAllocPitch,
+        2,
+        "cuMemAllocPitch",
+        MemEffect::DeviceAlloc,
+    ),
+    (
+        MemApi::MemAllocManaged,
+        3,
+        "cuMemAllocManaged",
+        MemEffect::DeviceAlloc,
+    ),
+    (
+        MemApi::MemAllocAsync,
+        4,
+        "cuMemAllocAsync",
+        MemEffect::DeviceAlloc,
+    ),
+    (
+        MemApi::MemAllocFromPoolAsync,
+        5,
+        "cuMemAllocFromPoolAsync",
+        MemEffect::DeviceAlloc,
+    ),
     (MemApi::MemCreate, 6, "cuMemCreate", MemEffect::DeviceAlloc),
     (MemApi::MemRelease, 7, "cuMemRelease", MemEffect::DeviceFree),
     (MemApi::MemMap, 8, "cuMemMap", MemEffect::Mapping),
     (MemApi::MemUnmap, 9, "cuMemUnmap", MemEffect::Mapping),
     (MemApi::MemFree, 10, "cuMemFree", MemEffect::DeviceFree),
-    (MemApi::MemFreeAsync, 11, "cuMemFreeAsync", MemEffect::DeviceFree),
-    (MemApi::MemHostAlloc, 12, "cuMemHostAlloc", MemEffect::HostAlloc),
-    (MemApi::MemAllocHost, 13, "cuMemAllocHost", MemEffect::HostAlloc),
-    (MemApi::MemHostRegister, 14, "cuMemHostRegister", MemEffect::HostAlloc),
-    (MemApi::MemFreeHost, 15, "cuMemFreeHost", MemEffect::HostFree),
-    (MemApi::MemHostUnregister, 16, "cuMemHostUnregister", MemEffect::HostFree),
+    (
+        MemApi::MemFreeAsync,
+        11,
+        "cuMemFreeAsync",
+        MemEffect::DeviceFree,
+    ),
+    (
+        MemApi::MemHostAlloc,
+        12,
+        "cuMemHostAlloc",
+        MemEffect::HostAlloc,
+    ),
+    (
+        MemApi::MemAllocHost,
+        13,
+        "cuMemAllocHost",
+        MemEffect::HostAlloc,
+    ),
+    (
+        MemApi::MemHostRegister,
+        14,
+        "cuMemHostRegister",
+        MemEffect::HostAlloc,
+    ),
+    (
+        MemApi::MemFreeHost,
+        15,
+        "cuMemFreeHost",
+        MemEffect::HostFree,
+    ),
+    (
+        MemApi::MemHostUnregister,
+        16,
+        "cuMemHostUnregister",
+        MemEffect::HostFree,
+    ),
     (MemApi::ModuleLoad, 17, "cuModuleLoad", MemEffect::Module),
-    (MemApi::ModuleLoadData, 18, "cuModuleLoadData", MemEffect::Module),
-    (MemApi::ModuleLoadDataEx, 19, "cuModuleLoadDataEx", MemEffect::Module),
-    (MemApi::ModuleLoadFatBinary, 20, "cuModuleLoadFatBinary", MemEffect::Module),
-    (MemApi::LibraryLoadData, 21, "cuLibraryLoadData", MemEffect::Module),
-    (MemApi::LibraryLoadFromFile, 22, "cuLibraryLoadFromFile", MemEffect::Module),
-    (MemApi::ModuleUnload, 23, "cuModuleUnload", MemEffect::Module),
-    (MemApi::LibraryUnload, 24, "cuLibraryUnload", MemEffect::Module),
+    (
+        MemApi::ModuleLoadData,
+        18,
+        "cuModuleLoadData",
+        MemEffect::Module,
+    ),
+    (
+        MemApi::ModuleLoadDataEx,
+        19,
+        "cuModuleLoadDataEx",
+        MemEffect::Module,
+    ),
+    (
+        MemApi::ModuleLoadFatBinary,
+        20,
+        "cuModuleLoadFatBinary",
+        MemEffect::Module,
+    ),
+    (
+        MemApi::LibraryLoadData,
+        21,
+        "cuLibraryLoadData",
+        MemEffect::Module,
+    ),
+    (
+        MemApi::LibraryLoadFromFile,
+        22,
+        "cuLibraryLoadFromFile",
+        MemEffect::Module,
+    ),
+    (
+        MemApi::ModuleUnload,
+        23,
+        "cuModuleUnload",
+        MemEffect::Module,
+    ),
+    (
+        MemApi::LibraryUnload,
+        24,
+        "cuLibraryUnload",
+        MemEffect::Module,
+    ),
     (MemApi::CtxCreate, 25, "cuCtxCreate", MemEffect::Context),
-    (MemApi::PrimaryCtxRetain, 26, "cuDevicePrimaryCtxRetain", MemEffect::Context),
+    (
+        MemApi::PrimaryCtxRetain,
+        26,
+        "cuDevicePrimaryCtxRetain",
+        MemEffect::Context,
+    ),
 ];
 
 impl MemApi {
@@ -95,7 +185,10 @@ impl MemApi {
     pub fn code(self) -> u16 {
         match self {
             MemApi::Unknown(code) => code,
-            known => API_TABLE.iter().find(|row| row.0 == known).map_or(0, |row| row.1),
+            known => API_TABLE
+                .iter()
+                .find(|row| row.0 == known)
+                .map_or(0, |row| row.1),
         }
     }
 
@@ -111,7 +204,10 @@ impl MemApi {
     pub fn name(self) -> &'static str {
         match self {
             MemApi::Unknown(_) => "unknown-api",
-            known => API_TABLE.iter().find(|row| row.0 == known).map_or("unknown-api", |row| row.2),
+            known => API_TABLE
+                .iter()
+                .find(|row| row.0 == known)
+                .map_or("unknown-api", |row| row.2),
         }
     }
 
@@ -300,7 +396,9 @@ pub enum Record {
     NvmlDevice(NvmlDeviceSample),
     NvmlProcess(NvmlProcessSample),
     /// A record kind from a newer writer; skipped but counted.
-    Unknown { kind: u8 },
+    Unknown {
+        kind: u8,
+    },
 }
 
 impl Record {

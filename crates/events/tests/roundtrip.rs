@@ -3,7 +3,10 @@ use proptest::prelude::*;
 
 fn sample_records() -> Vec<Record> {
     vec![
-        Record::Library(LibraryName { id: 3, path: "/usr/lib/libnccl.so.2".into() }),
+        Record::Library(LibraryName {
+            id: 3,
+            path: "/usr/lib/libnccl.so.2".into(),
+        }),
         Record::Mem(MemCall {
             t_start: 10,
             t_end: 20,
@@ -26,7 +29,12 @@ fn sample_records() -> Vec<Record> {
             free: 1,
             total: 2,
         }),
-        Record::Module(ModuleLoad { t: 6, context_id: 1, module_id: 9, cubin_bytes: 4096 }),
+        Record::Module(ModuleLoad {
+            t: 6,
+            context_id: 1,
+            module_id: 9,
+            cubin_bytes: 4096,
+        }),
         Record::LocalMemory(LocalMemoryGrowth {
             t_start: 30,
             t_end: 31,
@@ -49,9 +57,21 @@ fn sample_records() -> Vec<Record> {
             kernel: "ampere_sgemm".into(),
             local_total: 0,
         }),
-        Record::Marker(Marker { t_start: 1, t_end: 9, name: "train_step".into() }),
-        Record::Notice(Notice { t: 1, level: NoticeLevel::Disabled, text: "no CUPTI".into() }),
-        Record::Dropped(RecordsDropped { t: 1, probe_events: 2, cupti_records: 3 }),
+        Record::Marker(Marker {
+            t_start: 1,
+            t_end: 9,
+            name: "train_step".into(),
+        }),
+        Record::Notice(Notice {
+            t: 1,
+            level: NoticeLevel::Disabled,
+            text: "no CUPTI".into(),
+        }),
+        Record::Dropped(RecordsDropped {
+            t: 1,
+            probe_events: 2,
+            cupti_records: 3,
+        }),
         Record::Cost(ProbeCost {
             t: 1,
             callbacks: 2,
@@ -61,9 +81,22 @@ fn sample_records() -> Vec<Record> {
             activity_buffer_bytes: 6,
             bytes_written: 7,
         }),
-        Record::Activity(ActivityState { t: 4, kernel_records: false }),
-        Record::NvmlDevice(NvmlDeviceSample { t: 1, gpu: 0, used: 5, total: 6 }),
-        Record::NvmlProcess(NvmlProcessSample { t: 1, gpu: 0, pid: 42, used: 5 }),
+        Record::Activity(ActivityState {
+            t: 4,
+            kernel_records: false,
+        }),
+        Record::NvmlDevice(NvmlDeviceSample {
+            t: 1,
+            gpu: 0,
+            used: 5,
+            total: 6,
+        }),
+        Record::NvmlProcess(NvmlProcessSample {
+            t: 1,
+            gpu: 0,
+            pid: 42,
+            used: 5,
+        }),
     ]
 }
 
@@ -133,7 +166,13 @@ fn foreign_and_damaged_files_name_the_offset() {
 fn unknown_kinds_are_skipped_and_counted() {
     let mut bytes = encode_header(&[]);
     encode_record(&Record::Unknown { kind: 200 }, &mut bytes);
-    encode_record(&Record::Activity(ActivityState { t: 1, kernel_records: true }), &mut bytes);
+    encode_record(
+        &Record::Activity(ActivityState {
+            t: 1,
+            kernel_records: true,
+        }),
+        &mut bytes,
+    );
     let out = read_file_bytes(&bytes).unwrap();
     assert_eq!(out.records.len(), 1);
     assert_eq!(out.unknown_records, 1);

@@ -44,7 +44,11 @@ pub unsafe fn read_kernel(record: *const u8, use_v2: bool) -> KernelFacts {
     // SAFETY: packed struct; every field is read unaligned through a raw pointer.
     unsafe {
         let v1 = addr_of!((*k).localMemoryTotal).read_unaligned() as u64;
-        let v2 = if use_v2 { addr_of!((*k).localMemoryTotal_v2).read_unaligned() } else { 0 };
+        let v2 = if use_v2 {
+            addr_of!((*k).localMemoryTotal_v2).read_unaligned()
+        } else {
+            0
+        };
         KernelFacts {
             start: addr_of!((*k).start).read_unaligned(),
             end: addr_of!((*k).end).read_unaligned(),
@@ -69,6 +73,24 @@ pub unsafe fn read_kernel(record: *const u8, use_v2: bool) -> KernelFacts {
     }
 }
 
+/// The record for a launch that grew (or failed to grow, with zero times) the reservation.
+fn growth(k: &KernelFacts, t_start: u64, t_end: u64, before: u64, kernel: String) -> Record {
+    Record::LocalMemory(LocalMemoryGrowth {
+        t_start,
+        t_end,
+        device: k.device,
+        context_id: k.context,
+        correlation_id: k.correlation,
+        kernel,
+        total_before: before,
+        total_after: k.local_total,
+        per_thread: k.local_per_thread,
+        registers: k.registers,
+        grid: k.grid,
+        block: k.block,
+    })
+}
+
 /// Turns kernel facts into the few records worth keeping.
 #[derive(Default)]
 pub struct KernelTracker {
@@ -86,27 +108,23 @@ impl KernelTracker {
         // reservation) still produces a record, with zero timestamps. It is the
         // failing request: report it, but the reservation did not grow.
         let failed = k.start == 0 && k.end == 0;
-        let start = if failed { 0 } else { k.start.saturating_add_signed(offset) };
-        let end = if failed { 0 } else { k.end.saturating_add_signed(offset) };
+        let start = if failed {
+            0
+        } else {
+            k.start.saturating_add_signed(offset)
+        };
+        let end = if failed {
+            0
+        } else {
+            k.end.saturating_add_signed(offset)
+        };
         let first = self.seen.insert((k.context, k.name_ptr));
         let before = self.max_local.get(&k.context).copied().unwrap_or(0);
         let grew = k.local_total > before;
         if failed {
             if grew {
-                out.push(Record::LocalMemory(LocalMemoryGrowth {
-                    t_start: 0,
-                    t_end: 0,
-                    device: k.device,
-                    context_id: k.context,
-                    correlation_id: k.correlation,
-                    kernel: self.name(k.name_ptr),
-                    total_before: before,
-                    total_after: k.local_total,
-                    per_thread: k.local_per_thread,
-                    registers: k.registers,
-                    grid: k.grid,
-                    block: k.block,
-                }));
+                let name = self.name(k.name_ptr);
+                out.push(growth(k, 0, 0, before, name));
             }
             return;
         }
@@ -126,20 +144,7 @@ impl KernelTracker {
         }
         if grew {
             self.max_local.insert(k.context, k.local_total);
-            out.push(Record::LocalMemory(LocalMemoryGrowth {
-                t_start: start,
-                t_end: end,
-                device: k.device,
-                context_id: k.context,
-                correlation_id: k.correlation,
-                kernel: name,
-                total_before: before,
-                total_after: k.local_total,
-                per_thread: k.local_per_thread,
-                registers: k.registers,
-                grid: k.grid,
-                block: k.block,
-            }));
+            out.push(growth(k, start, end, before, name));
         }
     }
 
@@ -151,7 +156,9 @@ impl KernelTracker {
                     return "<unnamed kernel>".to_string();
                 }
                 // SAFETY: CUPTI keeps kernel name strings alive for the process.
-                unsafe { CStr::from_ptr(ptr as *const std::ffi::c_char) }.to_string_lossy().into_owned()
+                unsafe { CStr::from_ptr(ptr as *const std::ffi::c_char) }
+                    .to_string_lossy()
+                    .into_owned()
             })
             .clone()
     }
@@ -212,7 +219,9 @@ mod tests {
         failed.end = 0;
         t.observe(&failed, 5, &mut out);
         assert_eq!(out.len(), 1);
-        assert!(matches!(&out[0], Record::LocalMemory(g) if g.t_start == 0 && g.total_after == 8 << 30 && g.total_before == 1 << 20));
+        assert!(
+            matches!(&out[0], Record::LocalMemory(g) if g.t_start == 0 && g.total_after == 8 << 30 && g.total_before == 1 << 20)
+        );
         out.clear();
         t.observe(&facts(2, c"gemm", 2 << 20), 0, &mut out);
         assert!(matches!(&out[0], Record::LocalMemory(g) if g.total_before == 1 << 20));

@@ -110,10 +110,16 @@ mod tests {
 
     #[test]
     fn plumbing_is_recognised() {
-        assert!(is_plumbing("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "libprewarm_probe.so"));
+        assert!(is_plumbing(
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+            "libprewarm_probe.so"
+        ));
         assert!(is_plumbing("/x/nvidia/cu13/lib/libcudart.so.13", ""));
         assert!(is_plumbing("/x/libprewarm_probe.so", "libprewarm_probe.so"));
-        assert!(!is_plumbing("/x/torch/lib/libc10_cuda.so", "libprewarm_probe.so"));
+        assert!(!is_plumbing(
+            "/x/torch/lib/libc10_cuda.so",
+            "libprewarm_probe.so"
+        ));
         assert!(!is_plumbing("/x/nvidia/nccl/lib/libnccl.so.2", ""));
         assert!(!is_plumbing("/x/libcublasLt.so.13", ""));
     }

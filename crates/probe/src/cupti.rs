@@ -45,9 +45,10 @@ fn find_library(explicit: Option<&str>) -> Result<(DynLib, &'static str), String
         }
     }
     if let Some(path) = explicit.filter(|p| !p.is_empty())
-        && let Some(lib) = DynLib::load(path) {
-            return Ok((lib, "path given by prewarm-doctor"));
-        }
+        && let Some(lib) = DynLib::load(path)
+    {
+        return Ok((lib, "path given by prewarm-doctor"));
+    }
     for name in BARE_NAMES {
         if let Some(lib) = DynLib::load(name) {
             return Ok((lib, "found by the dynamic loader"));
@@ -72,7 +73,8 @@ impl Cupti {
     /// Loads CUPTI and binds every entry point; an error explains what is missing.
     pub fn load(explicit: Option<&str>) -> Result<(Cupti, &'static str), String> {
         let (lib, how) = find_library(explicit)?;
-        let get_version: unsafe extern "C" fn(*mut u32) -> CuptiResult = need!(lib, c"cuptiGetVersion");
+        let get_version: unsafe extern "C" fn(*mut u32) -> CuptiResult =
+            need!(lib, c"cuptiGetVersion");
         let mut version = 0u32;
         // SAFETY: writes one u32.
         let rc = unsafe { get_version(&mut version) };
@@ -97,7 +99,9 @@ impl Cupti {
             dropped_records: need!(lib, c"cuptiActivityGetNumDroppedRecords"),
             get_timestamp: need!(lib, c"cuptiGetTimestamp"),
             // SAFETY: signature from cupti_activity.h.
-            register_timestamp: unsafe { function(&lib, c"cuptiActivityRegisterTimestampCallback") },
+            register_timestamp: unsafe {
+                function(&lib, c"cuptiActivityRegisterTimestampCallback")
+            },
             context_id: need!(lib, c"cuptiGetContextId"),
             device_id: need!(lib, c"cuptiGetDeviceId"),
             result_string: need!(lib, c"cuptiGetResultString"),
@@ -112,7 +116,9 @@ impl Cupti {
         let ok = unsafe { (self.result_string)(rc, &mut p) };
         if ok == CUPTI_SUCCESS && !p.is_null() {
             // SAFETY: static NUL-terminated string from CUPTI.
-            let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned();
+            let s = unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned();
             format!("{s} ({rc})")
         } else {
             format!("CUPTI error {rc}")

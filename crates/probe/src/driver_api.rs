@@ -59,7 +59,10 @@ pub enum Layout {
 
 /// The entry for a callback id, if tracked.
 pub fn lookup(cbid: u32) -> Option<(MemApi, Layout)> {
-    TRACKED.iter().find(|row| row.0 == cbid).map(|row| (row.1, row.2))
+    TRACKED
+        .iter()
+        .find(|row| row.0 == cbid)
+        .map(|row| (row.1, row.2))
 }
 
 /// Requested bytes, readable at API entry or exit.
@@ -119,25 +122,66 @@ mod tests {
     #[test]
     fn cbids_match_the_cupti_header() {
         use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as C;
-        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 as u32).unwrap().0, MemApi::MemAlloc);
-        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemCreate as u32).unwrap().0, MemApi::MemCreate);
-        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemRelease as u32).unwrap().0, MemApi::MemRelease);
-        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 as u32).unwrap().0, MemApi::MemFree);
         assert_eq!(
-            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz as u32).unwrap().0,
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 as u32)
+                .unwrap()
+                .0,
+            MemApi::MemAlloc
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemCreate as u32)
+                .unwrap()
+                .0,
+            MemApi::MemCreate
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemRelease as u32)
+                .unwrap()
+                .0,
+            MemApi::MemRelease
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 as u32)
+                .unwrap()
+                .0,
+            MemApi::MemFree
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz as u32)
+                .unwrap()
+                .0,
             MemApi::MemAllocAsync
         );
         assert_eq!(
-            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData as u32).unwrap().0,
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData as u32)
+                .unwrap()
+                .0,
             MemApi::LibraryLoadData
         );
         assert_eq!(
-            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain as u32).unwrap().0,
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain as u32)
+                .unwrap()
+                .0,
             MemApi::PrimaryCtxRetain
         );
-        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4 as u32).unwrap().0, MemApi::CtxCreate);
-        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc as u32).unwrap().0, MemApi::MemHostAlloc);
-        assert_eq!(lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemMap as u32).unwrap().0, MemApi::MemMap);
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4 as u32)
+                .unwrap()
+                .0,
+            MemApi::CtxCreate
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc as u32)
+                .unwrap()
+                .0,
+            MemApi::MemHostAlloc
+        );
+        assert_eq!(
+            lookup(C::CUPTI_DRIVER_TRACE_CBID_cuMemMap as u32)
+                .unwrap()
+                .0,
+            MemApi::MemMap
+        );
     }
 
     #[test]
@@ -147,11 +191,17 @@ mod tests {
         assert_eq!(offset_of!(s::cuMemAlloc_v2_params_st, bytesize), 8);
         assert_eq!(offset_of!(s::cuMemCreate_params_st, size), 8);
         assert_eq!(offset_of!(s::cuMemAllocAsync_params_st, bytesize), 8);
-        assert_eq!(offset_of!(s::cuMemAllocFromPoolAsync_params_st, bytesize), 8);
+        assert_eq!(
+            offset_of!(s::cuMemAllocFromPoolAsync_params_st, bytesize),
+            8
+        );
         assert_eq!(offset_of!(s::cuMemHostAlloc_params_st, bytesize), 8);
         assert_eq!(offset_of!(s::cuMemHostRegister_v2_params_st, bytesize), 8);
         assert_eq!(offset_of!(s::cuMemMap_params_st, size), 8);
-        assert_eq!(offset_of!(s::cuMemAllocPitch_v2_params_st, WidthInBytes), 16);
+        assert_eq!(
+            offset_of!(s::cuMemAllocPitch_v2_params_st, WidthInBytes),
+            16
+        );
         assert_eq!(offset_of!(s::cuMemAllocPitch_v2_params_st, Height), 24);
     }
 
@@ -166,8 +216,18 @@ mod tests {
             assert_eq!(address(Layout::OutPtrSize, p, false), 0);
         }
         let pitch: [usize; 5] = [&mut out as *mut u64 as usize, 0, 100, 7, 4];
-        unsafe { assert_eq!(requested_bytes(Layout::Pitch, pitch.as_ptr() as *const c_void), 700) };
+        unsafe {
+            assert_eq!(
+                requested_bytes(Layout::Pitch, pitch.as_ptr() as *const c_void),
+                700
+            )
+        };
         let free: [usize; 1] = [0x1234];
-        unsafe { assert_eq!(address(Layout::InValue, free.as_ptr() as *const c_void, true), 0x1234) };
+        unsafe {
+            assert_eq!(
+                address(Layout::InValue, free.as_ptr() as *const c_void, true),
+                0x1234
+            )
+        };
     }
 }

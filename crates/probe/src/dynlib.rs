@@ -55,7 +55,9 @@ pub fn path_of_address(addr: usize) -> Option<(String, usize)> {
         return None;
     }
     // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
-    let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+    let path = unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
     Some((path, info.dli_fbase as usize))
 }
 

@@ -54,7 +54,12 @@ pub extern "C" fn InitializeInjection() -> i32 {
 /// For the shim: switch kernel activity records on (1) or off (0). Returns 1 on success.
 #[unsafe(no_mangle)]
 pub extern "C" fn prewarm_probe_set_kernel_records(enabled: i32) -> i32 {
-    catch_unwind(|| probe().map(|p| p.set_kernel_records(enabled != 0) as i32).unwrap_or(0)).unwrap_or(0)
+    catch_unwind(|| {
+        probe()
+            .map(|p| p.set_kernel_records(enabled != 0) as i32)
+            .unwrap_or(0)
+    })
+    .unwrap_or(0)
 }
 
 /// For the shim: write everything buffered now (e.g. at a step boundary or exit).
@@ -95,7 +100,9 @@ fn hostname() -> String {
 }
 
 fn own_path() -> String {
-    dynlib::path_of_address(InitializeInjection as extern "C" fn() -> i32 as usize).map(|(p, _)| p).unwrap_or_default()
+    dynlib::path_of_address(InitializeInjection as extern "C" fn() -> i32 as usize)
+        .map(|(p, _)| p)
+        .unwrap_or_default()
 }
 
 fn cmdline() -> String {
@@ -121,7 +128,11 @@ fn initialise() {
     if std::fs::create_dir_all(&dir).is_err() {
         return;
     }
-    let Ok(mut file) = OpenOptions::new().create_new(true).append(true).open(format!("{dir}/{file_name}")) else {
+    let Ok(mut file) = OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(format!("{dir}/{file_name}"))
+    else {
         return;
     };
 
@@ -155,8 +166,18 @@ fn initialise() {
     let own = own_path();
     let cmd = cmdline();
     let (cupti_path, cupti_version, cupti_how, status) = match &loaded {
-        Ok((c, how)) => (c.path.clone(), c.version.to_string(), how.to_string(), "active".to_string()),
-        Err(e) => (String::new(), String::new(), String::new(), format!("disabled: {e}")),
+        Ok((c, how)) => (
+            c.path.clone(),
+            c.version.to_string(),
+            how.to_string(),
+            "active".to_string(),
+        ),
+        Err(e) => (
+            String::new(),
+            String::new(),
+            String::new(),
+            format!("disabled: {e}"),
+        ),
     };
     let mut fields: Vec<(&str, String)> = vec![
         ("writer", "prewarm-probe".into()),
@@ -173,7 +194,14 @@ fn initialise() {
         ("activity_clock", clock_note),
         ("status", status),
     ];
-    for key in ["RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES"] {
+    for key in [
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "GROUP_RANK",
+        "LOCAL_WORLD_SIZE",
+        "CUDA_VISIBLE_DEVICES",
+    ] {
         if let Some(v) = var(key) {
             fields.push((key, v));
         }
@@ -205,7 +233,10 @@ fn initialise() {
     let sink = Sink::new(file, header.len() as u64);
     let p = install(cupti, driver.ok(), sink, &own, offset);
     if let Some(e) = driver_err {
-        p.notice(NoticeLevel::Warning, format!("device free memory will not be sampled: {e}"));
+        p.notice(
+            NoticeLevel::Warning,
+            format!("device free memory will not be sampled: {e}"),
+        );
     }
     start(p);
 }
@@ -213,7 +244,8 @@ fn initialise() {
 fn start(p: &'static Probe) {
     let mut subscriber: *mut c_void = std::ptr::null_mut();
     // SAFETY: CUPTI writes the subscriber handle.
-    let rc = unsafe { (p.cupti.subscribe)(&mut subscriber, state::on_callback, std::ptr::null_mut()) };
+    let rc =
+        unsafe { (p.cupti.subscribe)(&mut subscriber, state::on_callback, std::ptr::null_mut()) };
     if rc != CUPTI_SUCCESS {
         p.disable(&format!(
             "cuptiSubscribe failed: {} (another CUPTI client, such as an active profiler, may own the subscription)",
@@ -234,40 +266,58 @@ fn start(p: &'static Probe) {
         unsafe { (p.cupti.enable_callback)(1, subscriber, 3, cbid) };
     }
     if !missing.is_empty() {
-        p.notice(NoticeLevel::Info, format!("driver entry points not traced by this CUDA: {}", missing.join(", ")));
+        p.notice(
+            NoticeLevel::Info,
+            format!(
+                "driver entry points not traced by this CUDA: {}",
+                missing.join(", ")
+            ),
+        );
     }
     // SAFETY: registers our buffer callbacks.
-    let rc = unsafe { (p.cupti.register_buffers)(state::buffer_requested, state::buffer_completed) };
+    let rc =
+        unsafe { (p.cupti.register_buffers)(state::buffer_requested, state::buffer_completed) };
     let want_kernels = var(env::KERNEL_RECORDS).as_deref() != Some("0");
     if rc != CUPTI_SUCCESS {
-        p.notice(NoticeLevel::Warning, format!("no kernel records (local-memory growth unseen): {}", p.cupti.describe(rc)));
+        p.notice(
+            NoticeLevel::Warning,
+            format!(
+                "no kernel records (local-memory growth unseen): {}",
+                p.cupti.describe(rc)
+            ),
+        );
     } else if want_kernels {
         p.set_kernel_records(true);
     }
     p.notice(
         NoticeLevel::Info,
-        format!("capture active: CUPTI {} from {}", p.cupti.version, p.cupti.path),
+        format!(
+            "capture active: CUPTI {} from {}",
+            p.cupti.version, p.cupti.path
+        ),
     );
     // SAFETY: registers a plain extern "C" function.
     unsafe { libc::atexit(at_exit) };
-    let _ = std::thread::Builder::new().name("prewarm-probe".into()).spawn(move || {
-        let mut tick = 0u64;
-        loop {
-            std::thread::sleep(FLUSH_EVERY);
-            if std::process::id() != p.pid || p.disabled.load(Ordering::Relaxed) {
-                return;
-            }
-            tick += 1;
-            if tick.is_multiple_of(10) {
-                if p.kernel_records.load(Ordering::Relaxed) {
-                    // SAFETY: flushes completed activity buffers.
-                    unsafe { (p.cupti.flush_all)(0) };
+    let _ = std::thread::Builder::new()
+        .name("prewarm-probe".into())
+        .spawn(move || {
+            let mut tick = 0u64;
+            loop {
+                std::thread::sleep(FLUSH_EVERY);
+                if std::process::id() != p.pid || p.disabled.load(Ordering::Relaxed) {
+                    return;
                 }
-                p.push_counters();
+                tick += 1;
+                if tick.is_multiple_of(10) {
+                    if p.kernel_records.load(Ordering::Relaxed) {
+                        // SAFETY: flushes completed activity buffers.
+                        unsafe { (p.cupti.flush_all)(0) };
+                    }
+                    p.push_counters();
+                }
+                p.sink.flush();
             }
-            p.sink.flush();
-        }
-    });
+        });
 }
 
 extern "C" fn at_exit() {

@@ -29,7 +29,10 @@ impl Sink {
     /// A sink that appends to `file` (already holding the header).
     pub fn new(file: File, header_len: u64) -> Sink {
         Sink {
-            pending: Mutex::new(Pending { bytes: Vec::with_capacity(1 << 16), records: 0 }),
+            pending: Mutex::new(Pending {
+                bytes: Vec::with_capacity(1 << 16),
+                records: 0,
+            }),
             file: Mutex::new(Some(file)),
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(header_len),
@@ -72,14 +75,17 @@ impl Sink {
         if bytes.is_empty() {
             return;
         }
-        let Ok(mut guard) = self.file.lock() else { return };
+        let Ok(mut guard) = self.file.lock() else {
+            return;
+        };
         let Some(file) = guard.as_mut() else {
             self.dropped.fetch_add(records, Ordering::Relaxed);
             return;
         };
         match file.write_all(&bytes) {
             Ok(()) => {
-                self.written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                self.written
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
             }
             Err(_) => {
                 self.failed.store(true, Ordering::Relaxed);

@@ -2,10 +2,10 @@
 //! Every `extern "C"` entry catches panics: a bug in the probe disables capture,
 //! it never takes the training process down.
 
-use crate::activity::{self, KernelTracker, BUFFER_ALIGN, BUFFER_BYTES};
+use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
 use crate::caller::CallerCache;
 use crate::clock::{now_ns, thread_id};
-use crate::cupti::{Cupti, Driver, CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS};
+use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::driver_api;
 use crate::sink::Sink;
 use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_ResourceData};
@@ -82,7 +82,11 @@ pub fn install(
 impl Probe {
     /// Records a notice.
     pub fn notice(&self, level: NoticeLevel, text: impl Into<String>) {
-        self.sink.push(&Record::Notice(Notice { t: now_ns(), level, text: text.into() }));
+        self.sink.push(&Record::Notice(Notice {
+            t: now_ns(),
+            level,
+            text: text.into(),
+        }));
     }
 
     /// Stops capture after an internal failure; the process carries on.
@@ -117,12 +121,20 @@ impl Probe {
         let kind = activity::KIND_CONCURRENT_KERNEL;
         // SAFETY: plain CUPTI calls with a valid activity kind.
         let rc = unsafe {
-            if enabled { (self.cupti.activity_enable)(kind) } else { (self.cupti.activity_disable)(kind) }
+            if enabled {
+                (self.cupti.activity_enable)(kind)
+            } else {
+                (self.cupti.activity_disable)(kind)
+            }
         };
         if rc != CUPTI_SUCCESS {
             self.notice(
                 NoticeLevel::Warning,
-                format!("could not switch kernel records {}: {}", if enabled { "on" } else { "off" }, self.cupti.describe(rc)),
+                format!(
+                    "could not switch kernel records {}: {}",
+                    if enabled { "on" } else { "off" },
+                    self.cupti.describe(rc)
+                ),
             );
             return false;
         }
@@ -131,7 +143,10 @@ impl Probe {
             unsafe { (self.cupti.flush_all)(0) };
         }
         self.kernel_records.store(enabled, Ordering::Relaxed);
-        self.sink.push(&Record::Activity(ActivityState { t: now_ns(), kernel_records: enabled }));
+        self.sink.push(&Record::Activity(ActivityState {
+            t: now_ns(),
+            kernel_records: enabled,
+        }));
         true
     }
 }
@@ -142,7 +157,12 @@ thread_local! {
 }
 
 /// The CUPTI callback for every subscribed driver API and resource event.
-pub unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+pub unsafe extern "C" fn on_callback(
+    _user: *mut c_void,
+    domain: u32,
+    cbid: u32,
+    data: *const c_void,
+) {
     let Some(p) = probe() else { return };
     let t0 = now_ns();
     let outcome = catch_unwind(AssertUnwindSafe(|| match domain {
@@ -156,14 +176,17 @@ pub unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32,
         p.disable("internal error in the allocation callback");
     }
     p.callbacks.fetch_add(1, Ordering::Relaxed);
-    p.callback_ns.fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+    p.callback_ns
+        .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
 }
 
 unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
     if data.is_null() {
         return;
     }
-    let Some((api, layout)) = driver_api::lookup(cbid) else { return };
+    let Some((api, layout)) = driver_api::lookup(cbid) else {
+        return;
+    };
     // SAFETY: non-null pointer from CUPTI, valid for the callback's duration.
     let d = unsafe { &*data };
     let effect = api.effect();
@@ -173,7 +196,10 @@ unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
     );
     if d.callbackSite as u32 == SITE_ENTER {
         let free = if measures_device && effect != MemEffect::Context {
-            p.driver.as_ref().and_then(|dr| dr.free_total()).map_or(UNKNOWN_BYTES, |f| f.0)
+            p.driver
+                .as_ref()
+                .and_then(|dr| dr.free_total())
+                .map_or(UNKNOWN_BYTES, |f| f.0)
         } else {
             UNKNOWN_BYTES
         };
@@ -202,7 +228,10 @@ unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
     // SAFETY: as above; outputs are read only when the call succeeded.
     let address = unsafe { driver_api::address(layout, d.functionParams, result == 0) };
     let (free_after, total) = if measures_device {
-        p.driver.as_ref().and_then(|dr| dr.free_total()).unwrap_or((UNKNOWN_BYTES, UNKNOWN_BYTES))
+        p.driver
+            .as_ref()
+            .and_then(|dr| dr.free_total())
+            .unwrap_or((UNKNOWN_BYTES, UNKNOWN_BYTES))
     } else {
         (UNKNOWN_BYTES, UNKNOWN_BYTES)
     };
@@ -219,7 +248,10 @@ unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
         Err(_) => (0, None),
     };
     if let Some(lib) = new_library {
-        p.sink.push(&Record::Library(LibraryName { id: lib.id, path: lib.path }));
+        p.sink.push(&Record::Library(LibraryName {
+            id: lib.id,
+            path: lib.path,
+        }));
     }
     p.sink.push(&Record::Mem(MemCall {
         t_start,
@@ -255,16 +287,24 @@ unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {
         CBID_CONTEXT_CREATED => {
             let mut dev = 0u32;
             // SAFETY: as above.
-            let device = if unsafe { (p.cupti.device_id)(ctx, &mut dev) } == CUPTI_SUCCESS { dev as i32 } else { -1 };
+            let device = if unsafe { (p.cupti.device_id)(ctx, &mut dev) } == CUPTI_SUCCESS {
+                dev as i32
+            } else {
+                -1
+            };
             let mut pci = String::new();
             let (mut free, mut total) = (UNKNOWN_BYTES, UNKNOWN_BYTES);
             if let Some(dr) = &p.driver {
                 if device >= 0 {
                     let mut buf = [0 as std::ffi::c_char; 32];
                     // SAFETY: buffer of the length we pass.
-                    if unsafe { (dr.device_pci_bus_id)(buf.as_mut_ptr(), buf.len() as i32, device) } == 0 {
+                    if unsafe { (dr.device_pci_bus_id)(buf.as_mut_ptr(), buf.len() as i32, device) }
+                        == 0
+                    {
                         // SAFETY: NUL-terminated by the driver.
-                        pci = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+                        pci = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+                            .to_string_lossy()
+                            .into_owned();
                     }
                 }
                 // SAFETY: push/pop the new context around one cuMemGetInfo.
@@ -304,9 +344,14 @@ unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {
 }
 
 /// CUPTI asks for an activity buffer.
-pub unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+pub unsafe extern "C" fn buffer_requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
     let _ = catch_unwind(|| {
-        let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).expect("static layout");
+        let layout =
+            std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).expect("static layout");
         // SAFETY: non-zero size layout.
         let p = unsafe { std::alloc::alloc(layout) };
         // SAFETY: CUPTI passes valid out-pointers.
@@ -316,14 +361,21 @@ pub unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize
             *max_records = 0;
         }
         if !p.is_null()
-            && let Some(probe) = PROBE.get() {
-                probe.buffers_out.fetch_add(1, Ordering::Relaxed);
-            }
+            && let Some(probe) = PROBE.get()
+        {
+            probe.buffers_out.fetch_add(1, Ordering::Relaxed);
+        }
     });
 }
 
 /// CUPTI hands back a filled activity buffer.
-pub unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream: u32, buffer: *mut u8, _size: usize, valid: usize) {
+pub unsafe extern "C" fn buffer_completed(
+    ctx: *mut c_void,
+    stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         if let Some(p) = PROBE.get() {
             if !p.disabled.load(Ordering::Relaxed) {
@@ -333,15 +385,18 @@ pub unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream: u32, buffer:
                 p.activity_records.fetch_add(n, Ordering::Relaxed);
                 let mut dropped = 0usize;
                 // SAFETY: plain CUPTI query.
-                if unsafe { (p.cupti.dropped_records)(ctx, stream, &mut dropped) } == CUPTI_SUCCESS {
+                if unsafe { (p.cupti.dropped_records)(ctx, stream, &mut dropped) } == CUPTI_SUCCESS
+                {
                     p.cupti_dropped.fetch_add(dropped as u64, Ordering::Relaxed);
                 }
-                p.activity_ns.fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+                p.activity_ns
+                    .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
             }
             p.buffers_out.fetch_sub(1, Ordering::Relaxed);
         }
         if !buffer.is_null() {
-            let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).expect("static layout");
+            let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN)
+                .expect("static layout");
             // SAFETY: allocated in buffer_requested with this layout.
             unsafe { std::alloc::dealloc(buffer, layout) };
         }
@@ -354,7 +409,9 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
     }
     let mut out = Vec::new();
     let mut count = 0u64;
-    let Ok(mut kernels) = p.kernels.lock() else { return 0 };
+    let Ok(mut kernels) = p.kernels.lock() else {
+        return 0;
+    };
     let mut record: *mut c_void = std::ptr::null_mut();
     loop {
         // SAFETY: iterating the buffer CUPTI filled, as documented.

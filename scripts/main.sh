@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job. On a machine where `prewarm-doctor check` passes (NVIDIA
+# driver, CUPTI, injection): a real cold-cache A/B matrix of the bundled
+# example (baseline, each prewarm, all; 3 repeats). Elsewhere: the report of
+# the bundled real H200 recording (reports/h200-matrix).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked --quiet
+BIN=target/release/prewarm-doctor
+if "$BIN" check >/dev/null 2>&1; then
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  export SPILL_BLOCK=${SPILL_BLOCK:-4096}
+  exec "$BIN" run --preset env:cublas,triton_autotune,nccl_comm --repeat 3 -- \
+    python3 -m torch.distributed.run --standalone --nproc_per_node=1 examples/all_lazy_init.py --steps 4
+else
+  echo "(no usable NVIDIA GPU here — \`$BIN check\` says why; showing the bundled H200 recording)" >&2
+  exec "$BIN" report reports/h200-matrix
+fi
