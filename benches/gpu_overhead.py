@@ -21,6 +21,8 @@ def main():
     p.add_argument("--batch", type=int, default=8192)
     p.add_argument("--layers", type=int, default=4)
     args = p.parse_args()
+    if args.steps < 40:
+        p.error("--steps must be at least 40 (the first 20 are warm-up, the rest are measured)")
     torch.manual_seed(0)
     layers = []
     for _ in range(args.layers):

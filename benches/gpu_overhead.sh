@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Probe overhead on a GPU machine: the same workload plain and under
 # `prewarm-doctor run`, alternated ROUNDS times, side by side on one GPU.
-# Prints each run's STEPTIMES and the median ratios. BIN: the doctor binary.
+# Prints each run's STEPTIMES and the median ratios. BIN: the doctor binary;
+# OVERHEAD_ROUNDS (3) and OVERHEAD_STEPS (300, at least 40) size it.
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
-ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-300}
+ROUNDS=${OVERHEAD_ROUNDS:-3}
+STEPS=${OVERHEAD_STEPS:-300}
 PY=${PY:-python3}
 OUTDIR=${OUTDIR:-/tmp/pd-overhead}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -29,6 +29,16 @@ fn run(
     extra_path: Option<&Path>,
     with_dir: bool,
 ) -> (i32, Vec<serde_json::Value>, String, tempfile::TempDir) {
+    run_env(script, extra_path, with_dir, &[])
+}
+
+/// As `run`, with extra environment variables.
+fn run_env(
+    script: &str,
+    extra_path: Option<&Path>,
+    with_dir: bool,
+    env: &[(&str, &str)],
+) -> (i32, Vec<serde_json::Value>, String, tempfile::TempDir) {
     let py = python().expect("python3 is needed for the shim tests");
     let dir = tempfile::tempdir().unwrap();
     let mut path = vec![shim_dir(), fake_torch()];
@@ -40,7 +50,8 @@ fn run(
     cmd.arg("-c")
         .arg(script)
         .env("PYTHONPATH", pp)
-        .env("RANK", "0");
+        .env("RANK", "0")
+        .envs(env.iter().copied());
     if with_dir {
         cmd.env("PREWARM_DOCTOR_DIR", dir.path());
     } else {
@@ -190,4 +201,30 @@ fn the_users_own_sitecustomize_still_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
     let _ = run; // keep helper used when python is present
+}
+
+#[test]
+fn nvtx_ranges_matching_the_step_marker_are_recorded() {
+    let script = r#"
+import torch
+for i in range(2):
+    torch.cuda.nvtx.range_push("train_step")
+    torch.cuda.nvtx.range_push("forward")
+    torch.cuda.nvtx.range_pop()
+    torch.cuda.nvtx.range_pop()
+"#;
+    let (code, events, out, _d) = run_env(
+        script,
+        None,
+        true,
+        &[("PREWARM_DOCTOR_STEP_MARKER", "^train_step$")],
+    );
+    assert_eq!(code, 0, "{out}");
+    let markers = of(&events, "marker");
+    assert_eq!(markers.len(), 2, "only the matching ranges: {:?}", events);
+    assert!(
+        markers
+            .iter()
+            .all(|m| m["name"] == "train_step" && m["t1"].as_u64() > m["t0"].as_u64())
+    );
 }

@@ -28,3 +28,29 @@ fn triton_oom_story() {
 fn bundled_matrix() {
     insta::assert_snapshot!(text("reports/h200-matrix"));
 }
+
+/// Multi-rank rendering: the recorded rank plus a copy of it posing as a
+/// second rank on another host with a higher step-1 peak (layout test only).
+#[test]
+fn rank_table_shows_worst_rank_and_skew() {
+    let run = load_run(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200/examples-nccl-baseline"),
+    )
+    .unwrap();
+    let mut attempt = analyse_run(&run).remove(0);
+    let mut other = attempt.processes[0].clone();
+    other.rank = Some(1);
+    other.host = "node-b".into();
+    for ph in other.phases.iter_mut() {
+        ph.device_used_peak = ph.device_used_peak.map(|p| p + (512 << 20));
+    }
+    other.steps.step1_s = other.steps.step1_s.map(|s| s + 0.25);
+    attempt.processes.push(other);
+    let text = prewarm_doctor::report::terminal::render_attempt(&attempt);
+    assert!(
+        text.contains("worst step-1 peak: rank 1 on node-b"),
+        "{text}"
+    );
+    assert!(text.contains("skew across ranks 512.0 MiB"), "{text}");
+    assert!(text.contains("slowest step 1: rank 1 on node-b"), "{text}");
+}

@@ -58,6 +58,9 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
             "   no GPU-side capture: no process created a CUDA context with the probe loaded."
         );
     }
+    if a.processes.len() > 1 {
+        rank_table(&mut o, &a.processes);
+    }
     for p in &a.processes {
         render_process(&mut o, p);
     }
@@ -68,6 +71,71 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
         }
     }
     o
+}
+
+fn step1(p: &ProcessAccount) -> Option<&PhaseAccount> {
+    p.phases.iter().find(|ph| ph.phase == Phase::Step1)
+}
+
+/// Every rank side by side, with the worst rank and the skew between ranks.
+fn rank_table(o: &mut String, ps: &[ProcessAccount]) {
+    let peak = |p: &ProcessAccount| step1(p).and_then(|s| s.device_used_peak);
+    let oop = |p: &ProcessAccount| {
+        step1(p).map_or(0, |s| s.out_of_pool_allocated + s.local_memory_growth)
+    };
+    let _ = writeln!(
+        o,
+        "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>8}",
+        "rank", "host", "step-1 peak", "step-1 out-of-pool", "step-1 time", "OOM"
+    );
+    for p in ps {
+        let _ = writeln!(
+            o,
+            "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>8}",
+            p.rank.map_or(format!("pid {}", p.pid), |r| r.to_string()),
+            p.host,
+            peak(p).map(bytes).unwrap_or_else(|| "?".into()),
+            bytes(oop(p)),
+            p.steps.step1_s.map(seconds).unwrap_or_else(|| "?".into()),
+            if p.forensics.is_empty() { "" } else { "yes" }
+        );
+    }
+    let name = |p: &ProcessAccount| {
+        p.rank
+            .map_or(format!("pid {}", p.pid), |r| format!("rank {r}"))
+    };
+    let peaks: Vec<(u64, &ProcessAccount)> =
+        ps.iter().filter_map(|p| peak(p).map(|v| (v, p))).collect();
+    if let (Some(hi), Some(lo)) = (
+        peaks.iter().max_by_key(|x| x.0),
+        peaks.iter().min_by_key(|x| x.0),
+    ) {
+        let _ = writeln!(
+            o,
+            "   worst step-1 peak: {} on {} ({}); skew across ranks {}",
+            name(hi.1),
+            hi.1.host,
+            bytes(hi.0),
+            bytes(hi.0 - lo.0)
+        );
+    }
+    let times: Vec<(f64, &ProcessAccount)> = ps
+        .iter()
+        .filter_map(|p| p.steps.step1_s.map(|v| (v, p)))
+        .collect();
+    if let (Some(hi), Some(lo)) = (
+        times.iter().max_by(|a, b| a.0.total_cmp(&b.0)),
+        times.iter().min_by(|a, b| a.0.total_cmp(&b.0)),
+    ) {
+        let _ = writeln!(
+            o,
+            "   slowest step 1: {} on {} ({}); skew across ranks {}",
+            name(hi.1),
+            hi.1.host,
+            seconds(hi.0),
+            seconds(hi.0 - lo.0)
+        );
+    }
 }
 
 fn gap_line(phase: Phase, g: &GapAccount) -> String {
