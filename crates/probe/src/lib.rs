@@ -298,6 +298,7 @@ fn start(p: &'static Probe) {
     );
     // SAFETY: registers a plain extern "C" function.
     unsafe { libc::atexit(at_exit) };
+    install_fatal_handlers();
     let _ = std::thread::Builder::new()
         .name("prewarm-probe".into())
         .spawn(move || {
@@ -318,6 +319,56 @@ fn start(p: &'static Probe) {
                 p.sink.flush();
             }
         });
+}
+
+/// Signals that end the process abnormally; their handlers write what is
+/// buffered, then hand the signal on unchanged. SIGTERM/SIGKILL are left alone
+/// (the training program owns them): at most the last 100 ms are lost there.
+const FATAL_SIGNALS: [i32; 5] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGABRT,
+];
+
+static mut PREVIOUS: [Option<libc::sigaction>; 5] = [None; 5];
+
+fn install_fatal_handlers() {
+    for (i, sig) in FATAL_SIGNALS.iter().enumerate() {
+        // SAFETY: sigaction with a zeroed struct and our handler; the previous
+        // action is kept to restore before re-raising. Runs once, at init,
+        // before any of these signals can reach our handler.
+        unsafe {
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = on_fatal_signal as extern "C" fn(i32) as usize;
+            libc::sigemptyset(&mut new.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(*sig, &new, &mut old) == 0 {
+                PREVIOUS[i] = Some(old);
+            }
+        }
+    }
+}
+
+extern "C" fn on_fatal_signal(sig: i32) {
+    if let Some(p) = state::probe()
+        && std::process::id() == p.pid
+    {
+        p.sink.flush_from_signal();
+    }
+    if let Some(i) = FATAL_SIGNALS.iter().position(|s| *s == sig) {
+        // SAFETY: restores exactly what was installed before us, then re-raises
+        // so the previous handler (or the default action) sees the signal.
+        unsafe {
+            let previous = (*std::ptr::addr_of!(PREVIOUS))[i];
+            match previous {
+                Some(old) => libc::sigaction(sig, &old, std::ptr::null_mut()),
+                None => libc::signal(sig, libc::SIG_DFL) as i32,
+            };
+            libc::raise(sig);
+        }
+    }
 }
 
 extern "C" fn at_exit() {

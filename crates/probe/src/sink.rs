@@ -95,6 +95,26 @@ impl Sink {
         }
     }
 
+    /// Best-effort flush from a fatal-signal handler: never waits for a lock
+    /// (if the crashing thread holds one, the pending bytes are left behind) and
+    /// never allocates; a plain write(2) of what is buffered.
+    pub fn flush_from_signal(&self) {
+        let Ok(mut pending) = self.pending.try_lock() else {
+            return;
+        };
+        let Ok(mut file) = self.file.try_lock() else {
+            return;
+        };
+        if let Some(f) = file.as_mut()
+            && f.write_all(&pending.bytes).is_ok()
+        {
+            self.written
+                .fetch_add(pending.bytes.len() as u64, Ordering::Relaxed);
+            pending.bytes.clear();
+            pending.records = 0;
+        }
+    }
+
     /// Records dropped so far (buffer full, disk error, capture stopped).
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -103,5 +123,55 @@ impl Sink {
     /// Bytes written to the event file so far.
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prewarm_events::{Notice, NoticeLevel, encode_header, read_file_bytes};
+
+    fn sink_in(dir: &std::path::Path) -> (Sink, std::path::PathBuf) {
+        let path = dir.join("p.events");
+        let mut f = File::create(&path).unwrap();
+        let header = encode_header(&[("pid", "1")]);
+        f.write_all(&header).unwrap();
+        (Sink::new(f, header.len() as u64), path)
+    }
+
+    fn notice(i: u64) -> Record {
+        Record::Notice(Notice {
+            t: i,
+            level: NoticeLevel::Info,
+            text: format!("n{i}"),
+        })
+    }
+
+    #[test]
+    fn flushes_write_everything_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, path) = sink_in(dir.path());
+        for i in 0..5 {
+            sink.push(&notice(i));
+        }
+        sink.flush();
+        sink.push(&notice(5));
+        sink.flush_from_signal();
+        let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(out.records, (0..6).map(notice).collect::<Vec<_>>());
+        assert_eq!(sink.dropped(), 0);
+        assert_eq!(sink.written(), std::fs::metadata(&path).unwrap().len());
+    }
+
+    #[test]
+    fn a_signal_flush_never_waits_for_a_held_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, path) = sink_in(dir.path());
+        sink.push(&notice(1));
+        let held = sink.pending.lock().unwrap();
+        sink.flush_from_signal(); // returns at once instead of deadlocking
+        drop(held);
+        let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert!(out.records.is_empty());
     }
 }
