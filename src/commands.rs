@@ -107,6 +107,12 @@ fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), Varia
 }
 
 fn run(args: RunArgs) -> i32 {
+    if let Some(m) = &args.step_marker
+        && let Err(e) = regex::Regex::new(m)
+    {
+        eprintln!("prewarm-doctor: --step-marker '{m}' is not a valid regular expression: {e}");
+        return exit::DOCTOR_FAILED;
+    }
     let (variants, baseline) = match declared_variants(&args) {
         Ok(v) => v,
         Err(e) => {

@@ -357,3 +357,23 @@ fn bad_variant_declarations_name_the_flag() {
         .code(125)
         .stderr(predicate::str::contains("unknown preset"));
 }
+
+#[test]
+fn a_bad_step_marker_is_refused_before_anything_runs() {
+    doctor()
+        .args([
+            "run",
+            "--step-marker",
+            "train(",
+            "--",
+            "sh",
+            "-c",
+            "echo should-not-run",
+        ])
+        .assert()
+        .code(125)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "--step-marker 'train(' is not a valid regular expression",
+        ));
+}

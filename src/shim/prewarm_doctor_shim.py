@@ -240,7 +240,10 @@ def _install_torch(torch):
 
     optim_mod.Optimizer.zero_grad = zero_grad
     if _MARKER:
-        _install_nvtx_markers(torch)
+        try:
+            _install_nvtx_markers(torch)
+        except Exception:
+            pass
     _install_nccl_version_probe(torch)
 
 
