@@ -532,9 +532,25 @@ pub fn replay(
                     MemEffect::Module
                         if !matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload) =>
                     {
-                        acc.module_loads += 1
+                        acc.module_loads += 1;
+                        acc.by_source
+                            .entry(source.clone())
+                            .or_insert_with(|| SourceBytes {
+                                source: source.to_string(),
+                                ..Default::default()
+                            })
+                            .module_loads += 1;
                     }
                     _ => {}
+                }
+                // Time spent inside the library's tracked driver calls.
+                if let Some(sb) = acc.by_source.get_mut(&source) {
+                    let secs = m.t_end.saturating_sub(m.t_start) as f64 / 1e9;
+                    match effect {
+                        MemEffect::Module => sb.load_seconds += secs,
+                        MemEffect::DeviceAlloc | MemEffect::DeviceFree => sb.alloc_seconds += secs,
+                        _ => {}
+                    }
                 }
                 acc.pool_peak = acc.pool_peak.max(state.pool);
             }

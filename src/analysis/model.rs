@@ -18,6 +18,12 @@ pub struct SourceBytes {
     pub allocated: u64,
     pub freed: u64,
     pub live_end: u64,
+    /// Module/library loads this source made (lazy code loading shows here).
+    pub module_loads: u32,
+    /// Wall time inside this source's allocation and free calls.
+    pub alloc_seconds: f64,
+    /// Wall time inside this source's module/library load calls.
+    pub load_seconds: f64,
 }
 
 /// One named part of the memory outside PyTorch's pool.

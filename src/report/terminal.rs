@@ -244,7 +244,15 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             .by_source
             .iter()
             .filter(|x| x.source != TORCH_POOL && x.allocated > 0)
-            .map(|x| format!("{} {} ({} calls)", x.source, bytes(x.allocated), x.calls))
+            .map(|x| {
+                format!(
+                    "{} {} ({} calls, {})",
+                    x.source,
+                    bytes(x.allocated),
+                    x.calls,
+                    seconds(x.alloc_seconds)
+                )
+            })
             .collect();
         if !oop.is_empty() {
             let _ = writeln!(
@@ -252,6 +260,28 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
                 "   out of pool in {}: {}",
                 ph.phase.label(),
                 oop.join(", ")
+            );
+        }
+        let loads: Vec<String> = ph
+            .by_source
+            .iter()
+            .filter(|x| x.module_loads > 0)
+            .map(|x| {
+                format!(
+                    "{} {} ({})",
+                    x.source,
+                    x.module_loads,
+                    seconds(x.load_seconds)
+                )
+            })
+            .collect();
+        if !loads.is_empty() {
+            let _ = writeln!(
+                o,
+                "   module loads in {}: {}; {} kernels first launched",
+                ph.phase.label(),
+                loads.join(", "),
+                ph.kernels_first_launched
             );
         }
     }
