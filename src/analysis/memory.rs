@@ -136,6 +136,19 @@ pub struct Replay {
     pub libraries_by_source: BTreeMap<String, Vec<String>>,
 }
 
+/// The per-phase entry of a source, created on first use.
+fn source_entry<'a>(
+    by_source: &'a mut BTreeMap<SourceName, SourceBytes>,
+    source: &SourceName,
+) -> &'a mut SourceBytes {
+    by_source
+        .entry(source.clone())
+        .or_insert_with(|| SourceBytes {
+            source: source.to_string(),
+            ..Default::default()
+        })
+}
+
 fn opt(v: u64) -> Option<u64> {
     (v != UNKNOWN_BYTES).then_some(v)
 }
@@ -499,13 +512,7 @@ pub fn replay(
                                 bytes: m.bytes,
                             });
                         }
-                        let sb =
-                            acc.by_source
-                                .entry(source.clone())
-                                .or_insert_with(|| SourceBytes {
-                                    source: source.to_string(),
-                                    ..Default::default()
-                                });
+                        let sb = source_entry(&mut acc.by_source, &source);
                         sb.calls += 1;
                         sb.allocated += m.bytes;
                     }
@@ -518,13 +525,7 @@ pub fn replay(
                                 *e = e.saturating_sub(bytes);
                                 acc.oop_freed += bytes;
                             }
-                            let sb =
-                                acc.by_source
-                                    .entry(src.clone())
-                                    .or_insert_with(|| SourceBytes {
-                                        source: src.to_string(),
-                                        ..Default::default()
-                                    });
+                            let sb = source_entry(&mut acc.by_source, &src);
                             sb.freed += bytes;
                         }
                     }
@@ -533,13 +534,7 @@ pub fn replay(
                         if !matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload) =>
                     {
                         acc.module_loads += 1;
-                        acc.by_source
-                            .entry(source.clone())
-                            .or_insert_with(|| SourceBytes {
-                                source: source.to_string(),
-                                ..Default::default()
-                            })
-                            .module_loads += 1;
+                        source_entry(&mut acc.by_source, &source).module_loads += 1;
                     }
                     _ => {}
                 }
