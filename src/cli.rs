@@ -98,6 +98,8 @@ pub enum FormatArg {
     Text,
     /// The versioned JSON account (docs/json-schema.md).
     Json,
+    /// Markdown for pull requests; also appended to $GITHUB_STEP_SUMMARY when that is set.
+    Md,
 }
 
 #[derive(Debug, Args)]

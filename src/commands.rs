@@ -258,14 +258,13 @@ pub enum Selection<'a> {
     One(&'a str),
 }
 
-/// The text output: the comparison (for matrices) and the selected stories.
-pub fn render_text(
-    attempts: &[AttemptAccount],
+/// The attempts whose full story is shown.
+pub fn select_attempts<'a>(
+    attempts: &'a [AttemptAccount],
     matrix: Option<&MatrixAccount>,
-    selection: Selection,
-) -> Result<String, String> {
-    let mut out = String::new();
-    let chosen: Vec<&AttemptAccount> = match (&selection, matrix) {
+    selection: &Selection,
+) -> Result<Vec<&'a AttemptAccount>, String> {
+    Ok(match (selection, matrix) {
         (Selection::All, _) | (Selection::Default, None) => attempts.iter().collect(),
         (Selection::One(spec), _) => {
             let (variant, attempt) = match spec.split_once('/') {
@@ -294,7 +293,17 @@ pub fn render_text(
             .filter(|a| a.variant == m.baseline && !a.warmup)
             .take(1)
             .collect(),
-    };
+    })
+}
+
+/// The text output: the comparison (for matrices) and the selected stories.
+pub fn render_text(
+    attempts: &[AttemptAccount],
+    matrix: Option<&MatrixAccount>,
+    selection: Selection,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let chosen = select_attempts(attempts, matrix, &selection)?;
     if let Some(m) = matrix {
         out.push_str(&render_matrix(m));
         if matches!(selection, Selection::Default) {
@@ -305,6 +314,23 @@ pub fn render_text(
         out.push_str(&render_attempt(a));
     }
     Ok(out)
+}
+
+/// GitHub Actions shows Markdown appended to $GITHUB_STEP_SUMMARY on the job page.
+fn append_step_summary(md: &str) {
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) {
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(md.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "prewarm-doctor: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
+                path.to_string_lossy()
+            );
+        }
+    }
 }
 
 /// Prints the end-of-run summary to stderr; never changes the exit code.
@@ -382,6 +408,24 @@ fn report(args: ReportArgs) -> i32 {
             matrix.as_ref(),
             &attempts,
         ),
+        FormatArg::Md => {
+            let selection = match (&args.attempt, args.all) {
+                (Some(a), _) => Selection::One(a),
+                (None, true) => Selection::All,
+                (None, false) => Selection::Default,
+            };
+            match select_attempts(&attempts, matrix.as_ref(), &selection) {
+                Ok(chosen) => {
+                    let md = crate::report::markdown::render(&chosen, matrix.as_ref());
+                    append_step_summary(&md);
+                    md.into_bytes()
+                }
+                Err(e) => {
+                    eprintln!("prewarm-doctor: {e}");
+                    return exit::BAD_INPUT;
+                }
+            }
+        }
     };
     let written = match &args.output {
         Some(path) => std::fs::write(path, &bytes)
@@ -454,6 +498,17 @@ fn diff(args: DiffArgs) -> i32 {
             old_m.as_ref(),
             new_m.as_ref(),
         ),
+        FormatArg::Md => {
+            let text = crate::report::diff::render_text(
+                &old_sum,
+                &new_sum,
+                old_m.as_ref(),
+                new_m.as_ref(),
+            );
+            let md = format!("## prewarm-doctor diff\n\n```text\n{text}```\n");
+            append_step_summary(&md);
+            md.into_bytes()
+        }
     };
     if let Err(e) = std::io::stdout().lock().write_all(&bytes) {
         eprintln!("prewarm-doctor: cannot write to standard output: {e}");

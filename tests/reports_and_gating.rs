@@ -336,3 +336,40 @@ fn dump_prints_records_and_survives_a_closed_pipe() {
         .code(4)
         .stderr(predicate::str::contains("not a prewarm-doctor event file"));
 }
+
+#[test]
+fn markdown_goes_to_stdout_and_the_github_step_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.md");
+    std::fs::write(&summary, "existing\n").unwrap();
+    let out = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "md"])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(md.contains("| variant | runs | step-1 peak |"));
+    assert!(md.contains("**triton\\_autotune** (triton\\_autotune): **works**"));
+    assert!(md.contains("#### rank 0 on vm"));
+    let appended = std::fs::read_to_string(&summary).unwrap();
+    assert!(appended.starts_with("existing\n") && appended.ends_with(&md));
+    let diff = doctor()
+        .args([
+            "diff",
+            "tests/fixtures/h200/examples-cublas-baseline",
+            "tests/fixtures/h200/examples-cublas-prewarm",
+            "--format",
+            "md",
+        ])
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8(diff.stdout)
+            .unwrap()
+            .starts_with("## prewarm-doctor diff\n\n```text\n")
+    );
+}

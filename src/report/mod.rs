@@ -2,6 +2,7 @@
 
 pub mod diff;
 pub mod json;
+pub mod markdown;
 pub mod matrix;
 pub mod terminal;
 
