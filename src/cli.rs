@@ -100,6 +100,8 @@ pub enum FormatArg {
     Json,
     /// Markdown for pull requests; also appended to $GITHUB_STEP_SUMMARY when that is set.
     Md,
+    /// Tidy CSV, one measurement per row (report only).
+    Csv,
 }
 
 #[derive(Debug, Args)]

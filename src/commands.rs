@@ -408,6 +408,7 @@ fn report(args: ReportArgs) -> i32 {
             matrix.as_ref(),
             &attempts,
         ),
+        FormatArg::Csv => crate::report::csv_out::render(&attempts),
         FormatArg::Md => {
             let selection = match (&args.attempt, args.all) {
                 (Some(a), _) => Selection::One(a),
@@ -498,6 +499,12 @@ fn diff(args: DiffArgs) -> i32 {
             old_m.as_ref(),
             new_m.as_ref(),
         ),
+        FormatArg::Csv => {
+            eprintln!(
+                "prewarm-doctor: diff has no CSV form; use --format json (or report --format csv on each run)"
+            );
+            return exit::BAD_GATE;
+        }
         FormatArg::Md => {
             let text = crate::report::diff::render_text(
                 &old_sum,

@@ -373,3 +373,45 @@ fn markdown_goes_to_stdout_and_the_github_step_summary() {
             .starts_with("## prewarm-doctor diff\n\n```text\n")
     );
 }
+
+#[test]
+fn csv_is_tidy_and_holds_the_per_phase_sources() {
+    let out = doctor()
+        .args([
+            "report",
+            "tests/fixtures/h200/examples-nccl-baseline",
+            "--format",
+            "csv",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "variant,attempt,host,rank,pid,phase,metric,source,value,unit"
+    );
+    assert!(
+        lines.clone().all(|l| l.split(',').count() == 10),
+        "every row has 10 fields"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains(",step1,allocated,nccl,408944640,B")),
+        "{text}"
+    );
+    doctor()
+        .args([
+            "diff",
+            "tests/fixtures/h200/examples-nccl-baseline",
+            "tests/fixtures/h200/examples-nccl-prewarm",
+            "--format",
+            "csv",
+        ])
+        .current_dir(root())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("diff has no CSV form"));
+}

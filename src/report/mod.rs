@@ -1,5 +1,6 @@
 //! Outputs: each format renders the analysis account to bytes; none prints.
 
+pub mod csv_out;
 pub mod diff;
 pub mod json;
 pub mod markdown;

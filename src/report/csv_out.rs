@@ -1,0 +1,139 @@
+//! Tidy CSV: one measurement per row (variant, attempt, host, rank, pid,
+//! phase, metric, source, value, unit), for spreadsheets and dataframes.
+
+use crate::analysis::AttemptAccount;
+use crate::analysis::model::ProcessAccount;
+
+const HEADER: [&str; 10] = [
+    "variant", "attempt", "host", "rank", "pid", "phase", "metric", "source", "value", "unit",
+];
+
+struct Rows<'a> {
+    w: csv::Writer<Vec<u8>>,
+    a: &'a AttemptAccount,
+}
+
+impl Rows<'_> {
+    fn row(
+        &mut self,
+        p: &ProcessAccount,
+        phase: &str,
+        metric: &str,
+        source: &str,
+        value: f64,
+        unit: &str,
+    ) {
+        let rank = p.rank.map(|r| r.to_string()).unwrap_or_default();
+        let _ = self.w.write_record([
+            self.a.variant.as_str(),
+            self.a.attempt.as_str(),
+            p.host.as_str(),
+            rank.as_str(),
+            &p.pid.to_string(),
+            phase,
+            metric,
+            source,
+            &value.to_string(),
+            unit,
+        ]);
+    }
+}
+
+/// Renders every attempt's per-phase figures as tidy CSV.
+pub fn render(attempts: &[AttemptAccount]) -> Vec<u8> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(HEADER);
+    for a in attempts {
+        let mut rows = Rows { w, a };
+        for p in &a.processes {
+            if let Some(s) = p.steps.step1_s {
+                rows.row(p, "step1", "wall_time", "", s, "s");
+            }
+            if let Some(s) = p.steps.steady_step_s {
+                rows.row(p, "steady", "median_step_time", "", s, "s");
+            }
+            for ph in &p.phases {
+                let name = format!("{:?}", ph.phase).to_ascii_lowercase();
+                rows.row(p, &name, "duration", "", ph.duration_s, "s");
+                if let Some(v) = ph.device_used_peak {
+                    rows.row(p, &name, "device_used_peak", "", v as f64, "B");
+                }
+                rows.row(
+                    p,
+                    &name,
+                    "pool_reserved_peak",
+                    "",
+                    ph.pool_reserved_peak as f64,
+                    "B",
+                );
+                rows.row(
+                    p,
+                    &name,
+                    "local_memory_growth",
+                    "",
+                    ph.local_memory_growth as f64,
+                    "B",
+                );
+                rows.row(
+                    p,
+                    &name,
+                    "kernels_first_launched",
+                    "",
+                    ph.kernels_first_launched as f64,
+                    "count",
+                );
+                for sb in &ph.by_source {
+                    rows.row(p, &name, "allocated", &sb.source, sb.allocated as f64, "B");
+                    rows.row(p, &name, "freed", &sb.source, sb.freed as f64, "B");
+                    rows.row(p, &name, "live_end", &sb.source, sb.live_end as f64, "B");
+                    rows.row(
+                        p,
+                        &name,
+                        "module_loads",
+                        &sb.source,
+                        sb.module_loads as f64,
+                        "count",
+                    );
+                }
+                let st = &ph.stall;
+                for (k, v) in [
+                    ("compile", st.compile_s),
+                    ("autotune", st.autotune_s),
+                    ("nccl_init", st.nccl_init_s),
+                    ("module_load", st.module_load_s),
+                    ("other", st.other_s),
+                ] {
+                    rows.row(p, &name, "stall_time", k, v, "s");
+                }
+                if let Some(g) = &ph.gap_end {
+                    rows.row(p, &name, "out_of_pool_end", "", g.out_of_pool as f64, "B");
+                    for part in &g.parts {
+                        rows.row(
+                            p,
+                            &name,
+                            "out_of_pool_part",
+                            &part.name,
+                            part.bytes as f64,
+                            "B",
+                        );
+                    }
+                    rows.row(p, &name, "unexplained_end", "", g.unexplained as f64, "B");
+                }
+            }
+        }
+        w = rows.w;
+    }
+    w.into_inner().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn header_only_for_nothing() {
+        let out = String::from_utf8(super::render(&[])).unwrap();
+        assert_eq!(
+            out,
+            "variant,attempt,host,rank,pid,phase,metric,source,value,unit\n"
+        );
+    }
+}
