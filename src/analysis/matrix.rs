@@ -263,14 +263,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// Builds the comparison of a run's variants. None for a single-variant run.
 pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<MatrixAccount> {
-    let mut order: Vec<String> = meta
-        .map(|m| m.variants.iter().map(|v| v.name.clone()).collect())
-        .unwrap_or_default();
-    for a in attempts {
-        if !order.contains(&a.variant) {
-            order.push(a.variant.clone());
-        }
-    }
+    let order = variant_order(meta, attempts);
     if order.len() < 2 {
         return None;
     }
@@ -290,6 +283,13 @@ pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<Ma
 /// Per-variant summaries in declaration order (single-variant runs too: gating
 /// and `diff` work on these).
 pub fn summaries(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Vec<VariantSummary> {
+    let mut order = variant_order(meta, attempts);
+    order.retain(|n| attempts.iter().any(|a| &a.variant == n));
+    summarise_variants(meta, attempts, &order, meta.map_or(1, |m| m.repeat))
+}
+
+/// Variants in declaration order, then any found only on disk.
+fn variant_order(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Vec<String> {
     let mut order: Vec<String> = meta
         .map(|m| m.variants.iter().map(|v| v.name.clone()).collect())
         .unwrap_or_default();
@@ -298,8 +298,7 @@ pub fn summaries(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Vec<Var
             order.push(a.variant.clone());
         }
     }
-    order.retain(|n| attempts.iter().any(|a| &a.variant == n));
-    summarise_variants(meta, attempts, &order, meta.map_or(1, |m| m.repeat))
+    order
 }
 
 fn summarise_variants(

@@ -5,7 +5,7 @@
 use super::model::{Exposure, LocalMemoryEvent, SourceBytes};
 use super::phases::{Boundaries, Phase};
 use super::records::{ProcessRecords, kernel_display};
-use super::sources::{TORCH_POOL, UNKNOWN, classify};
+use super::sources::{UNKNOWN, classify};
 use prewarm_events::{MemApi, MemCall, MemEffect, UNKNOWN_BYTES};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -550,10 +550,6 @@ pub fn replay(
                 acc.pool_peak = acc.pool_peak.max(state.pool);
             }
         }
-    }
-    // Torch's own pool bytes are live "in pool"; name the source consistently.
-    if let Some(p) = out.libraries_by_source.get_mut(TORCH_POOL) {
-        p.sort();
     }
     out
 }

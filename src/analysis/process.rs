@@ -46,6 +46,19 @@ fn device_view(
         .map(|s| (s.t, s.used))
         .collect();
     let baseline = gpu.as_ref().map(|g| g.used_before_bytes);
+    let mut probe_free: Vec<(u64, u64)> = r
+        .mem
+        .iter()
+        .filter(|m| m.free_after != prewarm_events::UNKNOWN_BYTES)
+        .map(|m| (m.t_end, m.free_after))
+        .collect();
+    probe_free.sort();
+    let cuda_total = r
+        .contexts
+        .iter()
+        .map(|c| c.total)
+        .chain(r.mem.iter().map(|m| m.total))
+        .find(|t| *t != prewarm_events::UNKNOWN_BYTES);
     let alone = host
         .nvml
         .processes
@@ -66,43 +79,19 @@ fn device_view(
             "NVML per-process used memory (GPU shared with other processes)".to_string(),
         )
     } else {
-        let total = r
-            .contexts
-            .first()
-            .map(|c| c.total)
-            .filter(|t| *t != prewarm_events::UNKNOWN_BYTES);
-        let base = r
-            .contexts
-            .first()
-            .and_then(|c| r.mem.iter().find(|m| m.t_end >= c.t).map(|m| m.free_after));
-        let pts = match total {
-            Some(t) => r
-                .mem
+        // No NVML: the device as cuMemGetInfo saw it at each allocation call.
+        let pts = match cuda_total {
+            Some(t) => probe_free
                 .iter()
-                .filter(|m| m.free_after != prewarm_events::UNKNOWN_BYTES)
-                .map(|m| (m.t_end, t.saturating_sub(m.free_after)))
+                .map(|&(at, free)| (at, t.saturating_sub(free)))
                 .collect(),
             None => Vec::new(),
         };
-        let _ = base;
         (
             Series { points: pts },
             "cuMemGetInfo at allocation calls (no NVML timeline)".to_string(),
         )
     };
-    let mut probe_free: Vec<(u64, u64)> = r
-        .mem
-        .iter()
-        .filter(|m| m.free_after != prewarm_events::UNKNOWN_BYTES)
-        .map(|m| (m.t_end, m.free_after))
-        .collect();
-    probe_free.sort();
-    let cuda_total = r
-        .contexts
-        .iter()
-        .map(|c| c.total)
-        .chain(r.mem.iter().map(|m| m.total))
-        .find(|t| *t != prewarm_events::UNKNOWN_BYTES);
     (
         DeviceView {
             used,
