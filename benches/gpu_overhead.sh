@@ -1,33 +1,77 @@
 #!/usr/bin/env bash
 # Probe overhead on a GPU machine: the same workload plain and under
 # `prewarm-doctor run`, alternated ROUNDS times, side by side on one GPU.
-# Prints each run's STEPTIMES and the median ratios. BIN: the doctor binary;
-# OVERHEAD_ROUNDS (3) and OVERHEAD_STEPS (300, at least 40) size it.
+#
+# Workloads (OVERHEAD_WORKLOADS): `gemm` (large matmuls, GPU-bound, ~20 ms
+# steps) and `launch` (small layers, many short kernels: CPU/launch-bound,
+# where any per-launch cost shows). Modes (OVERHEAD_MODES, each against
+# `plain`): `doctor` (what users run); for finding a cost: `no-probe`
+# (doctor with shim and NVML sampler, no probe), `no-kernels` (doctor with
+# kernel records off), `shim-only` (the Python shim alone), `probe-only` (the
+# probe injected alone, kernel records off). Prints one OVERHEAD line per
+# workload and mode: median ratios of steady-state and step-1 time, and the
+# probe's device memory (difference in device memory in use at the end).
+# BIN: the doctor binary; OVERHEAD_ROUNDS (3), OVERHEAD_STEPS (300, >= 40).
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
 ROUNDS=${OVERHEAD_ROUNDS:-3}
 STEPS=${OVERHEAD_STEPS:-300}
+WORKLOADS=${OVERHEAD_WORKLOADS:-gemm launch}
+MODES=${OVERHEAD_MODES:-doctor}
 PY=${PY:-python3}
 OUTDIR=${OUTDIR:-/tmp/pd-overhead}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUTDIR"
-: > "$OUTDIR/steptimes.txt"
-for r in $(seq 1 "$ROUNDS"); do
-  $PY benches/gpu_overhead.py --steps "$STEPS" | grep STEPTIMES | sed "s/^/plain /" >> "$OUTDIR/steptimes.txt"
-  "$BIN" run --out "$OUTDIR/probe-$r" -- $PY benches/gpu_overhead.py --steps "$STEPS" 2>/dev/null | grep STEPTIMES | sed "s/^/probe /" >> "$OUTDIR/steptimes.txt"
-done
-cat "$OUTDIR/steptimes.txt"
-$PY - "$OUTDIR/steptimes.txt" <<'PYEOF'
+# The extracted probe, shim and CUPTI, for the modes that bypass the doctor.
+"$BIN" check > "$OUTDIR/check.txt" 2>&1
+PROBE=$(sed -n 's/^probe: //p' "$OUTDIR/check.txt")
+SHIM=$(ls -d "$(dirname "$PROBE")"/shim-* 2>/dev/null | head -1)
+CUPTI=$(grep -o '/[^ ]*libcupti[^ ]*' "$OUTDIR/check.txt" | head -1)
+
+run_mode() { # mode run-dir, then the workload command
+  local mode=$1 dir=$2; shift 2
+  case $mode in
+  plain) "$@" ;;
+  doctor) "$BIN" run --out "$dir" -- "$@" 2>/dev/null ;;
+  no-probe) "$BIN" run --no-probe --out "$dir" -- "$@" 2>/dev/null ;;
+  no-kernels) PREWARM_DOCTOR_KERNEL_RECORDS=0 "$BIN" run --out "$dir" -- "$@" 2>/dev/null ;;
+  shim-only) mkdir -p "$dir"; PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}" PREWARM_DOCTOR_DIR="$dir" PREWARM_DOCTOR_SHIM=1 "$@" ;;
+  probe-only) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" PREWARM_DOCTOR_KERNEL_RECORDS=0 "$@" ;;
+  *) echo "unknown mode $mode" >&2; return 2 ;;
+  esac
+}
+
+for w in $WORKLOADS; do
+  case $w in
+  gemm) shape="--hidden 8192 --batch 8192 --layers 4" ;;
+  launch) shape="--hidden 512 --batch 256 --layers 24" ;;
+  *) echo "unknown workload $w" >&2; exit 2 ;;
+  esac
+  : > "$OUTDIR/steptimes-$w.txt"
+  for r in $(seq 1 "$ROUNDS"); do
+    for mode in plain $MODES; do
+      run_mode "$mode" "$OUTDIR/$mode-$w-$r" $PY benches/gpu_overhead.py --steps "$STEPS" $shape \
+        | grep STEPTIMES | sed "s/^/$mode /" >> "$OUTDIR/steptimes-$w.txt"
+    done
+  done
+  cat "$OUTDIR/steptimes-$w.txt"
+  $PY - "$OUTDIR/steptimes-$w.txt" "$w" <<'PYEOF'
 import json, statistics, sys
-rows = {"plain": [], "probe": []}
+rows = {}
 for line in open(sys.argv[1]):
     kind, _, payload = line.partition(" STEPTIMES ")
-    rows[kind.strip()].append(json.loads(payload))
+    rows.setdefault(kind.strip(), []).append(json.loads(payload))
 def med(kind, key):
     return statistics.median(r[key] for r in rows[kind])
-steady = med("probe", "steady_median") / med("plain", "steady_median")
-step1 = med("probe", "step1") / med("plain", "step1")
-mem = med("probe", "device_used") - med("plain", "device_used")
-print(f"OVERHEAD steady_ratio={steady:.4f} step1_ratio={step1:.4f} probe_device_bytes={mem:.0f} "
-      f"plain_steady_ms={1000*med('plain','steady_median'):.3f} probe_steady_ms={1000*med('probe','steady_median'):.3f}")
+for mode in rows:
+    if mode == "plain":
+        continue
+    steady = med(mode, "steady_median") / med("plain", "steady_median")
+    step1 = med(mode, "step1") / med("plain", "step1")
+    mem = med(mode, "device_used") - med("plain", "device_used")
+    print(f"OVERHEAD workload={sys.argv[2]} mode={mode} rounds={len(rows[mode])} steady_ratio={steady:.4f} "
+          f"step1_ratio={step1:.4f} probe_device_bytes={mem:.0f} plain_steady_ms={1000*med('plain','steady_median'):.3f} "
+          f"{mode}_steady_ms={1000*med(mode,'steady_median'):.3f} plain_step1_ms={1000*med('plain','step1'):.1f} "
+          f"{mode}_step1_ms={1000*med(mode,'step1'):.1f}")
 PYEOF
+done

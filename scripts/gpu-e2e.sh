@@ -2,7 +2,7 @@
 # GPU end-to-end: the examples under `prewarm-doctor run` with and without
 # their prewarms, deliberate out-of-memory scenarios, and the A/B matrix.
 # Run on a GPU machine from the repository root. SECTIONS picks what to run
-# (examples oom matrix shared); BIN is a release build of prewarm-doctor.
+# (examples oom matrix shared multigpu multinode overhead); BIN is a release build of prewarm-doctor.
 # Every finished run is packed into $OUT/runs-<section>.tar.gz right away.
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
@@ -14,6 +14,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 mkdir -p "$OUT" "$RUNS"
 PY=${PY:-python3}
 TORCHRUN="$PY -m torch.distributed.run --standalone --nproc_per_node=${NPROC:-1}"
+GPUS=${GPUS:-2}
+TORCHRUN_N="$PY -m torch.distributed.run --standalone --nproc_per_node=$GPUS"
 
 pack() { # section
   find "$RUNS" -type d -name 'cache-*' -prune -exec rm -rf {} +
@@ -53,6 +55,28 @@ for section in $SECTIONS; do
     ;;
   shared)
     RUN_TIMEOUT=${SHARED_TIMEOUT:-600} run shared cache --preset env:cublas,triton_autotune,nccl_comm --cache shared -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS
+    ;;
+  multigpu)
+    run multigpu fsdp2-baseline -- $TORCHRUN_N examples/fsdp2_clip.py --steps $STEPS
+    run multigpu fsdp2-prewarm -- $TORCHRUN_N examples/fsdp2_clip.py --steps $STEPS --prewarm-nccl-comm
+    RUN_TIMEOUT=${MATRIX_TIMEOUT:-600} run multigpu matrix --preset env:nccl_comm --repeat ${REPEAT:-2} -- $TORCHRUN_N examples/fsdp2_clip.py --steps $STEPS
+    ;;
+  multinode)
+    # Two doctors on one machine acting as two nodes of one job: torchrun
+    # --nnodes 2 with a local static rendezvous, one GPU and one host tag per
+    # node, one shared run folder; `report` merges the nodes.
+    echo "=== multinode-fsdp2: 2 nodes x 1 GPU, baseline and nccl_comm"
+    t0=$(date +%s%N)
+    for node in 0 1; do
+      CUDA_VISIBLE_DEVICES=$node timeout ${RUN_TIMEOUT:-400} "$BIN" run --out "$RUNS/multinode-fsdp2" --host-tag node$node --preset env:nccl_comm -- \
+        $PY -m torch.distributed.run --nnodes 2 --node_rank $node --nproc_per_node 1 --master_addr 127.0.0.1 --master_port ${NODE_PORT:-29611} \
+        examples/fsdp2_clip.py --steps $STEPS > "$RUNS/multinode-fsdp2.node$node.stdout" 2> "$RUNS/multinode-fsdp2.node$node.stderr" &
+    done
+    for job in $(jobs -p); do wait $job; echo "node exit=$?"; done
+    echo "wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"
+    "$BIN" report "$RUNS/multinode-fsdp2" > "$RUNS/multinode-fsdp2.report" 2>&1; echo "report exit=$?"
+    grep -E "worst|slowest|skew|verdict|WORKS|PARTIAL|NO EFFECT|REGRESSION" "$RUNS/multinode-fsdp2.report" | head -20
+    pack multinode
     ;;
   overhead)
     BIN=$BIN OUTDIR=$RUNS/overhead-runs timeout ${OVERHEAD_TIMEOUT:-300} bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | tail -3

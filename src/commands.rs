@@ -153,10 +153,15 @@ fn run(args: RunArgs) -> i32 {
         baseline: Some(baseline),
         label: None,
     };
+    // Every node of a multi-node job writes the same description into the
+    // shared folder: write-then-rename, so a reader never sees half a file.
+    let staged = out.join(format!(".{RUN_FILE}.{}", std::process::id()));
     if let Err(e) = std::fs::write(
-        out.join(RUN_FILE),
+        &staged,
         serde_json::to_string_pretty(&meta).expect("serialises"),
-    ) {
+    )
+    .and_then(|()| std::fs::rename(&staged, out.join(RUN_FILE)))
+    {
         eprintln!(
             "prewarm-doctor: cannot write {}: {e}",
             out.join(RUN_FILE).display()

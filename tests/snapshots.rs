@@ -46,6 +46,13 @@ fn rank_table_shows_worst_rank_and_skew() {
     }
     other.steps.step1_s = other.steps.step1_s.map(|s| s + 0.25);
     attempt.processes.push(other);
+    attempt.ranks = prewarm_doctor::analysis::ranks::spread(&attempt.processes);
+    let spread = attempt.ranks.as_ref().expect("two ranks have a spread");
+    assert_eq!(spread.step1_peak_skew, Some(512 << 20));
+    assert_eq!(spread.worst_step1_peak.as_ref().unwrap().rank, Some(1));
+    assert_eq!(spread.hosts.len(), 2);
+    assert!((spread.step1_skew_s.unwrap() - 0.25).abs() < 1e-9);
+    assert_eq!(spread.step1_out_of_pool_skew, Some(0));
     let text = prewarm_doctor::report::terminal::render_attempt(&attempt);
     assert!(
         text.contains("worst step-1 peak: rank 1 on node-b"),

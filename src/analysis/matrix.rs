@@ -5,6 +5,7 @@
 use super::AttemptAccount;
 use super::model::ProcessAccount;
 use super::phases::Phase;
+use super::ranks::{step1_out_of_pool, step1_peak};
 use crate::capture::meta::RunMeta;
 use crate::prewarm::catalog::{self, EventClass};
 use serde::Serialize;
@@ -200,20 +201,8 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         .iter()
         .filter(|p| p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty())
         .collect();
-    let s1 = |p: &ProcessAccount| p.phases.iter().find(|ph| ph.phase == Phase::Step1).cloned();
-    let peaks: Vec<u64> = ranks
-        .iter()
-        .filter_map(|p| s1(p).and_then(|x| x.device_used_peak))
-        .collect();
-    let oop = |p: &ProcessAccount| {
-        s1(p).map_or(0, |x| x.out_of_pool_allocated + x.local_memory_growth)
-            + p.nccl
-                .iter()
-                .filter(|c| c.phase == Some(Phase::Step1))
-                .map(|c| c.inferred_bytes)
-                .sum::<u64>()
-    };
-    let worst = ranks.iter().max_by_key(|p| oop(p)).copied();
+    let peaks: Vec<u64> = ranks.iter().filter_map(|p| step1_peak(p)).collect();
+    let worst = ranks.iter().max_by_key(|p| step1_out_of_pool(p)).copied();
     let max_f = |f: &dyn Fn(&ProcessAccount) -> Option<f64>| {
         ranks.iter().filter_map(|p| f(p)).reduce(f64::max)
     };
@@ -222,7 +211,11 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         exit_code: a.exit_code,
         ranks: ranks.len() as u32,
         step1_device_peak: peaks.iter().copied().max(),
-        step1_out_of_pool: ranks.iter().map(|p| oop(p)).max().unwrap_or(0),
+        step1_out_of_pool: ranks
+            .iter()
+            .map(|p| step1_out_of_pool(p))
+            .max()
+            .unwrap_or(0),
         step1_tightest_headroom: ranks
             .iter()
             .flat_map(|p| {
@@ -238,8 +231,7 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         oom: ranks.iter().any(|p| !p.forensics.is_empty()),
         nccl_comms: ranks.iter().map(|p| p.nccl.len() as u32).max().unwrap_or(0),
         step1_by_class: worst.map(step1_costs).unwrap_or_default(),
-        rank_skew_peak: (peaks.len() > 1)
-            .then(|| peaks.iter().max().unwrap() - peaks.iter().min().unwrap()),
+        rank_skew_peak: a.ranks.as_ref().and_then(|r| r.step1_peak_skew),
     }
 }
 

@@ -74,6 +74,9 @@ pub struct State {
     pub local_growth: u64,
     /// Reservation the driver dropped when a growth failed (measured).
     pub local_released: u64,
+    /// Context memory the driver committed only at the context's first kernel
+    /// launch (its initial local-memory reservation; measured, often 0).
+    pub context_late: u64,
 }
 
 impl State {
@@ -131,6 +134,8 @@ pub struct Replay {
     pub oop_allocs: Vec<OopAlloc>,
     /// Local-memory reservation each context had at its first kernel (part of the context).
     pub initial_local: u64,
+    /// Of that, what the device gained only at the first launch (measured).
+    pub context_late: u64,
     /// Reservation released when a growth failed (the driver drops the old one).
     pub local_released: u64,
     pub libraries_by_source: BTreeMap<String, Vec<String>>,
@@ -202,20 +207,51 @@ fn known_allocations(r: &ProcessRecords) -> Series {
     Series { points }
 }
 
+/// Smallest first-launch commit reported as such (device pages are 2 MiB).
+const LATE_COMMIT_MIN: u64 = 4 << 20;
+
 /// Window around a launch inside which its reservation growth shows on the device.
 const GROWTH_WINDOW_NS: u64 = 20_000_000;
 
-/// Device growth over [a, b], when no allocation call changed memory in the
-/// window (otherwise the device timeline cannot separate the two reliably).
-fn measured_growth(device: &DeviceView, known: &Series, a: u64, b: u64) -> Option<u64> {
-    let before = device.used.at(a)?;
-    let after = device.used.at(b)?;
+/// Longest wait for the probe's next free-memory reading after a launch.
+const PROBE_READING_WITHIN_NS: u64 = 2_000_000_000;
+
+/// Device growth over [a, b] that no allocation call explains.
+///
+/// A window without allocation calls is measured on the device timeline
+/// (NVML between the probe's readings). NVML lags allocations by
+/// milliseconds, so a window with allocation calls is measured on the
+/// probe's own cuMemGetInfo readings instead: the last before the window and
+/// the first after the launch, minus the known allocations between them.
+fn measured_growth(
+    device: &DeviceView,
+    known: &Series,
+    a: u64,
+    launch_end: u64,
+    b: u64,
+) -> Option<u64> {
     let lo = known.points.partition_point(|p| p.0 < a);
     let hi = known.points.partition_point(|p| p.0 <= b);
-    if hi > lo {
-        return None;
+    if hi == lo {
+        let before = device.used.at(a)?;
+        let after = device.used.at(b)?;
+        return Some(after.saturating_sub(before));
     }
-    Some(after.saturating_sub(before))
+    let readings = &device.probe_free.points;
+    let before = readings[..readings.partition_point(|p| p.0 <= a)].last();
+    let after = readings
+        .get(readings.partition_point(|p| p.0 < launch_end))
+        .filter(|p| p.0 <= launch_end + PROBE_READING_WITHIN_NS);
+    let known_change =
+        |t0: u64, t1: u64| known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
+    let change = match (before, after) {
+        (Some(&(t0, free0)), Some(&(t1, free1))) => {
+            free0 as i64 - free1 as i64 - known_change(t0, t1)
+        }
+        // No reading after the launch: the device timeline, best effort.
+        _ => device.used.at(b)? as i64 - device.used.at(a)? as i64 - known_change(a, b),
+    };
+    Some(change.max(0) as u64)
 }
 
 /// How much device memory disappeared across a failed launch: from the last
@@ -244,7 +280,7 @@ fn released_by_failure(
 fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> Vec<Option<u64>> {
     let mut out = vec![None; r.local.len()];
     let mut idx: Vec<usize> = (0..r.local.len())
-        .filter(|&i| r.local[i].t_start != 0 && r.local[i].total_before != 0)
+        .filter(|&i| r.local[i].t_start != 0)
         .collect();
     idx.sort_by_key(|&i| r.local[i].t_start);
     let mut cluster: Vec<usize> = Vec::new();
@@ -252,9 +288,22 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         if cluster.is_empty() {
             return;
         }
-        let a = r.local[cluster[0]].t_start.saturating_sub(GROWTH_WINDOW_NS);
-        let b = cluster.iter().map(|&i| r.local[i].t_end).max().unwrap_or(0) + GROWTH_WINDOW_NS;
-        if let Some(total) = measured_growth(device, known, a, b) {
+        // Never reach back before the context came up: what it took then is
+        // the context's own figure.
+        let ctx_up = r
+            .contexts
+            .iter()
+            .filter(|c| c.context_id == r.local[cluster[0]].context_id)
+            .map(|c| c.t)
+            .min()
+            .unwrap_or(0);
+        let a = r.local[cluster[0]]
+            .t_start
+            .saturating_sub(GROWTH_WINDOW_NS)
+            .max(ctx_up);
+        let launch_end = cluster.iter().map(|&i| r.local[i].t_end).max().unwrap_or(0);
+        let b = launch_end + GROWTH_WINDOW_NS;
+        if let Some(total) = measured_growth(device, known, a, launch_end, b) {
             let weights: Vec<u64> = cluster
                 .iter()
                 .map(|&i| {
@@ -265,6 +314,9 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
                 })
                 .collect();
             let sum: u64 = weights.iter().sum();
+            // The device cannot gain more than the driver reserved: anything
+            // beyond is someone else's growth inside the window.
+            let total = total.min(sum);
             let mut given = 0u64;
             for (k, &i) in cluster.iter().enumerate() {
                 let share = if k + 1 == cluster.len() {
@@ -370,10 +422,20 @@ pub fn replay(
                 let l = &r.local[*i];
                 let failed = l.t_start == 0;
                 if !failed && l.total_before == 0 && !first_local.contains_key(&l.context_id) {
-                    // The reservation every context starts with (default stack): part of the context.
+                    // The reservation every context starts with (default stack): part of
+                    // the context, though some drivers commit it only at this launch.
                     first_local.insert(l.context_id, l.total_after);
                     max_local.insert(l.context_id, l.total_after);
                     out.initial_local += l.total_after;
+                    // Below a few device pages this is sampling noise, not a commit.
+                    let late = measured
+                        .get(*i)
+                        .copied()
+                        .flatten()
+                        .filter(|&g| g >= LATE_COMMIT_MIN)
+                        .unwrap_or(0);
+                    state.context_late += late;
+                    out.context_late += late;
                     continue;
                 }
                 let cur = max_local

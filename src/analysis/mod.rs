@@ -9,6 +9,7 @@ pub mod memory;
 pub mod model;
 pub mod phases;
 pub mod process;
+pub mod ranks;
 pub mod records;
 pub mod sources;
 
@@ -29,6 +30,8 @@ pub struct AttemptAccount {
     pub warmup: bool,
     pub host_notices: Vec<String>,
     pub processes: Vec<ProcessAccount>,
+    /// Worst rank and skew across ranks (None for a single rank).
+    pub ranks: Option<ranks::RankSpread>,
     pub problems: Vec<Problem>,
 }
 
@@ -117,6 +120,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
             interrupted,
             warmup,
             host_notices: notices,
+            ranks: ranks::spread(&processes),
             processes,
             problems,
         });

@@ -46,11 +46,15 @@ fn device_view(
         .map(|s| (s.t, s.used))
         .collect();
     let baseline = gpu.as_ref().map(|g| g.used_before_bytes);
+    // Every cuMemGetInfo the probe took: around each call, and as each
+    // context came up.
+    let unknown = prewarm_events::UNKNOWN_BYTES;
     let mut probe_free: Vec<(u64, u64)> = r
         .mem
         .iter()
-        .filter(|m| m.free_after != prewarm_events::UNKNOWN_BYTES)
-        .map(|m| (m.t_end, m.free_after))
+        .flat_map(|m| [(m.t_start, m.free_before), (m.t_end, m.free_after)])
+        .chain(r.contexts.iter().map(|c| (c.t, c.free)))
+        .filter(|p| p.1 != unknown)
         .collect();
     probe_free.sort();
     let cuda_total = r
@@ -257,10 +261,10 @@ pub fn analyse_process(
     });
 
     let remainder = |t: u64, state: &super::memory::State| -> Option<i64> {
-        device
-            .used
-            .at(t)
-            .map(|u| u as i64 - (state.pool + state.oop_total() + state.local_growth) as i64)
+        device.used.at(t).map(|u| {
+            u as i64
+                - (state.pool + state.oop_total() + state.local_growth + state.context_late) as i64
+        })
     };
     let mut qi = phase_windows.len();
     let mut comm_inferred = Vec::new();
@@ -312,12 +316,20 @@ pub fn analyse_process(
             let out_of_pool = device_used.saturating_sub(state.pool);
             let mut parts = Vec::new();
             if let Some(c) = context_bytes {
+                let late = if state.context_late > 0 {
+                    format!(
+                        ", {} of it committed at the first kernel launch",
+                        crate::report::bytes(state.context_late)
+                    )
+                } else {
+                    String::new()
+                };
                 parts.push(GapPart {
                     name: format!(
-                        "CUDA context (incl. {} initial local memory)",
+                        "CUDA context (incl. {} initial local memory{late})",
                         crate::report::bytes(rp.initial_local)
                     ),
-                    bytes: c as i64,
+                    bytes: (c + state.context_late) as i64,
                     inferred: false,
                 });
             }

@@ -5,6 +5,7 @@ use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
 use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
+use crate::analysis::ranks::{RankFigure, RankSpread, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
 
@@ -59,7 +60,7 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
         );
     }
     if a.processes.len() > 1 {
-        rank_table(&mut o, &a.processes);
+        rank_table(&mut o, &a.processes, a.ranks.as_ref());
     }
     for p in &a.processes {
         render_process(&mut o, p);
@@ -73,67 +74,64 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     o
 }
 
-fn step1(p: &ProcessAccount) -> Option<&PhaseAccount> {
-    p.phases.iter().find(|ph| ph.phase == Phase::Step1)
+fn figure_owner<T>(f: &RankFigure<T>) -> String {
+    let name = f
+        .rank
+        .map_or(format!("pid {}", f.pid), |r| format!("rank {r}"));
+    format!("{name} on {}", f.host)
 }
 
 /// Every rank side by side, with the worst rank and the skew between ranks.
-fn rank_table(o: &mut String, ps: &[ProcessAccount]) {
-    let peak = |p: &ProcessAccount| step1(p).and_then(|s| s.device_used_peak);
-    let oop = |p: &ProcessAccount| {
-        step1(p).map_or(0, |s| s.out_of_pool_allocated + s.local_memory_growth)
-    };
+fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>) {
     let _ = writeln!(
         o,
-        "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>8}",
-        "rank", "host", "step-1 peak", "step-1 out-of-pool", "step-1 time", "OOM"
+        "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>11} {:>4}",
+        "rank", "host", "step-1 peak", "step-1 out-of-pool", "step-1 time", "step-1 NCCL", "OOM"
     );
     for p in ps {
+        let comms = p
+            .nccl
+            .iter()
+            .filter(|c| c.phase == Some(Phase::Step1))
+            .count();
         let _ = writeln!(
             o,
-            "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>8}",
+            "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>11} {:>4}",
             p.rank.map_or(format!("pid {}", p.pid), |r| r.to_string()),
             p.host,
-            peak(p).map(bytes).unwrap_or_else(|| "?".into()),
-            bytes(oop(p)),
+            step1_peak(p).map(bytes).unwrap_or_else(|| "?".into()),
+            bytes(step1_out_of_pool(p)),
             p.steps.step1_s.map(seconds).unwrap_or_else(|| "?".into()),
+            comms,
             if p.forensics.is_empty() { "" } else { "yes" }
         );
     }
-    let name = |p: &ProcessAccount| {
-        p.rank
-            .map_or(format!("pid {}", p.pid), |r| format!("rank {r}"))
-    };
-    let peaks: Vec<(u64, &ProcessAccount)> =
-        ps.iter().filter_map(|p| peak(p).map(|v| (v, p))).collect();
-    if let (Some(hi), Some(lo)) = (
-        peaks.iter().max_by_key(|x| x.0),
-        peaks.iter().min_by_key(|x| x.0),
-    ) {
+    let Some(s) = spread else { return };
+    if let (Some(w), Some(skew)) = (&s.worst_step1_peak, s.step1_peak_skew) {
         let _ = writeln!(
             o,
-            "   worst step-1 peak: {} on {} ({}); skew across ranks {}",
-            name(hi.1),
-            hi.1.host,
-            bytes(hi.0),
-            bytes(hi.0 - lo.0)
+            "   worst step-1 peak: {} ({}); skew across ranks {}",
+            figure_owner(w),
+            bytes(w.value),
+            bytes(skew)
         );
     }
-    let times: Vec<(f64, &ProcessAccount)> = ps
-        .iter()
-        .filter_map(|p| p.steps.step1_s.map(|v| (v, p)))
-        .collect();
-    if let (Some(hi), Some(lo)) = (
-        times.iter().max_by(|a, b| a.0.total_cmp(&b.0)),
-        times.iter().min_by(|a, b| a.0.total_cmp(&b.0)),
-    ) {
+    if let (Some(w), Some(skew)) = (&s.worst_step1_out_of_pool, s.step1_out_of_pool_skew) {
         let _ = writeln!(
             o,
-            "   slowest step 1: {} on {} ({}); skew across ranks {}",
-            name(hi.1),
-            hi.1.host,
-            seconds(hi.0),
-            seconds(hi.0 - lo.0)
+            "   most step-1 out-of-pool: {} ({}); skew across ranks {}",
+            figure_owner(w),
+            bytes(w.value),
+            bytes(skew)
+        );
+    }
+    if let (Some(w), Some(skew)) = (&s.slowest_step1, s.step1_skew_s) {
+        let _ = writeln!(
+            o,
+            "   slowest step 1: {} ({}); skew across ranks {}",
+            figure_owner(w),
+            seconds(w.value),
+            seconds(skew)
         );
     }
 }

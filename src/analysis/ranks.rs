@@ -1,0 +1,134 @@
+//! How the ranks of one attempt differ. The rank that runs out of memory first
+//! is the one with the highest step-1 peak, not the average; the skew says
+//! whether one rank (a pipeline stage, the rank that also builds a second
+//! communicator) carries extra step-1 work.
+
+use super::model::{PhaseAccount, ProcessAccount};
+use super::phases::Phase;
+use serde::Serialize;
+
+/// The step-1 account of a process, if it reached step 1.
+pub fn step1(p: &ProcessAccount) -> Option<&PhaseAccount> {
+    p.phases.iter().find(|ph| ph.phase == Phase::Step1)
+}
+
+/// The highest device memory in use during a process's step 1.
+pub fn step1_peak(p: &ProcessAccount) -> Option<u64> {
+    step1(p).and_then(|s| s.device_used_peak)
+}
+
+/// Out-of-pool bytes that landed in step 1: allocation calls, local-memory
+/// growth and NCCL's inferred init bytes (device growth inside an init window
+/// without allocation calls).
+pub fn step1_out_of_pool(p: &ProcessAccount) -> u64 {
+    step1(p).map_or(0, |s| s.out_of_pool_allocated + s.local_memory_growth)
+        + p.nccl
+            .iter()
+            .filter(|c| c.phase == Some(Phase::Step1))
+            .map(|c| c.inferred_bytes)
+            .sum::<u64>()
+}
+
+/// One figure and the rank it belongs to.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RankFigure<T> {
+    pub rank: Option<u32>,
+    pub host: String,
+    pub pid: u32,
+    pub value: T,
+}
+
+/// Worst rank and spread per figure, over the ranks of one attempt.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RankSpread {
+    pub ranks: u32,
+    pub hosts: Vec<String>,
+    pub worst_step1_peak: Option<RankFigure<u64>>,
+    /// Highest minus lowest step-1 device peak.
+    pub step1_peak_skew: Option<u64>,
+    pub worst_step1_out_of_pool: Option<RankFigure<u64>>,
+    pub step1_out_of_pool_skew: Option<u64>,
+    pub slowest_step1: Option<RankFigure<f64>>,
+    /// Slowest minus fastest step 1, in seconds.
+    pub step1_skew_s: Option<f64>,
+    /// NCCL communicators created in step 1, fewest and most over ranks.
+    pub step1_nccl_comms: (u32, u32),
+}
+
+fn figure<T: Copy>(p: &ProcessAccount, value: T) -> RankFigure<T> {
+    RankFigure {
+        rank: p.rank,
+        host: p.host.clone(),
+        pid: p.pid,
+        value,
+    }
+}
+
+/// Highest figure (first rank wins ties) and highest minus lowest.
+fn spread_u64(
+    ps: &[&ProcessAccount],
+    f: impl Fn(&ProcessAccount) -> Option<u64>,
+) -> (Option<RankFigure<u64>>, Option<u64>) {
+    let values: Vec<(u64, &ProcessAccount)> =
+        ps.iter().filter_map(|p| f(p).map(|v| (v, *p))).collect();
+    let hi = values
+        .iter()
+        .copied()
+        .reduce(|a, b| if b.0 > a.0 { b } else { a });
+    let lo = values.iter().map(|v| v.0).min();
+    (
+        hi.map(|(v, p)| figure(p, v)),
+        hi.zip(lo).map(|(h, l)| h.0 - l),
+    )
+}
+
+/// The spread over an attempt's ranks: processes that reached a step or
+/// failed (helper processes that only touched CUDA are left out). None for
+/// fewer than two such processes.
+pub fn spread(processes: &[ProcessAccount]) -> Option<RankSpread> {
+    let ranks: Vec<&ProcessAccount> = processes
+        .iter()
+        .filter(|p| p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty())
+        .collect();
+    if ranks.len() < 2 {
+        return None;
+    }
+    let (worst_step1_peak, step1_peak_skew) = spread_u64(&ranks, step1_peak);
+    let (worst_step1_out_of_pool, step1_out_of_pool_skew) =
+        spread_u64(&ranks, |p| Some(step1_out_of_pool(p)));
+    let times: Vec<(f64, &ProcessAccount)> = ranks
+        .iter()
+        .filter_map(|p| p.steps.step1_s.map(|v| (v, *p)))
+        .collect();
+    let slow = times
+        .iter()
+        .copied()
+        .reduce(|a, b| if b.0 > a.0 { b } else { a });
+    let fast = times.iter().map(|t| t.0).reduce(f64::min);
+    let comms: Vec<u32> = ranks
+        .iter()
+        .map(|p| {
+            p.nccl
+                .iter()
+                .filter(|c| c.phase == Some(Phase::Step1))
+                .count() as u32
+        })
+        .collect();
+    let mut hosts: Vec<String> = ranks.iter().map(|p| p.host.clone()).collect();
+    hosts.sort();
+    hosts.dedup();
+    Some(RankSpread {
+        ranks: ranks.len() as u32,
+        hosts,
+        worst_step1_peak,
+        step1_peak_skew,
+        worst_step1_out_of_pool,
+        step1_out_of_pool_skew,
+        slowest_step1: slow.map(|(v, p)| figure(p, v)),
+        step1_skew_s: slow.zip(fast).map(|(s, f)| s.0 - f),
+        step1_nccl_comms: (
+            comms.iter().copied().min().unwrap_or(0),
+            comms.iter().copied().max().unwrap_or(0),
+        ),
+    })
+}
