@@ -8,7 +8,8 @@
 # `plain`): `doctor` (what users run); for finding a cost: `no-probe`
 # (doctor with shim and NVML sampler, no probe), `no-kernels` (doctor with
 # kernel records off), `shim-only` (the Python shim alone), `probe-only` (the
-# probe injected alone, kernel records off). Prints one OVERHEAD line per
+# probe injected alone, kernel records off), `doctor-modules` and
+# `probe-modules` (the same with CUPTI's module-loaded callback on). Prints one OVERHEAD line per
 # workload and mode: median ratios of steady-state and step-1 time, and the
 # probe's device memory (difference in device memory in use at the end).
 # BIN: the doctor binary; OVERHEAD_ROUNDS (3), OVERHEAD_STEPS (300, >= 40).
@@ -37,6 +38,8 @@ run_mode() { # mode run-dir, then the workload command
   no-kernels) PREWARM_DOCTOR_KERNEL_RECORDS=0 "$BIN" run --out "$dir" -- "$@" 2>/dev/null ;;
   shim-only) mkdir -p "$dir"; PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}" PREWARM_DOCTOR_DIR="$dir" PREWARM_DOCTOR_SHIM=1 "$@" ;;
   probe-only) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" PREWARM_DOCTOR_KERNEL_RECORDS=0 "$@" ;;
+  doctor-modules) PREWARM_DOCTOR_MODULE_RECORDS=1 "$BIN" run --out "$dir" -- "$@" 2>/dev/null ;;
+  probe-modules) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" PREWARM_DOCTOR_KERNEL_RECORDS=0 PREWARM_DOCTOR_MODULE_RECORDS=1 "$@" ;;
   *) echo "unknown mode $mode" >&2; return 2 ;;
   esac
 }

@@ -47,8 +47,8 @@ for section in $SECTIONS; do
   oom)
     [ "${OOM_TRITON:-1}" = 1 ] && run oom triton-baseline -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1}
     [ "${OOM_TRITON:-1}" = 1 ] && run oom triton-prewarm -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1} --prewarm-triton-autotune
-    run oom nccl-baseline -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
-    run oom nccl-prewarm -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --prewarm-nccl-comm --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
+    [ "${OOM_NCCL:-1}" = 1 ] && run oom nccl-baseline -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
+    [ "${OOM_NCCL:-1}" = 1 ] && run oom nccl-prewarm -- $TORCHRUN examples/all_lazy_init.py --steps 3 --prewarm-cublas --prewarm-triton-autotune --prewarm-nccl-comm --occupy-gib=-${OOM_NCCL_FREE_GIB:-0.85}
     ;;
   matrix)
     RUN_TIMEOUT=${MATRIX_TIMEOUT:-600} run matrix cold --preset env:cublas,triton_autotune,nccl_comm --repeat ${REPEAT:-3} -- $TORCHRUN examples/all_lazy_init.py --steps $STEPS

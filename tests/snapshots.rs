@@ -29,35 +29,9 @@ fn bundled_matrix() {
     insta::assert_snapshot!(text("reports/h200-matrix"));
 }
 
-/// Multi-rank rendering: the recorded rank plus a copy of it posing as a
-/// second rank on another host with a higher step-1 peak (layout test only).
+/// Two nodes of one torchrun job in one run folder: the rank table with the
+/// worst rank and the skew, each node's ranks, the verdict across nodes.
 #[test]
-fn rank_table_shows_worst_rank_and_skew() {
-    let run = load_run(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200/examples-nccl-baseline"),
-    )
-    .unwrap();
-    let mut attempt = analyse_run(&run).remove(0);
-    let mut other = attempt.processes[0].clone();
-    other.rank = Some(1);
-    other.host = "node-b".into();
-    for ph in other.phases.iter_mut() {
-        ph.device_used_peak = ph.device_used_peak.map(|p| p + (512 << 20));
-    }
-    other.steps.step1_s = other.steps.step1_s.map(|s| s + 0.25);
-    attempt.processes.push(other);
-    attempt.ranks = prewarm_doctor::analysis::ranks::spread(&attempt.processes);
-    let spread = attempt.ranks.as_ref().expect("two ranks have a spread");
-    assert_eq!(spread.step1_peak_skew, Some(512 << 20));
-    assert_eq!(spread.worst_step1_peak.as_ref().unwrap().rank, Some(1));
-    assert_eq!(spread.hosts.len(), 2);
-    assert!((spread.step1_skew_s.unwrap() - 0.25).abs() < 1e-9);
-    assert_eq!(spread.step1_out_of_pool_skew, Some(0));
-    let text = prewarm_doctor::report::terminal::render_attempt(&attempt);
-    assert!(
-        text.contains("worst step-1 peak: rank 1 on node-b"),
-        "{text}"
-    );
-    assert!(text.contains("skew across ranks 512.0 MiB"), "{text}");
-    assert!(text.contains("slowest step 1: rank 1 on node-b"), "{text}");
+fn multinode_story() {
+    insta::assert_snapshot!(text("tests/fixtures/h200/multinode-fsdp2"));
 }

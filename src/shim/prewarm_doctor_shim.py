@@ -24,6 +24,10 @@ import time
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
 _MARKER = os.environ.get("PREWARM_DOCTOR_STEP_MARKER") or None
+# Steps whose end records torch's pool statistics (cross-checks); later steps
+# record only their end time, keeping the shim off the training loop's path.
+_DETAIL_STEPS = max(_KERNEL_STEPS, 5)
+_STATS_EVERY = 100
 _lock = threading.Lock()
 _fd = None
 _installed = set()
@@ -177,7 +181,11 @@ class _StepTracker:
         fields = {"step": self.steps}
         try:
             cuda = self.torch.cuda
-            if cuda.is_initialized():
+            # torch's memory queries build its whole statistics dict each time
+            # (hundreds of microseconds): the first steps, where lazy init
+            # lands, get them; steady state only every _STATS_EVERY-th step.
+            detailed = self.steps <= _DETAIL_STEPS or self.steps % _STATS_EVERY == 0
+            if detailed and cuda.is_initialized():
                 fields["reserved"] = cuda.memory_reserved()
                 fields["allocated"] = cuda.memory_allocated()
                 fields["max_reserved"] = cuda.max_memory_reserved()

@@ -39,6 +39,10 @@ pub mod env {
     pub const HOST: &str = "PREWARM_DOCTOR_HOST";
     /// `0` turns kernel activity records off entirely.
     pub const KERNEL_RECORDS: &str = "PREWARM_DOCTOR_KERNEL_RECORDS";
+    /// `1` turns CUPTI's module-loaded callback on (module image sizes). Off by
+    /// default: CUPTI then processes every module load, which cost ~20% of
+    /// step 1 on the H200 overhead benchmark.
+    pub const MODULE_RECORDS: &str = "PREWARM_DOCTOR_MODULE_RECORDS";
 }
 
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -261,7 +265,11 @@ fn start(p: &'static Probe) {
             missing.push(format!("{}#{cbid}", api.name()));
         }
     }
-    for cbid in [1u32, 6u32] {
+    let want_modules = var(env::MODULE_RECORDS).as_deref() == Some("1");
+    for cbid in [state::CBID_CONTEXT_CREATED, state::CBID_MODULE_LOADED] {
+        if cbid == state::CBID_MODULE_LOADED && !want_modules {
+            continue;
+        }
         // SAFETY: resource domain (3): context created, module loaded.
         unsafe { (p.cupti.enable_callback)(1, subscriber, 3, cbid) };
     }

@@ -19,8 +19,10 @@ use std::sync::{Mutex, OnceLock};
 const DOMAIN_DRIVER_API: u32 = 1;
 const DOMAIN_RESOURCE: u32 = 3;
 const SITE_ENTER: u32 = 0;
-const CBID_CONTEXT_CREATED: u32 = 1;
-const CBID_MODULE_LOADED: u32 = 6;
+/// CUPTI resource callback: a context came up (its memory is measured then).
+pub const CBID_CONTEXT_CREATED: u32 = 1;
+/// CUPTI resource callback: a module was loaded (image size).
+pub const CBID_MODULE_LOADED: u32 = 6;
 
 /// Everything the callbacks share.
 pub struct Probe {
