@@ -130,6 +130,33 @@ fn step_one_starts_after_the_prewarm_and_steps_are_counted() {
     assert!(t_begin < ends[0]["t"].as_u64().unwrap());
 }
 
+/// Torch's memory queries are slow (they build the whole statistics dict):
+/// the first steps carry them, steady-state steps only every 100th.
+#[test]
+fn pool_statistics_are_recorded_for_the_first_steps_then_sparsely() {
+    let script = r#"
+import torch
+net = torch.nn.Module()
+opt = torch.optim.Optimizer(net.parameters())
+for step in range(205):
+    opt.zero_grad()
+    net(1)
+    opt.step()
+"#;
+    let (code, events, text, _d) = run_env(script, None, true, &[("FAKE_TORCH_CUDA", "1")]);
+    assert_eq!(code, 0, "{text}");
+    let ends = of(&events, "step_end");
+    assert_eq!(ends.len(), 205);
+    let with_stats: Vec<u64> = ends
+        .iter()
+        .filter(|e| e.get("reserved").is_some())
+        .map(|e| e["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(with_stats, vec![1, 2, 3, 4, 5, 100, 200]);
+    assert_eq!(ends[0]["reserved"], 64 << 20);
+    assert_eq!(ends[0]["device_free"], 100u64 << 30);
+}
+
 #[test]
 fn a_crash_before_the_first_step_still_places_step_one_and_records_the_exception() {
     let script = r#"
