@@ -21,6 +21,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 import common
+from nccl_first_collective import prewarm_nccl
 
 
 def build_model(hidden, layers, mesh):
@@ -48,13 +49,6 @@ def clip_grad_norm(params, group, max_norm=1.0):
     for g in local:
         g.mul_(scale)
     return total.sqrt()
-
-
-def prewarm_nccl(dev, groups):
-    """One tiny all-reduce per group creates its communicator during setup."""
-    for group in groups:
-        dist.all_reduce(torch.zeros(1, device=dev), group=group)
-    torch.cuda.synchronize()
 
 
 def main():

@@ -107,33 +107,32 @@ fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>
         );
     }
     let Some(s) = spread else { return };
-    if let (Some(w), Some(skew)) = (&s.worst_step1_peak, s.step1_peak_skew) {
-        let _ = writeln!(
-            o,
-            "   worst step-1 peak: {} ({}); skew across ranks {}",
-            figure_owner(w),
-            bytes(w.value),
-            bytes(skew)
-        );
-    }
-    if let (Some(w), Some(skew)) = (&s.worst_step1_out_of_pool, s.step1_out_of_pool_skew) {
-        let _ = writeln!(
-            o,
-            "   most step-1 out-of-pool: {} ({}); skew across ranks {}",
-            figure_owner(w),
-            bytes(w.value),
-            bytes(skew)
-        );
-    }
-    if let (Some(w), Some(skew)) = (&s.slowest_step1, s.step1_skew_s) {
-        let _ = writeln!(
-            o,
-            "   slowest step 1: {} ({}); skew across ranks {}",
-            figure_owner(w),
-            seconds(w.value),
-            seconds(skew)
-        );
-    }
+    let mut line = |label: &str, owner: Option<String>, value: String, skew: Option<String>| {
+        if let (Some(owner), Some(skew)) = (owner, skew) {
+            let _ = writeln!(o, "   {label}: {owner} ({value}); skew across ranks {skew}");
+        }
+    };
+    let peak = s.worst_step1_peak.as_ref();
+    line(
+        "worst step-1 peak",
+        peak.map(figure_owner),
+        peak.map_or_else(String::new, |w| bytes(w.value)),
+        s.step1_peak_skew.map(bytes),
+    );
+    let oop = s.worst_step1_out_of_pool.as_ref();
+    line(
+        "most step-1 out-of-pool",
+        oop.map(figure_owner),
+        oop.map_or_else(String::new, |w| bytes(w.value)),
+        s.step1_out_of_pool_skew.map(bytes),
+    );
+    let slow = s.slowest_step1.as_ref();
+    line(
+        "slowest step 1",
+        slow.map(figure_owner),
+        slow.map_or_else(String::new, |w| seconds(w.value)),
+        s.step1_skew_s.map(seconds),
+    );
 }
 
 fn gap_line(phase: Phase, g: &GapAccount) -> String {
