@@ -419,3 +419,26 @@ fn csv_is_tidy_and_holds_the_per_phase_sources() {
         .code(2)
         .stderr(predicate::str::contains("diff has no CSV form"));
 }
+
+#[test]
+fn markdown_names_the_worst_rank_across_nodes() {
+    let out = doctor()
+        .args([
+            "report",
+            "tests/fixtures/h200/multinode-fsdp2",
+            "--format",
+            "md",
+        ])
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("2 ranks on 2 host(s)."), "{text}");
+    assert!(
+        text.contains("- slowest step 1: **1.47 s** on rank 0 on node0; skew 85.4 ms"),
+        "{text}"
+    );
+    assert!(text.contains("#### rank 1 on node1"), "{text}");
+}

@@ -55,6 +55,16 @@ pub struct RankSpread {
     pub step1_nccl_comms: (u32, u32),
 }
 
+impl<T> RankFigure<T> {
+    /// "rank 3 on node-b" (or "pid 123 on node-b" for a process without a rank).
+    pub fn owner(&self) -> String {
+        let name = self
+            .rank
+            .map_or(format!("pid {}", self.pid), |r| format!("rank {r}"));
+        format!("{name} on {}", self.host)
+    }
+}
+
 fn figure<T: Copy>(p: &ProcessAccount, value: T) -> RankFigure<T> {
     RankFigure {
         rank: p.rank,

@@ -7,6 +7,7 @@ use crate::analysis::AttemptAccount;
 use crate::analysis::matrix::{MatrixAccount, Stat};
 use crate::analysis::model::ProcessAccount;
 use crate::analysis::phases::Phase;
+use crate::analysis::ranks::RankSpread;
 use std::fmt::Write;
 
 /// Escapes text for a Markdown table cell or line.
@@ -166,11 +167,46 @@ pub fn render(attempts: &[&AttemptAccount], m: Option<&MatrixAccount>) -> String
             escape(&a.attempt),
             a.exit_code.map_or("?".into(), |c| c.to_string())
         );
+        if let Some(spread) = &a.ranks {
+            ranks(&mut o, spread);
+        }
         for p in &a.processes {
             process(&mut o, p);
         }
     }
     o
+}
+
+/// The worst rank and the skew, one line per figure.
+fn ranks(o: &mut String, s: &RankSpread) {
+    let _ = writeln!(o, "\n{} ranks on {} host(s).\n", s.ranks, s.hosts.len());
+    if let (Some(w), Some(skew)) = (&s.worst_step1_peak, s.step1_peak_skew) {
+        let _ = writeln!(
+            o,
+            "- worst step-1 peak: **{}** on {}; skew {}",
+            bytes(w.value),
+            escape(&w.owner()),
+            bytes(skew)
+        );
+    }
+    if let (Some(w), Some(skew)) = (&s.worst_step1_out_of_pool, s.step1_out_of_pool_skew) {
+        let _ = writeln!(
+            o,
+            "- most step-1 out-of-pool: **{}** on {}; skew {}",
+            bytes(w.value),
+            escape(&w.owner()),
+            bytes(skew)
+        );
+    }
+    if let (Some(w), Some(skew)) = (&s.slowest_step1, s.step1_skew_s) {
+        let _ = writeln!(
+            o,
+            "- slowest step 1: **{}** on {}; skew {}",
+            seconds(w.value),
+            escape(&w.owner()),
+            seconds(skew)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -74,13 +74,6 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     o
 }
 
-fn figure_owner<T>(f: &RankFigure<T>) -> String {
-    let name = f
-        .rank
-        .map_or(format!("pid {}", f.pid), |r| format!("rank {r}"));
-    format!("{name} on {}", f.host)
-}
-
 /// Every rank side by side, with the worst rank and the skew between ranks.
 fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>) {
     let _ = writeln!(
@@ -115,21 +108,21 @@ fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>
     let peak = s.worst_step1_peak.as_ref();
     line(
         "worst step-1 peak",
-        peak.map(figure_owner),
+        peak.map(RankFigure::owner),
         peak.map_or_else(String::new, |w| bytes(w.value)),
         s.step1_peak_skew.map(bytes),
     );
     let oop = s.worst_step1_out_of_pool.as_ref();
     line(
         "most step-1 out-of-pool",
-        oop.map(figure_owner),
+        oop.map(RankFigure::owner),
         oop.map_or_else(String::new, |w| bytes(w.value)),
         s.step1_out_of_pool_skew.map(bytes),
     );
     let slow = s.slowest_step1.as_ref();
     line(
         "slowest step 1",
-        slow.map(figure_owner),
+        slow.map(RankFigure::owner),
         slow.map_or_else(String::new, |w| seconds(w.value)),
         s.step1_skew_s.map(seconds),
     );
