@@ -1,18 +1,64 @@
 //! Which library asked for memory: the first stack frame outside libcuda,
 //! libcudart, libcupti, libc and the probe itself, resolved with dladdr and cached
-//! per return address. Only used on allocation-type calls, never per kernel launch.
+//! per return address. The walk stops at that frame, so its cost does not grow
+//! with the depth of the Python stack above. Only used on allocation-type
+//! calls, never per kernel launch.
 
 use crate::dynlib::path_of_address;
 use std::collections::HashMap;
 use std::ffi::c_void;
 
+/// `_Unwind_Reason_Code` values of the Itanium unwinding ABI (libgcc_s).
+const URC_NO_REASON: i32 = 0;
+const URC_NORMAL_STOP: i32 = 4;
+
+type TraceFn = unsafe extern "C" fn(ctx: *mut c_void, arg: *mut c_void) -> i32;
+
 unsafe extern "C" {
-    // glibc <execinfo.h>
-    fn backtrace(buffer: *mut *mut c_void, size: i32) -> i32;
+    // libgcc_s (the unwinder glibc's backtrace() uses too), linked by std.
+    fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> i32;
+    fn _Unwind_GetIP(ctx: *mut c_void) -> usize;
 }
 
-const MAX_FRAMES: usize = 48;
+/// Deepest frame looked at: the caller sits a few frames below the driver.
+const MAX_FRAMES: u32 = 48;
 const SKIP: u32 = u32::MAX;
+
+/// State of one stack walk, handed to the unwinder's per-frame callback.
+struct Walk<'a> {
+    cache: &'a mut CallerCache,
+    frames: u32,
+    found: Option<(u32, Option<NewLibrary>)>,
+}
+
+/// Per-frame callback: stops at the first frame outside the plumbing, so the
+/// walk never unwinds the (deep) Python and framework stack above the caller.
+unsafe extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> i32 {
+    // SAFETY: `arg` is the `Walk` that `caller` passed, alive for the walk.
+    let walk = unsafe { &mut *(arg as *mut Walk) };
+    walk.frames += 1;
+    if walk.frames > MAX_FRAMES {
+        return URC_NORMAL_STOP;
+    }
+    // SAFETY: `ctx` is the unwinder's context for this frame.
+    let addr = unsafe { _Unwind_GetIP(ctx) };
+    if addr == 0 {
+        return URC_NO_REASON;
+    }
+    let (id, new) = match walk.cache.by_address.get(&addr) {
+        Some(&id) => (id, None),
+        None => {
+            let (id, new) = walk.cache.classify(addr);
+            walk.cache.by_address.insert(addr, id);
+            (id, new)
+        }
+    };
+    if id == SKIP {
+        return URC_NO_REASON;
+    }
+    walk.found = Some((id, new));
+    URC_NORMAL_STOP
+}
 
 /// Library names that are plumbing between the real caller and the driver.
 fn is_plumbing(path: &str, own_base: &str) -> bool {
@@ -52,30 +98,18 @@ impl CallerCache {
         }
     }
 
-    /// Captures the current stack and returns the caller's library id (0 when
-    /// none was found), plus the library's path if it is new.
+    /// Walks the current stack up to the first frame outside the plumbing and
+    /// returns its library id (0 when none was found), plus the library's path
+    /// if it is new.
     pub fn caller(&mut self) -> (u32, Option<NewLibrary>) {
-        let mut frames = [std::ptr::null_mut::<c_void>(); MAX_FRAMES];
-        // SAFETY: backtrace writes at most MAX_FRAMES pointers into our array.
-        let n = unsafe { backtrace(frames.as_mut_ptr(), MAX_FRAMES as i32) }.max(0) as usize;
-        for &frame in &frames[..n] {
-            let addr = frame as usize;
-            let id = match self.by_address.get(&addr) {
-                Some(&id) => id,
-                None => {
-                    let (id, new) = self.classify(addr);
-                    self.by_address.insert(addr, id);
-                    if new.is_some() {
-                        return (id, new);
-                    }
-                    id
-                }
-            };
-            if id != SKIP {
-                return (id, None);
-            }
-        }
-        (0, None)
+        let mut walk = Walk {
+            cache: self,
+            frames: 0,
+            found: None,
+        };
+        // SAFETY: `on_frame` only uses `walk`, which outlives the call.
+        unsafe { _Unwind_Backtrace(on_frame, &mut walk as *mut Walk as *mut c_void) };
+        walk.found.unwrap_or((0, None))
     }
 
     fn classify(&mut self, addr: usize) -> (u32, Option<NewLibrary>) {
@@ -96,12 +130,22 @@ impl CallerCache {
     }
 }
 
-/// Calls backtrace once so glibc loads its unwinder now, at init, rather than
-/// inside the first allocation callback.
+/// Walks a few frames once so the unwinder sets itself up now, at init,
+/// rather than inside the first allocation callback.
 pub fn warm_up() {
-    let mut frames = [std::ptr::null_mut::<c_void>(); 4];
-    // SAFETY: writes at most 4 pointers.
-    unsafe { backtrace(frames.as_mut_ptr(), 4) };
+    unsafe extern "C" fn stop_soon(_ctx: *mut c_void, arg: *mut c_void) -> i32 {
+        // SAFETY: `arg` is the counter `warm_up` passed.
+        let n = unsafe { &mut *(arg as *mut u32) };
+        *n += 1;
+        if *n >= 4 {
+            URC_NORMAL_STOP
+        } else {
+            URC_NO_REASON
+        }
+    }
+    let mut n = 0u32;
+    // SAFETY: `stop_soon` only touches `n`, which outlives the call.
+    unsafe { _Unwind_Backtrace(stop_soon, &mut n as *mut u32 as *mut c_void) };
 }
 
 #[cfg(test)]
