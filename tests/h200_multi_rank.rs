@@ -201,3 +201,42 @@ fn two_nodes_in_one_run_folder_are_merged_per_attempt() {
     assert!(v.moved_bytes >= 968.0 * MIB as f64, "{}", v.moved_bytes);
     assert!(v.moved_seconds > 0.3, "{}", v.moved_seconds);
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The common multi-node mistake: a node's doctor wrote into its own local
+/// folder. The report says which ranks of the world have no capture.
+#[test]
+fn a_node_missing_from_the_run_folder_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("multinode-fsdp2"), dir.path());
+    for variant in ["baseline", "nccl_comm"] {
+        std::fs::remove_dir_all(dir.path().join(variant).join("1").join("node1")).unwrap();
+    }
+    let all = analyse_run(&load_run(dir.path()).unwrap());
+    for a in &all {
+        assert_eq!(a.processes.len(), 1);
+        let s = a.ranks.as_ref().expect("a missing rank makes a spread");
+        assert_eq!(s.world_size, Some(2));
+        assert_eq!(s.missing_ranks, vec![1]);
+    }
+    let text = prewarm_doctor::report::terminal::render_attempt(&all[0]);
+    assert!(
+        text.contains("missing: rank(s) 1 of world size 2 have no capture in this run folder"),
+        "{text}"
+    );
+    // The complete recording has none missing.
+    let complete = attempts("multinode-fsdp2");
+    assert!(complete[0].ranks.as_ref().unwrap().missing_ranks.is_empty());
+}

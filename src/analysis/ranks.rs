@@ -53,6 +53,11 @@ pub struct RankSpread {
     pub step1_skew_s: Option<f64>,
     /// NCCL communicators created in step 1, fewest and most over ranks.
     pub step1_nccl_comms: (u32, u32),
+    /// The job's world size, as the ranks report it.
+    pub world_size: Option<u32>,
+    /// Ranks below the world size with no capture in this run folder (a node
+    /// whose doctor wrote elsewhere, or that never started).
+    pub missing_ranks: Vec<u32>,
 }
 
 impl<T> RankFigure<T> {
@@ -94,13 +99,19 @@ fn spread_u64(
 
 /// The spread over an attempt's ranks: processes that reached a step or
 /// failed (helper processes that only touched CUDA are left out). None for
-/// fewer than two such processes.
+/// fewer than two such processes, unless ranks of the world are missing.
 pub fn spread(processes: &[ProcessAccount]) -> Option<RankSpread> {
     let ranks: Vec<&ProcessAccount> = processes
         .iter()
         .filter(|p| p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty())
         .collect();
-    if ranks.len() < 2 {
+    let world_size = processes.iter().filter_map(|p| p.world_size).max();
+    let present: std::collections::BTreeSet<u32> =
+        processes.iter().filter_map(|p| p.rank).collect();
+    let missing_ranks: Vec<u32> = (0..world_size.unwrap_or(0).min(1 << 20))
+        .filter(|r| !present.contains(r))
+        .collect();
+    if ranks.len() < 2 && missing_ranks.is_empty() {
         return None;
     }
     let (worst_step1_peak, step1_peak_skew) = spread_u64(&ranks, step1_peak);
@@ -140,5 +151,40 @@ pub fn spread(processes: &[ProcessAccount]) -> Option<RankSpread> {
             comms.iter().copied().min().unwrap_or(0),
             comms.iter().copied().max().unwrap_or(0),
         ),
+        world_size,
+        missing_ranks,
     })
+}
+
+/// "3, 5-7, 12" for a sorted list of ranks.
+pub fn rank_ranges(ranks: &[u32]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let start = ranks[i];
+        let mut end = start;
+        while i + 1 < ranks.len() && ranks[i + 1] == end + 1 {
+            i += 1;
+            end = ranks[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rank_ranges;
+
+    #[test]
+    fn ranges_are_compact() {
+        assert_eq!(rank_ranges(&[]), "");
+        assert_eq!(rank_ranges(&[3]), "3");
+        assert_eq!(rank_ranges(&[1, 2, 3, 5, 8, 9]), "1-3, 5, 8-9");
+    }
 }

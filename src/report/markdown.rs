@@ -180,6 +180,9 @@ pub fn render(attempts: &[&AttemptAccount], m: Option<&MatrixAccount>) -> String
 /// The worst rank and the skew, one line per figure.
 fn ranks(o: &mut String, s: &RankSpread) {
     let _ = writeln!(o, "\n{} ranks on {} host(s).\n", s.ranks, s.hosts.len());
+    if let Some(line) = super::terminal::missing_ranks_line(s) {
+        let _ = writeln!(o, "> **{}**\n", escape(&line));
+    }
     if let (Some(w), Some(skew)) = (&s.worst_step1_peak, s.step1_peak_skew) {
         let _ = writeln!(
             o,

@@ -5,7 +5,7 @@ use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
 use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
-use crate::analysis::ranks::{RankFigure, RankSpread, step1_out_of_pool, step1_peak};
+use crate::analysis::ranks::{RankFigure, RankSpread, rank_ranges, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
 
@@ -62,6 +62,9 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     if a.processes.len() > 1 {
         rank_table(&mut o, &a.processes, a.ranks.as_ref());
     }
+    if let Some(line) = a.ranks.as_ref().and_then(missing_ranks_line) {
+        let _ = writeln!(o, "   {line}");
+    }
     for p in &a.processes {
         render_process(&mut o, p);
     }
@@ -72,6 +75,18 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
         }
     }
     o
+}
+
+/// The ranks of the world with no capture here, and the likely reason.
+pub fn missing_ranks_line(s: &RankSpread) -> Option<String> {
+    if s.missing_ranks.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "missing: rank(s) {} of world size {} have no capture in this run folder (their node's doctor wrote elsewhere: `--out` must be on a filesystem every node shares; or it never started)",
+        rank_ranges(&s.missing_ranks),
+        s.world_size.unwrap_or(0)
+    ))
 }
 
 /// Every rank side by side, with the worst rank and the skew between ranks.
