@@ -32,7 +32,9 @@ pub fn step1_out_of_pool(p: &ProcessAccount) -> u64 {
 /// One figure and the rank it belongs to.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RankFigure<T> {
+    /// None for a process without RANK (a plain `python` run).
     pub rank: Option<u32>,
+    /// The host tag, so a rank can be found among many nodes.
     pub host: String,
     pub pid: u32,
     pub value: T,
@@ -41,13 +43,18 @@ pub struct RankFigure<T> {
 /// Worst rank and spread per figure, over the ranks of one attempt.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RankSpread {
+    /// Processes that reached a step or failed (helpers that only touched CUDA are not ranks).
     pub ranks: u32,
+    /// Host tags the ranks came from, sorted.
     pub hosts: Vec<String>,
+    /// The rank that runs out of memory first when step 1 grows.
     pub worst_step1_peak: Option<RankFigure<u64>>,
     /// Highest minus lowest step-1 device peak.
     pub step1_peak_skew: Option<u64>,
+    /// The rank with the most lazy initialisation outside the pool in step 1.
     pub worst_step1_out_of_pool: Option<RankFigure<u64>>,
     pub step1_out_of_pool_skew: Option<u64>,
+    /// The rank every other rank waits for at step 1's collectives.
     pub slowest_step1: Option<RankFigure<f64>>,
     /// Slowest minus fastest step 1, in seconds.
     pub step1_skew_s: Option<f64>,

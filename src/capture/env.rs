@@ -193,6 +193,26 @@ mod tests {
         assert_eq!(env["TRITON_CACHE_DIR"], "/d/triton");
     }
 
+    /// Machine-level NCCL/NVSHMEM switches (NVLink multicast off on the lent
+    /// H200 machines) reach every rank untouched.
+    #[test]
+    fn the_users_nccl_and_multicast_switches_pass_through() {
+        let keep = [
+            ("NCCL_NVLS_ENABLE", "0"),
+            ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+            ("NVSHMEM_DISABLE_NVLS", "1"),
+            ("NCCL_SOCKET_IFNAME", "lo"),
+        ];
+        let parent: BTreeMap<String, String> = keep
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (env, _) = build_env(&parent, &plan(Path::new("/p.so"), Path::new("/d")));
+        for (k, v) in keep {
+            assert_eq!(env[k], v, "{k}");
+        }
+    }
+
     #[test]
     fn respects_the_users_injection_and_nccl_debug() {
         let parent: BTreeMap<String, String> = [
