@@ -183,31 +183,14 @@ fn ranks(o: &mut String, s: &RankSpread) {
     if let Some(line) = super::terminal::missing_ranks_line(s) {
         let _ = writeln!(o, "> **{}**\n", escape(&line));
     }
-    if let (Some(w), Some(skew)) = (&s.worst_step1_peak, s.step1_peak_skew) {
+    for l in super::spread_lines(s) {
         let _ = writeln!(
             o,
-            "- worst step-1 peak: **{}** on {}; skew {}",
-            bytes(w.value),
-            escape(&w.owner()),
-            bytes(skew)
-        );
-    }
-    if let (Some(w), Some(skew)) = (&s.worst_step1_out_of_pool, s.step1_out_of_pool_skew) {
-        let _ = writeln!(
-            o,
-            "- most step-1 out-of-pool: **{}** on {}; skew {}",
-            bytes(w.value),
-            escape(&w.owner()),
-            bytes(skew)
-        );
-    }
-    if let (Some(w), Some(skew)) = (&s.slowest_step1, s.step1_skew_s) {
-        let _ = writeln!(
-            o,
-            "- slowest step 1: **{}** on {}; skew {}",
-            seconds(w.value),
-            escape(&w.owner()),
-            seconds(skew)
+            "- {}: **{}** on {}; skew {}",
+            l.label,
+            l.value,
+            escape(&l.owner),
+            l.skew
         );
     }
 }

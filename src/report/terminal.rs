@@ -5,7 +5,7 @@ use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
 use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
-use crate::analysis::ranks::{RankFigure, RankSpread, rank_ranges, step1_out_of_pool, step1_peak};
+use crate::analysis::ranks::{RankSpread, rank_ranges, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
 
@@ -115,32 +115,13 @@ fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>
         );
     }
     let Some(s) = spread else { return };
-    let mut line = |label: &str, owner: Option<String>, value: String, skew: Option<String>| {
-        if let (Some(owner), Some(skew)) = (owner, skew) {
-            let _ = writeln!(o, "   {label}: {owner} ({value}); skew across ranks {skew}");
-        }
-    };
-    let peak = s.worst_step1_peak.as_ref();
-    line(
-        "worst step-1 peak",
-        peak.map(RankFigure::owner),
-        peak.map_or_else(String::new, |w| bytes(w.value)),
-        s.step1_peak_skew.map(bytes),
-    );
-    let oop = s.worst_step1_out_of_pool.as_ref();
-    line(
-        "most step-1 out-of-pool",
-        oop.map(RankFigure::owner),
-        oop.map_or_else(String::new, |w| bytes(w.value)),
-        s.step1_out_of_pool_skew.map(bytes),
-    );
-    let slow = s.slowest_step1.as_ref();
-    line(
-        "slowest step 1",
-        slow.map(RankFigure::owner),
-        slow.map_or_else(String::new, |w| seconds(w.value)),
-        s.step1_skew_s.map(seconds),
-    );
+    for l in super::spread_lines(s) {
+        let _ = writeln!(
+            o,
+            "   {}: {} ({}); skew across ranks {}",
+            l.label, l.owner, l.value, l.skew
+        );
+    }
 }
 
 fn gap_line(phase: Phase, g: &GapAccount) -> String {
