@@ -677,4 +677,65 @@ mod tests {
         assert_eq!(d.free_at(30), Some(850));
         assert_eq!(d.free_at(60), Some(700));
     }
+
+    const MS: u64 = 1_000_000;
+
+    fn series(points: &[(u64, u64)]) -> Series {
+        Series {
+            points: points.to_vec(),
+        }
+    }
+
+    #[test]
+    fn growth_in_a_window_without_allocations_comes_from_the_device_timeline() {
+        let device = DeviceView {
+            used: series(&[(0, 500), (100 * MS, 600)]),
+            ..Default::default()
+        };
+        let known = series(&[(10 * MS, 64)]);
+        assert_eq!(
+            measured_growth(&device, &known, 80 * MS, 110 * MS, 130 * MS),
+            Some(100)
+        );
+    }
+
+    #[test]
+    fn growth_next_to_allocations_uses_the_probes_readings_minus_the_allocations() {
+        // NVML lags: it still shows the old value after a 64-byte allocation
+        // and a 90-byte growth; the probe's readings around the calls do not.
+        let device = DeviceView {
+            used: series(&[(0, 500)]),
+            cuda_total: Some(10_000),
+            probe_free: series(&[(90 * MS, 9_500), (120 * MS, 9_346)]),
+            ..Default::default()
+        };
+        let known = series(&[(0, 0), (95 * MS, 64)]);
+        assert_eq!(
+            measured_growth(&device, &known, 92 * MS, 110 * MS, 130 * MS),
+            Some(90)
+        );
+    }
+
+    #[test]
+    fn without_a_reading_after_the_launch_the_device_timeline_minus_allocations_is_used() {
+        let device = DeviceView {
+            used: series(&[(0, 500), (100 * MS, 654)]),
+            probe_free: series(&[(90 * MS, 9_500)]),
+            ..Default::default()
+        };
+        let known = series(&[(0, 0), (95 * MS, 64)]);
+        assert_eq!(
+            measured_growth(&device, &known, 92 * MS, 110 * MS, 130 * MS),
+            Some(90)
+        );
+        // An allocation the device does not show yet never makes growth negative.
+        let lagging = DeviceView {
+            used: series(&[(0, 500)]),
+            ..Default::default()
+        };
+        assert_eq!(
+            measured_growth(&lagging, &known, 92 * MS, 110 * MS, 130 * MS),
+            Some(0)
+        );
+    }
 }
