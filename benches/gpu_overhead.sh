@@ -11,7 +11,9 @@
 # probe injected alone, kernel records off), `doctor-modules` and
 # `probe-modules` (the same with CUPTI's module-loaded callback on). Prints one OVERHEAD line per
 # workload and mode: median ratios of steady-state and step-1 time, and the
-# probe's device memory (difference in device memory in use at the end).
+# probe's device memory (difference in device memory in use at the end),
+# and a SPREAD line with each side's min-max over rounds (a ratio inside the
+# plain runs' own spread is noise).
 # BIN: the doctor binary; OVERHEAD_ROUNDS (3), OVERHEAD_STEPS (300, >= 40).
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
@@ -72,9 +74,16 @@ for mode in rows:
     steady = med(mode, "steady_median") / med("plain", "steady_median")
     step1 = med(mode, "step1") / med("plain", "step1")
     mem = med(mode, "device_used") - med("plain", "device_used")
+    def spread(kind, key):
+        v = [1000 * r[key] for r in rows[kind]]
+        return f"{min(v):.3f}-{max(v):.3f}"
     print(f"OVERHEAD workload={sys.argv[2]} mode={mode} rounds={len(rows[mode])} steady_ratio={steady:.4f} "
           f"step1_ratio={step1:.4f} probe_device_bytes={mem:.0f} plain_steady_ms={1000*med('plain','steady_median'):.3f} "
           f"{mode}_steady_ms={1000*med(mode,'steady_median'):.3f} plain_step1_ms={1000*med('plain','step1'):.1f} "
           f"{mode}_step1_ms={1000*med(mode,'step1'):.1f}")
+    # Run-to-run spread (min-max over rounds): a ratio inside it is noise.
+    print(f"SPREAD workload={sys.argv[2]} mode={mode} plain_steady_ms={spread('plain','steady_median')} "
+          f"{mode}_steady_ms={spread(mode,'steady_median')} plain_step1_ms={spread('plain','step1')} "
+          f"{mode}_step1_ms={spread(mode,'step1')}")
 PYEOF
 done
