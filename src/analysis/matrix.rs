@@ -5,7 +5,7 @@
 use super::AttemptAccount;
 use super::model::ProcessAccount;
 use super::phases::Phase;
-use super::ranks::{step1_out_of_pool, step1_peak};
+use super::ranks::{is_rank, step1_out_of_pool, step1_peak};
 use crate::capture::meta::RunMeta;
 use crate::prewarm::catalog::{self, EventClass};
 use serde::Serialize;
@@ -196,11 +196,7 @@ fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
 
 /// The headline of one attempt (worst rank for each figure).
 pub fn headline(a: &AttemptAccount) -> Headline {
-    let ranks: Vec<&ProcessAccount> = a
-        .processes
-        .iter()
-        .filter(|p| p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty())
-        .collect();
+    let ranks: Vec<&ProcessAccount> = a.processes.iter().filter(|p| is_rank(p)).collect();
     let peaks: Vec<u64> = ranks.iter().filter_map(|p| step1_peak(p)).collect();
     let worst = ranks.iter().max_by_key(|p| step1_out_of_pool(p)).copied();
     let max_f = |f: &dyn Fn(&ProcessAccount) -> Option<f64>| {

@@ -29,6 +29,20 @@ pub fn step1_out_of_pool(p: &ProcessAccount) -> u64 {
             .sum::<u64>()
 }
 
+/// NCCL communicators this process created in step 1.
+pub fn step1_comm_count(p: &ProcessAccount) -> u32 {
+    p.nccl
+        .iter()
+        .filter(|c| c.phase == Some(Phase::Step1))
+        .count() as u32
+}
+
+/// Whether a process is a training rank: it reached a step or failed
+/// (launchers and helpers that only touched CUDA are not).
+pub fn is_rank(p: &ProcessAccount) -> bool {
+    p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty()
+}
+
 /// One figure and the rank it belongs to.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RankFigure<T> {
@@ -108,10 +122,7 @@ fn spread_u64(
 /// failed (helper processes that only touched CUDA are left out). None for
 /// fewer than two such processes, unless ranks of the world are missing.
 pub fn spread(processes: &[ProcessAccount]) -> Option<RankSpread> {
-    let ranks: Vec<&ProcessAccount> = processes
-        .iter()
-        .filter(|p| p.steps.count > 0 || p.steps.step1_s.is_some() || !p.forensics.is_empty())
-        .collect();
+    let ranks: Vec<&ProcessAccount> = processes.iter().filter(|p| is_rank(p)).collect();
     let world_size = processes.iter().filter_map(|p| p.world_size).max();
     let present: std::collections::BTreeSet<u32> =
         processes.iter().filter_map(|p| p.rank).collect();
@@ -133,15 +144,7 @@ pub fn spread(processes: &[ProcessAccount]) -> Option<RankSpread> {
         .copied()
         .reduce(|a, b| if b.0 > a.0 { b } else { a });
     let fast = times.iter().map(|t| t.0).reduce(f64::min);
-    let comms: Vec<u32> = ranks
-        .iter()
-        .map(|p| {
-            p.nccl
-                .iter()
-                .filter(|c| c.phase == Some(Phase::Step1))
-                .count() as u32
-        })
-        .collect();
+    let comms: Vec<u32> = ranks.iter().map(|p| step1_comm_count(p)).collect();
     let mut hosts: Vec<String> = ranks.iter().map(|p| p.host.clone()).collect();
     hosts.sort();
     hosts.dedup();

@@ -180,7 +180,7 @@ pub fn render(attempts: &[&AttemptAccount], m: Option<&MatrixAccount>) -> String
 /// The worst rank and the skew, one line per figure.
 fn ranks(o: &mut String, s: &RankSpread) {
     let _ = writeln!(o, "\n{} ranks on {} host(s).\n", s.ranks, s.hosts.len());
-    if let Some(line) = super::terminal::missing_ranks_line(s) {
+    if let Some(line) = super::missing_ranks_line(s) {
         let _ = writeln!(o, "> **{}**\n", escape(&line));
     }
     for l in super::spread_lines(s) {

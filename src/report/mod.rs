@@ -89,6 +89,18 @@ pub fn spread_lines(s: &crate::analysis::ranks::RankSpread) -> Vec<SpreadLine> {
     out
 }
 
+/// The ranks of the world with no capture here, and the likely reason.
+pub fn missing_ranks_line(s: &crate::analysis::ranks::RankSpread) -> Option<String> {
+    if s.missing_ranks.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "missing: rank(s) {} of world size {} have no capture in this run folder (their node's doctor wrote elsewhere: `--out` must be on a filesystem every node shares; or it never started)",
+        crate::analysis::ranks::rank_ranges(&s.missing_ranks),
+        s.world_size.unwrap_or(0)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
 use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
-use crate::analysis::ranks::{RankSpread, rank_ranges, step1_out_of_pool, step1_peak};
+use crate::analysis::ranks::{RankSpread, step1_comm_count, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
 
@@ -62,7 +62,7 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     if a.processes.len() > 1 {
         rank_table(&mut o, &a.processes, a.ranks.as_ref());
     }
-    if let Some(line) = a.ranks.as_ref().and_then(missing_ranks_line) {
+    if let Some(line) = a.ranks.as_ref().and_then(super::missing_ranks_line) {
         let _ = writeln!(o, "   {line}");
     }
     for p in &a.processes {
@@ -77,18 +77,6 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     o
 }
 
-/// The ranks of the world with no capture here, and the likely reason.
-pub fn missing_ranks_line(s: &RankSpread) -> Option<String> {
-    if s.missing_ranks.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "missing: rank(s) {} of world size {} have no capture in this run folder (their node's doctor wrote elsewhere: `--out` must be on a filesystem every node shares; or it never started)",
-        rank_ranges(&s.missing_ranks),
-        s.world_size.unwrap_or(0)
-    ))
-}
-
 /// Every rank side by side, with the worst rank and the skew between ranks.
 fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>) {
     let _ = writeln!(
@@ -97,11 +85,7 @@ fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>
         "rank", "host", "step-1 peak", "step-1 out-of-pool", "step-1 time", "step-1 NCCL", "OOM"
     );
     for p in ps {
-        let comms = p
-            .nccl
-            .iter()
-            .filter(|c| c.phase == Some(Phase::Step1))
-            .count();
+        let comms = step1_comm_count(p);
         let _ = writeln!(
             o,
             "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>11} {:>4}",
