@@ -2,7 +2,7 @@
 # GPU end-to-end: the examples under `prewarm-doctor run` with and without
 # their prewarms, deliberate out-of-memory scenarios, and the A/B matrix.
 # Run on a GPU machine from the repository root. SECTIONS picks what to run
-# (examples oom matrix shared multigpu multinode overhead); BIN is a release build of prewarm-doctor.
+# (examples repeat silence oom matrix shared multigpu multinode overhead); BIN is a release build of prewarm-doctor.
 # Every finished run is packed into $OUT/runs-<section>.tar.gz right away.
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
@@ -43,6 +43,28 @@ for section in $SECTIONS; do
     run examples triton-prewarm -- $PY examples/triton_spill_autotune.py --steps $STEPS --prewarm-triton-autotune
     run examples nccl-baseline -- $TORCHRUN examples/nccl_first_collective.py --steps $STEPS
     run examples nccl-prewarm -- $TORCHRUN examples/nccl_first_collective.py --steps $STEPS --prewarm-nccl-comm
+    ;;
+  repeat)
+    # Each example as a cold A/B matrix with repeats: the verdicts' evidence.
+    R=${REPEAT:-3}
+    RUN_TIMEOUT=${REPEAT_TIMEOUT:-300} run repeat cublas --variant baseline --variant cublas:--prewarm-cublas --repeat $R -- $PY examples/cublas_first_backward.py --steps $STEPS
+    RUN_TIMEOUT=${REPEAT_TIMEOUT:-300} run repeat triton --variant baseline --variant triton_autotune:--prewarm-triton-autotune --repeat $R -- $PY examples/triton_spill_autotune.py --steps $STEPS
+    RUN_TIMEOUT=${REPEAT_TIMEOUT:-300} run repeat nccl --variant baseline --variant nccl_comm:--prewarm-nccl-comm --repeat $R -- $TORCHRUN examples/nccl_first_collective.py --steps $STEPS
+    for n in cublas triton nccl; do "$BIN" report "$RUNS/repeat-$n" > "$OUT/repeat-$n.report.txt" 2>&1; sed -n '1,/^   (the baseline/p' "$OUT/repeat-$n.report.txt"; done
+    ;;
+  silence)
+    # A real Triton + NCCL training with and without the doctor: the training's
+    # stderr must carry nothing of ours (the doctor's own summary follows the
+    # training's output and is cut off at its first '== prewarm-doctor' line).
+    cmd="$TORCHRUN examples/all_lazy_init.py --steps $STEPS"
+    $cmd > "$RUNS/silence-plain.stdout" 2> "$RUNS/silence-plain.stderr"; echo "plain exit=$?"
+    "$BIN" run --out "$RUNS/silence-doctor" -- $cmd > "$RUNS/silence-doctor.stdout" 2> "$RUNS/silence-doctor.stderr"; echo "doctor exit=$?"
+    sed '/^== prewarm-doctor/,$d' "$RUNS/silence-doctor.stderr" > "$RUNS/silence-doctor.training-stderr"
+    norm() { sed -E 's/[0-9]+/N/g' "$1"; }
+    if diff <(norm "$RUNS/silence-plain.stderr") <(norm "$RUNS/silence-doctor.training-stderr") > "$OUT/silence.diff"; then echo "SILENCE stderr identical (digits normalised)"; else echo "SILENCE stderr differs:"; head -40 "$OUT/silence.diff"; fi
+    grep -n -i -E "panick|prewarm|probe|backtrace|cupti" "$RUNS/silence-doctor.training-stderr" | head; echo "grep done"
+    grep -E "capture:|probe:" "$RUNS/silence-doctor.stderr" | head -5
+    cp "$RUNS/silence-plain.stderr" "$RUNS/silence-doctor.stderr" "$OUT/" 2>/dev/null
     ;;
   oom)
     [ "${OOM_TRITON:-1}" = 1 ] && run oom triton-baseline -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1}
