@@ -97,15 +97,15 @@ fn lines(o: &mut String, text: &str, first: &str, rest: &str) {
 pub fn render_matrix(m: &MatrixAccount) -> String {
     let mut o = String::new();
     let title = format!(
-        "== prewarm-doctor: {} variants, cache mode '{}'{}, baseline '{}'",
+        "== prewarm-doctor: {} variants, baseline '{}', cache '{}'{}",
         m.variants.len(),
+        m.baseline,
         m.cache,
         if m.isolated {
             " (each variant on its own caches)"
         } else {
             " (NOT isolated)"
-        },
-        m.baseline
+        }
     );
     lines(&mut o, &title, "", "   ");
     table(&mut o, m);

@@ -37,6 +37,7 @@ fn plus_seconds(d: f64) -> String {
 fn value(q: Quantity, v: f64) -> String {
     match q {
         Quantity::Bytes | Quantity::InferredBytes => bytes(v.max(0.0) as u64),
+        Quantity::Seconds if v == 0.0 => "0 s".into(),
         Quantity::Seconds => seconds(v),
         Quantity::Events => format!("{v:.0}"),
     }
@@ -298,7 +299,13 @@ fn class_row(c: &ClassComparison) -> String {
         if some(&c.seconds) {
             parts.push(stat(Quantity::Seconds, pick(&c.seconds)));
         }
-        parts.push(format!("{} events", stat(Quantity::Events, pick(&c.events))));
+        let events = pick(&c.events);
+        let unit = if events.n == 1 && events.median == 1.0 {
+            "event"
+        } else {
+            "events"
+        };
+        parts.push(format!("{} {unit}", stat(Quantity::Events, events)));
         parts.join(", ")
     };
     format!(
