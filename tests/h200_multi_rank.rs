@@ -4,9 +4,9 @@
 //! `prewarm-doctor run` invocations acting as two nodes of one torchrun job.
 
 use prewarm_doctor::analysis::matrix::compare;
-use prewarm_doctor::analysis::verdict::{Confidence, VerdictClass};
 use prewarm_doctor::analysis::model::ProcessAccount;
 use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::analysis::verdict::{Confidence, VerdictClass};
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use prewarm_doctor::prewarm::catalog::EventClass;

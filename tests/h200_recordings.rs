@@ -3,10 +3,10 @@
 //! was made).
 
 use prewarm_doctor::analysis::matrix::{Exclusion, MatrixNote, compare};
-use prewarm_doctor::analysis::verdict::{Confidence, Reason, Recommendation, VerdictClass};
-use prewarm_doctor::analysis::verdict_costs::HeldSource;
 use prewarm_doctor::analysis::model::ProcessAccount;
 use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::analysis::verdict::{Confidence, Reason, Recommendation, VerdictClass};
+use prewarm_doctor::analysis::verdict_costs::HeldSource;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use prewarm_doctor::prewarm::catalog::EventClass;
@@ -316,7 +316,12 @@ fn the_bundled_matrix_gives_the_verdicts() {
         nccl.costs.step1_device_peak.unwrap().delta,
         390.0 * MIB as f64
     );
-    assert!(!nccl.reasons.iter().any(|r| matches!(r, Reason::NetMemoryLoss { .. })));
+    assert!(
+        !nccl
+            .reasons
+            .iter()
+            .any(|r| matches!(r, Reason::NetMemoryLoss { .. }))
+    );
     assert_eq!(v("all").costs.held_extra, 388.0 * MIB as f64);
     // The interrupted attempt is excluded, and said so.
     let base = m.variants.iter().find(|x| x.name == "baseline").unwrap();
@@ -329,7 +334,9 @@ fn the_bundled_matrix_gives_the_verdicts() {
         recorded: 2,
         expected: 3
     }));
-    assert!(!m.notes.iter().any(|n| matches!(n, MatrixNote::AttemptsMissing { variant, .. } if variant == "baseline")));
+    assert!(!m.notes.iter().any(
+        |n| matches!(n, MatrixNote::AttemptsMissing { variant, .. } if variant == "baseline")
+    ));
 }
 
 /// A damaged rank file excludes its attempt from the medians and verdicts,
@@ -337,9 +344,17 @@ fn the_bundled_matrix_gives_the_verdicts() {
 #[test]
 fn a_damaged_attempt_is_excluded_and_named() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix"), dir.path());
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix"),
+        dir.path(),
+    );
     let host = dir.path().join("cublas/2");
-    let host = std::fs::read_dir(&host).unwrap().next().unwrap().unwrap().path();
+    let host = std::fs::read_dir(&host)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let events = std::fs::read_dir(&host)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -365,7 +380,10 @@ fn a_damaged_attempt_is_excluded_and_named() {
     };
     assert!(problems.iter().all(|p| p.damaged));
     let text = prewarm_doctor::report::matrix::render_matrix(&m);
-    assert!(text.contains("excluded: cublas/2: damaged files:"), "{text}");
+    assert!(
+        text.contains("excluded: cublas/2: damaged files:"),
+        "{text}"
+    );
     // One attempt left on that side: the verdict says its noise is modelled.
     let v = m.verdicts.iter().find(|v| v.variant == "cublas").unwrap();
     assert_eq!(v.confidence, Confidence::Modelled);
@@ -400,11 +418,17 @@ fn a_shared_cache_is_flagged_and_distorts_step_times() {
     };
     assert_eq!(
         class("triton_autotune"),
-        (VerdictClass::Inconclusive, Some(Recommendation::IsolateCaches))
+        (
+            VerdictClass::Inconclusive,
+            Some(Recommendation::IsolateCaches)
+        )
     );
     assert_eq!(
         class("all"),
-        (VerdictClass::Inconclusive, Some(Recommendation::IsolateCaches))
+        (
+            VerdictClass::Inconclusive,
+            Some(Recommendation::IsolateCaches)
+        )
     );
     assert_eq!(class("cublas"), (VerdictClass::Works, None));
     assert_eq!(class("nccl_comm"), (VerdictClass::Works, None));

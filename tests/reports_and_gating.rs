@@ -254,13 +254,23 @@ fn gates_name_real_things_and_print_human_units() {
         let o = doctor().args(args).current_dir(root()).output().unwrap();
         (o.status.code(), String::from_utf8(o.stderr).unwrap())
     };
-    let (code, err) = out(&["report", "reports/h200-matrix", "--fail-if", "cublsa:step1_peak>1GiB"]);
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "cublsa:step1_peak>1GiB",
+    ]);
     assert_eq!(code, Some(2));
     assert!(
         err.contains("no variant or prewarm named 'cublsa' in this run (variants: baseline, cublas, triton_autotune, nccl_comm, all; prewarms: cublas, nccl_comm, triton_autotune)"),
         "{err}"
     );
-    let (code, err) = out(&["report", "reports/h200-matrix", "--fail-if", "baseline:verdict!=works"]);
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "baseline:verdict!=works",
+    ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("variant 'baseline' has no verdict"), "{err}");
     let (code, err) = out(&[
@@ -271,19 +281,41 @@ fn gates_name_real_things_and_print_human_units() {
     ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("this run has no verdicts"), "{err}");
-    let (code, err) = out(&["report", "reports/h200-matrix", "--fail-if", "nccl_comm:step1_peak>2.3GiB"]);
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "nccl_comm:step1_peak>2.3GiB",
+    ]);
     assert_eq!(code, Some(11));
     assert!(
-        err.contains("--fail-if 'nccl_comm:step1_peak>2.3GiB' on 'nccl_comm': FAILED: 2.4 GiB > 2.3 GiB"),
+        err.contains(
+            "--fail-if 'nccl_comm:step1_peak>2.3GiB' on 'nccl_comm': FAILED: 2.4 GiB > 2.3 GiB"
+        ),
         "{err}"
     );
-    let (code, err) = out(&["report", "reports/h200-matrix", "--fail-if", "nccl_comm:step1_peak>2.5GB"]);
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "nccl_comm:step1_peak>2.5GB",
+    ]);
     assert_eq!(code, Some(11));
     assert!(err.contains("FAILED: 2.53 GB > 2.50 GB"), "{err}");
     assert!(err.contains("GB/MB/kB are decimal"), "{err}");
-    let (code, _) = out(&["report", "reports/h200-matrix", "--fail-if", "nccl_comm:step1_peak>2.6GB"]);
+    let (code, _) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "nccl_comm:step1_peak>2.6GB",
+    ]);
     assert_eq!(code, Some(0));
-    let (code, err) = out(&["report", "reports/h200-matrix", "--fail-if", "step1_peak>1.5s"]);
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "step1_peak>1.5s",
+    ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("a byte limit takes"), "{err}");
 }
@@ -315,7 +347,10 @@ fn diff_gates_fail_on_variants_present_on_one_side() {
         stderr.contains("on 'cublas': FAILED: variant 'cublas' is only in the new run (pass --allow-missing to accept that)"),
         "{stderr}"
     );
-    assert!(stderr.contains("variant 'default' is only in the old run"), "{stderr}");
+    assert!(
+        stderr.contains("variant 'default' is only in the old run"),
+        "{stderr}"
+    );
     let (code, _, stderr) = out(&["--allow-missing"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("ok: variant 'cublas' is only in the new run (--allow-missing)"));

@@ -229,7 +229,9 @@ fn unit_fits(kind: MetricKind, unit: UnitFamily) -> Result<(), &'static str> {
         (_, UnitFamily::Plain) => Ok(()),
         (MetricKind::Bytes, UnitFamily::Decimal | UnitFamily::Binary) => Ok(()),
         (MetricKind::Seconds, UnitFamily::Seconds) => Ok(()),
-        (MetricKind::Bytes, _) => Err("a byte limit takes B, kB/MB/GB (decimal) or KiB/MiB/GiB (binary)"),
+        (MetricKind::Bytes, _) => {
+            Err("a byte limit takes B, kB/MB/GB (decimal) or KiB/MiB/GiB (binary)")
+        }
         (MetricKind::Seconds, _) => Err("a time limit takes s or ms"),
         _ => Err("a count takes a plain number"),
     }
@@ -465,14 +467,22 @@ fn resolve(g: &Gate, runs: &Runs) -> Result<Vec<String>, GateError> {
 }
 
 /// Observed figure and whether the gate fails, for a variant present on the sides it needs.
-fn observe(g: &Gate, new: &VariantSummary, old: Option<&VariantSummary>, runs: &Runs) -> (Observed, bool) {
+fn observe(
+    g: &Gate,
+    new: &VariantSummary,
+    old: Option<&VariantSummary>,
+    runs: &Runs,
+) -> (Observed, bool) {
     if let Limit::Verdict { class: want } = g.limit {
         let class = runs
             .new_matrix
             .and_then(|m| m.verdicts.iter().find(|x| x.variant == new.name))
             .map(|v| v.class)
             .expect("resolve() keeps judged variants only");
-        return (Observed::Verdict { class }, (class == want) == (g.op == Op::Eq));
+        return (
+            Observed::Verdict { class },
+            (class == want) == (g.op == Op::Eq),
+        );
     }
     let Some(value) = metric_value(new, g.metric) else {
         return (Observed::NotMeasured { side: RunSide::New }, true);
@@ -494,7 +504,10 @@ fn observe(g: &Gate, new: &VariantSummary, old: Option<&VariantSummary>, runs: &
                 Limit::Change { value, .. } => *value,
                 _ => unreachable!("absolute and verdict limits handled above"),
             };
-            (Observed::Change { old, new: value }, g.op.holds(change, bound))
+            (
+                Observed::Change { old, new: value },
+                g.op.holds(change, bound),
+            )
         }
     }
 }
@@ -504,7 +517,11 @@ pub fn relative_change(old: f64, new: f64) -> f64 {
     if old == new {
         0.0
     } else if old.abs() < 1e-12 || old.is_infinite() || new.is_infinite() {
-        if new > old { f64::INFINITY } else { f64::NEG_INFINITY }
+        if new > old {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        }
     } else {
         (new - old) / old.abs()
     }

@@ -37,7 +37,11 @@ fn parses_the_documented_forms() {
     let g = Gate::parse("step1_peak>+5%").unwrap();
     assert_eq!(
         (g.metric, g.op, g.limit.clone()),
-        (Metric::Step1Peak, Op::Gt, Limit::Relative { fraction: 0.05 })
+        (
+            Metric::Step1Peak,
+            Op::Gt,
+            Limit::Relative { fraction: 0.05 }
+        )
     );
     assert!(g.needs_diff());
     let g = Gate::parse("step1_oop>0").unwrap();
@@ -108,7 +112,10 @@ fn gb_is_decimal_and_gib_binary() {
 #[test]
 fn bad_expressions_say_what_is_wrong() {
     assert!(matches!(Gate::parse("step1_peak"), Err(GateError::Form(_))));
-    assert!(matches!(Gate::parse(":step1_peak>1"), Err(GateError::Form(_))));
+    assert!(matches!(
+        Gate::parse(":step1_peak>1"),
+        Err(GateError::Form(_))
+    ));
     assert!(matches!(
         Gate::parse("peak>1"),
         Err(GateError::Metric { .. })
@@ -163,19 +170,35 @@ fn verdict_gates_need_verdicts() {
 #[test]
 fn absolute_limits_compare_medians() {
     let new = [summary("v", &[], Some(2.0 * GIB), 0.0)];
-    let r = evaluate(&[Gate::parse("step1_peak>1.9GiB").unwrap()], &runs(&new, None)).unwrap();
+    let r = evaluate(
+        &[Gate::parse("step1_peak>1.9GiB").unwrap()],
+        &runs(&new, None),
+    )
+    .unwrap();
     assert!(r[0].failed);
     assert_eq!(r[0].observed, Observed::Value { value: 2.0 * GIB });
-    let r = evaluate(&[Gate::parse("step1_peak>2.2GB").unwrap()], &runs(&new, None)).unwrap();
+    let r = evaluate(
+        &[Gate::parse("step1_peak>2.2GB").unwrap()],
+        &runs(&new, None),
+    )
+    .unwrap();
     assert!(!r[0].failed, "2 GiB = 2.147 GB");
-    let r = evaluate(&[Gate::parse("step1_peak>2.1GB").unwrap()], &runs(&new, None)).unwrap();
+    let r = evaluate(
+        &[Gate::parse("step1_peak>2.1GB").unwrap()],
+        &runs(&new, None),
+    )
+    .unwrap();
     assert!(r[0].failed);
 }
 
 #[test]
 fn an_unmeasured_metric_fails_instead_of_passing() {
     let new = [summary("v", &[], None, 0.0)];
-    let r = evaluate(&[Gate::parse("step1_peak>1GiB").unwrap()], &runs(&new, None)).unwrap();
+    let r = evaluate(
+        &[Gate::parse("step1_peak>1GiB").unwrap()],
+        &runs(&new, None),
+    )
+    .unwrap();
     assert!(r[0].failed);
     assert_eq!(r[0].observed, Observed::NotMeasured { side: RunSide::New });
     // No out-of-pool request in step 1: the headroom is the whole device, not missing.
@@ -226,13 +249,32 @@ fn a_variant_on_one_side_of_a_diff_fails_unless_allowed() {
 fn relative_and_change_limits() {
     let old = [summary("v", &[], Some(GIB), 0.0)];
     let new = [summary("v", &[], Some(1.06 * GIB), 64.0 * 1048576.0)];
-    let r = evaluate(&[Gate::parse("step1_peak>+5%").unwrap()], &runs(&new, Some(&old))).unwrap();
+    let r = evaluate(
+        &[Gate::parse("step1_peak>+5%").unwrap()],
+        &runs(&new, Some(&old)),
+    )
+    .unwrap();
     assert!(r[0].failed);
-    let r = evaluate(&[Gate::parse("step1_peak>+7%").unwrap()], &runs(&new, Some(&old))).unwrap();
+    let r = evaluate(
+        &[Gate::parse("step1_peak>+7%").unwrap()],
+        &runs(&new, Some(&old)),
+    )
+    .unwrap();
     assert!(!r[0].failed);
-    let r = evaluate(&[Gate::parse("step1_oop>+63MiB").unwrap()], &runs(&new, Some(&old))).unwrap();
+    let r = evaluate(
+        &[Gate::parse("step1_oop>+63MiB").unwrap()],
+        &runs(&new, Some(&old)),
+    )
+    .unwrap();
     assert!(r[0].failed);
-    let r = evaluate(&[Gate::parse("step1_oop>+5%").unwrap()], &runs(&new, Some(&old))).unwrap();
-    assert!(r[0].failed, "from nothing to something is an infinite increase");
+    let r = evaluate(
+        &[Gate::parse("step1_oop>+5%").unwrap()],
+        &runs(&new, Some(&old)),
+    )
+    .unwrap();
+    assert!(
+        r[0].failed,
+        "from nothing to something is an infinite increase"
+    );
     assert_eq!(relative_change(0.0, 0.0), 0.0);
 }

@@ -246,9 +246,7 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         step1_by_class: worst.map(step1_costs).unwrap_or_default(),
         rank_skew_peak: a.ranks.as_ref().and_then(|r| r.step1_peak_skew),
         reached_step1: ranks.iter().any(|p| step1(p).is_some()),
-        held_step1_end: peak_step1
-            .and_then(|s| s.gap_end.as_ref())
-            .map(held_parts),
+        held_step1_end: peak_step1.and_then(|s| s.gap_end.as_ref()).map(held_parts),
         pool_reserved_step1_end: peak_step1.map(|s| s.pool_reserved_end),
     }
 }

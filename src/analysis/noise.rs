@@ -119,10 +119,7 @@ pub fn assess(quantity: Quantity, baseline: Stat, variant: Stat) -> Change {
         ((baseline.spread() + variant.spread()).max(model.floor), 1.0)
     } else {
         let larger = baseline.median.abs().max(variant.median.abs());
-        (
-            model.floor.max(model.relative * larger),
-            model.grey_factor,
-        )
+        (model.floor.max(model.relative * larger), model.grey_factor)
     };
     let size = delta.abs();
     let outcome = if size <= noise {
@@ -248,17 +245,17 @@ mod tests {
         let c = assess(Quantity::Seconds, many(&[1.0, 2.0]), many(&[3.0, 4.0]));
         assert_eq!((c.noise, c.delta, c.outcome), (2.0, 2.0, Outcome::Within));
         // Identical repeats still respect the floor.
-        let c = assess(Quantity::Bytes, many(&[5.0, 5.0]), many(&[5.0 + MIB, 5.0 + MIB]));
+        let c = assess(
+            Quantity::Bytes,
+            many(&[5.0, 5.0]),
+            many(&[5.0 + MIB, 5.0 + MIB]),
+        );
         assert_eq!(c.outcome, Outcome::Within);
     }
 
     #[test]
     fn inferred_bytes_and_events() {
-        let c = assess(
-            Quantity::InferredBytes,
-            one(168.0 * MIB),
-            one(173.9 * MIB),
-        );
+        let c = assess(Quantity::InferredBytes, one(168.0 * MIB), one(173.9 * MIB));
         assert_eq!(c.outcome, Outcome::Within);
         assert_eq!(
             assess(Quantity::Events, one(1.0), one(0.0)).outcome,

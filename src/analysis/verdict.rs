@@ -162,16 +162,6 @@ pub struct Verdict {
     pub costs: Costs,
 }
 
-impl Verdict {
-    /// Targeted classes with something left in the variant's step 1 (medians).
-    pub fn still_in_step1(&self) -> Vec<&ClassComparison> {
-        self.by_class
-            .iter()
-            .filter(|c| c.bytes.variant.median > 0.0 || c.seconds.variant.median > 0.01)
-            .collect()
-    }
-}
-
 /// The event classes a variant's prewarms target, and the names the catalog
 /// does not know (those target every class).
 pub fn targets_of(prewarms: &[String]) -> (Vec<EventClass>, Vec<String>) {

@@ -216,11 +216,19 @@ mod tests {
     #[test]
     fn account_parts_map_to_stable_sources() {
         let parts = vec![
-            part("CUDA context (incl. 148.5 MiB initial local memory)", 10, false),
+            part(
+                "CUDA context (incl. 148.5 MiB initial local memory)",
+                10,
+                false,
+            ),
             part("nccl", 20, false),
             part("cublas", 30, false),
             part("local-memory growth (spills)", 40, false),
-            part("local-memory reservation dropped by the failed launch", -5, false),
+            part(
+                "local-memory reservation dropped by the failed launch",
+                -5,
+                false,
+            ),
             part("NCCL init without allocation calls (kernel code)", 50, true),
         ];
         let gap = GapAccount {
@@ -237,13 +245,24 @@ mod tests {
         assert_eq!(find(HeldSource::Library("nccl".into())), 20);
         assert_eq!(find(HeldSource::LocalMemory), 40);
         assert_eq!(find(HeldSource::LocalMemoryDropped), -5);
-        assert_eq!(find(HeldSource::WithoutRecords), 57, "inferred + unexplained");
-        assert!(held.iter().find(|h| h.source == HeldSource::WithoutRecords).unwrap().inferred);
+        assert_eq!(
+            find(HeldSource::WithoutRecords),
+            57,
+            "inferred + unexplained"
+        );
+        assert!(
+            held.iter()
+                .find(|h| h.source == HeldSource::WithoutRecords)
+                .unwrap()
+                .inferred
+        );
         let total: i64 = held.iter().map(|h| h.bytes).sum();
         assert_eq!(total, 10 + 20 + 30 + 40 - 5 + 50 + 7);
         // The context's name carries a number; it still maps to one source.
         assert_eq!(
-            HeldSource::of_part("CUDA context (incl. 0 B initial local memory, 2.0 MiB of it committed at the first kernel launch)"),
+            HeldSource::of_part(
+                "CUDA context (incl. 0 B initial local memory, 2.0 MiB of it committed at the first kernel launch)"
+            ),
             HeldSource::Context
         );
     }

@@ -220,7 +220,8 @@ pub fn classify(e: &Evidence) -> Decision {
             d.reasons.push(Reason::TargetedIncrease { change: c });
         }
     }
-    d.reasons.extend(net_memory_loss(e.held_extra, d.moved.bytes));
+    d.reasons
+        .extend(net_memory_loss(e.held_extra, d.moved.bytes));
     if d.reasons.len() > before {
         return d.decide(VerdictClass::Regression);
     }

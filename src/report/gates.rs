@@ -3,9 +3,7 @@
 
 use super::verdict_text::class_label;
 use super::{bytes, seconds};
-use crate::analysis::gate::{
-    GateResult, Limit, Metric, MetricKind, Observed, RunSide, UnitFamily,
-};
+use crate::analysis::gate::{GateResult, Limit, Metric, MetricKind, Observed, RunSide, UnitFamily};
 
 /// Bytes in decimal units: "2.15 GB".
 pub fn decimal_bytes(b: f64) -> String {

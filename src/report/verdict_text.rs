@@ -138,7 +138,7 @@ fn held_text(c: &Costs) -> String {
     }
     let up = c.held_increases();
     if up.is_empty() {
-        return "no memory held at step-1 end beyond the baseline's".into();
+        return "no out-of-pool memory held at step-1 end beyond the baseline's".into();
     }
     let parts: Vec<String> = up
         .iter()
@@ -267,7 +267,10 @@ pub fn reason_text(r: &Reason) -> Option<String> {
         Reason::NothingToMove => {
             "none of what it targets lands in the baseline's step 1: nothing to move".into()
         }
-        Reason::MovedNothing { bytes: b, seconds: s } => format!(
+        Reason::MovedNothing {
+            bytes: b,
+            seconds: s,
+        } => format!(
             "enabled but moved nothing: targeted bytes {}; targeted time {}",
             change_text(b),
             change_text(s)
@@ -300,7 +303,7 @@ fn class_row(c: &ClassComparison) -> String {
             parts.push(stat(Quantity::Seconds, pick(&c.seconds)));
         }
         let events = pick(&c.events);
-        let unit = if events.n == 1 && events.median == 1.0 {
+        let unit = if events.median == 1.0 && events.spread() == 0.0 {
             "event"
         } else {
             "events"
@@ -432,8 +435,9 @@ mod tests {
         let lines = wrap("aaa bbb ccc ddd", "  - ", "    ", 12);
         assert_eq!(lines, vec!["  - aaa bbb", "    ccc ddd"]);
         assert!(lines.iter().all(|l| l.len() <= 12));
-        assert_eq!(wrap("averyveryverylongword", "- ", "  ", 8), vec![
-            "- averyveryverylongword"
-        ]);
+        assert_eq!(
+            wrap("averyveryverylongword", "- ", "  ", 8),
+            vec!["- averyveryverylongword"]
+        );
     }
 }
