@@ -137,6 +137,9 @@ pub struct DiffArgs {
     /// Exit with code 11 when this holds for the new run relative to the old, e.g. 'step1_peak>+5%'. Repeatable.
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
+    /// Let a variant that is in only one of the two runs pass the gates (by default it fails them).
+    #[arg(long)]
+    pub allow_missing: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,7 +1,7 @@
 //! The subcommands: turn parsed arguments into core calls, print what comes
 //! back, and choose the exit code.
 
-use crate::analysis::gate::{Gate, GateResult, evaluate};
+use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
 use crate::analysis::matrix::{MatrixAccount, compare, summaries};
 use crate::analysis::{AttemptAccount, analyse_run};
 use crate::capture::env::CacheMode;
@@ -367,13 +367,7 @@ fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
 /// Prints gate results to stderr and returns whether any failed.
 fn report_gates(results: &[GateResult]) -> bool {
     for r in results {
-        eprintln!(
-            "[prewarm-doctor] --fail-if '{}' on '{}': {} ({})",
-            r.gate,
-            r.variant,
-            if r.failed { "FAILED" } else { "ok" },
-            r.detail
-        );
+        eprintln!("{}", crate::report::gates::gate_line(r));
     }
     results.iter().any(|r| r.failed)
 }
@@ -445,7 +439,13 @@ fn report(args: ReportArgs) -> i32 {
     }
     if !gates.is_empty() {
         let summaries = summaries(run.meta.as_ref(), &attempts);
-        match evaluate(&gates, &summaries, matrix.as_ref(), None) {
+        let runs = Runs {
+            new: &summaries,
+            new_matrix: matrix.as_ref(),
+            old: None,
+            allow_missing: false,
+        };
+        match evaluate(&gates, &runs) {
             Ok(results) => {
                 if report_gates(&results) {
                     return exit::GATE_FAILED;
@@ -526,7 +526,13 @@ fn diff(args: DiffArgs) -> i32 {
         eprintln!("prewarm-doctor: cannot write to standard output: {e}");
         return exit::DOCTOR_FAILED;
     }
-    match evaluate(&gates, &new_sum, new_m.as_ref(), Some(&old_sum)) {
+    let runs = Runs {
+        new: &new_sum,
+        new_matrix: new_m.as_ref(),
+        old: Some(&old_sum),
+        allow_missing: args.allow_missing,
+    };
+    match evaluate(&gates, &runs) {
         Ok(results) if report_gates(&results) => exit::GATE_FAILED,
         Ok(_) => 0,
         Err(e) => {

@@ -2,9 +2,11 @@
 //! real recordings from an H200 (tests/fixtures/h200/README.md says how each
 //! was made).
 
-use prewarm_doctor::analysis::matrix::{VerdictClass, compare};
+use prewarm_doctor::analysis::matrix::{Exclusion, MatrixNote, compare};
 use prewarm_doctor::analysis::model::ProcessAccount;
 use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::analysis::verdict::{Confidence, Reason, Recommendation, VerdictClass};
+use prewarm_doctor::analysis::verdict_costs::HeldSource;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use prewarm_doctor::prewarm::catalog::EventClass;
@@ -289,27 +291,116 @@ fn the_bundled_matrix_gives_the_verdicts() {
     let m = compare(run.meta.as_ref(), &all).unwrap();
     assert!(m.isolated);
     let v = |n: &str| m.verdicts.iter().find(|v| v.variant == n).unwrap();
-    assert_eq!(v("cublas").class, VerdictClass::Works);
-    assert!(v("cublas").moved_bytes >= 128.0 * MIB as f64);
-    assert_eq!(v("triton_autotune").class, VerdictClass::Works);
-    assert!(v("triton_autotune").moved_seconds > 5.0);
-    assert!(v("triton_autotune").setup_cost_s.unwrap() > 5.0);
-    // The example's communicator prewarm also warms a group training never uses.
-    assert_eq!(v("nccl_comm").class, VerdictClass::Regression);
-    assert!(v("nccl_comm").moved_bytes >= 550.0 * MIB as f64);
-    assert!(
-        v("nccl_comm")
-            .evidence
-            .iter()
-            .any(|e| e.contains("2 NCCL communicator(s), the baseline 1"))
+    for name in ["cublas", "triton_autotune", "nccl_comm", "all"] {
+        assert_eq!(v(name).class, VerdictClass::Works, "{name}");
+        assert_eq!(v(name).confidence, Confidence::Measured, "{name}");
+    }
+    assert!(v("cublas").moved.bytes >= 128.0 * MIB as f64);
+    assert_eq!(v("cublas").costs.held_extra, 0.0);
+    assert!(v("triton_autotune").moved.seconds > 5.0);
+    assert!(v("triton_autotune").costs.setup_s.unwrap().delta > 5.0);
+    // The example's communicator prewarm also warms the default group, which
+    // training never uses: it moves the training communicator's 558 MiB out
+    // of step 1 and keeps one more communicator (+388 MiB of NCCL buffers)
+    // at step-1 end. Kept < moved, so no net loss: it works, and the extra
+    // communicator is its cost, by source.
+    let nccl = v("nccl_comm");
+    assert!(nccl.moved.bytes >= 550.0 * MIB as f64);
+    let up = nccl.costs.held_increases();
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert_eq!(up[0].source, HeldSource::Library("nccl".into()));
+    assert_eq!(up[0].change.delta, 388.0 * MIB as f64);
+    let comms = nccl.costs.nccl_communicators.unwrap();
+    assert_eq!((comms.baseline.median, comms.variant.median), (1.0, 2.0));
+    assert_eq!(
+        nccl.costs.step1_device_peak.unwrap().delta,
+        390.0 * MIB as f64
     );
     assert!(
-        m.notes
+        !nccl
+            .reasons
             .iter()
-            .any(|n| n.contains("baseline/3 was interrupted"))
+            .any(|r| matches!(r, Reason::NetMemoryLoss { .. }))
     );
+    assert_eq!(v("all").costs.held_extra, 388.0 * MIB as f64);
+    // The interrupted attempt is excluded, and said so.
     let base = m.variants.iter().find(|x| x.name == "baseline").unwrap();
     assert_eq!((base.attempts.len(), base.expected_attempts), (2, 3));
+    assert_eq!(base.excluded.len(), 1);
+    assert_eq!(base.excluded[0].attempt, "3");
+    assert_eq!(base.excluded[0].reasons, vec![Exclusion::Interrupted]);
+    assert!(m.notes.contains(&MatrixNote::AttemptsMissing {
+        variant: "cublas".into(),
+        recorded: 2,
+        expected: 3
+    }));
+    assert!(!m.notes.iter().any(
+        |n| matches!(n, MatrixNote::AttemptsMissing { variant, .. } if variant == "baseline")
+    ));
+}
+
+/// A damaged rank file excludes its attempt from the medians and verdicts,
+/// and the matrix says which file and why.
+#[test]
+fn a_damaged_attempt_is_excluded_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix"),
+        dir.path(),
+    );
+    let host = dir.path().join("cublas/2");
+    let host = std::fs::read_dir(&host)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let events = std::fs::read_dir(&host)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.ends_with(".events") && n != "nvml.events"
+        })
+        .unwrap();
+    let mut bytes = std::fs::read(&events).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 16] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&events, bytes).unwrap();
+    let run = load_run(dir.path()).unwrap();
+    let m = compare(run.meta.as_ref(), &analyse_run(&run)).unwrap();
+    let cublas = m.variants.iter().find(|x| x.name == "cublas").unwrap();
+    assert_eq!(cublas.attempts.len(), 1);
+    assert_eq!(cublas.excluded.len(), 1);
+    assert_eq!(cublas.excluded[0].attempt, "2");
+    let Exclusion::Damaged { problems } = &cublas.excluded[0].reasons[0] else {
+        panic!("{:?}", cublas.excluded)
+    };
+    assert!(problems.iter().all(|p| p.damaged));
+    let text = prewarm_doctor::report::matrix::render_matrix(&m);
+    assert!(
+        text.contains("excluded: cublas/2: damaged files:"),
+        "{text}"
+    );
+    // One attempt left on that side: the verdict says its noise is modelled.
+    let v = m.verdicts.iter().find(|v| v.variant == "cublas").unwrap();
+    assert_eq!(v.confidence, Confidence::Modelled);
+    assert_eq!(v.class, VerdictClass::Works);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
 }
 
 #[test]
@@ -317,7 +408,30 @@ fn a_shared_cache_is_flagged_and_distorts_step_times() {
     let shared_run = load_run(&fixture("shared-cache")).unwrap();
     let shared = compare(shared_run.meta.as_ref(), &analyse_run(&shared_run)).unwrap();
     assert!(!shared.isolated);
-    assert!(shared.notes.iter().any(|n| n.contains("not trustworthy")));
+    assert!(shared.notes.contains(&MatrixNote::CachesNotIsolated {
+        cache: "shared".into()
+    }));
+    // Classes a cache changes are not judged on shared caches; cuBLAS and NCCL are.
+    let class = |n: &str| {
+        let v = shared.verdicts.iter().find(|v| v.variant == n).unwrap();
+        (v.class, v.recommendation)
+    };
+    assert_eq!(
+        class("triton_autotune"),
+        (
+            VerdictClass::Inconclusive,
+            Some(Recommendation::IsolateCaches)
+        )
+    );
+    assert_eq!(
+        class("all"),
+        (
+            VerdictClass::Inconclusive,
+            Some(Recommendation::IsolateCaches)
+        )
+    );
+    assert_eq!(class("cublas"), (VerdictClass::Works, None));
+    assert_eq!(class("nccl_comm"), (VerdictClass::Works, None));
     let cold_run =
         load_run(&Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix")).unwrap();
     let cold = compare(cold_run.meta.as_ref(), &analyse_run(&cold_run)).unwrap();
@@ -338,8 +452,10 @@ fn a_shared_cache_is_flagged_and_distorts_step_times() {
             .iter()
             .find(|v| v.variant == "triton_autotune")
             .unwrap()
-            .setup_cost_s
+            .costs
+            .setup_s
             .unwrap()
+            .delta
     };
     assert!(setup(&shared) < 1.0 && setup(&cold) > 5.0);
 }

@@ -58,10 +58,16 @@ fn the_bundled_example_renders_its_matrix_and_verdicts() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "-- verdicts (each prewarm against 'baseline')",
+            "-- verdicts (each prewarm against 'baseline'; rules: docs/verdicts.md)",
         ))
         .stdout(predicate::str::contains(
-            "triton_autotune [triton_autotune]: WORKS",
+            "triton_autotune [triton_autotune]: moved 282.0 MiB and 9.52 s of Triton autotune",
+        ))
+        .stdout(predicate::str::contains(
+            "=> WORKS (noise measured over 2 baseline and 2 variant attempts)",
+        ))
+        .stdout(predicate::str::contains(
+            "excluded: baseline/3: interrupted",
         ))
         .stdout(predicate::str::contains("step 1 took"));
 }
@@ -80,7 +86,7 @@ fn json_is_versioned_and_holds_the_account() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["tool"], "prewarm-doctor");
     let p = &v["attempts"][0]["processes"][0];
     assert_eq!(p["forensics"][0]["source"], "torch pool");
@@ -99,7 +105,28 @@ fn json_is_versioned_and_holds_the_account() {
         .output()
         .unwrap();
     let m: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
-    assert_eq!(m["matrix"]["verdicts"][0]["class"], "works");
+    let cublas = &m["matrix"]["verdicts"][0];
+    assert_eq!(cublas["class"], "works");
+    assert_eq!(cublas["confidence"], "measured");
+    assert_eq!(cublas["by_class"][0]["class"], "cublas");
+    assert_eq!(cublas["by_class"][0]["bytes"]["baseline"]["n"], 2);
+    assert_eq!(cublas["by_class"][0]["bytes"]["outcome"], "down");
+    assert!(cublas["costs"]["setup_s"]["baseline"]["min"].is_number());
+    let nccl = &m["matrix"]["verdicts"][2];
+    assert_eq!(nccl["variant"], "nccl_comm");
+    assert_eq!(nccl["costs"]["held_extra"], 388.0 * 1048576.0);
+    let held = nccl["costs"]["held_step1_end"].as_array().unwrap();
+    let up: Vec<&serde_json::Value> = held
+        .iter()
+        .filter(|h| h["change"]["outcome"] == "up")
+        .collect();
+    assert_eq!(up.len(), 1);
+    assert_eq!(up[0]["source"]["kind"], "library");
+    assert_eq!(up[0]["source"]["name"], "nccl");
+    assert_eq!(
+        m["matrix"]["variants"][0]["excluded"][0]["reasons"][0]["reason"],
+        "interrupted"
+    );
 }
 
 #[test]
@@ -143,9 +170,18 @@ fn gating_exit_codes() {
             "report",
             "reports/h200-matrix",
             "--fail-if",
-            "nccl_comm:verdict==regression"
+            "nccl_comm:verdict==works"
         ]),
         Some(11)
+    );
+    assert_eq!(
+        run(&[
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "verdict==regression"
+        ]),
+        Some(0)
     );
     assert_eq!(
         run(&[
@@ -208,6 +244,116 @@ fn gating_exit_codes() {
         ]),
         Some(11)
     );
+}
+
+/// A gate naming something the run does not have is an error listing what it
+/// has, never a silent pass; results print human units.
+#[test]
+fn gates_name_real_things_and_print_human_units() {
+    let out = |args: &[&str]| {
+        let o = doctor().args(args).current_dir(root()).output().unwrap();
+        (o.status.code(), String::from_utf8(o.stderr).unwrap())
+    };
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "cublsa:step1_peak>1GiB",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("no variant or prewarm named 'cublsa' in this run (variants: baseline, cublas, triton_autotune, nccl_comm, all; prewarms: cublas, nccl_comm, triton_autotune)"),
+        "{err}"
+    );
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "baseline:verdict!=works",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("variant 'baseline' has no verdict"), "{err}");
+    let (code, err) = out(&[
+        "report",
+        "tests/fixtures/h200/examples-cublas-baseline",
+        "--fail-if",
+        "verdict!=works",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("this run has no verdicts"), "{err}");
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "nccl_comm:step1_peak>2.3GiB",
+    ]);
+    assert_eq!(code, Some(11));
+    assert!(
+        err.contains(
+            "--fail-if 'nccl_comm:step1_peak>2.3GiB' on 'nccl_comm': FAILED: 2.4 GiB > 2.3 GiB"
+        ),
+        "{err}"
+    );
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "nccl_comm:step1_peak>2.5GB",
+    ]);
+    assert_eq!(code, Some(11));
+    assert!(err.contains("FAILED: 2.53 GB > 2.50 GB"), "{err}");
+    assert!(err.contains("GB/MB/kB are decimal"), "{err}");
+    let (code, _) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "nccl_comm:step1_peak>2.6GB",
+    ]);
+    assert_eq!(code, Some(0));
+    let (code, err) = out(&[
+        "report",
+        "reports/h200-matrix",
+        "--fail-if",
+        "step1_peak>1.5s",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("a byte limit takes"), "{err}");
+}
+
+/// In `diff`, a variant on one side only fails the gates unless allowed.
+#[test]
+fn diff_gates_fail_on_variants_present_on_one_side() {
+    let out = |extra: &[&str]| {
+        let mut args = vec![
+            "diff",
+            "tests/fixtures/h200/examples-cublas-baseline",
+            "reports/h200-matrix",
+            "--fail-if",
+            "step1_oop>+5%",
+        ];
+        args.extend_from_slice(extra);
+        let o = doctor().args(&args).current_dir(root()).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8(o.stdout).unwrap(),
+            String::from_utf8(o.stderr).unwrap(),
+        )
+    };
+    let (code, stdout, stderr) = out(&[]);
+    assert_eq!(code, Some(11));
+    assert!(stdout.contains("default: only in the old run"), "{stdout}");
+    assert!(stdout.contains("cublas: only in the new run"), "{stdout}");
+    assert!(
+        stderr.contains("on 'cublas': FAILED: variant 'cublas' is only in the new run (pass --allow-missing to accept that)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("variant 'default' is only in the old run"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = out(&["--allow-missing"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("ok: variant 'cublas' is only in the new run (--allow-missing)"));
 }
 
 #[test]
@@ -351,7 +497,9 @@ fn markdown_goes_to_stdout_and_the_github_step_summary() {
     assert!(out.status.success());
     let md = String::from_utf8(out.stdout).unwrap();
     assert!(md.contains("| variant | runs | step-1 peak |"));
-    assert!(md.contains("**triton\\_autotune** (triton\\_autotune): **works**"));
+    assert!(md.contains("- **triton\\_autotune** (triton\\_autotune): moved 282.0 MiB"));
+    assert!(md.contains("  - **WORKS (noise measured over 2 baseline and 2 variant attempts)**"));
+    assert!(md.contains("> excluded: baseline/3: interrupted"));
     assert!(md.contains("#### rank 0 on vm"));
     let appended = std::fs::read_to_string(&summary).unwrap();
     assert!(appended.starts_with("existing\n") && appended.ends_with(&md));

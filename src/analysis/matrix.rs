@@ -1,13 +1,16 @@
 //! The A/B comparison: per attempt a headline (worst rank), per variant the
-//! medians and spread over repeats, and per prewarm a verdict with evidence —
-//! what it moved out of step 1, what it cost at setup, what still lands there.
+//! medians and spread over the attempts that count (docs/verdicts.md §1), and
+//! per prewarm a verdict (`verdict.rs`). Data only: the report layer phrases it.
 
 use super::AttemptAccount;
 use super::model::ProcessAccount;
 use super::phases::Phase;
-use super::ranks::{is_rank, step1_out_of_pool, step1_peak};
+use super::ranks::{is_rank, step1, step1_out_of_pool, step1_peak};
+use super::verdict::{self, Verdict};
+use super::verdict_costs::{HeldPart, held_parts};
 use crate::capture::meta::RunMeta;
-use crate::prewarm::catalog::{self, EventClass};
+use crate::load::Problem;
+use crate::prewarm::catalog::EventClass;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -39,6 +42,13 @@ pub struct Headline {
     pub step1_by_class: BTreeMap<EventClass, ClassCost>,
     /// Largest minus smallest step-1 device peak across ranks.
     pub rank_skew_peak: Option<u64>,
+    /// Whether a rank reached step 1 (only such attempts give step-1 figures).
+    pub reached_step1: bool,
+    /// The out-of-pool account at step-1 end of the rank with the highest
+    /// step-1 peak, by source (None without a step-1 account).
+    pub held_step1_end: Option<Vec<HeldPart>>,
+    /// That rank's PyTorch pool reserve at step-1 end.
+    pub pool_reserved_step1_end: Option<u64>,
 }
 
 /// Median and spread of one figure over repeats.
@@ -77,13 +87,37 @@ impl Stat {
     }
 }
 
+/// Why an attempt is left out of medians and verdicts (docs/verdicts.md §1).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Exclusion {
+    /// The untimed cache warm-up run of `--cache warm`.
+    Warmup,
+    /// A signal stopped it, or it never recorded an exit status.
+    Interrupted,
+    /// Some of its files are corrupt.
+    Damaged { problems: Vec<Problem> },
+}
+
+/// An attempt left out, and why.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExcludedAttempt {
+    pub attempt: String,
+    pub reasons: Vec<Exclusion>,
+}
+
 /// One variant over its repeats.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct VariantSummary {
     pub name: String,
     pub prewarms: Vec<String>,
+    /// The attempts that count (headline per attempt).
     pub attempts: Vec<Headline>,
+    /// Attempts left out, with their reasons.
+    pub excluded: Vec<ExcludedAttempt>,
     pub expected_attempts: u32,
+    /// Timed attempts found on disk (counted or excluded).
+    pub recorded_attempts: u32,
     pub failed_attempts: u32,
     pub step1_device_peak: Option<Stat>,
     pub step1_out_of_pool: Option<Stat>,
@@ -92,49 +126,22 @@ pub struct VariantSummary {
     pub setup_s: Option<Stat>,
 }
 
-/// How a prewarm fared against the baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictClass {
-    Works,
-    Partial,
-    NoEffect,
-    Regression,
-}
-
-impl VerdictClass {
-    /// Label for reports.
-    pub fn label(self) -> &'static str {
-        match self {
-            VerdictClass::Works => "works",
-            VerdictClass::Partial => "partial",
-            VerdictClass::NoEffect => "no effect",
-            VerdictClass::Regression => "regression",
-        }
-    }
-}
-
-/// A verdict with its evidence.
+/// Something a reader of the comparison must know, as data.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Verdict {
-    pub variant: String,
-    pub prewarms: Vec<String>,
-    pub targets: Vec<EventClass>,
-    pub class: VerdictClass,
-    /// Targeted step-1 bytes/seconds in the baseline and in the variant (medians).
-    pub baseline_targeted_bytes: f64,
-    pub variant_targeted_bytes: f64,
-    pub baseline_targeted_seconds: f64,
-    pub variant_targeted_seconds: f64,
-    pub moved_bytes: f64,
-    pub moved_seconds: f64,
-    pub setup_cost_s: Option<f64>,
-    pub step1_peak_delta: Option<f64>,
-    pub step1_s_delta: Option<f64>,
-    /// Per targeted class: what still lands in step 1 of the variant (median).
-    pub still_in_step1: Vec<(EventClass, ClassCost)>,
-    /// Sentences that explain the class, including its uncertainty.
-    pub evidence: Vec<String>,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MatrixNote {
+    /// Variants shared caches: earlier variants warmed later ones.
+    CachesNotIsolated { cache: String },
+    /// Fewer timed attempts on disk than `--repeat` asked for (the run stopped early).
+    AttemptsMissing {
+        variant: String,
+        recorded: u32,
+        expected: u32,
+    },
+    /// Attempts that exited with an error (their figures count up to the failure).
+    AttemptsFailed { variant: String, failed: u32 },
+    /// A variant that enables no known prewarm: compared, not judged.
+    NotJudged { variant: String },
 }
 
 /// The whole comparison.
@@ -145,7 +152,7 @@ pub struct MatrixAccount {
     pub isolated: bool,
     pub variants: Vec<VariantSummary>,
     pub verdicts: Vec<Verdict>,
-    pub notes: Vec<String>,
+    pub notes: Vec<MatrixNote>,
 }
 
 fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
@@ -194,11 +201,21 @@ fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
     m
 }
 
+/// The rank with the highest step-1 device peak (the first on ties).
+fn highest_peak<'a>(ranks: &[&'a ProcessAccount]) -> Option<&'a ProcessAccount> {
+    ranks
+        .iter()
+        .copied()
+        .reduce(|a, b| if step1_peak(b) > step1_peak(a) { b } else { a })
+}
+
 /// The headline of one attempt (worst rank for each figure).
 pub fn headline(a: &AttemptAccount) -> Headline {
     let ranks: Vec<&ProcessAccount> = a.processes.iter().filter(|p| is_rank(p)).collect();
     let peaks: Vec<u64> = ranks.iter().filter_map(|p| step1_peak(p)).collect();
     let worst = ranks.iter().max_by_key(|p| step1_out_of_pool(p)).copied();
+    let peak_rank = highest_peak(&ranks);
+    let peak_step1 = peak_rank.and_then(step1);
     let max_f = |f: &dyn Fn(&ProcessAccount) -> Option<f64>| {
         ranks.iter().filter_map(|p| f(p)).reduce(f64::max)
     };
@@ -228,26 +245,37 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         nccl_comms: ranks.iter().map(|p| p.nccl.len() as u32).max().unwrap_or(0),
         step1_by_class: worst.map(step1_costs).unwrap_or_default(),
         rank_skew_peak: a.ranks.as_ref().and_then(|r| r.step1_peak_skew),
+        reached_step1: ranks.iter().any(|p| step1(p).is_some()),
+        held_step1_end: peak_step1.and_then(|s| s.gap_end.as_ref()).map(held_parts),
+        pool_reserved_step1_end: peak_step1.map(|s| s.pool_reserved_end),
     }
+}
+
+/// Why an attempt does not count; empty when it does.
+pub fn exclusions(a: &AttemptAccount) -> Vec<Exclusion> {
+    let mut out = Vec::new();
+    if a.warmup {
+        out.push(Exclusion::Warmup);
+    }
+    if a.interrupted {
+        out.push(Exclusion::Interrupted);
+    }
+    let damaged: Vec<Problem> = a
+        .problems
+        .iter()
+        .chain(a.processes.iter().flat_map(|p| p.problems.iter()))
+        .filter(|p| p.damaged)
+        .cloned()
+        .collect();
+    if !damaged.is_empty() {
+        out.push(Exclusion::Damaged { problems: damaged });
+    }
+    out
 }
 
 fn stat_of(h: &[Headline], f: impl Fn(&Headline) -> Option<f64>) -> Option<Stat> {
     Stat::of(&h.iter().filter_map(f).collect::<Vec<_>>())
 }
-
-fn targeted(h: &Headline, targets: &[EventClass]) -> (f64, f64) {
-    let mut b = 0.0;
-    let mut s = 0.0;
-    for t in targets {
-        if let Some(c) = h.step1_by_class.get(t) {
-            b += c.bytes as f64;
-            s += c.seconds;
-        }
-    }
-    (b, s)
-}
-
-const MIB: f64 = 1024.0 * 1024.0;
 
 /// Builds the comparison of a run's variants. None for a single-variant run.
 pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<MatrixAccount> {
@@ -265,7 +293,7 @@ pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<Ma
     });
     let isolated = !matches!(cache.as_str(), "shared" | "user");
     let variants = summarise_variants(meta, attempts, &order, expected);
-    judge(attempts, baseline, cache, isolated, variants)
+    judge(baseline, cache, isolated, variants)
 }
 
 /// Per-variant summaries in declaration order (single-variant runs too: gating
@@ -289,6 +317,33 @@ fn variant_order(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Vec<Str
     order
 }
 
+/// A variant's medians and spreads over the headlines of the attempts that count.
+pub fn summary_of(
+    name: &str,
+    prewarms: Vec<String>,
+    heads: Vec<Headline>,
+    expected: u32,
+    recorded: u32,
+) -> VariantSummary {
+    VariantSummary {
+        name: name.to_string(),
+        prewarms,
+        expected_attempts: expected,
+        recorded_attempts: recorded,
+        excluded: Vec::new(),
+        failed_attempts: heads
+            .iter()
+            .filter(|h| h.exit_code.is_some_and(|c| c != 0))
+            .count() as u32,
+        step1_device_peak: stat_of(&heads, |h| h.step1_device_peak.map(|v| v as f64)),
+        step1_out_of_pool: stat_of(&heads, |h| Some(h.step1_out_of_pool as f64)),
+        step1_tightest_headroom: stat_of(&heads, |h| h.step1_tightest_headroom.map(|v| v as f64)),
+        step1_s: stat_of(&heads, |h| h.step1_s),
+        setup_s: stat_of(&heads, |h| h.setup_s),
+        attempts: heads,
+    }
+}
+
 fn summarise_variants(
     meta: Option<&RunMeta>,
     attempts: &[AttemptAccount],
@@ -297,83 +352,71 @@ fn summarise_variants(
 ) -> Vec<VariantSummary> {
     let mut variants = Vec::new();
     for name in order {
-        let heads: Vec<Headline> = attempts
+        let mine: Vec<&AttemptAccount> = attempts.iter().filter(|a| &a.variant == name).collect();
+        let excluded: Vec<ExcludedAttempt> = mine
             .iter()
-            .filter(|a| &a.variant == name && !a.warmup && !a.interrupted)
-            .map(headline)
+            .map(|a| ExcludedAttempt {
+                attempt: a.attempt.clone(),
+                reasons: exclusions(a),
+            })
+            .filter(|e| !e.reasons.is_empty())
+            .collect();
+        let heads: Vec<Headline> = mine
+            .iter()
+            .filter(|a| exclusions(a).is_empty())
+            .map(|a| headline(a))
             .collect();
         let prewarms = meta
             .and_then(|m| m.variants.iter().find(|v| &v.name == name))
             .map(|v| v.prewarms.clone())
             .unwrap_or_default();
-        variants.push(VariantSummary {
-            name: name.clone(),
-            prewarms,
-            expected_attempts: expected,
-            failed_attempts: heads
-                .iter()
-                .filter(|h| h.exit_code.is_some_and(|c| c != 0))
-                .count() as u32,
-            step1_device_peak: stat_of(&heads, |h| h.step1_device_peak.map(|v| v as f64)),
-            step1_out_of_pool: stat_of(&heads, |h| Some(h.step1_out_of_pool as f64)),
-            step1_tightest_headroom: stat_of(&heads, |h| {
-                h.step1_tightest_headroom.map(|v| v as f64)
-            }),
-            step1_s: stat_of(&heads, |h| h.step1_s),
-            setup_s: stat_of(&heads, |h| h.setup_s),
-            attempts: heads,
-        });
+        let recorded = mine.iter().filter(|a| !a.warmup).count() as u32;
+        let mut v = summary_of(name, prewarms, heads, expected, recorded);
+        v.excluded = excluded;
+        variants.push(v);
     }
     variants
 }
 
 /// Notes and verdicts for summarised variants.
 fn judge(
-    attempts: &[AttemptAccount],
     baseline: String,
     cache: String,
     isolated: bool,
     variants: Vec<VariantSummary>,
 ) -> Option<MatrixAccount> {
+    let base = variants.iter().find(|v| v.name == baseline)?.clone();
     let mut notes = Vec::new();
-    for a in attempts.iter().filter(|a| a.interrupted) {
-        notes.push(format!(
-            "attempt {}/{} was interrupted (a signal stopped it) and is left out of the comparison",
-            a.variant, a.attempt
-        ));
-    }
     if !isolated {
-        notes.push(format!(
-            "cache mode '{cache}': variants did not run on isolated caches, so earlier variants warmed later ones; these verdicts are not trustworthy (use --cache cold or warm)"
-        ));
+        notes.push(MatrixNote::CachesNotIsolated {
+            cache: cache.clone(),
+        });
     }
     for v in &variants {
-        if (v.attempts.len() as u32) < v.expected_attempts {
-            notes.push(format!(
-                "variant '{}' has {} of {} attempts (the run was stopped early)",
-                v.name,
-                v.attempts.len(),
-                v.expected_attempts
-            ));
+        if v.recorded_attempts < v.expected_attempts {
+            notes.push(MatrixNote::AttemptsMissing {
+                variant: v.name.clone(),
+                recorded: v.recorded_attempts,
+                expected: v.expected_attempts,
+            });
         }
         if v.failed_attempts > 0 {
-            notes.push(format!("variant '{}': {} attempt(s) exited with an error; their figures are included up to the failure", v.name, v.failed_attempts));
+            notes.push(MatrixNote::AttemptsFailed {
+                variant: v.name.clone(),
+                failed: v.failed_attempts,
+            });
         }
     }
-    let base = variants.iter().find(|v| v.name == baseline)?.clone();
-    let mut verdicts = Vec::new();
-    for v in variants
+    let others = variants.iter().filter(|v| v.name != baseline);
+    let (judged, unjudged): (Vec<&VariantSummary>, Vec<&VariantSummary>) =
+        others.partition(|v| !v.prewarms.is_empty());
+    notes.extend(unjudged.iter().map(|v| MatrixNote::NotJudged {
+        variant: v.name.clone(),
+    }));
+    let verdicts = judged
         .iter()
-        .filter(|v| v.name != baseline && !v.prewarms.is_empty())
-    {
-        verdicts.push(verdict(&base, v));
-    }
-    for v in variants
-        .iter()
-        .filter(|v| v.name != baseline && v.prewarms.is_empty())
-    {
-        notes.push(format!("variant '{}' names no known prewarm (see `prewarm-doctor run --help`): compared, but not judged", v.name));
-    }
+        .map(|v| verdict::judge(&base, v, isolated))
+        .collect();
     Some(MatrixAccount {
         baseline,
         cache,
@@ -382,183 +425,6 @@ fn judge(
         verdicts,
         notes,
     })
-}
-
-fn median(values: Vec<f64>) -> f64 {
-    Stat::of(&values).map_or(0.0, |s| s.median)
-}
-
-fn verdict(base: &VariantSummary, v: &VariantSummary) -> Verdict {
-    let mut targets: Vec<EventClass> = Vec::new();
-    for p in &v.prewarms {
-        match catalog::find(p) {
-            Some(entry) => targets.extend(entry.targets.iter().copied()),
-            None => targets.extend([
-                EventClass::Cublas,
-                EventClass::TritonAutotune,
-                EventClass::LocalMemory,
-                EventClass::Compile,
-                EventClass::NcclComm,
-                EventClass::ModuleLoad,
-            ]),
-        }
-    }
-    targets.sort();
-    targets.dedup();
-    let bt: Vec<(f64, f64)> = base
-        .attempts
-        .iter()
-        .map(|h| targeted(h, &targets))
-        .collect();
-    let vt: Vec<(f64, f64)> = v.attempts.iter().map(|h| targeted(h, &targets)).collect();
-    let (bb, bs) = (
-        median(bt.iter().map(|x| x.0).collect()),
-        median(bt.iter().map(|x| x.1).collect()),
-    );
-    let (vb, vs) = (
-        median(vt.iter().map(|x| x.0).collect()),
-        median(vt.iter().map(|x| x.1).collect()),
-    );
-    let spread = |xs: &[(f64, f64)], k: usize| {
-        Stat::of(
-            &xs.iter()
-                .map(|x| if k == 0 { x.0 } else { x.1 })
-                .collect::<Vec<_>>(),
-        )
-        .map_or(0.0, |s| s.spread())
-    };
-    // What counts as real: more than the repeats' spread, and more than small floors.
-    let noise_b = (spread(&bt, 0) + spread(&vt, 0))
-        .max(1.0 * MIB)
-        .max(0.05 * bb);
-    let noise_s = (spread(&bt, 1) + spread(&vt, 1)).max(0.05).max(0.05 * bs);
-    let moved_b = bb - vb;
-    let moved_s = bs - vs;
-    let base_has = bb > noise_b || bs > noise_s;
-    let median_of = |s: &Option<Stat>| s.map(|x| x.median);
-    let peak_delta = median_of(&v.step1_device_peak)
-        .zip(median_of(&base.step1_device_peak))
-        .map(|(a, b)| a - b);
-    let s1_delta = median_of(&v.step1_s)
-        .zip(median_of(&base.step1_s))
-        .map(|(a, b)| a - b);
-    let setup_cost = median_of(&v.setup_s)
-        .zip(median_of(&base.setup_s))
-        .map(|(a, b)| a - b);
-    let peak_noise = base.step1_device_peak.map_or(0.0, |s| s.spread())
-        + v.step1_device_peak.map_or(0.0, |s| s.spread());
-    let s1_noise = base.step1_s.map_or(0.0, |s| s.spread()) + v.step1_s.map_or(0.0, |s| s.spread());
-    let regressed_peak = peak_delta.is_some_and(|d| d > (peak_noise).max(64.0 * MIB));
-    let regressed_time = s1_delta.is_some_and(|d| d > s1_noise.max(0.2) && moved_s <= noise_s);
-    let newly_failing = v.failed_attempts > 0 && base.failed_attempts == 0;
-    let moved_enough = (moved_b > noise_b) || (moved_s > noise_s);
-    let remaining_small = (vb <= 0.1 * bb || vb <= noise_b) && (vs <= 0.1 * bs || vs <= noise_s);
-    let class = if newly_failing || regressed_peak || regressed_time {
-        VerdictClass::Regression
-    } else if !base_has || !moved_enough {
-        VerdictClass::NoEffect
-    } else if remaining_small {
-        VerdictClass::Works
-    } else {
-        VerdictClass::Partial
-    };
-    let labels: Vec<&str> = targets.iter().map(|t| t.label()).collect();
-    let mut evidence = Vec::new();
-    let bytes = |b: f64| crate::report::bytes(b.max(0.0) as u64);
-    evidence.push(format!(
-        "targets {}; in the baseline's step 1 these cost {} and {:.2} s (median of {}), in this variant's {} and {:.2} s (median of {})",
-        labels.join(", "),
-        bytes(bb),
-        bs,
-        base.attempts.len(),
-        bytes(vb),
-        vs,
-        v.attempts.len()
-    ));
-    match class {
-        VerdictClass::NoEffect if !base_has => evidence.push("nothing it targets lands in the baseline's step 1, so there was nothing to move".into()),
-        VerdictClass::NoEffect => evidence.push(format!(
-            "enabled but moved nothing: the change ({} , {:.2} s) is within the noise ({} , {:.2} s)",
-            bytes(moved_b),
-            moved_s,
-            bytes(noise_b),
-            noise_s
-        )),
-        _ => {
-            if moved_enough {
-                evidence.push(format!("moved {} and {:.2} s out of step 1", bytes(moved_b), moved_s));
-            }
-            if class == VerdictClass::Partial {
-                evidence.push(format!("but {} and {:.2} s of what it targets still land in step 1", bytes(vb), vs));
-            }
-        }
-    }
-    if newly_failing {
-        evidence.push(format!(
-            "{} attempt(s) of this variant failed while the baseline's did not",
-            v.failed_attempts
-        ));
-    }
-    if let Some(d) = peak_delta
-        && regressed_peak
-    {
-        evidence.push(format!("step-1 device peak rose by {} (beyond the spread of {}): the prewarm holds memory the baseline never needed", bytes(d), bytes(peak_noise)));
-        let comms =
-            |s: &VariantSummary| median(s.attempts.iter().map(|h| h.nccl_comms as f64).collect());
-        let (bc, vc) = (comms(base), comms(v));
-        if vc > bc {
-            evidence.push(format!("this variant creates {vc:.0} NCCL communicator(s), the baseline {bc:.0}: it warms a communicator the training never uses"));
-        }
-    }
-    if regressed_time {
-        evidence.push(format!(
-            "step 1 got {:.2} s slower without moving anything it targets",
-            s1_delta.unwrap_or(0.0)
-        ));
-    }
-    if let Some(c) = setup_cost {
-        evidence.push(format!("setup time changed by {c:+.2} s"));
-    }
-    if base.attempts.len() < 2 || v.attempts.len() < 2 {
-        evidence.push("one attempt on a side: no spread is known, so the noise floor is a guess (use --repeat 3)".into());
-    }
-    let mut still = Vec::new();
-    for t in &targets {
-        let costs: Vec<&ClassCost> = v
-            .attempts
-            .iter()
-            .filter_map(|h| h.step1_by_class.get(t))
-            .collect();
-        if costs.is_empty() {
-            continue;
-        }
-        let n = v.attempts.len().max(1) as f64;
-        let c = ClassCost {
-            bytes: median(costs.iter().map(|c| c.bytes as f64).collect()) as u64,
-            seconds: median(costs.iter().map(|c| c.seconds).collect()),
-            events: (costs.iter().map(|c| c.events as f64).sum::<f64>() / n).round() as u32,
-        };
-        if c.bytes > 0 || c.seconds > 0.01 {
-            still.push((*t, c));
-        }
-    }
-    Verdict {
-        variant: v.name.clone(),
-        prewarms: v.prewarms.clone(),
-        targets,
-        class,
-        baseline_targeted_bytes: bb,
-        variant_targeted_bytes: vb,
-        baseline_targeted_seconds: bs,
-        variant_targeted_seconds: vs,
-        moved_bytes: moved_b,
-        moved_seconds: moved_s,
-        setup_cost_s: setup_cost,
-        step1_peak_delta: peak_delta,
-        step1_s_delta: s1_delta,
-        still_in_step1: still,
-        evidence,
-    }
 }
 
 #[cfg(test)]

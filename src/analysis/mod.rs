@@ -7,11 +7,17 @@ pub mod gate;
 pub mod matrix;
 pub mod memory;
 pub mod model;
+pub mod noise;
 pub mod phases;
 pub mod process;
 pub mod ranks;
 pub mod records;
 pub mod sources;
+pub mod verdict;
+pub mod verdict_costs;
+pub mod verdict_rules;
+#[cfg(test)]
+mod verdict_tests;
 
 use crate::load::{Problem, RunData};
 use model::ProcessAccount;

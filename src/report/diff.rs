@@ -106,7 +106,7 @@ pub fn render_text(
         );
         let verdict = |m: Option<&MatrixAccount>| {
             m.and_then(|m| m.verdicts.iter().find(|v| v.variant == n.name))
-                .map(|v| v.class.label())
+                .map(|v| super::verdict_text::class_label(v.class))
         };
         if let (Some(a), Some(c)) = (verdict(old_m), verdict(new_m)) {
             let _ = writeln!(

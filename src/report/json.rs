@@ -7,7 +7,7 @@ use crate::capture::meta::RunMeta;
 use serde::Serialize;
 
 /// Version of the JSON layout below.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The top-level JSON document.
 #[derive(Debug, Serialize)]

@@ -2,7 +2,7 @@
 //! the verdicts, and each rank's step-1 headline. Every name that comes from
 //! the run (kernels, commands, variants) is escaped.
 
-use super::{bytes, seconds, signed_bytes};
+use super::{bytes, seconds, signed_bytes, verdict_text};
 use crate::analysis::AttemptAccount;
 use crate::analysis::matrix::{MatrixAccount, Stat};
 use crate::analysis::model::ProcessAccount;
@@ -69,23 +69,42 @@ fn matrix(o: &mut String, m: &MatrixAccount) {
             stat_secs(v.setup_s)
         );
     }
-    if !m.verdicts.is_empty() {
-        let _ = writeln!(o, "\n### Verdicts\n");
-        for v in &m.verdicts {
+    for v in &m.variants {
+        for e in &v.excluded {
+            let why: Vec<String> = e.reasons.iter().map(verdict_text::exclusion_text).collect();
             let _ = writeln!(
                 o,
-                "- **{}** ({}): **{}**",
-                escape(&v.variant),
-                escape(&v.prewarms.join(", ")),
-                v.class.label()
+                "\n> excluded: {}/{}: {}",
+                escape(&v.name),
+                escape(&e.attempt),
+                escape(&why.join("; "))
             );
-            for e in &v.evidence {
-                let _ = writeln!(o, "  - {}", escape(e));
-            }
         }
     }
+    verdicts(o, m);
     for n in &m.notes {
-        let _ = writeln!(o, "\n> {}", escape(n));
+        let _ = writeln!(o, "\n> {}", escape(&verdict_text::note_text(n)));
+    }
+}
+
+/// Per prewarm: the headline (what it moved, what it cost), the class, the evidence.
+fn verdicts(o: &mut String, m: &MatrixAccount) {
+    if m.verdicts.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\n### Verdicts\n");
+    for v in &m.verdicts {
+        let _ = writeln!(
+            o,
+            "- **{}** ({}): {}",
+            escape(&v.variant),
+            escape(&v.prewarms.join(", ")),
+            escape(&verdict_text::headline(v))
+        );
+        let _ = writeln!(o, "  - **{}**", escape(&verdict_text::class_line(v)));
+        for e in verdict_text::evidence_lines(v) {
+            let _ = writeln!(o, "  - {}", escape(&e));
+        }
     }
 }
 

@@ -2,10 +2,12 @@
 
 pub mod csv_out;
 pub mod diff;
+pub mod gates;
 pub mod json;
 pub mod markdown;
 pub mod matrix;
 pub mod terminal;
+pub mod verdict_text;
 
 /// Human-readable byte counts (binary units).
 pub fn bytes(b: u64) -> String {

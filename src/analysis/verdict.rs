@@ -1,0 +1,279 @@
+//! A prewarm's verdict against the baseline, as data (docs/verdicts.md):
+//! per targeted class what moved, the costs, the class, a confidence and
+//! structured reasons. The report layer phrases it; nothing here is English.
+
+use super::matrix::{Headline, Stat, VariantSummary};
+use super::noise::{Change, Quantity, assess};
+use super::verdict_costs::{Costs, costs};
+use super::verdict_rules::{Evidence, Side, classify};
+use crate::prewarm::catalog::{self, EventClass};
+use serde::Serialize;
+
+/// How a prewarm fared against the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictClass {
+    Works,
+    Partial,
+    NoEffect,
+    Regression,
+    Inconclusive,
+}
+
+impl VerdictClass {
+    /// Every class, in the order the docs list them.
+    pub const ALL: [VerdictClass; 5] = [
+        VerdictClass::Works,
+        VerdictClass::Partial,
+        VerdictClass::NoEffect,
+        VerdictClass::Regression,
+        VerdictClass::Inconclusive,
+    ];
+
+    /// The machine name (JSON, `--fail-if 'x:verdict==no_effect'`).
+    pub fn key(self) -> &'static str {
+        match self {
+            VerdictClass::Works => "works",
+            VerdictClass::Partial => "partial",
+            VerdictClass::NoEffect => "no_effect",
+            VerdictClass::Regression => "regression",
+            VerdictClass::Inconclusive => "inconclusive",
+        }
+    }
+
+    /// The class with this machine name.
+    pub fn from_key(key: &str) -> Option<VerdictClass> {
+        Self::ALL.into_iter().find(|c| c.key() == key)
+    }
+}
+
+/// How much the class can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Repeats on both sides: noise is their measured spread.
+    Measured,
+    /// One attempt on a side: noise from the documented model.
+    Modelled,
+    /// The class rests on something not known (inconclusive).
+    Unknown,
+}
+
+/// What would settle an inconclusive verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "run", rename_all = "snake_case")]
+pub enum Recommendation {
+    /// Run the matrix again with `--repeat N`.
+    Repeat { attempts: u32 },
+    /// Run the matrix again with `--cache cold`.
+    IsolateCaches,
+}
+
+/// Why a verdict has its class: each with the numbers it rests on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// A prewarm the catalog does not know: judged on every class.
+    UnknownPrewarm { name: String },
+    /// A side has no attempt that counts, or none that reached step 1.
+    NoUsableAttempts { side: Side },
+    /// Variant attempts failed where no baseline attempt did.
+    NewFailures {
+        variant_failed: u32,
+        variant_attempts: u32,
+        baseline_attempts: u32,
+    },
+    /// Baseline attempts failed and no variant attempt did (evidence only).
+    FailuresFixed {
+        baseline_failed: u32,
+        baseline_attempts: u32,
+    },
+    /// It moved targeted bytes/seconds out of step 1 (0 for a quantity that did not move).
+    MovedOut { bytes: f64, seconds: f64 },
+    /// Caches were shared and it targets classes a cache changes.
+    CachesNotIsolated { classes: Vec<EventClass> },
+    /// More of its own targeted classes in step 1, beyond noise.
+    TargetedIncrease { change: Change },
+    /// Memory it adds and keeps exceeds the bytes it moved out of step 1.
+    NetMemoryLoss {
+        held_extra: f64,
+        moved_bytes: f64,
+        noise: f64,
+    },
+    /// One attempt, and the seconds the class would rest on lie in the model's grey zone.
+    NoiseUnknown { change: Change },
+    /// None of its targets is present in the baseline's step 1.
+    NothingToMove,
+    /// Enabled, but nothing targeted moved beyond noise.
+    MovedNothing { bytes: Change, seconds: Change },
+    /// A material part of what it targets is left in step 1 (`share` of the baseline's).
+    StillInStep1 { change: Change, share: f64 },
+    /// One targeted class rose beyond noise while the total fell.
+    ClassIncreased { class: EventClass, change: Change },
+}
+
+/// One targeted class, baseline vs variant, in step 1.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassComparison {
+    pub class: EventClass,
+    pub bytes: Change,
+    pub seconds: Change,
+    pub events: Change,
+}
+
+/// The sums over the targeted classes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Targeted {
+    pub bytes: Change,
+    pub seconds: Change,
+}
+
+/// What it moved out of step 1 (0 where the decrease is within noise).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Moved {
+    pub bytes: f64,
+    pub seconds: f64,
+}
+
+/// Attempts that count on each side (those that reached step 1 give step-1 figures).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AttemptCounts {
+    pub baseline: u32,
+    pub variant: u32,
+    pub baseline_step1: u32,
+    pub variant_step1: u32,
+}
+
+/// A verdict with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub variant: String,
+    pub prewarms: Vec<String>,
+    pub targets: Vec<EventClass>,
+    pub class: VerdictClass,
+    pub confidence: Confidence,
+    pub reasons: Vec<Reason>,
+    pub recommendation: Option<Recommendation>,
+    pub attempts: AttemptCounts,
+    /// Per targeted class (empty when a side has no step-1 figures).
+    pub by_class: Vec<ClassComparison>,
+    pub targeted: Option<Targeted>,
+    pub moved: Moved,
+    pub costs: Costs,
+}
+
+/// The event classes a variant's prewarms target, and the names the catalog
+/// does not know (those target every class).
+pub fn targets_of(prewarms: &[String]) -> (Vec<EventClass>, Vec<String>) {
+    const EVERY: [EventClass; 6] = [
+        EventClass::Cublas,
+        EventClass::TritonAutotune,
+        EventClass::LocalMemory,
+        EventClass::Compile,
+        EventClass::NcclComm,
+        EventClass::ModuleLoad,
+    ];
+    let mut targets = Vec::new();
+    let mut unknown = Vec::new();
+    for p in prewarms {
+        match catalog::find(p) {
+            Some(entry) => targets.extend(entry.targets.iter().copied()),
+            None => {
+                targets.extend(EVERY);
+                unknown.push(p.clone());
+            }
+        }
+    }
+    targets.sort();
+    targets.dedup();
+    (targets, unknown)
+}
+
+/// Attempts that reached step 1.
+fn in_step1(s: &VariantSummary) -> Vec<&Headline> {
+    s.attempts.iter().filter(|h| h.reached_step1).collect()
+}
+
+fn class_stat(hs: &[&Headline], f: impl Fn(&Headline) -> f64) -> Stat {
+    Stat::of(&hs.iter().map(|h| f(h)).collect::<Vec<_>>()).expect("at least one attempt")
+}
+
+fn compare_class(b: &[&Headline], v: &[&Headline], class: EventClass) -> ClassComparison {
+    let get = |h: &Headline| h.step1_by_class.get(&class).copied().unwrap_or_default();
+    let change = |q, f: &dyn Fn(&Headline) -> f64| assess(q, class_stat(b, f), class_stat(v, f));
+    ClassComparison {
+        class,
+        bytes: change(Quantity::Bytes, &|h| get(h).bytes as f64),
+        seconds: change(Quantity::Seconds, &|h| get(h).seconds),
+        events: change(Quantity::Events, &|h| get(h).events as f64),
+    }
+}
+
+fn targeted_totals(b: &[&Headline], v: &[&Headline], targets: &[EventClass]) -> Targeted {
+    let sum = |h: &Headline, f: &dyn Fn(&super::matrix::ClassCost) -> f64| {
+        targets
+            .iter()
+            .filter_map(|t| h.step1_by_class.get(t))
+            .map(f)
+            .sum::<f64>()
+    };
+    let bytes = |h: &Headline| sum(h, &|c| c.bytes as f64);
+    let seconds = |h: &Headline| sum(h, &|c| c.seconds);
+    Targeted {
+        bytes: assess(Quantity::Bytes, class_stat(b, bytes), class_stat(v, bytes)),
+        seconds: assess(
+            Quantity::Seconds,
+            class_stat(b, seconds),
+            class_stat(v, seconds),
+        ),
+    }
+}
+
+/// Judges one prewarm variant against the baseline.
+pub fn judge(base: &VariantSummary, v: &VariantSummary, isolated: bool) -> Verdict {
+    let (targets, unknown) = targets_of(&v.prewarms);
+    let (b1, v1) = (in_step1(base), in_step1(v));
+    let have_step1 = !b1.is_empty() && !v1.is_empty();
+    let by_class: Vec<ClassComparison> = if have_step1 {
+        targets
+            .iter()
+            .map(|t| compare_class(&b1, &v1, *t))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let targeted = have_step1.then(|| targeted_totals(&b1, &v1, &targets));
+    let costs = costs(base, v);
+    let attempts = AttemptCounts {
+        baseline: base.attempts.len() as u32,
+        variant: v.attempts.len() as u32,
+        baseline_step1: b1.len() as u32,
+        variant_step1: v1.len() as u32,
+    };
+    let evidence = Evidence {
+        targets: &targets,
+        unknown_prewarms: &unknown,
+        isolated,
+        attempts,
+        baseline_failed: base.failed_attempts,
+        variant_failed: v.failed_attempts,
+        targeted,
+        by_class: &by_class,
+        held_extra: costs.held_extra,
+    };
+    let decision = classify(&evidence);
+    Verdict {
+        variant: v.name.clone(),
+        prewarms: v.prewarms.clone(),
+        targets,
+        class: decision.class,
+        confidence: decision.confidence,
+        reasons: decision.reasons,
+        recommendation: decision.recommendation,
+        attempts,
+        by_class,
+        targeted,
+        moved: decision.moved,
+        costs,
+    }
+}

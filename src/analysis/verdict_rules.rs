@@ -1,0 +1,255 @@
+//! The class of a verdict from its evidence: rules R0-R9 of docs/verdicts.md
+//! §4, in order, each adding its reason.
+
+use super::noise::{Outcome, Quantity, present};
+use super::verdict::{
+    AttemptCounts, ClassComparison, Confidence, Moved, Reason, Recommendation, Targeted,
+    VerdictClass,
+};
+use crate::prewarm::catalog::EventClass;
+use serde::Serialize;
+
+/// Which side of the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Baseline,
+    Variant,
+}
+
+/// What the rules look at.
+#[derive(Debug, Clone)]
+pub struct Evidence<'a> {
+    pub targets: &'a [EventClass],
+    pub unknown_prewarms: &'a [String],
+    pub isolated: bool,
+    pub attempts: AttemptCounts,
+    pub baseline_failed: u32,
+    pub variant_failed: u32,
+    /// None when a side has no attempt that reached step 1.
+    pub targeted: Option<Targeted>,
+    pub by_class: &'a [ClassComparison],
+    /// Memory the variant holds at step-1 end that the baseline did not (bytes).
+    pub held_extra: f64,
+}
+
+/// The rules' result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub class: VerdictClass,
+    pub confidence: Confidence,
+    pub reasons: Vec<Reason>,
+    pub recommendation: Option<Recommendation>,
+    pub moved: Moved,
+}
+
+/// Classes a cache (Triton, inductor, CUDA JIT) changes: judged only on isolated caches.
+pub const CACHE_SENSITIVE: [EventClass; 4] = [
+    EventClass::Compile,
+    EventClass::TritonAutotune,
+    EventClass::LocalMemory,
+    EventClass::ModuleLoad,
+];
+
+/// A left-over below this share of the baseline's is not material (R8).
+pub const MATERIAL_SHARE: f64 = 0.10;
+
+/// Attempts per side the recommendation asks for.
+pub const RECOMMENDED_REPEAT: u32 = 3;
+
+struct Builder {
+    reasons: Vec<Reason>,
+    moved: Moved,
+    measured: bool,
+}
+
+impl Builder {
+    fn decide(self, class: VerdictClass) -> Decision {
+        Decision {
+            class,
+            confidence: if self.measured {
+                Confidence::Measured
+            } else {
+                Confidence::Modelled
+            },
+            reasons: self.reasons,
+            recommendation: None,
+            moved: self.moved,
+        }
+    }
+
+    fn inconclusive(mut self, why: Reason, next: Recommendation) -> Decision {
+        self.reasons.push(why);
+        Decision {
+            class: VerdictClass::Inconclusive,
+            confidence: Confidence::Unknown,
+            reasons: self.reasons,
+            recommendation: Some(next),
+            moved: self.moved,
+        }
+    }
+}
+
+fn no_data_side(a: &AttemptCounts, step1: bool) -> Option<Side> {
+    let (b, v) = if step1 {
+        (a.baseline_step1, a.variant_step1)
+    } else {
+        (a.baseline, a.variant)
+    };
+    if b == 0 {
+        Some(Side::Baseline)
+    } else if v == 0 {
+        Some(Side::Variant)
+    } else {
+        None
+    }
+}
+
+fn moved_of(t: &Targeted) -> Moved {
+    let down = |c: &super::noise::Change| if c.is_down() { -c.delta } else { 0.0 };
+    Moved {
+        bytes: down(&t.bytes),
+        seconds: down(&t.seconds),
+    }
+}
+
+/// R5: the bytes it keeps beyond what it moved out of step 1, when beyond noise.
+fn net_memory_loss(held_extra: f64, moved_bytes: f64) -> Option<Reason> {
+    let model = Quantity::Bytes.model();
+    let noise = model
+        .floor
+        .max(model.relative * held_extra.max(moved_bytes));
+    (held_extra - moved_bytes > noise).then_some(Reason::NetMemoryLoss {
+        held_extra,
+        moved_bytes,
+        noise,
+    })
+}
+
+/// R8: a material part left in step 1, or a targeted class that rose.
+fn leftovers(t: &Targeted, by_class: &[ClassComparison]) -> Vec<Reason> {
+    let mut out = Vec::new();
+    for c in [t.bytes, t.seconds] {
+        let base = c.baseline.median;
+        let left = c.variant.median;
+        if present(c.quantity, c.variant) && base > 0.0 && left >= MATERIAL_SHARE * base {
+            out.push(Reason::StillInStep1 {
+                change: c,
+                share: left / base,
+            });
+        }
+    }
+    for k in by_class {
+        for c in [k.bytes, k.seconds] {
+            if c.is_up() {
+                out.push(Reason::ClassIncreased {
+                    class: k.class,
+                    change: c,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Classifies a verdict's evidence (docs/verdicts.md §4).
+pub fn classify(e: &Evidence) -> Decision {
+    let mut d = Builder {
+        reasons: e
+            .unknown_prewarms
+            .iter()
+            .map(|n| Reason::UnknownPrewarm { name: n.clone() })
+            .collect(),
+        moved: Moved::default(),
+        measured: e.attempts.baseline_step1 >= 2 && e.attempts.variant_step1 >= 2,
+    };
+    let repeat = Recommendation::Repeat {
+        attempts: RECOMMENDED_REPEAT,
+    };
+    // R0
+    if let Some(side) = no_data_side(&e.attempts, false) {
+        return d.inconclusive(Reason::NoUsableAttempts { side }, repeat);
+    }
+    // R1
+    let new_failures = e.variant_failed > 0 && e.baseline_failed == 0;
+    if e.baseline_failed > 0 && e.variant_failed == 0 {
+        d.reasons.push(Reason::FailuresFixed {
+            baseline_failed: e.baseline_failed,
+            baseline_attempts: e.attempts.baseline,
+        });
+    }
+    if let Some(t) = &e.targeted {
+        d.moved = moved_of(t);
+        if d.moved.bytes > 0.0 || d.moved.seconds > 0.0 {
+            d.reasons.push(Reason::MovedOut {
+                bytes: d.moved.bytes,
+                seconds: d.moved.seconds,
+            });
+        }
+    }
+    if new_failures {
+        d.reasons.push(Reason::NewFailures {
+            variant_failed: e.variant_failed,
+            variant_attempts: e.attempts.variant,
+            baseline_attempts: e.attempts.baseline,
+        });
+        return d.decide(VerdictClass::Regression);
+    }
+    // R2
+    let Some(t) = e.targeted else {
+        let side = no_data_side(&e.attempts, true).unwrap_or(Side::Variant);
+        return d.inconclusive(Reason::NoUsableAttempts { side }, repeat);
+    };
+    // R3
+    let cached: Vec<EventClass> = e
+        .targets
+        .iter()
+        .copied()
+        .filter(|c| CACHE_SENSITIVE.contains(c))
+        .collect();
+    if !e.isolated && !cached.is_empty() {
+        return d.inconclusive(
+            Reason::CachesNotIsolated { classes: cached },
+            Recommendation::IsolateCaches,
+        );
+    }
+    // R4, R5
+    let before = d.reasons.len();
+    for c in [t.bytes, t.seconds] {
+        if c.is_up() {
+            d.reasons.push(Reason::TargetedIncrease { change: c });
+        }
+    }
+    d.reasons
+        .extend(net_memory_loss(e.held_extra, d.moved.bytes));
+    if d.reasons.len() > before {
+        return d.decide(VerdictClass::Regression);
+    }
+    // R6
+    if t.seconds.outcome == Outcome::Unsure && (!t.bytes.is_down() || t.seconds.delta > 0.0) {
+        return d.inconclusive(Reason::NoiseUnknown { change: t.seconds }, repeat);
+    }
+    // R7
+    if !t.bytes.is_down() && !t.seconds.is_down() {
+        let anything = present(Quantity::Bytes, t.bytes.baseline)
+            || present(Quantity::Seconds, t.seconds.baseline);
+        d.reasons.push(if anything {
+            Reason::MovedNothing {
+                bytes: t.bytes,
+                seconds: t.seconds,
+            }
+        } else {
+            Reason::NothingToMove
+        });
+        return d.decide(VerdictClass::NoEffect);
+    }
+    // R8, R9
+    let left = leftovers(&t, e.by_class);
+    let class = if left.is_empty() {
+        VerdictClass::Works
+    } else {
+        VerdictClass::Partial
+    };
+    d.reasons.extend(left);
+    d.decide(class)
+}

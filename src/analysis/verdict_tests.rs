@@ -1,0 +1,735 @@
+//! Verdict rules on SYNTHETIC summaries (numbers made up for the test, shaped
+//! like the issue-9 workloads; the real H200 recordings are checked in
+//! tests/h200_recordings.rs): every class, every threshold edge of
+//! docs/verdicts.md, the three issue cases with one and three attempts, and
+//! consistency properties over thousands of generated summaries.
+
+use super::matrix::{ClassCost, Headline, VariantSummary, summary_of};
+use super::noise::Outcome;
+use super::verdict::{Confidence, Reason, Recommendation, Verdict, VerdictClass, judge};
+use super::verdict_costs::{HeldPart, HeldSource};
+use super::verdict_rules::Side;
+use crate::prewarm::catalog::EventClass::{self, *};
+use std::collections::BTreeMap;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * MIB;
+
+/// One synthetic attempt.
+#[derive(Clone)]
+struct A {
+    classes: Vec<(EventClass, f64, f64, u32)>,
+    step1_s: f64,
+    setup_s: f64,
+    peak: f64,
+    held: Vec<(HeldSource, f64)>,
+    pool_end: f64,
+    comms: u32,
+    exit: i32,
+    reached_step1: bool,
+}
+
+impl A {
+    fn new() -> A {
+        A {
+            classes: Vec::new(),
+            step1_s: 10.0,
+            setup_s: 5.0,
+            peak: 10.0 * GIB,
+            held: vec![(HeldSource::Context, 600.0 * MIB)],
+            pool_end: 8.0 * GIB,
+            comms: 1,
+            exit: 0,
+            reached_step1: true,
+        }
+    }
+    fn class(mut self, c: EventClass, bytes: f64, seconds: f64, events: u32) -> A {
+        self.classes.push((c, bytes, seconds, events));
+        self
+    }
+    fn held(mut self, s: HeldSource, bytes: f64) -> A {
+        self.held.push((s, bytes));
+        self
+    }
+    fn times(mut self, step1: f64, setup: f64) -> A {
+        self.step1_s = step1;
+        self.setup_s = setup;
+        self
+    }
+    fn peak(mut self, p: f64) -> A {
+        self.peak = p;
+        self
+    }
+    fn failed(mut self) -> A {
+        self.exit = 1;
+        self
+    }
+    fn headline(&self, i: usize) -> Headline {
+        let mut by: BTreeMap<EventClass, ClassCost> = BTreeMap::new();
+        for (c, b, s, e) in &self.classes {
+            by.insert(
+                *c,
+                ClassCost {
+                    bytes: *b as u64,
+                    seconds: *s,
+                    events: *e,
+                },
+            );
+        }
+        Headline {
+            attempt: (i + 1).to_string(),
+            exit_code: Some(self.exit),
+            ranks: 1,
+            step1_device_peak: Some(self.peak as u64),
+            step1_out_of_pool: by.values().map(|c| c.bytes).sum(),
+            step1_tightest_headroom: None,
+            step1_s: self.reached_step1.then_some(self.step1_s),
+            setup_s: Some(self.setup_s),
+            steady_step_s: Some(0.1),
+            oom: false,
+            nccl_comms: self.comms,
+            step1_by_class: by,
+            rank_skew_peak: None,
+            reached_step1: self.reached_step1,
+            held_step1_end: self.reached_step1.then(|| {
+                self.held
+                    .iter()
+                    .map(|(s, b)| HeldPart {
+                        source: s.clone(),
+                        bytes: *b as i64,
+                        inferred: *s == HeldSource::WithoutRecords,
+                    })
+                    .collect()
+            }),
+            pool_reserved_step1_end: Some(self.pool_end as u64),
+        }
+    }
+}
+
+fn summary(name: &str, prewarms: &[&str], attempts: &[A]) -> VariantSummary {
+    let heads = attempts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| a.headline(i))
+        .collect();
+    let n = attempts.len() as u32;
+    summary_of(
+        name,
+        prewarms.iter().map(|p| p.to_string()).collect(),
+        heads,
+        n,
+        n,
+    )
+}
+
+fn verdict(prewarms: &[&str], base: &[A], variant: &[A]) -> Verdict {
+    judge(
+        &summary("baseline", &[], base),
+        &summary("variant", prewarms, variant),
+        true,
+    )
+}
+
+fn has(v: &Verdict, f: impl Fn(&Reason) -> bool) -> bool {
+    v.reasons.iter().any(f)
+}
+
+/// Varies a synthetic attempt by `k` (0, 1, 2) for three-attempt cases.
+fn jitter(a: &A, k: usize, seconds: &[f64]) -> A {
+    let mut a = a.clone();
+    let f = seconds[k];
+    a.step1_s *= f;
+    a.setup_s *= f;
+    for c in &mut a.classes {
+        c.2 *= f;
+    }
+    a
+}
+
+fn three(a: &A, seconds: &[f64]) -> Vec<A> {
+    (0..3).map(|k| jitter(a, k, seconds)).collect()
+}
+
+// ---- the three issue-9 workloads (synthetic numbers shaped like them) ----
+
+/// Hybrid linear-attention model, cold: step 1 ~117-138 s, 80 % Triton compile.
+fn hybrid_baseline() -> A {
+    A::new()
+        .class(Cublas, 128.3 * MIB, 0.0, 6)
+        .class(Compile, 0.0, 80.0, 40)
+        .class(TritonAutotune, 0.0, 14.0, 12)
+        .class(LocalMemory, 6.1 * GIB, 0.0, 8)
+        .times(117.0, 40.0)
+        .peak(60.0 * GIB)
+        .held(HeldSource::Library("cublas".into()), 128.3 * MIB)
+        .held(HeldSource::LocalMemory, 6.1 * GIB)
+}
+
+fn case1_cublas_variant() -> A {
+    // cuBLAS init moved to setup (still held at step-1 end); compile noise +11.58 s.
+    let mut a = hybrid_baseline().times(128.58, 41.0);
+    a.classes.retain(|c| c.0 != Cublas);
+    a.classes.iter_mut().for_each(|c| {
+        if c.0 == Compile {
+            c.2 = 91.58;
+        }
+    });
+    a
+}
+
+#[test]
+fn issue_case1_cublas_prewarm_works_whatever_compile_noise_does_n1() {
+    let v = verdict(
+        &["cublas_backward"],
+        &[hybrid_baseline()],
+        &[case1_cublas_variant()],
+    );
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    assert_eq!(v.confidence, Confidence::Modelled);
+    assert!((v.moved.bytes - 128.3 * MIB).abs() < 1.0);
+    assert_eq!(v.targets, vec![Cublas]);
+    assert_eq!(v.costs.held_extra, 0.0);
+    // The +11.58 s is context only: it is in the costs, never a reason.
+    let s1 = v.costs.step1_s.unwrap();
+    assert!((s1.delta - 11.58).abs() < 1e-6);
+    assert!(!has(&v, |r| matches!(r, Reason::TargetedIncrease { .. })));
+}
+
+#[test]
+fn issue_case1_cublas_prewarm_works_n3() {
+    let b = three(&hybrid_baseline(), &[1.0, 1.07, 1.18]);
+    let v = three(&case1_cublas_variant(), &[0.93, 1.0, 1.06]);
+    let v = verdict(&["cublas_backward"], &b, &v);
+    assert_eq!(v.class, VerdictClass::Works);
+    assert_eq!(v.confidence, Confidence::Measured);
+    assert_eq!(v.attempts.baseline_step1, 3);
+    // Even a step 1 slower beyond noise is not its doing: cuBLAS is all it targets.
+    let slow: Vec<A> = (0..3)
+        .map(|k| case1_cublas_variant().times(200.0 + k as f64, 41.0))
+        .collect();
+    let v = verdict(&["cublas_backward"], &b, &slow);
+    assert_eq!(v.costs.step1_s.unwrap().outcome, Outcome::Up);
+    assert_eq!(v.class, VerdictClass::Works);
+}
+
+fn case2_no_modules_variant() -> A {
+    // Moved nothing; step 1 21 s slower from compile noise (in a class it targets).
+    let mut a = hybrid_baseline().times(138.0, 40.5);
+    a.classes.iter_mut().for_each(|c| {
+        if c.0 == Compile {
+            c.2 = 97.0;
+        }
+        if c.0 == TritonAutotune {
+            c.2 = 18.0;
+        }
+    });
+    a
+}
+
+#[test]
+fn issue_case2_enabled_but_moved_nothing_is_no_effect_n1() {
+    let v = verdict(
+        &["fla_gdn_autotune"],
+        &[hybrid_baseline()],
+        &[case2_no_modules_variant()],
+    );
+    assert_eq!(v.class, VerdictClass::NoEffect, "{v:#?}");
+    assert!(has(&v, |r| matches!(r, Reason::MovedNothing { .. })));
+    assert_eq!(v.moved.bytes, 0.0);
+    assert_eq!(v.targeted.unwrap().bytes.outcome, Outcome::Within);
+    assert_eq!(v.targeted.unwrap().seconds.outcome, Outcome::Within);
+}
+
+#[test]
+fn issue_case2_enabled_but_moved_nothing_is_no_effect_n3() {
+    let b = three(&hybrid_baseline(), &[0.95, 1.0, 1.12]);
+    let v = three(&case2_no_modules_variant(), &[0.9, 1.0, 1.05]);
+    let v = verdict(&["fla_gdn_autotune"], &b, &v);
+    assert_eq!(v.class, VerdictClass::NoEffect, "{v:#?}");
+    assert_eq!(v.confidence, Confidence::Measured);
+}
+
+fn case3_autotune_variant() -> A {
+    // 6.1 GiB local memory and 76 s of autotune+compile moved to setup (+204 s);
+    // warms kernels training never launches: +224 MiB local memory, peak +260 MiB.
+    let mut a = hybrid_baseline()
+        .times(41.0, 244.0)
+        .peak(60.0 * GIB + 260.0 * MIB);
+    a.classes = vec![
+        (Cublas, 128.3 * MIB, 0.0, 6),
+        (Compile, 0.0, 18.0, 10),
+        (TritonAutotune, 0.0, 0.0, 0),
+        (LocalMemory, 0.0, 0.0, 0),
+    ];
+    a.held = vec![
+        (HeldSource::Context, 600.0 * MIB),
+        (HeldSource::Library("cublas".into()), 128.3 * MIB),
+        (HeldSource::LocalMemory, 6.1 * GIB + 224.0 * MIB),
+    ];
+    a
+}
+
+fn case3_baseline() -> A {
+    let mut a = hybrid_baseline();
+    a.classes.iter_mut().for_each(|c| {
+        if c.0 == Compile {
+            c.2 = 80.0;
+        }
+        if c.0 == TritonAutotune {
+            c.2 = 14.0;
+        }
+    });
+    a
+}
+
+fn assert_case3(v: &Verdict) {
+    assert!((v.moved.bytes - 6.1 * GIB).abs() < 1.0, "{}", v.moved.bytes);
+    assert!(v.moved.seconds > 70.0, "{}", v.moved.seconds);
+    assert!((v.costs.held_extra - 224.0 * MIB).abs() < 1.0);
+    let up = v.costs.held_increases();
+    assert_eq!(up.len(), 1);
+    assert_eq!(up[0].source, HeldSource::LocalMemory);
+    assert!((v.costs.setup_s.unwrap().delta - 204.0).abs() < 30.0);
+    let peak = v.costs.step1_device_peak.unwrap();
+    assert!((peak.delta - 260.0 * MIB).abs() < 1.0);
+    assert!(!has(v, |r| matches!(r, Reason::NetMemoryLoss { .. })));
+}
+
+#[test]
+fn issue_case3_moved_local_memory_and_autotune_works_with_its_costs_n1() {
+    let v = verdict(
+        &["fla_gdn_autotune"],
+        &[case3_baseline()],
+        &[case3_autotune_variant()],
+    );
+    // 18 s of compile is left: 19 % of the 94 s it targets -> partial, with costs.
+    assert_eq!(v.class, VerdictClass::Partial, "{v:#?}");
+    assert_case3(&v);
+    // With its compile moved too, it works.
+    let mut all = case3_autotune_variant();
+    all.classes.retain(|c| c.0 != Compile);
+    let v = verdict(&["fla_gdn_autotune"], &[case3_baseline()], &[all]);
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    assert_case3(&v);
+}
+
+#[test]
+fn issue_case3_works_n3() {
+    let b = three(&case3_baseline(), &[0.9, 1.0, 1.1]);
+    let mut moved = case3_autotune_variant();
+    moved.classes.retain(|c| c.0 != Compile);
+    let v = verdict(
+        &["fla_gdn_autotune"],
+        &b,
+        &three(&moved, &[0.95, 1.0, 1.02]),
+    );
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    assert_eq!(v.confidence, Confidence::Measured);
+    assert_case3(&v);
+}
+
+// ---- each rule and its threshold edges ----
+
+fn cublas(bytes_mib: f64) -> A {
+    A::new().class(Cublas, bytes_mib * MIB, 0.0, 6)
+}
+
+#[test]
+fn r0_no_usable_attempt_is_inconclusive_with_a_recommendation() {
+    let v = judge(
+        &summary("baseline", &[], &[cublas(128.0)]),
+        &summary("variant", &["cublas"], &[]),
+        true,
+    );
+    assert_eq!(v.class, VerdictClass::Inconclusive);
+    assert!(has(&v, |r| *r
+        == Reason::NoUsableAttempts {
+            side: Side::Variant
+        }));
+    assert_eq!(
+        v.recommendation,
+        Some(Recommendation::Repeat { attempts: 3 })
+    );
+    assert_eq!(v.confidence, Confidence::Unknown);
+}
+
+#[test]
+fn r1_new_failures_are_a_regression_and_old_ones_are_not() {
+    let v = verdict(&["cublas"], &[cublas(128.0)], &[cublas(0.0).failed()]);
+    assert_eq!(v.class, VerdictClass::Regression);
+    assert!(has(&v, |r| matches!(
+        r,
+        Reason::NewFailures {
+            variant_failed: 1,
+            ..
+        }
+    )));
+    // It still says what it moved.
+    assert!(has(&v, |r| matches!(r, Reason::MovedOut { .. })));
+    let v = verdict(
+        &["cublas"],
+        &[cublas(128.0).failed()],
+        &[cublas(0.0).failed()],
+    );
+    assert_eq!(v.class, VerdictClass::Works);
+    let v = verdict(&["cublas"], &[cublas(128.0).failed()], &[cublas(0.0)]);
+    assert_eq!(v.class, VerdictClass::Works);
+    assert!(has(&v, |r| matches!(r, Reason::FailuresFixed { .. })));
+    // A variant that dies before step 1 while the baseline does not.
+    let mut dead = cublas(0.0).failed();
+    dead.reached_step1 = false;
+    let v = verdict(&["cublas"], &[cublas(128.0)], &[dead]);
+    assert_eq!(v.class, VerdictClass::Regression);
+}
+
+#[test]
+fn r2_no_step1_on_a_side_is_inconclusive() {
+    let mut early = cublas(128.0);
+    early.reached_step1 = false;
+    let v = verdict(&["cublas"], &[early], &[cublas(0.0)]);
+    assert_eq!(v.class, VerdictClass::Inconclusive);
+    assert!(has(&v, |r| *r
+        == Reason::NoUsableAttempts {
+            side: Side::Baseline
+        }));
+}
+
+#[test]
+fn r3_shared_caches_void_only_cache_sensitive_targets() {
+    let base = summary("baseline", &[], &[A::new().class(Compile, 0.0, 9.0, 3)]);
+    let var = summary("variant", &["triton_autotune"], &[A::new()]);
+    let v = judge(&base, &var, false);
+    assert_eq!(v.class, VerdictClass::Inconclusive);
+    assert_eq!(v.recommendation, Some(Recommendation::IsolateCaches));
+    let v = judge(
+        &summary("baseline", &[], &[cublas(128.0)]),
+        &summary("variant", &["cublas"], &[cublas(0.0)]),
+        false,
+    );
+    assert_eq!(v.class, VerdictClass::Works);
+}
+
+#[test]
+fn r4_more_of_its_own_classes_in_step1_is_a_regression_at_the_edge() {
+    // Bytes model at n=1: max(1 MiB, 2 %). 10 -> 11 MiB is within, 11.01 beyond.
+    let v = verdict(&["cublas"], &[cublas(10.0)], &[cublas(11.0)]);
+    assert_eq!(v.class, VerdictClass::NoEffect);
+    let v = verdict(&["cublas"], &[cublas(10.0)], &[cublas(11.01)]);
+    assert_eq!(v.class, VerdictClass::Regression);
+    assert!(has(&v, |r| matches!(r, Reason::TargetedIncrease { .. })));
+    // Seconds at n=1: beyond 2 x 30 %.
+    let c = |s: f64| A::new().class(Compile, 0.0, s, 3);
+    let v = verdict(&["triton_autotune"], &[c(10.0)], &[c(25.1)]);
+    assert_eq!(v.class, VerdictClass::Regression);
+    let v = verdict(&["triton_autotune"], &[c(10.0)], &[c(14.0)]);
+    assert_eq!(v.class, VerdictClass::NoEffect);
+}
+
+#[test]
+fn r5_net_memory_loss_edge() {
+    // Moved 100 MiB; keeps 102 MiB extra: within 2 % -> works; 103 MiB -> regression.
+    let keep = |extra: f64| cublas(0.0).held(HeldSource::Library("nccl".into()), extra * MIB);
+    let v = verdict(&["cublas"], &[cublas(100.0)], &[keep(102.0)]);
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    assert!((v.costs.held_extra - 102.0 * MIB).abs() < 1.0);
+    let v = verdict(&["cublas"], &[cublas(100.0)], &[keep(103.0)]);
+    assert_eq!(v.class, VerdictClass::Regression);
+    assert!(has(&v, |r| matches!(r, Reason::NetMemoryLoss { .. })));
+    // Moving nothing while keeping memory is a net loss too.
+    let v = verdict(
+        &["cublas"],
+        &[cublas(100.0)],
+        &[keep(50.0).class(Cublas, 100.0 * MIB, 0.0, 6)],
+    );
+    assert_eq!(v.class, VerdictClass::Regression);
+}
+
+#[test]
+fn local_memory_moved_to_setup_cancels_at_step1_end() {
+    // Local memory is never given back: moved to setup, it is still held at
+    // step-1 end in both runs, so it is no cost.
+    let base = A::new()
+        .class(LocalMemory, 3.0 * GIB, 0.0, 2)
+        .held(HeldSource::LocalMemory, 3.0 * GIB);
+    let var = A::new().held(HeldSource::LocalMemory, 3.0 * GIB);
+    let v = verdict(&["triton_autotune"], &[base], &[var]);
+    assert_eq!(v.class, VerdictClass::Works);
+    assert_eq!(v.costs.held_extra, 0.0);
+}
+
+#[test]
+fn r6_seconds_in_the_grey_zone_are_inconclusive_with_one_attempt() {
+    let c = |s: f64| A::new().class(Compile, 0.0, s, 3);
+    for (variant, class) in [
+        (7.0, VerdictClass::NoEffect),     // within 30 %
+        (6.9, VerdictClass::Inconclusive), // grey zone starts
+        (4.0, VerdictClass::Inconclusive), // grey zone ends (2 x 3 s)
+        (3.9, VerdictClass::Partial),      // moved, 39 % left
+        (0.5, VerdictClass::Works),        // 5 % left
+    ] {
+        let v = verdict(&["triton_autotune"], &[c(10.0)], &[c(variant)]);
+        assert_eq!(v.class, class, "variant {variant} s: {v:#?}");
+        if class == VerdictClass::Inconclusive {
+            assert!(has(&v, |r| matches!(r, Reason::NoiseUnknown { .. })));
+            assert_eq!(
+                v.recommendation,
+                Some(Recommendation::Repeat { attempts: 3 })
+            );
+        }
+    }
+    // With repeats the same change is decided.
+    let v = verdict(&["triton_autotune"], &[c(10.0), c(10.2)], &[c(5.0), c(5.1)]);
+    assert_eq!(v.class, VerdictClass::Partial);
+    // Bytes moved decide even when its seconds are unsure (and fell).
+    let b = A::new()
+        .class(LocalMemory, GIB, 0.0, 1)
+        .class(Compile, 0.0, 10.0, 3);
+    let w = A::new().class(Compile, 0.0, 5.0, 3);
+    let v = verdict(&["triton_autotune"], std::slice::from_ref(&b), &[w]);
+    assert_eq!(v.class, VerdictClass::Partial);
+    // ... but not when they rose: that could be a regression.
+    let w = A::new().class(Compile, 0.0, 20.0, 3);
+    let v = verdict(&["triton_autotune"], &[b], &[w]);
+    assert_eq!(v.class, VerdictClass::Inconclusive);
+}
+
+#[test]
+fn r7_nothing_to_move_and_moved_nothing_differ() {
+    let v = verdict(&["cublas"], &[A::new()], &[A::new()]);
+    assert_eq!(v.class, VerdictClass::NoEffect);
+    assert!(has(&v, |r| *r == Reason::NothingToMove));
+    let v = verdict(&["cublas"], &[cublas(128.0)], &[cublas(128.0)]);
+    assert_eq!(v.class, VerdictClass::NoEffect);
+    assert!(has(&v, |r| matches!(r, Reason::MovedNothing { .. })));
+}
+
+#[test]
+fn r8_material_leftover_edge_is_ten_percent() {
+    let v = verdict(&["cublas"], &[cublas(100.0)], &[cublas(10.0)]);
+    assert_eq!(v.class, VerdictClass::Partial);
+    assert!(has(&v, |r| matches!(r, Reason::StillInStep1 { .. })));
+    let v = verdict(&["cublas"], &[cublas(100.0)], &[cublas(9.9)]);
+    assert_eq!(v.class, VerdictClass::Works);
+    let left = v.by_class[0].bytes.variant.median;
+    assert_eq!(left, (9.9 * MIB).round(), "still listed as evidence");
+}
+
+#[test]
+fn r8_a_targeted_class_that_rose_makes_it_partial() {
+    // Autotune 5 s and 1 GiB moved, but compile rose 1 -> 3 s (the total fell).
+    let b = A::new()
+        .class(LocalMemory, GIB, 0.0, 1)
+        .class(TritonAutotune, 0.0, 5.0, 1)
+        .class(Compile, 0.0, 1.0, 1);
+    let w = A::new().class(Compile, 0.0, 3.0, 1);
+    let v = verdict(
+        &["triton_autotune"],
+        &[b.clone(), b.clone()],
+        &[w.clone(), w],
+    );
+    assert_eq!(v.class, VerdictClass::Partial, "{v:#?}");
+    assert!(has(&v, |r| matches!(
+        r,
+        Reason::ClassIncreased { class: Compile, .. }
+    )));
+    // When the total rises, it is more of what it targets: a regression.
+    let w = A::new().class(Compile, 0.0, 7.0, 1);
+    let v = verdict(&["triton_autotune"], &[b.clone(), b], &[w.clone(), w]);
+    assert_eq!(v.class, VerdictClass::Regression);
+}
+
+#[test]
+fn an_unknown_prewarm_is_judged_on_every_class_and_says_so() {
+    let v = verdict(&["homegrown"], &[cublas(100.0)], &[cublas(0.0)]);
+    assert_eq!(v.targets.len(), 6);
+    assert!(has(&v, |r| matches!(r, Reason::UnknownPrewarm { .. })));
+    assert_eq!(v.class, VerdictClass::Works);
+}
+
+#[test]
+fn an_extra_communicator_is_a_cost_by_source() {
+    // The bundled recording's shape: 558 MiB of NCCL init moved, one more
+    // communicator kept (+388 MiB): works, with the communicator as its cost.
+    let base = A::new()
+        .class(NcclComm, 558.0 * MIB, 0.39, 196)
+        .held(HeldSource::Library("nccl".into()), 388.0 * MIB)
+        .held(HeldSource::WithoutRecords, 177.0 * MIB);
+    let mut var = A::new()
+        .held(HeldSource::Library("nccl".into()), 776.0 * MIB)
+        .held(HeldSource::WithoutRecords, 181.0 * MIB);
+    var.comms = 2;
+    let v = verdict(&["nccl_comm"], &[base.clone(), base], &[var.clone(), var]);
+    assert_eq!(v.class, VerdictClass::Works);
+    let up = v.costs.held_increases();
+    assert_eq!(up.len(), 1);
+    assert_eq!(up[0].source, HeldSource::Library("nccl".into()));
+    assert!(v.costs.nccl_communicators.unwrap().is_up());
+}
+
+// ---- consistency over generated summaries ----
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn random_attempt(r: &mut Rng, template: &[(EventClass, f64, f64)]) -> A {
+    let mut a = A::new();
+    for (c, b, s) in template {
+        let scale = r.pick(&[0.0, 0.05, 0.5, 0.95, 1.0, 1.0, 1.0, 1.02, 1.5]);
+        let wobble = 1.0 + (r.unit() - 0.5) * r.pick(&[0.0, 0.1, 0.6]);
+        a = a.class(
+            *c,
+            (b * scale).round(),
+            s * scale * wobble,
+            r.below(5) as u32,
+        );
+    }
+    for s in [HeldSource::Library("nccl".into()), HeldSource::LocalMemory] {
+        a = a.held(s, r.pick(&[0.0, 100.0, 388.0, 2048.0]) * MIB);
+    }
+    a.step1_s = 1.0 + r.unit() * 100.0;
+    a.setup_s = 1.0 + r.unit() * 100.0;
+    a.comms = r.below(3) as u32;
+    if r.below(10) == 0 {
+        a.exit = 1;
+    }
+    if r.below(20) == 0 {
+        a.reached_step1 = false;
+    }
+    a
+}
+
+fn check_consistency(v: &Verdict) {
+    let t = v.targeted;
+    let reason = |f: &dyn Fn(&Reason) -> bool| v.reasons.iter().any(f);
+    let regression_reason = reason(&|r| {
+        matches!(
+            r,
+            Reason::NewFailures { .. }
+                | Reason::TargetedIncrease { .. }
+                | Reason::NetMemoryLoss { .. }
+        )
+    });
+    let moved_out = reason(&|r| matches!(r, Reason::MovedOut { .. }));
+    let nothing = reason(&|r| matches!(r, Reason::MovedNothing { .. } | Reason::NothingToMove));
+    assert_eq!(moved_out, v.moved.bytes > 0.0 || v.moved.seconds > 0.0);
+    assert!(!(moved_out && nothing), "moved and moved nothing: {v:#?}");
+    if let Some(t) = t {
+        assert_eq!(v.moved.bytes > 0.0, t.bytes.is_down());
+        assert_eq!(v.moved.seconds > 0.0, t.seconds.is_down());
+    }
+    for r in &v.reasons {
+        if let Reason::ClassIncreased { class, .. } = r {
+            assert!(v.targets.contains(class), "untargeted class blamed: {v:#?}");
+        }
+    }
+    match v.class {
+        VerdictClass::Works => {
+            let t = t.expect("works has figures");
+            assert!(t.bytes.is_down() || t.seconds.is_down());
+            assert!(!t.bytes.is_up() && !t.seconds.is_up());
+            assert!(
+                v.by_class
+                    .iter()
+                    .all(|c| !c.bytes.is_up() && !c.seconds.is_up())
+            );
+            assert!(!regression_reason && !nothing);
+            assert!(!reason(&|r| matches!(r, Reason::StillInStep1 { .. })));
+        }
+        VerdictClass::Partial => {
+            let t = t.expect("partial has figures");
+            assert!(t.bytes.is_down() || t.seconds.is_down());
+            assert!(!regression_reason);
+            assert!(reason(&|r| matches!(
+                r,
+                Reason::StillInStep1 { .. } | Reason::ClassIncreased { .. }
+            )));
+        }
+        VerdictClass::NoEffect => {
+            let t = t.expect("no effect has figures");
+            assert!(!t.bytes.is_down() && !t.seconds.is_down());
+            assert!(!t.bytes.is_up() && !t.seconds.is_up());
+            assert_ne!(t.seconds.outcome, Outcome::Unsure);
+            assert!(nothing && !regression_reason && !moved_out);
+        }
+        VerdictClass::Regression => assert!(regression_reason, "{v:#?}"),
+        VerdictClass::Inconclusive => {
+            assert!(v.recommendation.is_some());
+            assert_eq!(v.confidence, Confidence::Unknown);
+            assert!(reason(&|r| matches!(
+                r,
+                Reason::NoUsableAttempts { .. }
+                    | Reason::CachesNotIsolated { .. }
+                    | Reason::NoiseUnknown { .. }
+            )));
+        }
+    }
+    if v.class != VerdictClass::Inconclusive {
+        assert!(v.recommendation.is_none());
+        let measured = v.attempts.baseline_step1 >= 2 && v.attempts.variant_step1 >= 2;
+        assert_eq!(v.confidence == Confidence::Measured, measured);
+    }
+    let up: f64 = v
+        .costs
+        .held_increases()
+        .iter()
+        .map(|h| h.change.delta)
+        .sum();
+    assert!((up - v.costs.held_extra).abs() < 1.0 && v.costs.held_extra >= 0.0);
+    // The report layer phrases every verdict with its costs, whatever the class.
+    let headline = crate::report::verdict_text::headline(v);
+    assert!(headline.contains("at a cost of"), "{headline}");
+    let lines = crate::report::verdict_text::evidence_lines(v);
+    assert!(lines.iter().any(|l| l.starts_with("cost: ")), "{lines:?}");
+}
+
+#[test]
+fn generated_verdicts_never_contradict_themselves() {
+    let mut r = Rng(0x9E3779B97F4A7C15);
+    let prewarms = [
+        "cublas",
+        "triton_autotune",
+        "nccl_comm",
+        "pipeline_stage_compile",
+    ];
+    let mut seen = BTreeMap::new();
+    for _ in 0..4000 {
+        let template = vec![
+            (Cublas, r.pick(&[0.0, 0.5, 128.3]) * MIB, 0.0),
+            (Compile, 0.0, r.pick(&[0.0, 0.1, 1.0, 9.0, 90.0])),
+            (LocalMemory, r.pick(&[0.0, 282.0, 6246.0]) * MIB, 0.0),
+            (NcclComm, r.pick(&[0.0, 558.0]) * MIB, r.pick(&[0.0, 0.39])),
+        ];
+        let nb = r.below(4) as usize;
+        let nv = r.below(4) as usize;
+        let base: Vec<A> = (0..nb).map(|_| random_attempt(&mut r, &template)).collect();
+        let var: Vec<A> = (0..nv).map(|_| random_attempt(&mut r, &template)).collect();
+        let p = r.pick(&prewarms);
+        let v = judge(
+            &summary("baseline", &[], &base),
+            &summary("variant", &[p], &var),
+            r.below(8) != 0,
+        );
+        check_consistency(&v);
+        *seen.entry(v.class.key()).or_insert(0) += 1;
+    }
+    // The generator reaches every class.
+    assert_eq!(seen.len(), 5, "{seen:?}");
+}

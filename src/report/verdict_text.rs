@@ -1,0 +1,443 @@
+//! Phrasing of the structured verdicts (docs/verdicts.md) for every text
+//! renderer: one headline sentence per prewarm (what it moved, what it cost),
+//! its class with the confidence, then evidence lines. Plain text; callers
+//! escape for their format.
+
+use super::{bytes, seconds};
+use crate::analysis::matrix::{Exclusion, MatrixNote};
+use crate::analysis::noise::{Change, Outcome, Quantity};
+use crate::analysis::verdict::{
+    ClassComparison, Confidence, Reason, Recommendation, Verdict, VerdictClass,
+};
+use crate::analysis::verdict_costs::{Costs, HeldSource};
+use crate::analysis::verdict_rules::Side;
+use crate::prewarm::catalog::EventClass;
+
+/// The class as users read it.
+pub fn class_label(c: VerdictClass) -> &'static str {
+    match c {
+        VerdictClass::Works => "works",
+        VerdictClass::Partial => "partial",
+        VerdictClass::NoEffect => "no effect",
+        VerdictClass::Regression => "regression",
+        VerdictClass::Inconclusive => "inconclusive",
+    }
+}
+
+fn plus_bytes(d: f64) -> String {
+    let sign = if d < 0.0 { "-" } else { "+" };
+    format!("{sign}{}", bytes(d.abs() as u64))
+}
+
+fn plus_seconds(d: f64) -> String {
+    let sign = if d < 0.0 { "-" } else { "+" };
+    format!("{sign}{}", seconds(d.abs()))
+}
+
+fn value(q: Quantity, v: f64) -> String {
+    match q {
+        Quantity::Bytes | Quantity::InferredBytes => bytes(v.max(0.0) as u64),
+        Quantity::Seconds if v == 0.0 => "0 s".into(),
+        Quantity::Seconds => seconds(v),
+        Quantity::Events => format!("{v:.0}"),
+    }
+}
+
+fn delta(q: Quantity, d: f64) -> String {
+    match q {
+        Quantity::Bytes | Quantity::InferredBytes => plus_bytes(d),
+        Quantity::Seconds => plus_seconds(d),
+        Quantity::Events => format!("{d:+.0}"),
+    }
+}
+
+/// "median ±half-spread" for repeats, the median alone for one attempt.
+fn stat(q: Quantity, s: crate::analysis::matrix::Stat) -> String {
+    if s.n > 1 && s.spread() > 0.0 {
+        format!("{} ±{}", value(q, s.median), value(q, s.spread() / 2.0))
+    } else {
+        value(q, s.median)
+    }
+}
+
+/// "10.45 s -> 9.02 s (-1.43 s, within noise 3.91 s)".
+pub fn change_text(c: &Change) -> String {
+    let q = c.quantity;
+    let noise = match c.outcome {
+        Outcome::Within => format!("within noise {}", value(q, c.noise)),
+        Outcome::Up | Outcome::Down => format!("beyond noise {}", value(q, c.noise)),
+        Outcome::Unsure => format!(
+            "noise {}-{} with one attempt: cannot tell",
+            value(q, c.noise),
+            value(q, c.noise * q.model().grey_factor)
+        ),
+    };
+    format!(
+        "{} -> {} ({}, {noise})",
+        stat(q, c.baseline),
+        stat(q, c.variant),
+        delta(q, c.delta)
+    )
+}
+
+fn targets_text(targets: &[EventClass]) -> String {
+    let labels: Vec<&str> = targets.iter().map(|t| t.label()).collect();
+    labels.join(", ")
+}
+
+fn moved_text(v: &Verdict) -> String {
+    let mut parts = Vec::new();
+    if v.moved.bytes > 0.0 {
+        parts.push(bytes(v.moved.bytes as u64));
+    }
+    if v.moved.seconds > 0.0 {
+        parts.push(seconds(v.moved.seconds));
+    }
+    if !parts.is_empty() && v.class == VerdictClass::Inconclusive {
+        return format!(
+            "shows {} less of {} in step 1 but cannot be judged on this run",
+            parts.join(" and "),
+            targets_text(&v.targets)
+        );
+    }
+    if !parts.is_empty() {
+        return format!(
+            "moved {} of {} out of step 1",
+            parts.join(" and "),
+            targets_text(&v.targets)
+        );
+    }
+    if v.reasons.contains(&Reason::NothingToMove) {
+        format!(
+            "had nothing to move ({} is not in the baseline's step 1)",
+            targets_text(&v.targets)
+        )
+    } else if v.class == VerdictClass::Inconclusive {
+        "cannot be judged on this run".into()
+    } else {
+        "moved nothing out of step 1".into()
+    }
+}
+
+fn source_label(s: &HeldSource) -> String {
+    match s {
+        HeldSource::Context => "CUDA context".into(),
+        HeldSource::LocalMemory => "local memory".into(),
+        HeldSource::LocalMemoryDropped => "dropped local-memory reservation".into(),
+        HeldSource::WithoutRecords => {
+            "device growth without allocation records (NCCL code, unexplained)".into()
+        }
+        HeldSource::Library(name) => name.clone(),
+    }
+}
+
+/// "+388.0 MiB held at step-1 end (nccl +388.0 MiB)", or that nothing is.
+fn held_text(c: &Costs) -> String {
+    if c.held_step1_end.is_none() {
+        return "memory held at step-1 end unknown (no step-1 account on a side)".into();
+    }
+    let up = c.held_increases();
+    if up.is_empty() {
+        return "no out-of-pool memory held at step-1 end beyond the baseline's".into();
+    }
+    let parts: Vec<String> = up
+        .iter()
+        .map(|h| format!("{} {}", source_label(&h.source), plus_bytes(h.change.delta)))
+        .collect();
+    format!(
+        "{} held at step-1 end that the baseline does not hold ({})",
+        plus_bytes(c.held_extra),
+        parts.join(", ")
+    )
+}
+
+fn setup_text(c: &Costs) -> String {
+    match &c.setup_s {
+        Some(s) if s.outcome == Outcome::Within => {
+            format!("setup {} (within noise)", plus_seconds(s.delta))
+        }
+        Some(s) => format!("setup {}", plus_seconds(s.delta)),
+        None => "setup time unknown".into(),
+    }
+}
+
+/// One sentence: what it moved, what it cost.
+pub fn headline(v: &Verdict) -> String {
+    format!(
+        "{}, at a cost of {} and {}.",
+        moved_text(v),
+        setup_text(&v.costs),
+        held_text(&v.costs)
+    )
+}
+
+/// The class, with how far it can be trusted (and what to run when it cannot).
+pub fn class_line(v: &Verdict) -> String {
+    let label = class_label(v.class).to_uppercase();
+    let a = &v.attempts;
+    let how = match v.confidence {
+        Confidence::Measured => format!(
+            "noise measured over {} baseline and {} variant attempts",
+            a.baseline_step1, a.variant_step1
+        ),
+        Confidence::Modelled => format!(
+            "{} baseline and {} variant attempt(s): noise from the model in docs/verdicts.md (--repeat {} measures it)",
+            a.baseline_step1,
+            a.variant_step1,
+            crate::analysis::verdict_rules::RECOMMENDED_REPEAT
+        ),
+        Confidence::Unknown => match v.recommendation {
+            Some(r) => recommendation_text(r),
+            None => "cannot be judged".into(),
+        },
+    };
+    format!("{label} ({how})")
+}
+
+/// What to run to settle an inconclusive verdict.
+pub fn recommendation_text(r: Recommendation) -> String {
+    match r {
+        Recommendation::Repeat { attempts } => {
+            format!("run the matrix again with --repeat {attempts} to settle it")
+        }
+        Recommendation::IsolateCaches => "run the matrix again with --cache cold".into(),
+    }
+}
+
+fn side(s: Side) -> &'static str {
+    match s {
+        Side::Baseline => "baseline",
+        Side::Variant => "variant",
+    }
+}
+
+fn quantity_word(q: Quantity) -> &'static str {
+    match q {
+        Quantity::Bytes | Quantity::InferredBytes => "bytes",
+        Quantity::Seconds => "time",
+        Quantity::Events => "events",
+    }
+}
+
+/// One reason as a sentence (None for one the headline already says).
+pub fn reason_text(r: &Reason) -> Option<String> {
+    Some(match r {
+        Reason::MovedOut { .. } => return None,
+        Reason::UnknownPrewarm { name } => {
+            format!("'{name}' is not in the prewarm catalog: judged on every event class")
+        }
+        Reason::NoUsableAttempts { side: s } => format!(
+            "no {} attempt counts (all were excluded, or none reached step 1)",
+            side(*s)
+        ),
+        Reason::NewFailures {
+            variant_failed,
+            variant_attempts,
+            ..
+        } => format!(
+            "new failures: {variant_failed} of {variant_attempts} attempt(s) of this variant failed, no baseline attempt did"
+        ),
+        Reason::FailuresFixed {
+            baseline_failed,
+            baseline_attempts,
+        } => format!(
+            "{baseline_failed} of {baseline_attempts} baseline attempt(s) failed; none of this variant's did"
+        ),
+        Reason::CachesNotIsolated { classes } => format!(
+            "the caches were not isolated and it targets {}, which a warm cache changes",
+            targets_text(classes)
+        ),
+        Reason::TargetedIncrease { change } => format!(
+            "more of what it targets lands in step 1: targeted {} {}",
+            quantity_word(change.quantity),
+            change_text(change)
+        ),
+        Reason::NetMemoryLoss {
+            held_extra,
+            moved_bytes,
+            ..
+        } => format!(
+            "net memory loss: it keeps {} at step-1 end that the baseline does not, more than the {} of requests it moved out of step 1",
+            bytes(*held_extra as u64),
+            bytes(*moved_bytes as u64)
+        ),
+        Reason::NoiseUnknown { change } => {
+            format!("targeted time {}", change_text(change))
+        }
+        Reason::NothingToMove => {
+            "none of what it targets lands in the baseline's step 1: nothing to move".into()
+        }
+        Reason::MovedNothing {
+            bytes: b,
+            seconds: s,
+        } => format!(
+            "enabled but moved nothing: targeted bytes {}; targeted time {}",
+            change_text(b),
+            change_text(s)
+        ),
+        Reason::StillInStep1 { change, share } => format!(
+            "{} of the targeted {} still lands in step 1 ({:.0}% of the baseline's)",
+            value(change.quantity, change.variant.median),
+            quantity_word(change.quantity),
+            share * 100.0
+        ),
+        Reason::ClassIncreased { class, change } => format!(
+            "{} rose in step 1: {} {}",
+            class.label(),
+            quantity_word(change.quantity),
+            change_text(change)
+        ),
+    })
+}
+
+/// "cuBLAS init in step 1: 128.3 MiB, 6 events -> 0 B, 0 events" (bytes and
+/// time only where a side has some).
+fn class_row(c: &ClassComparison) -> String {
+    let some = |x: &Change| x.baseline.max > 0.0 || x.variant.max > 0.0;
+    let side = |pick: fn(&Change) -> crate::analysis::matrix::Stat| {
+        let mut parts = Vec::new();
+        if some(&c.bytes) {
+            parts.push(stat(Quantity::Bytes, pick(&c.bytes)));
+        }
+        if some(&c.seconds) {
+            parts.push(stat(Quantity::Seconds, pick(&c.seconds)));
+        }
+        let events = pick(&c.events);
+        let unit = if events.median == 1.0 && events.spread() == 0.0 {
+            "event"
+        } else {
+            "events"
+        };
+        parts.push(format!("{} {unit}", stat(Quantity::Events, events)));
+        parts.join(", ")
+    };
+    format!(
+        "{} in step 1: {} -> {}",
+        c.class.label(),
+        side(|x| x.baseline),
+        side(|x| x.variant)
+    )
+}
+
+fn cost_lines(c: &Costs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(s) = &c.setup_s {
+        out.push(format!("cost: setup time {}", change_text(s)));
+    }
+    out.push(format!("cost: {}", held_text(c)));
+    if let Some(n) = c.nccl_communicators.filter(|n| n.is_up()) {
+        out.push(format!(
+            "cost: NCCL communicators {:.0} -> {:.0}: it creates {:.0} the baseline never does",
+            n.baseline.median, n.variant.median, n.delta
+        ));
+    }
+    if let Some(p) = c.pool_reserved_step1_end.filter(|p| p.is_up()) {
+        out.push(format!(
+            "cost: PyTorch pool reserve at step-1 end {} (cached blocks the pool gives back under pressure)",
+            change_text(&p)
+        ));
+    }
+    out
+}
+
+fn context_line(c: &Costs) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(s) = &c.step1_s {
+        parts.push(format!("step-1 time {}", change_text(s)));
+    }
+    if let Some(p) = &c.step1_device_peak {
+        parts.push(format!("step-1 device peak {}", change_text(p)));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "context, not judged (includes classes it does not target): {}",
+            parts.join("; ")
+        )
+    })
+}
+
+/// The evidence under the class line: per targeted class, reasons, costs, context.
+pub fn evidence_lines(v: &Verdict) -> Vec<String> {
+    let mut out: Vec<String> = v.by_class.iter().map(class_row).collect();
+    out.extend(v.reasons.iter().filter_map(reason_text));
+    out.extend(cost_lines(&v.costs));
+    out.extend(context_line(&v.costs));
+    out
+}
+
+/// Why an attempt was left out.
+pub fn exclusion_text(e: &Exclusion) -> String {
+    match e {
+        Exclusion::Warmup => "cache warm-up run (untimed)".into(),
+        Exclusion::Interrupted => {
+            "interrupted (a signal stopped it, or it recorded no exit status)".into()
+        }
+        Exclusion::Damaged { problems } => {
+            let files: Vec<String> = problems
+                .iter()
+                .map(|p| format!("{}: {}", p.file, p.what))
+                .collect();
+            format!("damaged files: {}", files.join("; "))
+        }
+    }
+}
+
+/// A matrix note as a sentence.
+pub fn note_text(n: &MatrixNote) -> String {
+    match n {
+        MatrixNote::CachesNotIsolated { cache } => format!(
+            "cache mode '{cache}': variants did not run on isolated caches, so earlier variants warmed later ones; prewarms of classes a cache changes are not judged (use --cache cold or warm)"
+        ),
+        MatrixNote::AttemptsMissing {
+            variant,
+            recorded,
+            expected,
+        } => format!(
+            "variant '{variant}' has {recorded} of {expected} attempts (the run was stopped early)"
+        ),
+        MatrixNote::AttemptsFailed { variant, failed } => format!(
+            "variant '{variant}': {failed} attempt(s) exited with an error; their figures count up to the failure"
+        ),
+        MatrixNote::NotJudged { variant } => format!(
+            "variant '{variant}' names no known prewarm (see `prewarm-doctor run --help`): compared, but not judged"
+        ),
+    }
+}
+
+/// Word-wraps `text` to `width` columns: `first` before the first line,
+/// `rest` before the others. Words longer than a line stay whole.
+pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let fits = line.chars().count() + 1 + word.chars().count() <= width;
+        if !empty && !fits {
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    lines.push(line);
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_at_the_width_with_a_hanging_indent() {
+        let lines = wrap("aaa bbb ccc ddd", "  - ", "    ", 12);
+        assert_eq!(lines, vec!["  - aaa bbb", "    ccc ddd"]);
+        assert!(lines.iter().all(|l| l.len() <= 12));
+        assert_eq!(
+            wrap("averyveryverylongword", "- ", "  ", 8),
+            vec!["- averyveryverylongword"]
+        );
+    }
+}
