@@ -3,7 +3,7 @@
 
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
-use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
+use crate::analysis::model::{GapAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{RankSpread, step1_comm_count, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
@@ -21,9 +21,7 @@ fn who(p: &ProcessAccount) -> String {
 /// optimizer step, "before the first optimizer step" (it may have died in step 1).
 fn step_label_in(p: &ProcessAccount, phase: Phase, step: Option<u32>) -> String {
     match (phase, step) {
-        (Phase::Setup, _) if p.steps.step1_s.is_none() => {
-            "the run before any optimizer step".into()
-        }
+        (Phase::Setup, _) if p.steps.step1_s.is_none() => "the run (no step placed)".into(),
         (Phase::Setup, _) => "setup".into(),
         (_, Some(n)) => format!("step {n}"),
         (ph, None) => ph.label().into(),
@@ -108,12 +106,55 @@ fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>
     }
 }
 
-fn gap_line(phase: Phase, g: &GapAccount) -> String {
-    let label = if phase == Phase::Teardown {
-        "the run".to_string()
+/// Widest line the summary writes where it wraps (terminal columns).
+const WIDTH: usize = 100;
+
+/// Packs `items` after `head` into lines of at most `WIDTH` columns, joined by
+/// `sep`: an item goes on the current line if it fits, else on a new line
+/// (starting with `indent`) if it fits there, else word by word.
+fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<String> {
+    let width = |t: &str| t.chars().count();
+    let mut lines = Vec::new();
+    let mut line = head.to_string();
+    for (i, item) in items.iter().enumerate() {
+        let piece = if i == 0 { item.clone() } else { format!("{sep}{item}") };
+        if width(&line) + width(&piece) <= WIDTH {
+            line.push_str(&piece);
+            continue;
+        }
+        if i > 0 && width(indent) + width(piece.trim_start()) <= WIDTH {
+            lines.push(line.trim_end().to_string());
+            line = format!("{indent}{}", piece.trim_start());
+            continue;
+        }
+        for (k, word) in piece.split(' ').enumerate() {
+            let glue = if k == 0 { "" } else { " " };
+            if width(&line) + width(glue) + width(word) > WIDTH && width(line.trim()) > 0 {
+                lines.push(line.trim_end().to_string());
+                line = format!("{indent}  {word}");
+            } else {
+                line.push_str(glue);
+                line.push_str(word);
+            }
+        }
+    }
+    lines.push(line);
+    lines
+}
+
+fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
+    let label = if label == Phase::Teardown.label() {
+        "the run"
     } else {
-        phase.label().to_string()
+        label
     };
+    let mut lines = vec![format!(
+        "   at end of {label}: device {} = pool {} + outside pool {}; unexplained {}",
+        bytes(g.device_used),
+        bytes(g.pool_reserved),
+        bytes(g.out_of_pool),
+        signed_bytes(g.unexplained)
+    )];
     let parts: Vec<String> = g
         .parts
         .iter()
@@ -126,17 +167,33 @@ fn gap_line(phase: Phase, g: &GapAccount) -> String {
             )
         })
         .collect();
-    format!(
-        "   at end of {label}: device {} = pool {} + outside pool {} = {}; unexplained {}",
-        bytes(g.device_used),
-        bytes(g.pool_reserved),
-        bytes(g.out_of_pool),
-        parts.join(" + "),
-        signed_bytes(g.unexplained)
-    )
+    if !parts.is_empty() {
+        lines.extend(wrap_items("     outside pool = ", &parts, " + ", "       "));
+    }
+    lines
 }
 
-fn phase_table(o: &mut String, phases: &[PhaseAccount]) {
+/// A phase's label in the table: a run whose step 1 could not be placed has
+/// one phase, which is not "setup" (it may hold step 1's work).
+fn phase_label(p: &ProcessAccount, phase: Phase) -> &'static str {
+    if phase == Phase::Setup && p.steps.step1_s.is_none() {
+        "before any step"
+    } else {
+        phase.label()
+    }
+}
+
+/// A phase named inside a sentence ("out of pool in setup").
+fn phase_name(p: &ProcessAccount, phase: Phase) -> &'static str {
+    if phase == Phase::Setup && p.steps.step1_s.is_none() {
+        "the run"
+    } else {
+        phase.label()
+    }
+}
+
+fn phase_table(o: &mut String, p: &ProcessAccount) {
+    let phases = &p.phases;
     let _ = writeln!(
         o,
         "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
@@ -146,7 +203,7 @@ fn phase_table(o: &mut String, phases: &[PhaseAccount]) {
         let _ = writeln!(
             o,
             "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
-            ph.phase.label(),
+            phase_label(p, ph.phase),
             seconds(ph.duration_s),
             ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
             bytes(ph.pool_reserved_peak),
@@ -179,13 +236,25 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
                 s.count
             );
         }
+        (Some(s1), None) if s.count == 0 => {
+            let _ = writeln!(
+                o,
+                "   no optimizer step finished: step 1 ran {} until the process ended; setup {}",
+                seconds(s1),
+                s.setup_s.map(seconds).unwrap_or_else(|| "?".into())
+            );
+        }
         (Some(s1), None) => {
             let _ = writeln!(o, "   step 1 took {}; {} steps", seconds(s1), s.count);
         }
         _ => {
             let _ = writeln!(
                 o,
-                "   no optimizer step completed: the whole run is counted as setup"
+                "   no optimizer step finished, and no step-1 start, zero_grad() or forward of an"
+            );
+            let _ = writeln!(
+                o,
+                "   optimizer's module was recorded: the run is one phase, \"before any step\""
             );
         }
     }
@@ -208,7 +277,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             seconds(st.other_s)
         );
     }
-    phase_table(o, &p.phases);
+    phase_table(o, p);
     for ph in &p.phases {
         let oop: Vec<String> = ph
             .by_source
@@ -228,7 +297,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             let _ = writeln!(
                 o,
                 "   out of pool in {}: {}",
-                ph.phase.label(),
+                phase_name(p, ph.phase),
                 oop.join(", ")
             );
         }
@@ -249,7 +318,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             let _ = writeln!(
                 o,
                 "   module loads in {}: {}; {} kernels first launched",
-                ph.phase.label(),
+                phase_name(p, ph.phase),
                 loads.join(", "),
                 ph.kernels_first_launched
             );
@@ -257,7 +326,9 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
     }
     for ph in &p.phases {
         if let Some(g) = &ph.gap_end {
-            let _ = writeln!(o, "{}", gap_line(ph.phase, g));
+            for line in gap_lines(phase_name(p, ph.phase), g) {
+                let _ = writeln!(o, "{line}");
+            }
         }
     }
     for l in &p.local_memory {
@@ -351,7 +422,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         let _ = writeln!(
             o,
             "   tightest out-of-pool moment in {}: {} {} of {} with {} free{}",
-            t.phase.label(),
+            phase_name(p, t.phase),
             t.source,
             t.what,
             bytes(t.bytes),
@@ -414,10 +485,11 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
                 .iter()
                 .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
                 .collect();
-            let since = if f.step.is_some() {
-                "since setup ended"
-            } else {
-                "earlier in setup"
+            let since = match f.step {
+                Some(1) => "in step 1 (before the failure)".to_string(),
+                Some(n) => format!("since setup ended (steps 1-{n}, before the failure)"),
+                None if p.steps.step1_s.is_some() => "earlier in setup".to_string(),
+                None => "before the failure (step 1's start unknown)".to_string(),
             };
             let _ = writeln!(o, "     lazy initialisation {since}: {}", parts.join(", "));
         }
