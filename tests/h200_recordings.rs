@@ -58,34 +58,59 @@ fn crosscheck_out_of_pool(name: &str) -> u64 {
     v["out_of_pool"].as_u64().unwrap()
 }
 
+/// Every phase end of every process of every attempt in a run folder is
+/// accounted within 2% of the memory outside the pool or 64 MiB; returns the
+/// largest remainder seen.
+fn assert_accounted(path: &Path) -> i64 {
+    let mut worst = 0i64;
+    for a in attempts(path) {
+        for p in &a.processes {
+            for ph in &p.phases {
+                let g = ph.gap_end.as_ref().unwrap_or_else(|| {
+                    panic!("{}: no gap at end of {:?}", path.display(), ph.phase)
+                });
+                let limit = (g.out_of_pool as f64 * 0.02).max(64.0 * MIB as f64);
+                assert!(
+                    (g.unexplained.abs() as f64) <= limit,
+                    "{} {}/{} pid {} {:?}: unexplained {} of {}",
+                    path.display(),
+                    a.variant,
+                    a.attempt,
+                    p.pid,
+                    ph.phase,
+                    g.unexplained,
+                    g.out_of_pool
+                );
+                if g.unexplained.abs() > worst.abs() {
+                    worst = g.unexplained;
+                }
+                // Parts the device timeline implies are marked as such.
+                for part in &g.parts {
+                    let timed = part.name.starts_with("module code")
+                        || part.name.starts_with("NCCL init without allocation calls");
+                    assert_eq!(part.inferred, timed, "{}", part.name);
+                }
+            }
+        }
+    }
+    worst
+}
+
 #[test]
 fn every_phase_end_is_accounted_within_the_target() {
-    for name in [
-        "examples-cublas-baseline",
-        "examples-cublas-prewarm",
-        "examples-triton-baseline",
-        "examples-triton-prewarm",
-        "examples-nccl-baseline",
-        "examples-nccl-prewarm",
-        "oom-nccl-baseline",
-        "oom-nccl-prewarm",
-        "oom-triton-baseline",
-    ] {
-        let (_, p) = rank(name);
-        for ph in &p.phases {
-            let g = ph
-                .gap_end
-                .as_ref()
-                .unwrap_or_else(|| panic!("{name}: no gap at end of {:?}", ph.phase));
-            let limit = (g.out_of_pool as f64 * 0.02).max(64.0 * MIB as f64);
-            assert!(
-                (g.unexplained.abs() as f64) <= limit,
-                "{name} {:?}: unexplained {} of {}",
-                ph.phase,
-                g.unexplained,
-                g.out_of_pool
-            );
-        }
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(fixture(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    folders.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix"));
+    assert!(folders.len() >= 14, "{folders:?}");
+    for f in folders {
+        let worst = assert_accounted(&f);
+        // On these recordings the remainder is a few device pages at most
+        // (the interrupted matrix attempt and a prewarm that allocates just
+        // before step 1 sit at the device timeline's lag: -29 and -25 MiB).
+        assert!(worst.abs() <= 32 * MIB as i64, "{}: {worst}", f.display());
     }
 }
 

@@ -58,6 +58,51 @@ pub fn comm_windows(
         .collect()
 }
 
+/// How far a communicator's span reaches before its window (the device
+/// timeline may show its first growth a little early) and after it (NVML lags).
+const SPAN_BEFORE_NS: u64 = 5_000_000;
+const SPAN_AFTER_NS: u64 = 20_000_000;
+
+/// The stretch of the device timeline each communicator's inferred bytes are
+/// measured over (index-aligned with `windows`): its window widened a little,
+/// never into a neighbour's. Windows that overlap (NCCL's reported total can
+/// start a new communicator's window before the previous one completed) are
+/// first made disjoint, so no device growth is counted for two communicators.
+pub fn comm_spans(windows: &[Option<Window>]) -> Vec<Option<Window>> {
+    let mut order: Vec<usize> = (0..windows.len())
+        .filter(|&i| windows[i].is_some())
+        .collect();
+    order.sort_by_key(|&i| windows[i]);
+    let mut disjoint: Vec<Option<Window>> = windows.to_vec();
+    let mut reached = 0u64;
+    for &i in &order {
+        if let Some((a, b)) = disjoint[i] {
+            let a = a.max(reached);
+            let b = b.max(a);
+            disjoint[i] = Some((a, b));
+            reached = b;
+        }
+    }
+    let sorted: Vec<Window> = order.iter().filter_map(|&i| disjoint[i]).collect();
+    disjoint
+        .iter()
+        .map(|w| {
+            let (a, b) = (*w)?;
+            let prev_end = sorted.iter().filter(|o| o.1 <= a && **o != (a, b)).map(|o| o.1).max();
+            let next_start = sorted
+                .iter()
+                .filter(|o| o.0 >= b && **o != (a, b))
+                .map(|o| o.0)
+                .min();
+            let before = prev_end.map_or(a.saturating_sub(SPAN_BEFORE_NS), |p| {
+                a.saturating_sub(((a - p) / 2).min(SPAN_BEFORE_NS))
+            });
+            let after = next_start.map_or(b + SPAN_AFTER_NS, |n| b + ((n - b) / 2).min(SPAN_AFTER_NS));
+            Some((before, after))
+        })
+        .collect()
+}
+
 /// Builds the communicator accounts. `spans` are the widened windows (device
 /// timeline), `inferred` the device growth over each span not explained by
 /// allocation calls (NCCL loading its kernels), both index-aligned with `windows`.
@@ -463,6 +508,26 @@ mod tests {
         assert_eq!(b.module_load_s, 10e-9);
         assert_eq!(b.other_s, 55e-9);
         assert!((b.wall_s - 100e-9).abs() < 1e-15);
+    }
+
+    #[test]
+    fn communicator_spans_never_overlap() {
+        const MS: u64 = 1_000_000;
+        // The second window starts (by NCCL's total) before the first completed.
+        let w = [
+            Some((100 * MS, 400 * MS)),
+            Some((395 * MS, 430 * MS)),
+            None,
+        ];
+        let s = comm_spans(&w);
+        assert_eq!(s[0], Some((95 * MS, 400 * MS)));
+        assert_eq!(s[1], Some((400 * MS, 450 * MS)));
+        assert_eq!(s[2], None);
+        // Far apart: each widened by the full margins.
+        let far = [Some((100 * MS, 200 * MS)), (Some((900 * MS, 950 * MS)))];
+        let s = comm_spans(&far);
+        assert_eq!(s[0], Some((95 * MS, 220 * MS)));
+        assert_eq!(s[1], Some((895 * MS, 970 * MS)));
     }
 
     #[test]

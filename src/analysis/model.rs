@@ -77,6 +77,9 @@ pub struct PhaseAccount {
     pub out_of_pool_live_end: u64,
     pub by_source: Vec<SourceBytes>,
     pub local_memory_growth: u64,
+    /// Device growth at lazy module loading in this phase, which no allocation
+    /// call shows (inferred from the device timeline; docs/accounting.md).
+    pub module_code_bytes: u64,
     pub module_loads: u32,
     pub module_image_bytes: u64,
     pub kernels_first_launched: u32,

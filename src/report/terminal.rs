@@ -159,12 +159,12 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
         .parts
         .iter()
         .map(|p| {
-            format!(
-                "{}{} {}",
-                p.name,
-                if p.inferred { " (inferred)" } else { "" },
-                signed_bytes(p.bytes)
-            )
+            let name = match (p.inferred, p.name.strip_suffix(')')) {
+                (true, Some(stem)) => format!("{stem}, inferred)"),
+                (true, None) => format!("{} (inferred)", p.name),
+                (false, _) => p.name.clone(),
+            };
+            format!("{name} {}", signed_bytes(p.bytes))
         })
         .collect();
     if !parts.is_empty() {
