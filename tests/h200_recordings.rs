@@ -3,6 +3,7 @@
 //! was made).
 
 use prewarm_doctor::analysis::matrix::{VerdictClass, compare};
+use prewarm_doctor::analysis::framework::class_costs;
 use prewarm_doctor::analysis::model::ProcessAccount;
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
@@ -163,6 +164,35 @@ fn cublas_first_backward_lands_in_step_1_without_the_prewarm_and_in_setup_with_i
     );
     assert!(pre.steps.step1_s.unwrap() < base.steps.step1_s.unwrap());
     assert_eq!(base.steps.rule, "first-forward-after-zero-grad");
+
+    // cuBLAS init is time too: handle and workspace creation and its module
+    // loads (0.32 s of the baseline's 0.78 s step 1), not 0.00 s.
+    let cublas = |p: &ProcessAccount, ph: Phase| {
+        class_costs(p, ph)
+            .get(&EventClass::Cublas)
+            .copied()
+            .unwrap_or_default()
+    };
+    let b1 = cublas(&base, Phase::Step1);
+    assert_eq!(b1.bytes, 134_481_920);
+    assert!(b1.seconds > 0.25 && b1.seconds < 0.5, "{b1:?}");
+    let p1 = cublas(&pre, Phase::Step1);
+    assert_eq!(p1.bytes, 0);
+    assert!(p1.seconds < 0.05, "{p1:?}");
+    assert!(cublas(&pre, Phase::Setup).seconds > 0.15);
+    // Seconds come from the stall breakdown: no instant counts twice, and
+    // cuBLAS's module loads are not also module loading.
+    for p in [&base, &pre] {
+        for ph in &p.phases {
+            let costs = class_costs(p, ph.phase);
+            let total: f64 = costs.values().map(|c| c.seconds).sum();
+            assert!(total <= ph.stall.wall_s - ph.stall.other_s + 1e-9);
+            assert_eq!(
+                costs.get(&EventClass::ModuleLoad).map_or(0.0, |c| c.seconds),
+                ph.stall.module_load_s
+            );
+        }
+    }
 }
 
 #[test]

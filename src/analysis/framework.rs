@@ -11,6 +11,7 @@ use crate::load::nccl::NcclComm;
 use crate::load::shim::ShimEvent;
 use crate::prewarm::catalog::EventClass;
 use prewarm_events::MemEffect;
+use std::collections::BTreeMap;
 
 /// A time window [t0, t1] on the monotonic clock.
 pub type Window = (u64, u64);
@@ -283,12 +284,40 @@ pub struct StallWindows {
     pub compile: Vec<Window>,
     pub autotune: Vec<Window>,
     pub nccl: Vec<Window>,
+    pub cublas: Vec<Window>,
     pub module: Vec<Window>,
 }
 
+/// Driver calls from cuBLAS closer together than this belong to one burst of
+/// cuBLAS initialisation (the host work between them is cuBLAS creating its
+/// handle: measured gaps on the H200 recordings are 10-20 ms).
+const CUBLAS_BURST_GAP_NS: u64 = 25_000_000;
+
+/// cuBLAS initialisation windows: bursts of driver calls made from cuBLAS or
+/// cuBLASLt (context retain, allocation, free, module load), each from its
+/// first call's start to its last call's end. `cublas` says which calls came
+/// from cuBLAS (the calling library's source).
+pub fn cublas_windows(calls: &[(u64, u64)]) -> Vec<Window> {
+    let mut sorted = calls.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<Window> = Vec::new();
+    for (a, b) in sorted {
+        match out.last_mut() {
+            Some(w) if a <= w.1 + CUBLAS_BURST_GAP_NS => w.1 = w.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 impl StallWindows {
-    /// Collects the windows from shim events, NCCL windows and module-load calls.
-    pub fn collect(r: &ProcessRecords, comms: &[(NcclComm, Option<Window>)]) -> StallWindows {
+    /// Collects the windows from shim events, NCCL windows, cuBLAS's driver
+    /// calls (`is_cublas` tells a call's library id apart) and module-load calls.
+    pub fn collect(
+        r: &ProcessRecords,
+        comms: &[(NcclComm, Option<Window>)],
+        is_cublas: impl Fn(u32) -> bool,
+    ) -> StallWindows {
         let mut w = StallWindows::default();
         for e in &r.shim {
             match e {
@@ -306,13 +335,36 @@ impl StallWindows {
             .filter(|m| m.api.effect() == MemEffect::Module)
             .map(|m| (m.t_start, m.t_end))
             .collect();
+        let cublas_calls: Vec<Window> = r
+            .mem
+            .iter()
+            .filter(|m| {
+                is_cublas(m.library)
+                    && matches!(
+                        m.api.effect(),
+                        MemEffect::Module
+                            | MemEffect::DeviceAlloc
+                            | MemEffect::DeviceFree
+                            | MemEffect::Context
+                    )
+            })
+            .map(|m| (m.t_start, m.t_end))
+            .collect();
+        w.cublas = cublas_windows(&cublas_calls);
         w
     }
 
-    /// Splits [a, b] into compile > autotune > NCCL init > module loading > other
-    /// (each instant counted once, for the highest-priority kind active then).
+    /// Splits [a, b] into compile > autotune > NCCL init > cuBLAS init >
+    /// module loading > other (each instant counted once, for the
+    /// highest-priority kind active then).
     pub fn breakdown(&self, a: u64, b: u64) -> StallBreakdown {
-        let lists = [&self.compile, &self.autotune, &self.nccl, &self.module];
+        let lists = [
+            &self.compile,
+            &self.autotune,
+            &self.nccl,
+            &self.cublas,
+            &self.module,
+        ];
         let mut cuts: Vec<u64> = vec![a, b];
         for l in lists {
             for (x, y) in l.iter() {
@@ -325,14 +377,14 @@ impl StallWindows {
         }
         cuts.sort_unstable();
         cuts.dedup();
-        let mut secs_by = [0u64; 5];
+        let mut secs_by = [0u64; 6];
         for pair in cuts.windows(2) {
             let (x, y) = (pair[0], pair[1]);
             let mid = x + (y - x) / 2;
             let kind = lists
                 .iter()
                 .position(|l| l.iter().any(|(s, e)| *s <= mid && mid < *e))
-                .unwrap_or(4);
+                .unwrap_or(5);
             secs_by[kind] += y - x;
         }
         let f = |n: u64| n as f64 / 1e9;
@@ -341,10 +393,59 @@ impl StallWindows {
             compile_s: f(secs_by[0]),
             autotune_s: f(secs_by[1]),
             nccl_init_s: f(secs_by[2]),
-            module_load_s: f(secs_by[3]),
-            other_s: f(secs_by[4]),
+            cublas_init_s: f(secs_by[3]),
+            module_load_s: f(secs_by[4]),
+            other_s: f(secs_by[5]),
         }
     }
+}
+
+/// What each lazy-initialisation class cost in one phase of one process
+/// (classes with nothing are left out). Bytes: allocations made from the
+/// class's libraries, local-memory growth, NCCL's inferred init bytes and
+/// module code (all inferred parts included); seconds: the phase's stall
+/// breakdown, so no instant counts for two classes (cuBLAS init includes
+/// cuBLAS's own module loads; module loading is everyone else's); events:
+/// allocation calls, growths, communicators, autotunes, compiles, first
+/// kernel launches.
+pub fn class_costs(p: &ProcessAccount, phase: Phase) -> BTreeMap<EventClass, ClassCost> {
+    let mut m: BTreeMap<EventClass, ClassCost> = BTreeMap::new();
+    let Some(ph) = p.phases.iter().find(|x| x.phase == phase) else {
+        return m;
+    };
+    for sb in &ph.by_source {
+        if let Some(c) = class_of_source(&sb.source) {
+            let e = m.entry(c).or_default();
+            e.bytes += sb.allocated;
+            e.events += sb.calls as u32;
+        }
+    }
+    m.entry(EventClass::Cublas).or_default().seconds += ph.stall.cublas_init_s;
+    let local = m.entry(EventClass::LocalMemory).or_default();
+    local.bytes += ph.local_memory_growth;
+    local.events += p
+        .local_memory
+        .iter()
+        .filter(|l| l.phase == phase && !l.failed)
+        .count() as u32;
+    let nccl = m.entry(EventClass::NcclComm).or_default();
+    for c in p.nccl.iter().filter(|c| c.phase == Some(phase)) {
+        nccl.bytes += c.inferred_bytes;
+        nccl.events += 1;
+    }
+    nccl.seconds += ph.stall.nccl_init_s;
+    let at = m.entry(EventClass::TritonAutotune).or_default();
+    at.seconds += ph.stall.autotune_s;
+    at.events += p.autotune.iter().filter(|a| a.phase == phase).count() as u32;
+    let comp = m.entry(EventClass::Compile).or_default();
+    comp.seconds += ph.stall.compile_s;
+    comp.events += p.compiles.iter().filter(|c| c.phase == phase).count() as u32;
+    let module = m.entry(EventClass::ModuleLoad).or_default();
+    module.bytes += ph.module_code_bytes;
+    module.seconds += ph.stall.module_load_s;
+    module.events += ph.kernels_first_launched;
+    m.retain(|_, c| c.bytes > 0 || c.seconds > 0.0 || c.events > 0);
+    m
 }
 
 /// The event class of an out-of-pool source, for warmup lists and forensics.
@@ -499,14 +600,17 @@ mod tests {
             compile: vec![(10, 20)],
             autotune: vec![(5, 30)],
             nccl: vec![(40, 50)],
-            module: vec![(45, 60)],
+            cublas: vec![(58, 70)],
+            module: vec![(45, 60), (65, 68)],
         };
         let b = w.breakdown(0, 100);
         assert_eq!(b.compile_s, 10e-9);
         assert_eq!(b.autotune_s, 15e-9);
         assert_eq!(b.nccl_init_s, 10e-9);
-        assert_eq!(b.module_load_s, 10e-9);
-        assert_eq!(b.other_s, 55e-9);
+        // cuBLAS's own module loads (65-68) are cuBLAS init.
+        assert_eq!(b.cublas_init_s, 12e-9);
+        assert_eq!(b.module_load_s, 8e-9);
+        assert_eq!(b.other_s, 45e-9);
         assert!((b.wall_s - 100e-9).abs() < 1e-15);
     }
 
@@ -528,6 +632,21 @@ mod tests {
         let s = comm_spans(&far);
         assert_eq!(s[0], Some((95 * MS, 220 * MS)));
         assert_eq!(s[1], Some((895 * MS, 970 * MS)));
+    }
+
+    #[test]
+    fn cublas_calls_close_together_are_one_initialisation() {
+        const MS: u64 = 1_000_000;
+        let calls = [
+            (0, MS),
+            (15 * MS, 16 * MS),
+            (30 * MS, 34 * MS),
+            (200 * MS, 201 * MS),
+        ];
+        assert_eq!(
+            cublas_windows(&calls),
+            vec![(0, 34 * MS), (200 * MS, 201 * MS)]
+        );
     }
 
     #[test]

@@ -11,13 +11,7 @@ use crate::prewarm::catalog::{self, EventClass};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Step-1 cost of one event class in one attempt (worst rank).
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
-pub struct ClassCost {
-    pub bytes: u64,
-    pub seconds: f64,
-    pub events: u32,
-}
+pub use super::model::ClassCost;
 
 /// The figures of one attempt, taken from its worst rank.
 #[derive(Debug, Clone, Serialize, PartialEq)]

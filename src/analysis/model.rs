@@ -51,14 +51,31 @@ pub struct GapAccount {
 }
 
 /// Time inside one phase spent on lazy initialisation, by kind (seconds).
+/// Each instant counts once, for the first kind active then in this order:
+/// compile, autotune, NCCL init, cuBLAS init, module loading (so cuBLAS's own
+/// module loads are cuBLAS init, not module loading).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct StallBreakdown {
     pub wall_s: f64,
     pub compile_s: f64,
     pub autotune_s: f64,
     pub nccl_init_s: f64,
+    /// cuBLAS/cuBLASLt handle and workspace creation and their module loads:
+    /// bursts of driver calls made from cuBLAS (docs/accounting.md).
+    pub cublas_init_s: f64,
     pub module_load_s: f64,
     pub other_s: f64,
+}
+
+/// What one event class cost in one phase of one process: bytes that landed
+/// (allocations, local-memory growth, inferred growth), seconds of the phase's
+/// wall time (from the stall breakdown: never counted for two classes) and
+/// the number of events.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct ClassCost {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub events: u32,
 }
 
 /// One phase of one process.

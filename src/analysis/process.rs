@@ -282,7 +282,14 @@ pub fn analyse_process(
     );
     let autotune = framework::autotune_accounts(&r, &mut rp, &bounds);
     let compiles = framework::compile_events(&r, &bounds);
-    let stall_windows = StallWindows::collect(&r, &comm_windows);
+    let cublas_ids: std::collections::HashSet<u32> = r
+        .libraries
+        .iter()
+        .filter(|(_, path)| super::sources::classify(path).0 == "cublas")
+        .map(|(id, _)| *id)
+        .collect();
+    let stall_windows =
+        StallWindows::collect(&r, &comm_windows, |id| cublas_ids.contains(&id));
 
     let mut phases = Vec::new();
     for (i, (p, (a, b))) in phase_windows.iter().enumerate() {

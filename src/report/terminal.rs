@@ -269,10 +269,15 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
     {
         let _ = writeln!(
             o,
-            "   step-1 time: compile {}, autotune {}, NCCL init {}, module loading {}, other {}",
+            "   step-1 time: compile {}, autotune {}, NCCL init {}, cuBLAS init {},",
             seconds(st.compile_s),
             seconds(st.autotune_s),
             seconds(st.nccl_init_s),
+            seconds(st.cublas_init_s),
+        );
+        let _ = writeln!(
+            o,
+            "                module loading {}, other {}",
             seconds(st.module_load_s),
             seconds(st.other_s)
         );
