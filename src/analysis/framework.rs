@@ -459,134 +459,167 @@ pub fn class_of_source(source: &str) -> Option<EventClass> {
     }
 }
 
-/// What was first used after setup: the warmups a user still needs.
-pub fn late_warmups(
-    autotune: &[AutotuneAccount],
-    compiles: &[CompileEvent],
-    comms: &[CommAccount],
-    replay: &Replay,
-    kernels_after_setup: u32,
-    first_kernel_step: Option<u32>,
-) -> Vec<LateWarmup> {
-    let mut out = Vec::new();
-    for a in autotune
-        .iter()
-        .filter(|a| a.phase != Phase::Setup && a.source.starts_with("benchmark"))
-    {
-        out.push(LateWarmup {
-            class: EventClass::TritonAutotune,
-            what: format!("autotune {} for key {}", a.kernel, a.key),
-            phase: a.phase,
-            step: a.step,
-            seconds: a.seconds,
-            bytes: a.local_memory_growth + a.out_of_pool_bytes,
-        });
-    }
-    let mut by_kernel: Vec<(String, Phase, Option<u32>, f64, u32)> = Vec::new();
-    for c in compiles.iter().filter(|c| c.phase != Phase::Setup) {
-        match by_kernel.iter_mut().find(|k| k.0 == c.kernel) {
-            Some(k) => {
-                k.3 += c.seconds;
-                k.4 += 1;
-            }
-            None => by_kernel.push((c.kernel.clone(), c.phase, c.step, c.seconds, 1)),
-        }
-    }
-    for (kernel, phase, step, seconds, n) in by_kernel {
-        out.push(LateWarmup {
-            class: EventClass::Compile,
-            what: format!("compile {kernel} ({n}x)"),
-            phase,
-            step,
-            seconds,
+/// A late warmup below both of these is minor: reports fold it into a count
+/// (a 1.3 ms cached compile is not something to act on).
+pub const MINOR_SECONDS: f64 = 0.05;
+pub const MINOR_BYTES: u64 = 1 << 20;
+
+/// Everything late warmups are built from, for one process.
+pub struct LateInputs<'a> {
+    pub bounds: &'a Boundaries,
+    pub autotune: &'a [AutotuneAccount],
+    pub compiles: &'a [CompileEvent],
+    pub comms: &'a [CommAccount],
+    pub local: &'a [LocalMemoryEvent],
+    pub phases: &'a [PhaseAccount],
+    /// Start of every kernel's first launch (kernel records cover the first steps).
+    pub first_launches: &'a [u64],
+    /// cuBLAS initialisation windows (see `cublas_windows`).
+    pub cublas: &'a [Window],
+    pub oop_allocs: &'a [OopAlloc],
+}
+
+/// One late warmup being gathered: its events' times and costs.
+struct Gather {
+    class: EventClass,
+    subject: String,
+    keys: Vec<String>,
+    times: Vec<u64>,
+    compiles: u32,
+    seconds: f64,
+    bytes: u64,
+}
+
+impl Gather {
+    fn new(class: EventClass, subject: &str) -> Gather {
+        Gather {
+            class,
+            subject: subject.to_string(),
+            keys: Vec::new(),
+            times: Vec::new(),
+            compiles: 0,
+            seconds: 0.0,
             bytes: 0,
-        });
-    }
-    for c in comms
-        .iter()
-        .filter(|c| c.phase.is_some_and(|p| p != Phase::Setup))
-    {
-        out.push(LateWarmup {
-            class: EventClass::NcclComm,
-            what: format!(
-                "NCCL communicator {} ({} ranks)",
-                c.comm_id.clone().unwrap_or_else(|| c.comm.clone()),
-                c.nranks.map_or("?".into(), |n| n.to_string())
-            ),
-            phase: c.phase.unwrap_or(Phase::Step1),
-            step: c.step,
-            seconds: c.init_seconds.unwrap_or(0.0),
-            bytes: c.bytes + c.inferred_bytes,
-        });
-    }
-    let setup_sources: Vec<&str> = replay
-        .phases
-        .get(&Phase::Setup)
-        .map(|p| p.by_source.keys().map(|k| &**k).collect())
-        .unwrap_or_default();
-    for phase in [Phase::Step1, Phase::Steady, Phase::Teardown] {
-        let Some(p) = replay.phases.get(&phase) else {
-            continue;
-        };
-        for (src, sb) in &p.by_source {
-            let src: &str = src;
-            if setup_sources.contains(&src)
-                || sb.allocated == 0
-                || src == super::sources::TORCH_POOL
-                || src == "nccl"
-            {
-                continue;
-            }
-            if out
-                .iter()
-                .any(|w| w.what.contains(&format!("library {src} ")))
-            {
-                continue;
-            }
-            if let Some(class) = class_of_source(src) {
-                out.push(LateWarmup {
-                    class,
-                    what: format!("library {src} first used"),
-                    phase,
-                    step: None,
-                    seconds: 0.0,
-                    bytes: sb.allocated,
-                });
-            }
         }
     }
-    for ev in replay
-        .local_events
-        .iter()
-        .filter(|e| e.phase != Phase::Setup && !e.failed)
-    {
-        if autotune
+
+    fn finish(self, bounds: &Boundaries) -> Option<LateWarmup> {
+        let first = self.times.iter().copied().min()?;
+        let mut steps: Vec<u32> = self.times.iter().filter_map(|&t| bounds.step_of(t)).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        Some(LateWarmup {
+            minor: self.seconds < MINOR_SECONDS && self.bytes < MINOR_BYTES,
+            class: self.class,
+            subject: self.subject,
+            keys: self.keys,
+            events: self.times.len() as u32,
+            compiles: self.compiles,
+            seconds: self.seconds,
+            bytes: self.bytes,
+            phase: bounds.phase_of(first),
+            step: bounds.step_of(first),
+            steps,
+        })
+    }
+}
+
+/// The item for (class, subject), created on first use.
+fn gather<'a>(items: &'a mut Vec<Gather>, class: EventClass, subject: &str) -> &'a mut Gather {
+    match items.iter().position(|g| g.class == class && g.subject == subject) {
+        Some(i) => &mut items[i],
+        None => {
+            items.push(Gather::new(class, subject));
+            items.last_mut().expect("just pushed")
+        }
+    }
+}
+
+/// How much a late warmup costs, for ranking: the larger of its seconds and
+/// its GiB (1 GiB of out-of-pool memory in step 1 ranks like a 1 s stall).
+pub fn warmup_rank(w: &LateWarmup) -> f64 {
+    w.seconds.max(w.bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// What was first used after setup, in any step: the warmups a user still
+/// needs, grouped by what to warm, costliest first (docs/step-rule.md).
+pub fn late_warmups(inp: &LateInputs) -> Vec<LateWarmup> {
+    let b = inp.bounds;
+    let at = |s: f64| b.start + (s * 1e9) as u64;
+    let late = |t: u64| b.phase_of(t) != Phase::Setup;
+    let mut items: Vec<Gather> = Vec::new();
+    // Triton kernels: autotunes (their seconds include their candidates'
+    // compiles) and the compiles outside them.
+    for a in inp.autotune.iter().filter(|a| late(at(a.start_s))) {
+        let g = gather(&mut items, EventClass::TritonAutotune, &a.kernel);
+        g.keys.push(a.key.clone());
+        g.times.push(at(a.start_s));
+        g.seconds += a.seconds;
+        g.bytes += a.local_memory_growth + a.out_of_pool_bytes;
+    }
+    for c in inp.compiles.iter().filter(|c| late(at(c.start_s))) {
+        let inside_autotune = inp.autotune.iter().any(|a| {
+            a.kernel == c.kernel && c.start_s >= a.start_s && c.start_s <= a.start_s + a.seconds
+        });
+        let tuned = items
             .iter()
-            .any(|a| a.phase != Phase::Setup && ev.kernel.contains(&a.kernel))
-        {
-            continue; // already listed with its autotune
+            .any(|g| g.class == EventClass::TritonAutotune && g.subject == c.kernel);
+        let class = if tuned {
+            EventClass::TritonAutotune
+        } else {
+            EventClass::Compile
+        };
+        let g = gather(&mut items, class, &c.kernel);
+        g.times.push(at(c.start_s));
+        g.compiles += 1;
+        if !inside_autotune {
+            g.seconds += c.seconds;
         }
-        out.push(LateWarmup {
-            class: EventClass::LocalMemory,
-            what: format!("local-memory growth by {}", ev.kernel),
-            phase: ev.phase,
-            step: ev.step,
-            seconds: 0.0,
-            bytes: ev.device_growth,
-        });
     }
-    if kernels_after_setup > 0 {
-        out.push(LateWarmup {
-            class: EventClass::ModuleLoad,
-            what: format!(
-                "{kernels_after_setup} kernels first launched after setup (lazy module loading)"
-            ),
-            phase: Phase::Step1,
-            step: first_kernel_step,
-            seconds: 0.0,
-            bytes: 0,
-        });
+    for c in inp.comms.iter().filter(|c| c.phase.is_some_and(|p| p != Phase::Setup)) {
+        let subject = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
+        let g = gather(&mut items, EventClass::NcclComm, &subject);
+        g.times.push(at(c.start_s.unwrap_or(0.0)));
+        g.seconds += c.init_seconds.unwrap_or(0.0);
+        g.bytes += c.bytes + c.inferred_bytes;
     }
+    // cuBLAS (and cuDNN) after setup: their allocations and cuBLAS's init time.
+    for a in inp.oop_allocs.iter().filter(|a| late(a.t)) {
+        if class_of_source(&a.source) == Some(EventClass::Cublas) {
+            let g = gather(&mut items, EventClass::Cublas, &a.source);
+            g.times.push(a.t);
+            g.bytes += a.bytes;
+        }
+    }
+    // A burst that began in setup counts from setup's end.
+    let setup_end = b.window(Phase::Setup).map_or(b.end, |w| w.1);
+    for &(s, e) in inp.cublas.iter().filter(|w| late(w.1)) {
+        let s = s.max(setup_end);
+        let g = gather(&mut items, EventClass::Cublas, "cublas");
+        g.times.push(s);
+        g.seconds += e.saturating_sub(s) as f64 / 1e9;
+    }
+    for ev in inp.local.iter().filter(|e| e.phase != Phase::Setup && !e.failed) {
+        let tuned = inp
+            .autotune
+            .iter()
+            .any(|a| a.phase != Phase::Setup && ev.kernel.contains(&a.kernel));
+        if tuned {
+            continue; // counted with its autotune
+        }
+        let g = gather(&mut items, EventClass::LocalMemory, &ev.kernel);
+        g.times.push(at(ev.t_s));
+        g.bytes += ev.device_growth;
+    }
+    let mut lazy = Gather::new(EventClass::ModuleLoad, "");
+    lazy.times = inp.first_launches.iter().copied().filter(|&t| late(t)).collect();
+    for ph in inp.phases.iter().filter(|p| p.phase != Phase::Setup) {
+        lazy.seconds += ph.stall.module_load_s;
+        lazy.bytes += ph.module_code_bytes;
+    }
+    items.push(lazy);
+    let mut out: Vec<LateWarmup> = items.into_iter().filter_map(|g| g.finish(b)).collect();
+    out.sort_by(|x, y| warmup_rank(y).total_cmp(&warmup_rank(x)));
     out
 }
 
@@ -647,6 +680,102 @@ mod tests {
             cublas_windows(&calls),
             vec![(0, 34 * MS), (200 * MS, 201 * MS)]
         );
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    /// Synthetic boundaries: step 1 begins at 10 s, steps end at 20, 21, 22, 23 s.
+    fn four_steps() -> Boundaries {
+        Boundaries {
+            start: 0,
+            step1_begin: Some(10 * S),
+            step_ends: vec![20 * S, 21 * S, 22 * S, 23 * S],
+            end: 30 * S,
+            rule: "first-forward-after-zero-grad".into(),
+        }
+    }
+
+    fn autotune(kernel: &str, key: &str, start_s: f64, seconds: f64, growth: u64) -> AutotuneAccount {
+        let b = four_steps();
+        let t = (start_s * 1e9) as u64;
+        AutotuneAccount {
+            kernel: kernel.into(),
+            key: key.into(),
+            phase: b.phase_of(t),
+            step: b.step_of(t),
+            start_s,
+            seconds,
+            configs: 4,
+            benchmarked: 4,
+            chosen: "BLOCK: 64".into(),
+            source: "benchmark".into(),
+            local_memory_growth: growth,
+            out_of_pool_bytes: 0,
+            spilling_configs: Vec::new(),
+        }
+    }
+
+    fn compile(kernel: &str, start_s: f64, seconds: f64) -> CompileEvent {
+        let b = four_steps();
+        let t = (start_s * 1e9) as u64;
+        CompileEvent {
+            kernel: kernel.into(),
+            phase: b.phase_of(t),
+            step: b.step_of(t),
+            start_s,
+            seconds,
+            cache_hit: Some(false),
+        }
+    }
+
+    #[test]
+    fn late_warmups_are_grouped_by_kernel_ranked_by_cost_and_say_every_step() {
+        // Synthetic events, not a recording.
+        let b = four_steps();
+        let autotunes = [
+            autotune("chunk_bwd", "(64, 'bf16')", 12.0, 30.0, 0),
+            // A new shape in step 3 is the same problem.
+            autotune("chunk_bwd", "(128, 'bf16')", 21.5, 8.0, 6 << 30),
+            autotune("setup_kernel", "(1,)", 2.0, 5.0, 0),
+        ];
+        let compiles = [
+            compile("chunk_bwd", 12.5, 3.0),  // inside its autotune: counted there
+            compile("rms_norm", 11.0, 2.0),
+            compile("tiny", 21.2, 0.0013),    // a cached compile: minor
+        ];
+        let first_launches = [11 * S, 21 * S + 1];
+        let w = late_warmups(&LateInputs {
+            bounds: &b,
+            autotune: &autotunes,
+            compiles: &compiles,
+            comms: &[],
+            local: &[],
+            phases: &[],
+            first_launches: &first_launches,
+            cublas: &[],
+            oop_allocs: &[],
+        });
+        let chunk = &w[0];
+        assert_eq!(chunk.class, EventClass::TritonAutotune);
+        assert_eq!(chunk.subject, "chunk_bwd");
+        assert_eq!(chunk.keys, vec!["(64, 'bf16')", "(128, 'bf16')"]);
+        assert_eq!((chunk.events, chunk.compiles), (3, 1));
+        assert_eq!(chunk.seconds, 38.0);
+        assert_eq!(chunk.bytes, 6 << 30);
+        assert_eq!((chunk.step, chunk.steps.clone()), (Some(1), vec![1, 3]));
+        assert!(!chunk.minor);
+        // Setup's autotune is not a late warmup.
+        assert!(w.iter().all(|x| x.subject != "setup_kernel"));
+        let norm = w.iter().find(|x| x.subject == "rms_norm").unwrap();
+        assert_eq!((norm.class, norm.seconds, norm.minor), (EventClass::Compile, 2.0, false));
+        let tiny = w.iter().find(|x| x.subject == "tiny").unwrap();
+        assert!(tiny.minor);
+        assert_eq!(tiny.steps, vec![3]);
+        let lazy = w.iter().find(|x| x.class == EventClass::ModuleLoad).unwrap();
+        assert_eq!((lazy.events, lazy.steps.clone()), (2, vec![1, 3]));
+        // Costliest first (1 GiB ranks like 1 s).
+        let ranks: Vec<f64> = w.iter().map(warmup_rank).collect();
+        assert!(ranks.windows(2).all(|p| p[0] >= p[1]), "{ranks:?}");
     }
 
     #[test]

@@ -193,15 +193,32 @@ pub struct CompileEvent {
     pub cache_hit: Option<bool>,
 }
 
-/// Something first used after setup: the warmup a user still needs.
+/// Something first used after setup: the warmup a user still needs, grouped
+/// by what to warm (a Triton kernel, a communicator, a library, the kernels
+/// lazy loading brought in). Costliest first in `ProcessAccount::late_warmups`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LateWarmup {
     pub class: EventClass,
-    pub what: String,
-    pub phase: Phase,
-    pub step: Option<u32>,
+    /// What to warm: a kernel name, a communicator id, a library, or empty
+    /// for lazy module loading as a whole.
+    pub subject: String,
+    /// The Triton autotune keys (shapes) first tuned after setup, in full.
+    pub keys: Vec<String>,
+    /// Events folded into this item: autotunes, compiles, growths, kernels
+    /// first launched, allocation calls.
+    pub events: u32,
+    /// Of `events`, the JIT compiles (a Triton kernel's item holds both).
+    pub compiles: u32,
     pub seconds: f64,
     pub bytes: u64,
+    /// Phase and step where it first appeared.
+    pub phase: Phase,
+    pub step: Option<u32>,
+    /// Every step it appeared in (a new shape at step N is the same problem).
+    pub steps: Vec<u32>,
+    /// Below the list's threshold (under 50 ms and under 1 MiB): reports fold
+    /// it into a count.
+    pub minor: bool,
 }
 
 /// An out-of-memory failure and what led to it.

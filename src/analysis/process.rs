@@ -436,19 +436,18 @@ pub fn analyse_process(
         .collect();
     let forensics = forensics(&rp, &nccl, &exceptions, &bounds);
 
-    let kernels_after_setup: u32 = phases
-        .iter()
-        .filter(|p| p.phase != Phase::Setup)
-        .map(|p| p.kernels_first_launched)
-        .sum();
-    let late_warmups = framework::late_warmups(
-        &autotune,
-        &compiles,
-        &nccl,
-        &rp,
-        kernels_after_setup,
-        bounds.step1_begin.map(|_| 1),
-    );
+    let first_launches: Vec<u64> = r.first_launches.iter().map(|k| k.t_start).collect();
+    let late_warmups = framework::late_warmups(&framework::LateInputs {
+        bounds: &bounds,
+        autotune: &autotune,
+        compiles: &compiles,
+        comms: &nccl,
+        local: &rp.local_events,
+        phases: &phases,
+        first_launches: &first_launches,
+        cublas: &stall_windows.cublas,
+        oop_allocs: &rp.oop_allocs,
+    });
 
     let mut tightest: BTreeMap<Phase, Exposure> = BTreeMap::new();
     for e in &rp.exposures {

@@ -134,9 +134,24 @@ fn process(o: &mut String, p: &ProcessAccount) {
         }
     }
     if !p.late_warmups.is_empty() {
-        let _ = writeln!(o, "\nStill lands after setup:\n");
-        for w in &p.late_warmups {
-            let _ = writeln!(o, "- [{}] {}", w.class.label(), escape(&w.what));
+        let _ = writeln!(o, "\nStill lands after setup (costliest first):\n");
+        for w in p.late_warmups.iter().filter(|w| !w.minor) {
+            let t = super::warmup_text(w);
+            let keys = if t.keys.is_empty() {
+                String::new()
+            } else {
+                let k: Vec<String> = t.keys.iter().map(|k| format!("`{}`", k.replace('`', "'"))).collect();
+                format!(" — keys {}", k.join(", "))
+            };
+            let cost = if t.cost.is_empty() {
+                String::new()
+            } else {
+                format!("{}; ", t.cost)
+            };
+            let _ = writeln!(o, "- [{}] {}: {cost}{}{keys}", t.class, escape(&t.what), t.when);
+        }
+        if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
+            let _ = writeln!(o, "- {line}");
         }
     }
     for f in &p.forensics {

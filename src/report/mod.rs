@@ -43,6 +43,123 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// Longest autotune key the terminal and Markdown show (JSON keeps them whole).
+pub const KEY_WIDTH: usize = 48;
+
+/// Longest kernel name in a late-warmup line (JSON keeps it whole).
+pub const NAME_WIDTH: usize = 60;
+
+/// Shortens `text` to `width` characters, ending in "…" when cut.
+pub fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// A late warmup in words, for any renderer: what to warm, what it cost,
+/// where it appeared, and its keys shortened to `KEY_WIDTH` (at most three).
+/// Names come from the run: renderers escape them.
+pub struct WarmupText {
+    pub class: &'static str,
+    pub what: String,
+    pub cost: String,
+    pub when: String,
+    pub keys: Vec<String>,
+}
+
+/// Phrases one late warmup.
+pub fn warmup_text(w: &crate::analysis::model::LateWarmup) -> WarmupText {
+    use crate::prewarm::catalog::EventClass;
+    let plural = |n: u32, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let what = match w.class {
+        EventClass::TritonAutotune => {
+            let mut t = format!(
+                "{}: {} autotuned",
+                shorten(&w.subject, NAME_WIDTH),
+                plural(w.keys.len() as u32, "new key", "new keys")
+            );
+            if w.compiles > 0 {
+                t.push_str(&format!(", {}", plural(w.compiles, "compile", "compiles")));
+            }
+            t
+        }
+        EventClass::Compile => {
+            format!(
+                "{}: {}",
+                shorten(&w.subject, NAME_WIDTH),
+                plural(w.compiles, "compile", "compiles")
+            )
+        }
+        EventClass::NcclComm => format!("communicator {}", w.subject),
+        EventClass::Cublas => format!("{} (handles, workspaces, kernels)", w.subject),
+        EventClass::LocalMemory => {
+            format!("{}: local-memory growth", shorten(&w.subject, NAME_WIDTH))
+        }
+        EventClass::ModuleLoad => format!(
+            "{} (lazy module loading)",
+            plural(w.events, "kernel first launched", "kernels first launched")
+        ),
+    };
+    let mut cost = Vec::new();
+    if w.seconds > 0.0 {
+        cost.push(seconds(w.seconds));
+    }
+    if w.bytes > 0 {
+        cost.push(bytes(w.bytes));
+    }
+    let when = match w.steps.split_first() {
+        Some((first, [])) => format!("step {first}"),
+        Some((first, rest)) => {
+            let more: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+            format!("step {first}, again in step {}", more.join(", "))
+        }
+        None => w.phase.label().to_string(),
+    };
+    let mut keys: Vec<String> = w
+        .keys
+        .iter()
+        .take(3)
+        .map(|k| shorten(k, KEY_WIDTH))
+        .collect();
+    if w.keys.len() > 3 {
+        keys.push(format!("+{} more", w.keys.len() - 3));
+    }
+    WarmupText {
+        class: w.class.label(),
+        what,
+        cost: cost.join(", "),
+        when,
+        keys,
+    }
+}
+
+/// The line that stands for the minor late warmups, if any: "and 12 more
+/// under 50 ms / 1 MiB each (35.2 ms, 12.0 KiB in all)".
+pub fn minor_warmups_line(ws: &[crate::analysis::model::LateWarmup]) -> Option<String> {
+    let minor: Vec<_> = ws.iter().filter(|w| w.minor).collect();
+    if minor.is_empty() {
+        return None;
+    }
+    let secs: f64 = minor.iter().map(|w| w.seconds).sum();
+    let b: u64 = minor.iter().map(|w| w.bytes).sum();
+    Some(format!(
+        "and {} more under {} / {} each ({}, {} in all)",
+        minor.len(),
+        seconds(crate::analysis::framework::MINOR_SECONDS),
+        bytes(crate::analysis::framework::MINOR_BYTES),
+        seconds(secs),
+        bytes(b)
+    ))
+}
+
 /// One line of the rank spread: figure, the rank it belongs to, its value,
 /// and the skew across ranks, formatted for any renderer.
 pub struct SpreadLine {
@@ -104,6 +221,15 @@ pub fn missing_ranks_line(s: &crate::analysis::ranks::RankSpread) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_keys_are_shortened_for_people() {
+        assert_eq!(shorten("(4096, 'bf16')", 48), "(4096, 'bf16')");
+        let long = "x".repeat(60);
+        let short = shorten(&long, 10);
+        assert_eq!(short.chars().count(), 10);
+        assert!(short.ends_with('…'));
+    }
 
     #[test]
     fn units() {

@@ -111,35 +111,54 @@ const WIDTH: usize = 100;
 
 /// Packs `items` after `head` into lines of at most `WIDTH` columns, joined by
 /// `sep`: an item goes on the current line if it fits, else on a new line
-/// (starting with `indent`) if it fits there, else word by word.
+/// (starting with `indent`, the separator left at the end of the line before)
+/// if it fits there, else word by word.
 fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<String> {
     let width = |t: &str| t.chars().count();
     let mut lines = Vec::new();
     let mut line = head.to_string();
     for (i, item) in items.iter().enumerate() {
-        let piece = if i == 0 { item.clone() } else { format!("{sep}{item}") };
-        if width(&line) + width(&piece) <= WIDTH {
-            line.push_str(&piece);
+        let glue = if i == 0 { "" } else { sep };
+        // Room for the separator that ends this line if the next item breaks.
+        let reserve = if i + 1 < items.len() {
+            width(sep.trim_end())
+        } else {
+            0
+        };
+        if width(&line) + width(glue) + width(item) + reserve <= WIDTH {
+            line.push_str(glue);
+            line.push_str(item);
             continue;
         }
-        if i > 0 && width(indent) + width(piece.trim_start()) <= WIDTH {
+        line.push_str(glue.trim_end());
+        if width(line.trim()) > 0 && width(indent) + width(item) + reserve <= WIDTH {
             lines.push(line.trim_end().to_string());
-            line = format!("{indent}{}", piece.trim_start());
+            line = format!("{indent}{item}");
             continue;
         }
-        for (k, word) in piece.split(' ').enumerate() {
-            let glue = if k == 0 { "" } else { " " };
-            if width(&line) + width(glue) + width(word) > WIDTH && width(line.trim()) > 0 {
+        if !line.ends_with(' ') {
+            line.push(' ');
+        }
+        for (k, word) in item.split(' ').enumerate() {
+            let space = if k == 0 { "" } else { " " };
+            if width(&line) + width(space) + width(word) > WIDTH && width(line.trim()) > 0 {
                 lines.push(line.trim_end().to_string());
                 line = format!("{indent}  {word}");
             } else {
-                line.push_str(glue);
+                line.push_str(space);
                 line.push_str(word);
             }
         }
     }
     lines.push(line);
     lines
+}
+
+/// Writes `items` after `head`, wrapped at `WIDTH` (continuations indented).
+fn print_wrapped(o: &mut String, head: &str, items: &[String], sep: &str) {
+    for line in wrap_items(head, items, sep, "       ") {
+        let _ = writeln!(o, "{line}");
+    }
 }
 
 fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
@@ -149,13 +168,12 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
         label
     };
     let mut lines = vec![format!(
-        "   at end of {label}: device {} = pool {} + outside pool {}; unexplained {}",
+        "   at end of {label}: device {} = pool {} + outside pool {}",
         bytes(g.device_used),
         bytes(g.pool_reserved),
         bytes(g.out_of_pool),
-        signed_bytes(g.unexplained)
     )];
-    let parts: Vec<String> = g
+    let mut parts: Vec<String> = g
         .parts
         .iter()
         .map(|p| {
@@ -167,9 +185,8 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
             format!("{name} {}", signed_bytes(p.bytes))
         })
         .collect();
-    if !parts.is_empty() {
-        lines.extend(wrap_items("     outside pool = ", &parts, " + ", "       "));
-    }
+    parts.push(format!("unexplained {}", signed_bytes(g.unexplained)));
+    lines.extend(wrap_items("     outside pool = ", &parts, " + ", "       "));
     lines
 }
 
@@ -211,6 +228,42 @@ fn phase_table(o: &mut String, p: &ProcessAccount) {
             bytes(ph.local_memory_growth),
             ph.failed_requests
         );
+    }
+}
+
+/// The warmups still landing after setup, costliest first; minor ones folded.
+fn late_warmups(o: &mut String, p: &ProcessAccount) {
+    if p.late_warmups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "   still lands after setup (the warmups you still need), costliest first:"
+    );
+    for w in p.late_warmups.iter().filter(|w| !w.minor) {
+        let t = super::warmup_text(w);
+        let mut items = vec![format!("[{}] {}", t.class, t.what)];
+        if !t.cost.is_empty() {
+            items.push(t.cost);
+        }
+        items.push(t.when);
+        for line in wrap_items("     - ", &items, "; ", "         ") {
+            let _ = writeln!(o, "{line}");
+        }
+        if !t.keys.is_empty() {
+            let keys: Vec<String> = t.keys.iter().map(|k| format!("key {k}")).collect();
+            for line in wrap_items("         ", &keys, ", ", "         ") {
+                let _ = writeln!(o, "{line}");
+            }
+        }
+    }
+    if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
+        let prefix = if p.late_warmups.iter().all(|w| w.minor) {
+            "     - only minor ones: "
+        } else {
+            "     - "
+        };
+        let _ = writeln!(o, "{prefix}{line}");
     }
 }
 
@@ -299,12 +352,8 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             })
             .collect();
         if !oop.is_empty() {
-            let _ = writeln!(
-                o,
-                "   out of pool in {}: {}",
-                phase_name(p, ph.phase),
-                oop.join(", ")
-            );
+            let head = format!("   out of pool in {}: ", phase_name(p, ph.phase));
+            print_wrapped(o, &head, &oop, ", ");
         }
         let loads: Vec<String> = ph
             .by_source
@@ -320,13 +369,14 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             })
             .collect();
         if !loads.is_empty() {
-            let _ = writeln!(
-                o,
-                "   module loads in {}: {}; {} kernels first launched",
-                phase_name(p, ph.phase),
-                loads.join(", "),
+            let head = format!("   module loads in {}: ", phase_name(p, ph.phase));
+            let mut items = loads;
+            let last = items.pop().unwrap_or_default();
+            items.push(format!(
+                "{last}; {} kernels first launched",
                 ph.kernels_first_launched
-            );
+            ));
+            print_wrapped(o, &head, &items, ", ");
         }
     }
     for ph in &p.phases {
@@ -337,9 +387,8 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         }
     }
     for l in &p.local_memory {
-        let _ = writeln!(
-            o,
-            "   local memory {} {} -> {}{} in {} at {:.2}s: {}{} ({} regs)",
+        let head = format!(
+            "   local memory {} {} -> {}{} in {} at {:.2}s: ",
             if l.failed { "could NOT grow" } else { "grew" },
             bytes(l.before),
             bytes(l.after),
@@ -350,63 +399,69 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             },
             step_label_in(p, l.phase, l.step),
             l.t_s,
-            l.kernel,
-            l.autotune_config
-                .as_ref()
-                .map(|c| format!(" [autotune candidate {c}]"))
-                .unwrap_or_default(),
-            l.registers
         );
+        let mut items = vec![format!("{} ({} regs)", l.kernel, l.registers)];
+        if let Some(c) = &l.autotune_config {
+            items.push(format!("autotune candidate {c}"));
+        }
+        print_wrapped(o, &head, &items, ", ");
     }
     for c in &p.nccl {
-        let _ = writeln!(
-            o,
-            "   NCCL communicator {} ({} ranks) created in {}: {}, {} allocated + {} without allocation calls",
+        let head = format!(
+            "   NCCL communicator {} ({} ranks) created in {}: ",
             c.comm_id.clone().unwrap_or_else(|| c.comm.clone()),
             c.nranks.map_or("?".into(), |n| n.to_string()),
             c.phase
                 .map(|ph| step_label_in(p, ph, c.step))
                 .unwrap_or_else(|| "?".into()),
-            c.init_seconds.map(seconds).unwrap_or_else(|| "?".into()),
-            bytes(c.bytes),
-            bytes(c.inferred_bytes)
         );
+        let items = [
+            c.init_seconds.map(seconds).unwrap_or_else(|| "?".into()),
+            format!("{} allocated", bytes(c.bytes)),
+            format!("{} without allocation calls", bytes(c.inferred_bytes)),
+        ];
+        print_wrapped(o, &head, &items, ", ");
     }
     for a in &p.autotune {
         if a.configs == 0 {
-            let _ = writeln!(
-                o,
-                "   Triton autotune of {} was interrupted by the failure while benchmarking candidate {}",
-                a.kernel,
-                a.spilling_configs.join(" | ")
+            let head = format!(
+                "   Triton autotune of {} was interrupted by the failure while benchmarking ",
+                a.kernel
             );
+            let items: Vec<String> = a
+                .spilling_configs
+                .iter()
+                .map(|c| format!("candidate {c}"))
+                .collect();
+            print_wrapped(o, &head, &items, " | ");
             continue;
         }
-        let _ = writeln!(
-            o,
-            "   Triton autotune {} key {} in {}: {}, {}/{} configs benchmarked ({}), chose {}{}",
+        let head = format!(
+            "   Triton autotune {} key {} in {}: ",
             a.kernel,
-            a.key,
+            super::shorten(&a.key, super::KEY_WIDTH),
             step_label_in(p, a.phase, a.step),
-            seconds(a.seconds),
-            a.benchmarked,
-            a.configs,
-            a.source,
-            a.chosen,
-            if a.spilling_configs.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; local memory grew while benchmarking {}{}",
-                    a.spilling_configs.join(" | "),
-                    if a.local_memory_growth > 0 {
-                        format!(" (+{})", bytes(a.local_memory_growth))
-                    } else {
-                        String::new()
-                    }
-                )
-            }
         );
+        let mut items = vec![
+            seconds(a.seconds),
+            format!(
+                "{}/{} configs benchmarked ({})",
+                a.benchmarked, a.configs, a.source
+            ),
+            format!("chose {}", a.chosen),
+        ];
+        if !a.spilling_configs.is_empty() {
+            items.push(format!(
+                "local memory grew while benchmarking {}{}",
+                a.spilling_configs.join(" | "),
+                if a.local_memory_growth > 0 {
+                    format!(" (+{})", bytes(a.local_memory_growth))
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        print_wrapped(o, &head, &items, "; ");
     }
     let compile_total: f64 = p.compiles.iter().map(|c| c.seconds).sum();
     if !p.compiles.is_empty() {
@@ -424,20 +479,20 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         );
     }
     for t in &p.tightest {
-        let _ = writeln!(
-            o,
-            "   tightest out-of-pool moment in {}: {} {} of {} with {} free{}",
-            phase_name(p, t.phase),
-            t.source,
-            t.what,
-            bytes(t.bytes),
-            t.device_free_before
-                .map(bytes)
-                .unwrap_or_else(|| "?".into()),
-            t.headroom_after
-                .map(|h| format!(" ({} left)", signed_bytes(h)))
-                .unwrap_or_default()
-        );
+        let head = format!("   tightest out-of-pool moment in {}: ", phase_name(p, t.phase));
+        let items = [
+            format!("{} {} of {}", t.source, t.what, bytes(t.bytes)),
+            format!(
+                "with {} free{}",
+                t.device_free_before
+                    .map(bytes)
+                    .unwrap_or_else(|| "?".into()),
+                t.headroom_after
+                    .map(|h| format!(" ({} left)", signed_bytes(h)))
+                    .unwrap_or_default()
+            ),
+        ];
+        print_wrapped(o, &head, &items, " ");
     }
     if let Some(c) = p.min_capacity_bytes {
         let _ = writeln!(
@@ -446,33 +501,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             bytes(c)
         );
     }
-    if !p.late_warmups.is_empty() {
-        let _ = writeln!(
-            o,
-            "   still lands after setup (the warmups you still need):"
-        );
-        for w in &p.late_warmups {
-            let mut cost = Vec::new();
-            if w.seconds > 0.0 {
-                cost.push(seconds(w.seconds));
-            }
-            if w.bytes > 0 {
-                cost.push(bytes(w.bytes));
-            }
-            let _ = writeln!(
-                o,
-                "     - [{}] {} in {}{}",
-                w.class.label(),
-                w.what,
-                step_label_in(p, w.phase, w.step),
-                if cost.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", cost.join(", "))
-                }
-            );
-        }
-    }
+    late_warmups(o, p);
     for f in &p.forensics {
         let _ = writeln!(
             o,
@@ -532,16 +561,44 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             h.dropped_probe_events, h.dropped_cupti_records
         );
     }
-    let _ = writeln!(
-        o,
-        "   probe: {} callbacks ({}), {} kernel records ({}); memory from {}",
-        h.callbacks,
-        seconds(h.callback_seconds),
-        h.activity_records,
-        seconds(h.activity_seconds),
-        p.memory_source
-    );
+    let items = [
+        format!(
+            "{} callbacks ({}), {} kernel records ({})",
+            h.callbacks,
+            seconds(h.callback_seconds),
+            h.activity_records,
+            seconds(h.activity_seconds)
+        ),
+        format!("memory from {}", p.memory_source),
+    ];
+    print_wrapped(o, "   probe: ", &items, "; ");
     for pr in &p.problems {
         let _ = writeln!(o, "   problem: {}: {}", pr.file, pr.what);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn wrapped_lines_stay_within_the_width_and_break_between_items() {
+        let parts = items(&["a".repeat(50).as_str(), "b".repeat(30).as_str(), "c".repeat(40).as_str()]);
+        let lines = wrap_items("   head = ", &parts, " + ", "       ");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].ends_with(" +"), "the separator ends the broken line: {lines:?}");
+        assert!(lines[1].starts_with("       cccc"));
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH));
+        // An item wider than a line is broken at spaces.
+        let long = items(&[&"word ".repeat(40)]);
+        let lines = wrap_items("   x: ", &long, ", ", "       ");
+        assert!(lines.len() > 1);
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{lines:?}");
+        // A short list stays on one line.
+        assert_eq!(wrap_items("   y: ", &items(&["1", "2"]), ", ", "  "), vec!["   y: 1, 2"]);
     }
 }
