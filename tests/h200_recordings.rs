@@ -4,7 +4,7 @@
 
 use prewarm_doctor::analysis::matrix::{VerdictClass, compare};
 use prewarm_doctor::analysis::framework::class_costs;
-use prewarm_doctor::analysis::model::ProcessAccount;
+use prewarm_doctor::analysis::model::{ProcessAccount, Remedy};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
@@ -322,10 +322,84 @@ fn nccl_oom_forensics_blame_the_step_1_communicator() {
             && f.prewarms.contains(&"nccl_comm".to_string())
     );
     assert!(f.message.as_deref().unwrap().contains("CUDA out of memory"));
-    // With the communicator prewarmed, the same run survives.
+    // The projection: NCCL's buffers and code, created in setup instead,
+    // still sit under step 2's pool: with the same step-2 demand the
+    // prewarm leaves the failure point as short as it was.
+    let b = f.budget.as_ref().unwrap();
+    assert!(b.shortfall > 0 && b.shortfall < 16 * MIB as i64, "{b:?}");
+    // torch said 99.22 MiB of its pool was cached but unallocated.
+    assert_eq!(b.pool_cache, Some((99.22 * MIB as f64) as u64));
+    let n = f.projections.iter().find(|x| x.prewarm == "nccl_comm").unwrap();
+    assert!(!n.moves_request);
+    assert!(n.persistent_bytes >= 550 * MIB);
+    assert_eq!(n.margin, -b.shortfall);
+    assert!(f.remedies.is_empty());
+    // The recorded prewarm run survives nonetheless: this example sizes its
+    // step memory from what setup left free (`--occupy-gib=-0.85`), so with
+    // the communicator made in setup it simply holds 556 MiB less. A model
+    // whose step needs fixed memory would not; the projection says so.
     let (a2, p2) = rank("oom-nccl-prewarm");
     assert_eq!(a2.exit_code, Some(0));
     assert!(p2.forensics.is_empty());
+}
+
+/// Copies a run folder (to add to it in a test).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The Triton OOM recording predates the shim's zero_grad/first_forward
+/// records, so its step 1 cannot be placed: one phase, never "setup".
+#[test]
+fn a_run_whose_step_one_cannot_be_placed_is_not_called_setup() {
+    let (a, p) = rank("oom-triton-baseline");
+    assert_eq!(p.steps.step1_s, None);
+    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    assert!(text.contains("   before any step "), "{text}");
+    assert!(!text.contains("   setup "), "{text}");
+    assert!(text.contains("lazy initialisation before the failure (step 1's start unknown)"));
+}
+
+/// The same recording with the two lines a current shim writes before the
+/// step-1 forward (SYNTHETIC lines, added here, not recorded: a zero_grad
+/// and the first forward, placed between the script's `randn` input and its
+/// first cuBLAS call): step 1 is placed although no optimizer step finished,
+/// and the failure is in step 1, with step 1's cuBLAS init before it.
+#[test]
+fn a_process_that_died_in_step_one_gets_step_one_from_the_shims_records() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("oom-triton-baseline"), dir.path());
+    let shim = dir.path().join("default/1/vm/proc.pid-908.shim.jsonl");
+    let mut text = std::fs::read_to_string(&shim).unwrap();
+    text.push_str("{\"ev\": \"zero_grad\", \"t\": 370756000000, \"opt\": 0}\n");
+    text.push_str(
+        "{\"ev\": \"first_forward\", \"t\": 370757000000, \"opt\": 0, \"after_zero_grad\": true}\n",
+    );
+    std::fs::write(&shim, text).unwrap();
+    let a = attempts(dir.path()).remove(0);
+    let p = &a.processes[0];
+    assert!(p.steps.rule.starts_with("first-forward-after-zero-grad (no optimizer step finished"));
+    assert_eq!(p.steps.count, 0);
+    let setup = p.steps.setup_s.unwrap();
+    assert!(setup > 5.0 && setup < 6.0, "{setup}");
+    assert!(p.steps.step1_s.unwrap() > 100.0);
+    let f = &p.forensics[0];
+    assert_eq!((f.phase, f.step), (Phase::Step1, Some(1)));
+    assert!(f.preceded_by.contains(&(EventClass::Cublas, 67_240_960)), "{:?}", f.preceded_by);
+    assert_eq!(source_bytes(p, Phase::Step1, "cublas"), 67_240_960);
+    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    assert!(text.contains("OUT OF MEMORY in step 1 at 123.13s"), "{text}");
+    assert!(text.contains("lazy initialisation in step 1 (before the failure)"), "{text}");
+    assert!(text.contains("no optimizer step finished: step 1 ran"), "{text}");
 }
 
 #[test]
@@ -354,6 +428,45 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
             .unwrap()
             .starts_with("BLOCK: 16384")
     );
+
+    // Would a prewarm have saved it? Local memory is never given back: the
+    // autotune prewarm moves the 2.5 GiB growth to setup, where it still sits
+    // under the step's peak, so the failure point stays 1.6 GiB short.
+    let b = f.budget.as_ref().unwrap();
+    assert_eq!(b.request, f.bytes);
+    assert_eq!(b.shortfall, f.bytes as i64 - f.device_free_before.unwrap() as i64);
+    assert!(b.shortfall > 1536 * MIB as i64);
+    assert_eq!(b.device_used + f.device_free_before.unwrap(), b.device_total);
+    let t = f
+        .projections
+        .iter()
+        .find(|x| x.prewarm == "triton_autotune")
+        .unwrap();
+    assert!(t.moves_request);
+    assert!(t.persistent_bytes >= f.bytes);
+    assert_eq!(t.margin, -b.shortfall);
+    // The fix that removes the demand: prune the spilling candidate.
+    match &f.remedies[..] {
+        [Remedy::PruneAutotuneConfig {
+            kernel,
+            config,
+            local_bytes,
+            registers,
+            margin,
+            ..
+        }] => {
+            assert_eq!(kernel, "rowwise_mix");
+            assert!(config.starts_with("BLOCK: 16384, num_warps: 1"));
+            assert_eq!(*local_bytes, failed.after - failed.before);
+            assert_eq!(*registers, 168);
+            assert_eq!(*margin, f.device_free_before.unwrap() as i64);
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    assert!(text.contains("triton_autotune: still short by 1.6 GiB"), "{text}");
+    assert!(text.contains("local memory is never given back"), "{text}");
+    assert!(text.contains("the fix that removes the demand: prune the candidate BLOCK: 16384"));
 }
 
 #[test]

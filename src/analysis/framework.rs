@@ -552,7 +552,9 @@ pub fn late_warmups(inp: &LateInputs) -> Vec<LateWarmup> {
     // compiles) and the compiles outside them.
     for a in inp.autotune.iter().filter(|a| late(at(a.start_s))) {
         let g = gather(&mut items, EventClass::TritonAutotune, &a.kernel);
-        g.keys.push(a.key.clone());
+        if a.configs > 0 {
+            g.keys.push(a.key.clone()); // else interrupted by a failure: no key
+        }
         g.times.push(at(a.start_s));
         g.seconds += a.seconds;
         g.bytes += a.local_memory_growth + a.out_of_pool_bytes;

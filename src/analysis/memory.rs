@@ -119,6 +119,8 @@ pub struct Failure {
     pub free_before: Option<u64>,
     pub total: Option<u64>,
     pub local_kernel: Option<String>,
+    /// PyTorch's pool when it failed.
+    pub pool: u64,
 }
 
 /// An out-of-pool allocation that succeeded, for joins with framework windows.
@@ -127,6 +129,8 @@ pub struct OopAlloc {
     pub t: u64,
     pub source: SourceName,
     pub bytes: u64,
+    /// When it was given back, if it was.
+    pub freed: Option<u64>,
 }
 
 /// Everything the replay produces.
@@ -515,6 +519,7 @@ pub fn replay(
     };
     let mut state = State::default();
     let mut live: HashMap<u64, (u64, SourceName, bool)> = HashMap::with_capacity(1024);
+    let mut oop_index: HashMap<u64, usize> = HashMap::new();
     let mut first_local: HashMap<u32, u64> = HashMap::new();
     let mut max_local: HashMap<u32, u64> = HashMap::new();
 
@@ -598,6 +603,7 @@ pub fn replay(
                     after: l.total_after,
                     device_growth: grow,
                     registers: l.registers,
+                    per_thread: l.per_thread,
                     failed,
                     autotune_config: None,
                 });
@@ -617,6 +623,7 @@ pub fn replay(
                         free_before: free,
                         total: device.cuda_total,
                         local_kernel: Some(kernel_display(&l.kernel)),
+                        pool: state.pool,
                     });
                 } else {
                     max_local.insert(l.context_id, l.total_after);
@@ -651,6 +658,7 @@ pub fn replay(
                             free_before: opt(m.free_before),
                             total: opt(m.total),
                             local_kernel: None,
+                            pool: state.pool,
                         });
                         if !in_pool {
                             push_request_exposure(
@@ -685,10 +693,12 @@ pub fn replay(
                             );
                             *state.oop.entry(source.clone()).or_default() += m.bytes;
                             acc.oop_alloc += m.bytes;
+                            oop_index.insert(m.address, out.oop_allocs.len());
                             out.oop_allocs.push(OopAlloc {
                                 t: *t,
                                 source: source.clone(),
                                 bytes: m.bytes,
+                                freed: None,
                             });
                         }
                         let sb = source_entry(&mut acc.by_source, &source);
@@ -696,6 +706,9 @@ pub fn replay(
                         sb.allocated += m.bytes;
                     }
                     MemEffect::DeviceFree => {
+                        if let Some(i) = oop_index.remove(&m.address) {
+                            out.oop_allocs[i].freed = Some(*t);
+                        }
                         if let Some((bytes, src, pool)) = live.remove(&m.address) {
                             if pool {
                                 state.pool = state.pool.saturating_sub(bytes);

@@ -424,12 +424,19 @@ pub fn analyse_process(
         .iter()
         .filter_map(|e| match e {
             ShimEvent::Exception {
-                t, kind, message, ..
+                t,
+                kind,
+                message,
+                pool_reserved,
+                pool_allocated,
+                ..
             } => Some(ExceptionEvent {
                 t_s: secs(*t, start),
                 phase: bounds.phase_of(*t),
                 kind: kind.clone(),
                 message: message.clone(),
+                pool_reserved: *pool_reserved,
+                pool_allocated: *pool_allocated,
             }),
             _ => None,
         })

@@ -111,7 +111,11 @@ fn process(o: &mut String, p: &ProcessAccount) {
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} | {} |",
-            ph.phase.label(),
+            if ph.phase == Phase::Setup && p.steps.step1_s.is_none() {
+                "before any step"
+            } else {
+                ph.phase.label()
+            },
             seconds(ph.duration_s),
             ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
             bytes(ph.pool_reserved_peak),
@@ -157,14 +161,33 @@ fn process(o: &mut String, p: &ProcessAccount) {
     for f in &p.forensics {
         let _ = writeln!(
             o,
-            "\n**Out of memory** at {:.2}s: {} with {} free. Prewarms that move what preceded it: {}.",
+            "\n**Out of memory** at {:.2}s{}: {} with {} free.",
             f.t_s,
+            f.step.map(|n| format!(" in step {n}")).unwrap_or_default(),
             escape(&f.request),
             f.device_free_before
                 .map(bytes)
                 .unwrap_or_else(|| "?".into()),
-            escape(&f.prewarms.join(", "))
         );
+        let groups = super::projection_texts(f);
+        if !groups.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nWould a prewarm have saved it (at the failure point, if the step needs the same memory)?\n"
+            );
+            for g in groups {
+                let _ = writeln!(
+                    o,
+                    "- {}: **{}** — {}",
+                    escape(&g.prewarms.join(", ")),
+                    g.outcome,
+                    escape(&g.why.join("; "))
+                );
+            }
+        }
+        for r in &f.remedies {
+            let _ = writeln!(o, "\nFix: {}.", escape(&super::remedy_text(r)));
+        }
     }
 }
 

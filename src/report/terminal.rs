@@ -3,7 +3,7 @@
 
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
-use crate::analysis::model::{GapAccount, ProcessAccount};
+use crate::analysis::model::{Forensic, GapAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{RankSpread, step1_comm_count, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
@@ -267,6 +267,82 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
     }
 }
 
+/// Where the lazy initialisation that preceded a failure landed, in words.
+fn preceded_span(p: &ProcessAccount, f: &Forensic) -> String {
+    match f.step {
+        Some(1) => "in step 1 (before the failure)".to_string(),
+        Some(n) => format!("since setup ended (steps 1-{n}, before the failure)"),
+        None if p.steps.step1_s.is_some() => "earlier in setup".to_string(),
+        None => "before the failure (step 1's start unknown)".to_string(),
+    }
+}
+
+/// An out-of-memory failure: the request, the budget, what preceded it,
+/// whether each candidate prewarm would have saved the run, and the fix that
+/// removes the demand when there is one.
+fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
+    let head = format!(
+        "   OUT OF MEMORY in {} at {:.2}s: ",
+        step_label_in(p, f.phase, f.step),
+        f.t_s
+    );
+    let free = f.device_free_before.map(bytes).unwrap_or_else(|| "?".into());
+    print_wrapped(o, &head, &[f.request.clone(), format!("with {free} free")], " ");
+    if let Some(m) = &f.message {
+        let first: String = m.lines().next().unwrap_or(m).chars().take(200).collect();
+        print_wrapped(o, "     the process died with: ", &[first], " ");
+    }
+    if let Some(b) = &f.budget {
+        let items = [
+            format!("device {}", bytes(b.device_total)),
+            format!("in use {}", bytes(b.device_used)),
+            format!("request {}", bytes(b.request)),
+            format!("short by {}", signed_bytes(b.shortfall)),
+            format!(
+                "this process's pool {} (peak {}{})",
+                bytes(b.pool_reserved),
+                bytes(b.pool_peak),
+                b.pool_cache
+                    .map(|c| format!(", {} of it unused cache", bytes(c)))
+                    .unwrap_or_default()
+            ),
+        ];
+        print_wrapped(o, "     budget: ", &items, ", ");
+    }
+    if !f.preceded_by.is_empty() {
+        let parts: Vec<String> = f
+            .preceded_by
+            .iter()
+            .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
+            .collect();
+        let head = format!("     lazy initialisation {}: ", preceded_span(p, f));
+        print_wrapped(o, &head, &parts, ", ");
+    }
+    let groups = super::projection_texts(f);
+    if !groups.is_empty() {
+        let _ = writeln!(
+            o,
+            "     would a prewarm have saved it? (at the failure point, if the step needs the same memory)"
+        );
+        for g in groups {
+            let head = format!("       - {}: ", g.prewarms.join(", "));
+            let mut items = vec![g.outcome];
+            items.extend(g.why);
+            for line in wrap_items(&head, &items, "; ", "           ") {
+                let _ = writeln!(o, "{line}");
+            }
+        }
+    }
+    for r in &f.remedies {
+        print_wrapped(
+            o,
+            "     the fix that removes the demand: ",
+            &[super::remedy_text(r)],
+            " ",
+        );
+    }
+}
+
 fn render_process(o: &mut String, p: &ProcessAccount) {
     let _ = writeln!(o, "-- {}", who(p));
     if !p.capture.active {
@@ -312,7 +388,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         }
     }
     if s.step1_s.is_some() {
-        let _ = writeln!(o, "   step 1 starts at: {}", s.rule);
+        print_wrapped(o, "   step 1 starts at: ", &[s.rule.clone()], " ");
     }
     if let Some(st) = p
         .phases
@@ -503,46 +579,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
     }
     late_warmups(o, p);
     for f in &p.forensics {
-        let _ = writeln!(
-            o,
-            "   OUT OF MEMORY in {} at {:.2}s: {} with {} free",
-            step_label_in(p, f.phase, f.step),
-            f.t_s,
-            f.request,
-            f.device_free_before
-                .map(bytes)
-                .unwrap_or_else(|| "?".into())
-        );
-        if !f.preceded_by.is_empty() {
-            let parts: Vec<String> = f
-                .preceded_by
-                .iter()
-                .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
-                .collect();
-            let since = match f.step {
-                Some(1) => "in step 1 (before the failure)".to_string(),
-                Some(n) => format!("since setup ended (steps 1-{n}, before the failure)"),
-                None if p.steps.step1_s.is_some() => "earlier in setup".to_string(),
-                None => "before the failure (step 1's start unknown)".to_string(),
-            };
-            let _ = writeln!(o, "     lazy initialisation {since}: {}", parts.join(", "));
-        }
-        if let (false, Some(c)) = (f.prewarms.is_empty(), f.movable.first()) {
-            let _ = writeln!(
-                o,
-                "     a prewarm for {} would move that out of the failing step (known: {})",
-                c.label(),
-                f.prewarms.join(", ")
-            );
-        }
-        if let Some(m) = &f.message {
-            let first = m.lines().next().unwrap_or(m);
-            let _ = writeln!(
-                o,
-                "     the process died with: {}",
-                first.chars().take(200).collect::<String>()
-            );
-        }
+        forensic(o, p, f);
     }
     if let Some(c) = p.step_checks.first() {
         let _ = writeln!(
