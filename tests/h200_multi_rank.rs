@@ -104,7 +104,12 @@ fn every_rank_is_captured_with_its_own_communicator_accounts() {
         assert!(g.unexplained.unsigned_abs() <= 8 * MIB, "{}", g.unexplained);
         for ph in &p.phases {
             let g = ph.gap_end.as_ref().unwrap();
-            assert!(g.unexplained.unsigned_abs() <= 8 * MIB, "{:?}: {}", ph.phase, g.unexplained);
+            assert!(
+                g.unexplained.unsigned_abs() <= 8 * MIB,
+                "{:?}: {}",
+                ph.phase,
+                g.unexplained
+            );
         }
     }
     let ids = |p: &ProcessAccount| {
@@ -167,7 +172,12 @@ fn the_prewarm_moves_both_communicators_into_setup_on_every_rank() {
         );
         for ph in &p.phases {
             let g = ph.gap_end.as_ref().unwrap();
-            assert!(g.unexplained.unsigned_abs() <= 16 * MIB, "{:?}: {}", ph.phase, g.unexplained);
+            assert!(
+                g.unexplained.unsigned_abs() <= 16 * MIB,
+                "{:?}: {}",
+                ph.phase,
+                g.unexplained
+            );
         }
     }
     assert_eq!(a.ranks.unwrap().step1_nccl_comms, (0, 0));

@@ -2,8 +2,8 @@
 //! real recordings from an H200 (tests/fixtures/h200/README.md says how each
 //! was made).
 
-use prewarm_doctor::analysis::matrix::{VerdictClass, compare};
 use prewarm_doctor::analysis::framework::class_costs;
+use prewarm_doctor::analysis::matrix::{VerdictClass, compare};
 use prewarm_doctor::analysis::model::{ProcessAccount, Remedy};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
@@ -196,7 +196,9 @@ fn cublas_first_backward_lands_in_step_1_without_the_prewarm_and_in_setup_with_i
             let total: f64 = costs.values().map(|c| c.seconds).sum();
             assert!(total <= ph.stall.wall_s - ph.stall.other_s + 1e-9);
             assert_eq!(
-                costs.get(&EventClass::ModuleLoad).map_or(0.0, |c| c.seconds),
+                costs
+                    .get(&EventClass::ModuleLoad)
+                    .map_or(0.0, |c| c.seconds),
                 ph.stall.module_load_s
             );
         }
@@ -246,7 +248,10 @@ fn the_spilling_autotune_candidate_is_named_with_its_local_memory_growth() {
         (first.class, first.subject.as_str()),
         (EventClass::TritonAutotune, "rowwise_mix")
     );
-    assert_eq!(first.keys, vec!["(4096, 'torch.bfloat16', 'torch.bfloat16')"]);
+    assert_eq!(
+        first.keys,
+        vec!["(4096, 'torch.bfloat16', 'torch.bfloat16')"]
+    );
     assert_eq!((first.step, first.steps.clone()), (Some(1), vec![1]));
     assert_eq!(first.compiles, 3);
     assert!(first.seconds > 100.0 && first.bytes > 2 * 1024 * MIB);
@@ -329,7 +334,11 @@ fn nccl_oom_forensics_blame_the_step_1_communicator() {
     assert!(b.shortfall > 0 && b.shortfall < 16 * MIB as i64, "{b:?}");
     // torch said 99.22 MiB of its pool was cached but unallocated.
     assert_eq!(b.pool_cache, Some((99.22 * MIB as f64) as u64));
-    let n = f.projections.iter().find(|x| x.prewarm == "nccl_comm").unwrap();
+    let n = f
+        .projections
+        .iter()
+        .find(|x| x.prewarm == "nccl_comm")
+        .unwrap();
     assert!(!n.moves_request);
     assert!(n.persistent_bytes >= 550 * MIB);
     assert_eq!(n.margin, -b.shortfall);
@@ -387,19 +396,36 @@ fn a_process_that_died_in_step_one_gets_step_one_from_the_shims_records() {
     std::fs::write(&shim, text).unwrap();
     let a = attempts(dir.path()).remove(0);
     let p = &a.processes[0];
-    assert!(p.steps.rule.starts_with("first-forward-after-zero-grad (no optimizer step finished"));
+    assert!(
+        p.steps
+            .rule
+            .starts_with("first-forward-after-zero-grad (no optimizer step finished")
+    );
     assert_eq!(p.steps.count, 0);
     let setup = p.steps.setup_s.unwrap();
     assert!(setup > 5.0 && setup < 6.0, "{setup}");
     assert!(p.steps.step1_s.unwrap() > 100.0);
     let f = &p.forensics[0];
     assert_eq!((f.phase, f.step), (Phase::Step1, Some(1)));
-    assert!(f.preceded_by.contains(&(EventClass::Cublas, 67_240_960)), "{:?}", f.preceded_by);
+    assert!(
+        f.preceded_by.contains(&(EventClass::Cublas, 67_240_960)),
+        "{:?}",
+        f.preceded_by
+    );
     assert_eq!(source_bytes(p, Phase::Step1, "cublas"), 67_240_960);
     let text = prewarm_doctor::report::terminal::render_attempt(&a);
-    assert!(text.contains("OUT OF MEMORY in step 1 at 123.13s"), "{text}");
-    assert!(text.contains("lazy initialisation in step 1 (before the failure)"), "{text}");
-    assert!(text.contains("no optimizer step finished: step 1 ran"), "{text}");
+    assert!(
+        text.contains("OUT OF MEMORY in step 1 at 123.13s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lazy initialisation in step 1 (before the failure)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no optimizer step finished: step 1 ran"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -434,9 +460,15 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
     // under the step's peak, so the failure point stays 1.6 GiB short.
     let b = f.budget.as_ref().unwrap();
     assert_eq!(b.request, f.bytes);
-    assert_eq!(b.shortfall, f.bytes as i64 - f.device_free_before.unwrap() as i64);
+    assert_eq!(
+        b.shortfall,
+        f.bytes as i64 - f.device_free_before.unwrap() as i64
+    );
     assert!(b.shortfall > 1536 * MIB as i64);
-    assert_eq!(b.device_used + f.device_free_before.unwrap(), b.device_total);
+    assert_eq!(
+        b.device_used + f.device_free_before.unwrap(),
+        b.device_total
+    );
     let t = f
         .projections
         .iter()
@@ -447,14 +479,16 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
     assert_eq!(t.margin, -b.shortfall);
     // The fix that removes the demand: prune the spilling candidate.
     match &f.remedies[..] {
-        [Remedy::PruneAutotuneConfig {
-            kernel,
-            config,
-            local_bytes,
-            registers,
-            margin,
-            ..
-        }] => {
+        [
+            Remedy::PruneAutotuneConfig {
+                kernel,
+                config,
+                local_bytes,
+                registers,
+                margin,
+                ..
+            },
+        ] => {
             assert_eq!(kernel, "rowwise_mix");
             assert!(config.starts_with("BLOCK: 16384, num_warps: 1"));
             assert_eq!(*local_bytes, failed.after - failed.before);
@@ -464,7 +498,10 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
         other => panic!("{other:?}"),
     }
     let text = prewarm_doctor::report::terminal::render_attempt(&a);
-    assert!(text.contains("triton_autotune: still short by 1.6 GiB"), "{text}");
+    assert!(
+        text.contains("triton_autotune: still short by 1.6 GiB"),
+        "{text}"
+    );
     assert!(text.contains("local memory is never given back"), "{text}");
     assert!(text.contains("the fix that removes the demand: prune the candidate BLOCK: 16384"));
 }

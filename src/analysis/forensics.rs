@@ -7,9 +7,7 @@
 
 use super::framework::class_of_source;
 use super::memory::{Failure, Replay};
-use super::model::{
-    CommAccount, ExceptionEvent, Forensic, OomBudget, PrewarmProjection, Remedy,
-};
+use super::model::{CommAccount, ExceptionEvent, Forensic, OomBudget, PrewarmProjection, Remedy};
 use super::phases::Boundaries;
 use crate::prewarm::catalog::{CATALOG, EventClass};
 use std::collections::BTreeMap;
@@ -84,7 +82,11 @@ fn landed(replay: &Replay, comms: &[CommAccount], start: u64, from: u64, to: u64
             });
         }
     }
-    for ev in replay.local_events.iter().filter(|e| !e.failed && inside(at(e.t_s))) {
+    for ev in replay
+        .local_events
+        .iter()
+        .filter(|e| !e.failed && inside(at(e.t_s)))
+    {
         out.push(Landed {
             class: EventClass::LocalMemory,
             bytes: ev.device_growth,
@@ -111,7 +113,12 @@ fn landed(replay: &Replay, comms: &[CommAccount], start: u64, from: u64, to: u64
 }
 
 /// The budget at a failure the probe saw, if the device's figures are known.
-fn budget(f: &Failure, replay: &Replay, bounds: &Boundaries, cache: Option<u64>) -> Option<OomBudget> {
+fn budget(
+    f: &Failure,
+    replay: &Replay,
+    bounds: &Boundaries,
+    cache: Option<u64>,
+) -> Option<OomBudget> {
     let total = f.total?;
     let free = f.free_before?;
     Some(OomBudget {
@@ -345,7 +352,10 @@ mod tests {
     #[test]
     fn the_pool_cache_is_read_from_torchs_message() {
         let m = "CUDA out of memory. Tried to allocate 128.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 119.12 MiB is free. Of the allocated memory 138.11 GiB is allocated by PyTorch, and 99.22 MiB is reserved by PyTorch but unallocated. If reserved";
-        assert_eq!(torch_pool_cache(m), Some((99.22 * (1u64 << 20) as f64) as u64));
+        assert_eq!(
+            torch_pool_cache(m),
+            Some((99.22 * (1u64 << 20) as f64) as u64)
+        );
         assert_eq!(torch_pool_cache("Triton Error [CUDA]: out of memory"), None);
     }
 
@@ -397,7 +407,10 @@ mod tests {
         assert_eq!(c.margin, -b.shortfall);
         // A transient request moved to setup is not needed at the failure.
         let scratch = projections(&b, Some(EventClass::TritonAutotune), false, &[]);
-        let s = scratch.iter().find(|x| x.prewarm == "triton_autotune").unwrap();
+        let s = scratch
+            .iter()
+            .find(|x| x.prewarm == "triton_autotune")
+            .unwrap();
         assert_eq!(s.margin, (4915 * MIB) as i64);
         // With the pool's unused cache known, an out-of-pool request moved to
         // setup could also have had that.

@@ -89,7 +89,11 @@ pub fn comm_spans(windows: &[Option<Window>]) -> Vec<Option<Window>> {
         .iter()
         .map(|w| {
             let (a, b) = (*w)?;
-            let prev_end = sorted.iter().filter(|o| o.1 <= a && **o != (a, b)).map(|o| o.1).max();
+            let prev_end = sorted
+                .iter()
+                .filter(|o| o.1 <= a && **o != (a, b))
+                .map(|o| o.1)
+                .max();
             let next_start = sorted
                 .iter()
                 .filter(|o| o.0 >= b && **o != (a, b))
@@ -98,7 +102,8 @@ pub fn comm_spans(windows: &[Option<Window>]) -> Vec<Option<Window>> {
             let before = prev_end.map_or(a.saturating_sub(SPAN_BEFORE_NS), |p| {
                 a.saturating_sub(((a - p) / 2).min(SPAN_BEFORE_NS))
             });
-            let after = next_start.map_or(b + SPAN_AFTER_NS, |n| b + ((n - b) / 2).min(SPAN_AFTER_NS));
+            let after =
+                next_start.map_or(b + SPAN_AFTER_NS, |n| b + ((n - b) / 2).min(SPAN_AFTER_NS));
             Some((before, after))
         })
         .collect()
@@ -505,7 +510,11 @@ impl Gather {
 
     fn finish(self, bounds: &Boundaries) -> Option<LateWarmup> {
         let first = self.times.iter().copied().min()?;
-        let mut steps: Vec<u32> = self.times.iter().filter_map(|&t| bounds.step_of(t)).collect();
+        let mut steps: Vec<u32> = self
+            .times
+            .iter()
+            .filter_map(|&t| bounds.step_of(t))
+            .collect();
         steps.sort_unstable();
         steps.dedup();
         Some(LateWarmup {
@@ -526,7 +535,10 @@ impl Gather {
 
 /// The item for (class, subject), created on first use.
 fn gather<'a>(items: &'a mut Vec<Gather>, class: EventClass, subject: &str) -> &'a mut Gather {
-    match items.iter().position(|g| g.class == class && g.subject == subject) {
+    match items
+        .iter()
+        .position(|g| g.class == class && g.subject == subject)
+    {
         Some(i) => &mut items[i],
         None => {
             items.push(Gather::new(class, subject));
@@ -578,7 +590,11 @@ pub fn late_warmups(inp: &LateInputs) -> Vec<LateWarmup> {
             g.seconds += c.seconds;
         }
     }
-    for c in inp.comms.iter().filter(|c| c.phase.is_some_and(|p| p != Phase::Setup)) {
+    for c in inp
+        .comms
+        .iter()
+        .filter(|c| c.phase.is_some_and(|p| p != Phase::Setup))
+    {
         let subject = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
         let g = gather(&mut items, EventClass::NcclComm, &subject);
         g.times.push(at(c.start_s.unwrap_or(0.0)));
@@ -601,7 +617,11 @@ pub fn late_warmups(inp: &LateInputs) -> Vec<LateWarmup> {
         g.times.push(s);
         g.seconds += e.saturating_sub(s) as f64 / 1e9;
     }
-    for ev in inp.local.iter().filter(|e| e.phase != Phase::Setup && !e.failed) {
+    for ev in inp
+        .local
+        .iter()
+        .filter(|e| e.phase != Phase::Setup && !e.failed)
+    {
         let tuned = inp
             .autotune
             .iter()
@@ -614,7 +634,12 @@ pub fn late_warmups(inp: &LateInputs) -> Vec<LateWarmup> {
         g.bytes += ev.device_growth;
     }
     let mut lazy = Gather::new(EventClass::ModuleLoad, "");
-    lazy.times = inp.first_launches.iter().copied().filter(|&t| late(t)).collect();
+    lazy.times = inp
+        .first_launches
+        .iter()
+        .copied()
+        .filter(|&t| late(t))
+        .collect();
     for ph in inp.phases.iter().filter(|p| p.phase != Phase::Setup) {
         lazy.seconds += ph.stall.module_load_s;
         lazy.bytes += ph.module_code_bytes;
@@ -653,11 +678,7 @@ mod tests {
     fn communicator_spans_never_overlap() {
         const MS: u64 = 1_000_000;
         // The second window starts (by NCCL's total) before the first completed.
-        let w = [
-            Some((100 * MS, 400 * MS)),
-            Some((395 * MS, 430 * MS)),
-            None,
-        ];
+        let w = [Some((100 * MS, 400 * MS)), Some((395 * MS, 430 * MS)), None];
         let s = comm_spans(&w);
         assert_eq!(s[0], Some((95 * MS, 400 * MS)));
         assert_eq!(s[1], Some((400 * MS, 450 * MS)));
@@ -697,7 +718,13 @@ mod tests {
         }
     }
 
-    fn autotune(kernel: &str, key: &str, start_s: f64, seconds: f64, growth: u64) -> AutotuneAccount {
+    fn autotune(
+        kernel: &str,
+        key: &str,
+        start_s: f64,
+        seconds: f64,
+        growth: u64,
+    ) -> AutotuneAccount {
         let b = four_steps();
         let t = (start_s * 1e9) as u64;
         AutotuneAccount {
@@ -741,9 +768,9 @@ mod tests {
             autotune("setup_kernel", "(1,)", 2.0, 5.0, 0),
         ];
         let compiles = [
-            compile("chunk_bwd", 12.5, 3.0),  // inside its autotune: counted there
+            compile("chunk_bwd", 12.5, 3.0), // inside its autotune: counted there
             compile("rms_norm", 11.0, 2.0),
-            compile("tiny", 21.2, 0.0013),    // a cached compile: minor
+            compile("tiny", 21.2, 0.0013), // a cached compile: minor
         ];
         let first_launches = [11 * S, 21 * S + 1];
         let w = late_warmups(&LateInputs {
@@ -769,11 +796,17 @@ mod tests {
         // Setup's autotune is not a late warmup.
         assert!(w.iter().all(|x| x.subject != "setup_kernel"));
         let norm = w.iter().find(|x| x.subject == "rms_norm").unwrap();
-        assert_eq!((norm.class, norm.seconds, norm.minor), (EventClass::Compile, 2.0, false));
+        assert_eq!(
+            (norm.class, norm.seconds, norm.minor),
+            (EventClass::Compile, 2.0, false)
+        );
         let tiny = w.iter().find(|x| x.subject == "tiny").unwrap();
         assert!(tiny.minor);
         assert_eq!(tiny.steps, vec![3]);
-        let lazy = w.iter().find(|x| x.class == EventClass::ModuleLoad).unwrap();
+        let lazy = w
+            .iter()
+            .find(|x| x.class == EventClass::ModuleLoad)
+            .unwrap();
         assert_eq!((lazy.events, lazy.steps.clone()), (2, vec![1, 3]));
         // Costliest first (1 GiB ranks like 1 s).
         let ranks: Vec<f64> = w.iter().map(warmup_rank).collect();

@@ -851,7 +851,13 @@ mod tests {
             }],
             mem: vec![
                 call(10 * MS, MemApi::LibraryLoadData, 0, FREE, FREE),
-                call(300 * MS, MemApi::MemAlloc, 64 * MIB, FREE - 70 * MIB, FREE - 134 * MIB),
+                call(
+                    300 * MS,
+                    MemApi::MemAlloc,
+                    64 * MIB,
+                    FREE - 70 * MIB,
+                    FREE - 134 * MIB,
+                ),
             ],
             ..Default::default()
         }

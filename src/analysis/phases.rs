@@ -313,7 +313,10 @@ mod tests {
     fn a_process_that_dies_before_its_first_step_still_gets_step_one() {
         let b = Boundaries::from_events(&died_in_step_one(), false, 0, 300);
         assert_eq!(b.step1_begin, Some(50));
-        assert!(b.rule.starts_with("first-forward-after-zero-grad (no optimizer step finished"));
+        assert!(
+            b.rule
+                .starts_with("first-forward-after-zero-grad (no optimizer step finished")
+        );
         assert!(b.step1_unfinished());
         assert_eq!(b.phase_of(45), Phase::Setup);
         assert_eq!(b.phase_of(200), Phase::Step1);
@@ -334,7 +337,10 @@ mod tests {
         }];
         let b = Boundaries::from_events(&only_forward, false, 0, 300);
         assert_eq!(b.step1_begin, Some(10));
-        assert!(b.rule.starts_with("first-forward (no optimizer step finished"));
+        assert!(
+            b.rule
+                .starts_with("first-forward (no optimizer step finished")
+        );
         // A functional model: zero_grad but no module forward.
         let only_zero = vec![ShimEvent::ZeroGrad { t: 70, opt: 0 }];
         let b = Boundaries::from_events(&only_zero, false, 0, 300);
@@ -366,8 +372,9 @@ mod tests {
         let mut ev = died_in_step_one();
         ev.push(ShimEvent::Step1Begin {
             t: 55,
-            rule: "first-forward-after-zero-grad (the process died before its first optimizer step)"
-                .into(),
+            rule:
+                "first-forward-after-zero-grad (the process died before its first optimizer step)"
+                    .into(),
         });
         let b = Boundaries::from_events(&ev, false, 0, 300);
         assert_eq!(b.step1_begin, Some(55));

@@ -288,8 +288,7 @@ pub fn analyse_process(
         .filter(|(_, path)| super::sources::classify(path).0 == "cublas")
         .map(|(id, _)| *id)
         .collect();
-    let stall_windows =
-        StallWindows::collect(&r, &comm_windows, |id| cublas_ids.contains(&id));
+    let stall_windows = StallWindows::collect(&r, &comm_windows, |id| cublas_ids.contains(&id));
 
     let mut phases = Vec::new();
     for (i, (p, (a, b))) in phase_windows.iter().enumerate() {

@@ -144,7 +144,11 @@ fn process(o: &mut String, p: &ProcessAccount) {
             let keys = if t.keys.is_empty() {
                 String::new()
             } else {
-                let k: Vec<String> = t.keys.iter().map(|k| format!("`{}`", k.replace('`', "'"))).collect();
+                let k: Vec<String> = t
+                    .keys
+                    .iter()
+                    .map(|k| format!("`{}`", k.replace('`', "'")))
+                    .collect();
                 format!(" — keys {}", k.join(", "))
             };
             let cost = if t.cost.is_empty() {
@@ -152,7 +156,13 @@ fn process(o: &mut String, p: &ProcessAccount) {
             } else {
                 format!("{}; ", t.cost)
             };
-            let _ = writeln!(o, "- [{}] {}: {cost}{}{keys}", t.class, escape(&t.what), t.when);
+            let _ = writeln!(
+                o,
+                "- [{}] {}: {cost}{}{keys}",
+                t.class,
+                escape(&t.what),
+                t.when
+            );
         }
         if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
             let _ = writeln!(o, "- {line}");

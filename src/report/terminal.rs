@@ -286,8 +286,16 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         step_label_in(p, f.phase, f.step),
         f.t_s
     );
-    let free = f.device_free_before.map(bytes).unwrap_or_else(|| "?".into());
-    print_wrapped(o, &head, &[f.request.clone(), format!("with {free} free")], " ");
+    let free = f
+        .device_free_before
+        .map(bytes)
+        .unwrap_or_else(|| "?".into());
+    print_wrapped(
+        o,
+        &head,
+        &[f.request.clone(), format!("with {free} free")],
+        " ",
+    );
     if let Some(m) = &f.message {
         let first: String = m.lines().next().unwrap_or(m).chars().take(200).collect();
         print_wrapped(o, "     the process died with: ", &[first], " ");
@@ -388,7 +396,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         }
     }
     if s.step1_s.is_some() {
-        print_wrapped(o, "   step 1 starts at: ", &[s.rule.clone()], " ");
+        print_wrapped(o, "   step 1 starts at: ", std::slice::from_ref(&s.rule), " ");
     }
     if let Some(st) = p
         .phases
@@ -555,7 +563,10 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         );
     }
     for t in &p.tightest {
-        let head = format!("   tightest out-of-pool moment in {}: ", phase_name(p, t.phase));
+        let head = format!(
+            "   tightest out-of-pool moment in {}: ",
+            phase_name(p, t.phase)
+        );
         let items = [
             format!("{} {} of {}", t.source, t.what, bytes(t.bytes)),
             format!(
@@ -624,18 +635,31 @@ mod tests {
 
     #[test]
     fn wrapped_lines_stay_within_the_width_and_break_between_items() {
-        let parts = items(&["a".repeat(50).as_str(), "b".repeat(30).as_str(), "c".repeat(40).as_str()]);
+        let parts = items(&[
+            "a".repeat(50).as_str(),
+            "b".repeat(30).as_str(),
+            "c".repeat(40).as_str(),
+        ]);
         let lines = wrap_items("   head = ", &parts, " + ", "       ");
         assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].ends_with(" +"), "the separator ends the broken line: {lines:?}");
+        assert!(
+            lines[0].ends_with(" +"),
+            "the separator ends the broken line: {lines:?}"
+        );
         assert!(lines[1].starts_with("       cccc"));
         assert!(lines.iter().all(|l| l.chars().count() <= WIDTH));
         // An item wider than a line is broken at spaces.
         let long = items(&[&"word ".repeat(40)]);
         let lines = wrap_items("   x: ", &long, ", ", "       ");
         assert!(lines.len() > 1);
-        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{lines:?}");
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= WIDTH),
+            "{lines:?}"
+        );
         // A short list stays on one line.
-        assert_eq!(wrap_items("   y: ", &items(&["1", "2"]), ", ", "  "), vec!["   y: 1, 2"]);
+        assert_eq!(
+            wrap_items("   y: ", &items(&["1", "2"]), ", ", "  "),
+            vec!["   y: 1, 2"]
+        );
     }
 }
