@@ -510,11 +510,11 @@ impl Gather {
 
     fn finish(self, bounds: &Boundaries) -> Option<LateWarmup> {
         let first = self.times.iter().copied().min()?;
-        let mut steps: Vec<u32> = self
-            .times
-            .iter()
-            .filter_map(|&t| bounds.step_of(t))
-            .collect();
+        // After the last step end is no step (unless none ended: step 1 then
+        // runs to the process's end).
+        let in_step = |t: u64| bounds.phase_of(t) != Phase::Teardown || bounds.step1_unfinished();
+        let step_of = |t: u64| bounds.step_of(t).filter(|_| in_step(t));
+        let mut steps: Vec<u32> = self.times.iter().filter_map(|&t| step_of(t)).collect();
         steps.sort_unstable();
         steps.dedup();
         Some(LateWarmup {
@@ -527,7 +527,7 @@ impl Gather {
             seconds: self.seconds,
             bytes: self.bytes,
             phase: bounds.phase_of(first),
-            step: bounds.step_of(first),
+            step: step_of(first),
             steps,
         })
     }
@@ -771,6 +771,7 @@ mod tests {
             compile("chunk_bwd", 12.5, 3.0), // inside its autotune: counted there
             compile("rms_norm", 11.0, 2.0),
             compile("tiny", 21.2, 0.0013), // a cached compile: minor
+            compile("eval_kernel", 25.0, 1.0), // after the last step: no step
         ];
         let first_launches = [11 * S, 21 * S + 1];
         let w = late_warmups(&LateInputs {
@@ -803,6 +804,9 @@ mod tests {
         let tiny = w.iter().find(|x| x.subject == "tiny").unwrap();
         assert!(tiny.minor);
         assert_eq!(tiny.steps, vec![3]);
+        let eval = w.iter().find(|x| x.subject == "eval_kernel").unwrap();
+        assert_eq!((eval.phase, eval.step), (Phase::Teardown, None));
+        assert!(eval.steps.is_empty());
         let lazy = w
             .iter()
             .find(|x| x.class == EventClass::ModuleLoad)

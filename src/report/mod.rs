@@ -125,6 +125,9 @@ pub fn warmup_text(w: &crate::analysis::model::LateWarmup) -> WarmupText {
             let more: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
             format!("step {first}, again in step {}", more.join(", "))
         }
+        None if w.phase == crate::analysis::phases::Phase::Teardown => {
+            "after the last step".to_string()
+        }
         None => w.phase.label().to_string(),
     };
     let mut keys: Vec<String> = w

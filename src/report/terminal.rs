@@ -396,7 +396,12 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         }
     }
     if s.step1_s.is_some() {
-        print_wrapped(o, "   step 1 starts at: ", std::slice::from_ref(&s.rule), " ");
+        print_wrapped(
+            o,
+            "   step 1 starts at: ",
+            std::slice::from_ref(&s.rule),
+            " ",
+        );
     }
     if let Some(st) = p
         .phases

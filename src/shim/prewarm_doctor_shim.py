@@ -170,10 +170,12 @@ class _StepTracker:
                     del self.forwards[:50000]
             except TypeError:
                 pass
-            for i, after_zero_grad in list(self.pending.items()):
-                if self.owns(i, module):
-                    del self.pending[i]
-                    emit("first_forward", t=t, opt=i, after_zero_grad=after_zero_grad)
+            try:
+                for i, after_zero_grad in list(self.pending.items()):
+                    if self.owns(i, module) and self.pending.pop(i, None) is not None:
+                        emit("first_forward", t=t, opt=i, after_zero_grad=after_zero_grad)
+            except Exception:
+                pass
 
     def fwd_post(self, module, args, output):
         self.depth.n = max(0, getattr(self.depth, "n", 1) - 1)
