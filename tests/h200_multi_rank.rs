@@ -90,10 +90,28 @@ fn every_rank_is_captured_with_its_own_communicator_accounts() {
         // The doctor's outside-the-pool figure equals the script's own reading.
         assert_agrees_with_the_script(p, &stdout);
         let s1 = p.phases.iter().find(|x| x.phase == Phase::Step1).unwrap();
-        // What stays unexplained: device growth at lazy module loads at the
-        // start of step 1 (75 MiB on this recording), below 4% of outside-pool.
-        let unexplained = s1.gap_end.as_ref().unwrap().unexplained.unsigned_abs();
-        assert!(unexplained <= 96 * MIB, "{unexplained}");
+        // The device grows by 70 MiB at a lazy module load as step 1 starts,
+        // with no allocation call: the account names it (inferred), and what
+        // stays unexplained is a few device pages.
+        let g = s1.gap_end.as_ref().unwrap();
+        let module = g
+            .parts
+            .iter()
+            .find(|x| x.name == "module code (lazy loading)")
+            .expect("a module-code part");
+        assert!(module.inferred);
+        assert_eq!(module.bytes, 70 * MIB as i64);
+        assert_eq!(s1.module_code_bytes, 70 * MIB);
+        assert!(g.unexplained.unsigned_abs() <= 8 * MIB, "{}", g.unexplained);
+        for ph in &p.phases {
+            let g = ph.gap_end.as_ref().unwrap();
+            assert!(
+                g.unexplained.unsigned_abs() <= 8 * MIB,
+                "{:?}: {}",
+                ph.phase,
+                g.unexplained
+            );
+        }
     }
     let ids = |p: &ProcessAccount| {
         let mut v: Vec<Option<String>> = p.nccl.iter().map(|c| c.comm_id.clone()).collect();
@@ -153,8 +171,15 @@ fn the_prewarm_moves_both_communicators_into_setup_on_every_rank() {
                 .iter()
                 .any(|w| w.class == EventClass::NcclComm)
         );
-        let s1 = p.phases.iter().find(|x| x.phase == Phase::Step1).unwrap();
-        assert!(s1.gap_end.as_ref().unwrap().unexplained.unsigned_abs() <= 16 * MIB);
+        for ph in &p.phases {
+            let g = ph.gap_end.as_ref().unwrap();
+            assert!(
+                g.unexplained.unsigned_abs() <= 16 * MIB,
+                "{:?}: {}",
+                ph.phase,
+                g.unexplained
+            );
+        }
     }
     assert_eq!(a.ranks.unwrap().step1_nccl_comms, (0, 0));
 }

@@ -175,6 +175,10 @@ raise RuntimeError("Triton Error [CUDA]: out of memory")
     );
     let exc = of(&events, "exception");
     assert_eq!(exc[0]["type"], "RuntimeError");
+    assert!(
+        exc[0].get("pool_reserved").is_none(),
+        "no pool figures before CUDA is up"
+    );
     assert_eq!(exc[0]["message"], "Triton Error [CUDA]: out of memory");
     let begin = of(&events, "step1_begin");
     assert!(
@@ -183,6 +187,74 @@ raise RuntimeError("Triton Error [CUDA]: out of memory")
             .unwrap()
             .contains("died before its first optimizer step")
     );
+}
+
+/// A loop that zeroes gradients after the step (never before the first one)
+/// and dies in step 1: the optimizer is known from its construction.
+#[test]
+fn a_crash_without_any_zero_grad_places_step_one_at_the_first_owning_forward() {
+    let script = r#"
+import torch
+net = torch.nn.Module()
+other = torch.nn.Module()
+opt = torch.optim.Optimizer(net.parameters())
+other(1)   # a module the optimizer does not own
+net(1)
+raise RuntimeError("CUDA out of memory")
+"#;
+    let (code, events, stderr, _d) = run_env(script, None, true, &[("FAKE_TORCH_CUDA", "1")]);
+    assert_eq!(code, 1, "{stderr}");
+    // The pool as the process died: its cache is what it could have given back.
+    let exc = of(&events, "exception");
+    assert_eq!(exc[0]["pool_reserved"], 64 << 20);
+    assert_eq!(exc[0]["pool_allocated"], 32 << 20);
+    let begin = of(&events, "step1_begin");
+    assert_eq!(begin.len(), 1, "{events:?}");
+    assert!(
+        begin[0]["rule"]
+            .as_str()
+            .unwrap()
+            .starts_with("first-forward (the process died")
+    );
+    let forwards = of(&events, "first_forward");
+    assert_eq!(forwards.len(), 1, "only the owning forward: {events:?}");
+    assert_eq!(begin[0]["t"], forwards[0]["t"]);
+    assert_eq!(forwards[0]["after_zero_grad"], false);
+}
+
+/// A process killed without Python's hooks running (here `os._exit`, as after
+/// an abort or a signal) leaves the records the doctor places step 1 from.
+#[test]
+fn the_step_rule_inputs_are_written_as_they_happen() {
+    let script = r#"
+import os, torch
+net = torch.nn.Module()
+opt = torch.optim.Optimizer(net.parameters())
+net(1)          # prewarm
+opt.zero_grad()
+net(1)          # step 1 begins
+net(1)          # not recorded: the first forward after the zero_grad is
+os._exit(3)
+"#;
+    let (code, events, stderr, _d) = run(script, None, true);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(of(&events, "step1_begin").is_empty());
+    let zero = of(&events, "zero_grad");
+    let forwards = of(&events, "first_forward");
+    assert_eq!((zero.len(), forwards.len()), (1, 2), "{events:?}");
+    assert_eq!(forwards[0]["after_zero_grad"], false);
+    assert_eq!(forwards[1]["after_zero_grad"], true);
+    assert!(forwards[1]["t"].as_u64() > zero[0]["t"].as_u64());
+    assert!(zero[0]["opt"] == 0 && forwards[1]["opt"] == 0);
+}
+
+#[test]
+fn nothing_more_is_written_once_step_one_is_placed() {
+    let (code, events, stderr, _d) = run(TRAIN, None, true);
+    assert_eq!(code, 0, "{stderr}");
+    // The prewarm's forward, its zero_grad, step 1's zero_grad and forward.
+    assert_eq!(of(&events, "zero_grad").len(), 2, "{events:?}");
+    assert_eq!(of(&events, "first_forward").len(), 2, "{events:?}");
 }
 
 #[test]

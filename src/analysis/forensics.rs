@@ -1,10 +1,13 @@
 //! OOM forensics: for each failed request (or OOM exception), what failed, how
-//! much was free, and which lazy-initialisation memory landed in the same step
-//! before it — the part a prewarm would have moved to setup.
+//! much was free, which lazy-initialisation memory landed in the same step
+//! before it — the part a prewarm would have moved to setup — and, from the
+//! account, whether moving it would have saved the run (docs/accounting.md):
+//! what is moved but stays held (local memory, communicator buffers, cuBLAS
+//! workspaces, module code) still sits under the failing step's peak.
 
 use super::framework::class_of_source;
 use super::memory::{Failure, Replay};
-use super::model::{CommAccount, ExceptionEvent, Forensic};
+use super::model::{CommAccount, ExceptionEvent, Forensic, OomBudget, PrewarmProjection, Remedy};
 use super::phases::Boundaries;
 use crate::prewarm::catalog::{CATALOG, EventClass};
 use std::collections::BTreeMap;
@@ -15,6 +18,31 @@ pub fn is_oom_text(message: &str) -> bool {
     m.contains("out of memory")
         || m.contains("cuda failure 2")
         || m.contains("cuda_error_out_of_memory")
+}
+
+/// The pool's unused cache from torch's OOM message ("… and 99.22 MiB is
+/// reserved by PyTorch but unallocated").
+pub fn torch_pool_cache(message: &str) -> Option<u64> {
+    let end = message.find(" is reserved by PyTorch but unallocated")?;
+    let mut words = message[..end].split_whitespace().rev();
+    let unit = words.next()?;
+    let value: f64 = words.next()?.parse().ok()?;
+    let scale = match unit {
+        "B" | "bytes" => 1u64,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => return None,
+    };
+    Some((value * scale as f64) as u64)
+}
+
+/// Whether bytes of a class stay held once made: local memory is never given
+/// back, communicators keep their buffers and code, cuBLAS its handles and
+/// workspaces, modules their code. Autotune scratch is given back.
+pub fn persists(class: EventClass) -> bool {
+    !matches!(class, EventClass::TritonAutotune | EventClass::Compile)
 }
 
 fn describe(f: &Failure) -> String {
@@ -32,6 +60,174 @@ fn describe(f: &Failure) -> String {
     }
 }
 
+/// Lazy-init memory that landed before a failure: its class, bytes, and
+/// whether it was still held at the failure.
+struct Landed {
+    class: EventClass,
+    bytes: u64,
+    held: bool,
+}
+
+/// Everything of a lazy-init class that landed in [from, to].
+fn landed(replay: &Replay, comms: &[CommAccount], start: u64, from: u64, to: u64) -> Vec<Landed> {
+    let at = |s: f64| start + (s * 1e9) as u64;
+    let inside = |t: u64| t >= from && t <= to;
+    let mut out = Vec::new();
+    for a in replay.oop_allocs.iter().filter(|a| inside(a.t)) {
+        if let Some(class) = class_of_source(&a.source) {
+            out.push(Landed {
+                class,
+                bytes: a.bytes,
+                held: a.freed.is_none_or(|f| f > to),
+            });
+        }
+    }
+    for ev in replay
+        .local_events
+        .iter()
+        .filter(|e| !e.failed && inside(at(e.t_s)))
+    {
+        out.push(Landed {
+            class: EventClass::LocalMemory,
+            bytes: ev.device_growth,
+            held: true,
+        });
+    }
+    for c in comms {
+        if c.start_s.is_some_and(|s| inside(at(s))) {
+            out.push(Landed {
+                class: EventClass::NcclComm,
+                bytes: c.inferred_bytes,
+                held: true,
+            });
+        }
+    }
+    for &(_, bytes) in replay.module_code.iter().filter(|m| inside(m.0)) {
+        out.push(Landed {
+            class: EventClass::ModuleLoad,
+            bytes,
+            held: true,
+        });
+    }
+    out
+}
+
+/// The budget at a failure the probe saw, if the device's figures are known.
+fn budget(
+    f: &Failure,
+    replay: &Replay,
+    bounds: &Boundaries,
+    cache: Option<u64>,
+) -> Option<OomBudget> {
+    let total = f.total?;
+    let free = f.free_before?;
+    Some(OomBudget {
+        device_total: total,
+        device_used: total.saturating_sub(free),
+        request: f.bytes,
+        shortfall: f.bytes as i64 - free as i64,
+        pool_reserved: f.pool,
+        pool_peak: replay
+            .phases
+            .get(&bounds.phase_of(f.t))
+            .map_or(f.pool, |p| p.pool_peak.max(f.pool)),
+        pool_cache: cache,
+    })
+}
+
+/// What each candidate prewarm would leave at the failure point: the demand
+/// there (in use + the request) minus what it would make in setup and give
+/// back before (transient), with what it makes in setup and keeps (persistent)
+/// still held.
+fn projections(
+    b: &OomBudget,
+    request_class: Option<EventClass>,
+    request_in_pool: bool,
+    landed: &[Landed],
+) -> Vec<PrewarmProjection> {
+    let classes: Vec<EventClass> = landed
+        .iter()
+        .filter(|l| l.bytes > 0)
+        .map(|l| l.class)
+        .chain(request_class)
+        .collect();
+    CATALOG
+        .iter()
+        .filter(|p| p.targets.iter().any(|t| classes.contains(t)))
+        .map(|p| {
+            let moves_request = request_class.is_some_and(|c| p.targets.contains(&c));
+            let moved: u64 = landed
+                .iter()
+                .filter(|l| p.targets.contains(&l.class))
+                .map(|l| l.bytes)
+                .sum();
+            let targeted = |l: &&Landed| p.targets.contains(&l.class) && l.held;
+            let mut persistent: u64 = landed
+                .iter()
+                .filter(targeted)
+                .filter(|l| persists(l.class))
+                .map(|l| l.bytes)
+                .sum();
+            let transient: u64 = landed
+                .iter()
+                .filter(targeted)
+                .filter(|l| !persists(l.class))
+                .map(|l| l.bytes)
+                .sum();
+            let mut demand = b.device_used + b.request - transient;
+            if moves_request {
+                if request_class.is_some_and(persists) {
+                    persistent += b.request;
+                } else {
+                    demand -= b.request;
+                }
+            }
+            let margin = b.device_total as i64 - demand as i64;
+            PrewarmProjection {
+                prewarm: p.name.to_string(),
+                targets: p.targets.to_vec(),
+                moves_request,
+                moved_bytes: moved,
+                persistent_bytes: persistent,
+                transient_bytes: transient,
+                projected_demand: demand,
+                margin,
+                margin_with_pool_cache: b
+                    .pool_cache
+                    .filter(|_| moves_request && !request_in_pool)
+                    .map(|c| margin + c as i64),
+            }
+        })
+        .collect()
+}
+
+/// The fix that removes a failed local-memory growth instead of moving it:
+/// pruning the autotune candidate being benchmarked when it failed.
+fn remedies(f: &Failure, replay: &Replay, b: Option<&OomBudget>, start: u64) -> Vec<Remedy> {
+    let Some(kernel) = &f.local_kernel else {
+        return Vec::new();
+    };
+    let at = |s: f64| start + (s * 1e9) as u64;
+    replay
+        .local_events
+        .iter()
+        .filter(|e| e.failed && &e.kernel == kernel && at(e.t_s).abs_diff(f.t) < 1_000_000)
+        .filter_map(|e| {
+            Some(Remedy::PruneAutotuneConfig {
+                kernel: kernel.clone(),
+                config: e.autotune_config.clone()?,
+                local_bytes: e.after.saturating_sub(e.before),
+                per_thread: e.per_thread,
+                registers: e.registers,
+                // Without the candidate the reservation never grows: the
+                // demand at this point is what was in use.
+                margin: b.map_or(0, |b| b.device_total as i64 - b.device_used as i64),
+            })
+        })
+        .take(1)
+        .collect()
+}
+
 /// Builds the forensics of one process.
 pub fn forensics(
     replay: &Replay,
@@ -41,6 +237,12 @@ pub fn forensics(
 ) -> Vec<Forensic> {
     let mut out: Vec<Forensic> = Vec::new();
     let oom_exception = exceptions.iter().find(|e| is_oom_text(&e.message));
+    let pool_cache = oom_exception.and_then(|e| {
+        torch_pool_cache(&e.message).or(e
+            .pool_reserved
+            .zip(e.pool_allocated)
+            .map(|(r, a)| r.saturating_sub(a)))
+    });
     let mut last: Option<(u64, String)> = None;
     for f in &replay.failures {
         let key = describe(f);
@@ -59,47 +261,28 @@ pub fn forensics(
             None => bounds.start,
             Some(_) => bounds.step1_begin.unwrap_or(bounds.start),
         };
+        let landed = landed(replay, comms, bounds.start, step_start, f.t);
         let mut preceded: BTreeMap<EventClass, u64> = BTreeMap::new();
-        for a in replay
-            .oop_allocs
-            .iter()
-            .filter(|a| a.t >= step_start && a.t <= f.t)
-        {
-            if let Some(c) = class_of_source(&a.source) {
-                *preceded.entry(c).or_default() += a.bytes;
-            }
+        for l in &landed {
+            *preceded.entry(l.class).or_default() += l.bytes;
         }
-        for ev in replay.local_events.iter().filter(|e| !e.failed) {
-            let t = bounds.start + (ev.t_s * 1e9) as u64;
-            if t >= step_start && t <= f.t {
-                *preceded.entry(EventClass::LocalMemory).or_default() += ev.device_growth;
-            }
-        }
-        for c in comms {
-            if let Some(s) = c.start_s {
-                let t = bounds.start + (s * 1e9) as u64;
-                if t >= step_start && t <= f.t {
-                    *preceded.entry(EventClass::NcclComm).or_default() += c.inferred_bytes;
-                }
-            }
-        }
-        if let Some(own) = class_of_source(&f.source) {
-            *preceded.entry(own).or_default() += 0;
-        }
+        let own = class_of_source(&f.source);
         let mut classes: Vec<(EventClass, u64)> = preceded.into_iter().collect();
         classes.sort_by_key(|c| std::cmp::Reverse(c.1));
         let mut movable: Vec<EventClass> = classes.iter().map(|c| c.0).collect();
-        if let Some(own) = class_of_source(&f.source) {
+        if let Some(own) = own {
             movable.retain(|c| *c != own);
             movable.insert(0, own);
         }
         // The failing request's own class decides; otherwise the biggest preceding one.
-        let key_class = class_of_source(&f.source).or(movable.first().copied());
+        let key_class = own.or(movable.first().copied());
         let prewarms: Vec<String> = CATALOG
             .iter()
             .filter(|p| key_class.is_some_and(|c| p.targets.contains(&c)))
             .map(|p| p.name.to_string())
             .collect();
+        let budget = budget(f, replay, bounds, pool_cache);
+        let in_pool = f.source == super::sources::TORCH_POOL;
         out.push(Forensic {
             t_s: f.t.saturating_sub(bounds.start) as f64 / 1e9,
             phase: bounds.phase_of(f.t),
@@ -115,6 +298,12 @@ pub fn forensics(
             preceded_by: classes.into_iter().filter(|c| c.1 > 0).collect(),
             movable,
             prewarms,
+            projections: budget
+                .as_ref()
+                .map(|b| projections(b, own, in_pool, &landed))
+                .unwrap_or_default(),
+            remedies: remedies(f, replay, budget.as_ref(), bounds.start),
+            budget,
         });
     }
     if out.is_empty()
@@ -136,6 +325,9 @@ pub fn forensics(
             preceded_by: Vec::new(),
             movable: Vec::new(),
             prewarms: Vec::new(),
+            budget: None,
+            projections: Vec::new(),
+            remedies: Vec::new(),
         });
     }
     out
@@ -155,5 +347,81 @@ mod tests {
             "CUDA out of memory. Tried to allocate 128.00 MiB"
         ));
         assert!(!is_oom_text("ValueError: bad shape"));
+    }
+
+    #[test]
+    fn the_pool_cache_is_read_from_torchs_message() {
+        let m = "CUDA out of memory. Tried to allocate 128.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 119.12 MiB is free. Of the allocated memory 138.11 GiB is allocated by PyTorch, and 99.22 MiB is reserved by PyTorch but unallocated. If reserved";
+        assert_eq!(
+            torch_pool_cache(m),
+            Some((99.22 * (1u64 << 20) as f64) as u64)
+        );
+        assert_eq!(torch_pool_cache("Triton Error [CUDA]: out of memory"), None);
+    }
+
+    const GIB: u64 = 1 << 30;
+    const MIB: u64 = 1 << 20;
+
+    /// Synthetic budget (not a recording), shaped like the issue's run: a
+    /// 140 GiB device with 4.8 GiB free when a 6 GiB local-memory growth failed.
+    fn spill_budget() -> OomBudget {
+        OomBudget {
+            device_total: 140 * GIB,
+            device_used: 140 * GIB - 4915 * MIB,
+            request: 6 * GIB,
+            shortfall: (6 * GIB) as i64 - (4915 * MIB) as i64,
+            pool_reserved: 120 * GIB,
+            pool_peak: 120 * GIB,
+            pool_cache: None,
+        }
+    }
+
+    #[test]
+    fn moving_memory_that_stays_held_saves_nothing() {
+        let b = spill_budget();
+        let landed = [
+            Landed {
+                class: EventClass::Cublas,
+                bytes: 128 * MIB,
+                held: true,
+            },
+            Landed {
+                class: EventClass::TritonAutotune,
+                bytes: 512 * MIB,
+                held: true,
+            },
+        ];
+        let p = projections(&b, Some(EventClass::LocalMemory), false, &landed);
+        let by = |n: &str| p.iter().find(|x| x.prewarm == n).unwrap();
+        // The autotune prewarm moves the failing growth to setup, where it
+        // stays: still short by the same 1.2 GiB, less the scratch it frees.
+        let t = by("triton_autotune");
+        assert!(t.moves_request);
+        assert_eq!(t.persistent_bytes, 6 * GIB);
+        assert_eq!(t.transient_bytes, 512 * MIB);
+        assert_eq!(t.margin, -b.shortfall + (512 * MIB) as i64);
+        assert!(t.margin < 0);
+        // cuBLAS workspaces made in setup are still held: nothing changes.
+        let c = by("cublas");
+        assert!(!c.moves_request);
+        assert_eq!(c.margin, -b.shortfall);
+        // A transient request moved to setup is not needed at the failure.
+        let scratch = projections(&b, Some(EventClass::TritonAutotune), false, &[]);
+        let s = scratch
+            .iter()
+            .find(|x| x.prewarm == "triton_autotune")
+            .unwrap();
+        assert_eq!(s.margin, (4915 * MIB) as i64);
+        // With the pool's unused cache known, an out-of-pool request moved to
+        // setup could also have had that.
+        let cached = OomBudget {
+            pool_cache: Some(2 * GIB),
+            ..spill_budget()
+        };
+        let p = projections(&cached, Some(EventClass::LocalMemory), false, &[]);
+        let t = p.iter().find(|x| x.prewarm == "triton_autotune").unwrap();
+        assert_eq!(t.margin_with_pool_cache, Some(t.margin + (2 * GIB) as i64));
+        // Prewarms that target nothing that happened are not candidates.
+        assert!(p.iter().all(|x| x.prewarm != "nccl_comm"));
     }
 }

@@ -11,6 +11,7 @@ use crate::load::nccl::NcclComm;
 use crate::load::shim::ShimEvent;
 use crate::prewarm::catalog::EventClass;
 use prewarm_events::MemEffect;
+use std::collections::BTreeMap;
 
 /// A time window [t0, t1] on the monotonic clock.
 pub type Window = (u64, u64);
@@ -54,6 +55,56 @@ pub fn comm_windows(
                 ))
             });
             (c.clone(), w)
+        })
+        .collect()
+}
+
+/// How far a communicator's span reaches before its window (the device
+/// timeline may show its first growth a little early) and after it (NVML lags).
+const SPAN_BEFORE_NS: u64 = 5_000_000;
+const SPAN_AFTER_NS: u64 = 20_000_000;
+
+/// The stretch of the device timeline each communicator's inferred bytes are
+/// measured over (index-aligned with `windows`): its window widened a little,
+/// never into a neighbour's. Windows that overlap (NCCL's reported total can
+/// start a new communicator's window before the previous one completed) are
+/// first made disjoint, so no device growth is counted for two communicators.
+pub fn comm_spans(windows: &[Option<Window>]) -> Vec<Option<Window>> {
+    let mut order: Vec<usize> = (0..windows.len())
+        .filter(|&i| windows[i].is_some())
+        .collect();
+    order.sort_by_key(|&i| windows[i]);
+    let mut disjoint: Vec<Option<Window>> = windows.to_vec();
+    let mut reached = 0u64;
+    for &i in &order {
+        if let Some((a, b)) = disjoint[i] {
+            let a = a.max(reached);
+            let b = b.max(a);
+            disjoint[i] = Some((a, b));
+            reached = b;
+        }
+    }
+    let sorted: Vec<Window> = order.iter().filter_map(|&i| disjoint[i]).collect();
+    disjoint
+        .iter()
+        .map(|w| {
+            let (a, b) = (*w)?;
+            let prev_end = sorted
+                .iter()
+                .filter(|o| o.1 <= a && **o != (a, b))
+                .map(|o| o.1)
+                .max();
+            let next_start = sorted
+                .iter()
+                .filter(|o| o.0 >= b && **o != (a, b))
+                .map(|o| o.0)
+                .min();
+            let before = prev_end.map_or(a.saturating_sub(SPAN_BEFORE_NS), |p| {
+                a.saturating_sub(((a - p) / 2).min(SPAN_BEFORE_NS))
+            });
+            let after =
+                next_start.map_or(b + SPAN_AFTER_NS, |n| b + ((n - b) / 2).min(SPAN_AFTER_NS));
+            Some((before, after))
         })
         .collect()
 }
@@ -238,12 +289,40 @@ pub struct StallWindows {
     pub compile: Vec<Window>,
     pub autotune: Vec<Window>,
     pub nccl: Vec<Window>,
+    pub cublas: Vec<Window>,
     pub module: Vec<Window>,
 }
 
+/// Driver calls from cuBLAS closer together than this belong to one burst of
+/// cuBLAS initialisation (the host work between them is cuBLAS creating its
+/// handle: measured gaps on the H200 recordings are 10-20 ms).
+const CUBLAS_BURST_GAP_NS: u64 = 25_000_000;
+
+/// cuBLAS initialisation windows: bursts of driver calls made from cuBLAS or
+/// cuBLASLt (context retain, allocation, free, module load), each from its
+/// first call's start to its last call's end. `cublas` says which calls came
+/// from cuBLAS (the calling library's source).
+pub fn cublas_windows(calls: &[(u64, u64)]) -> Vec<Window> {
+    let mut sorted = calls.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<Window> = Vec::new();
+    for (a, b) in sorted {
+        match out.last_mut() {
+            Some(w) if a <= w.1 + CUBLAS_BURST_GAP_NS => w.1 = w.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 impl StallWindows {
-    /// Collects the windows from shim events, NCCL windows and module-load calls.
-    pub fn collect(r: &ProcessRecords, comms: &[(NcclComm, Option<Window>)]) -> StallWindows {
+    /// Collects the windows from shim events, NCCL windows, cuBLAS's driver
+    /// calls (`is_cublas` tells a call's library id apart) and module-load calls.
+    pub fn collect(
+        r: &ProcessRecords,
+        comms: &[(NcclComm, Option<Window>)],
+        is_cublas: impl Fn(u32) -> bool,
+    ) -> StallWindows {
         let mut w = StallWindows::default();
         for e in &r.shim {
             match e {
@@ -261,13 +340,36 @@ impl StallWindows {
             .filter(|m| m.api.effect() == MemEffect::Module)
             .map(|m| (m.t_start, m.t_end))
             .collect();
+        let cublas_calls: Vec<Window> = r
+            .mem
+            .iter()
+            .filter(|m| {
+                is_cublas(m.library)
+                    && matches!(
+                        m.api.effect(),
+                        MemEffect::Module
+                            | MemEffect::DeviceAlloc
+                            | MemEffect::DeviceFree
+                            | MemEffect::Context
+                    )
+            })
+            .map(|m| (m.t_start, m.t_end))
+            .collect();
+        w.cublas = cublas_windows(&cublas_calls);
         w
     }
 
-    /// Splits [a, b] into compile > autotune > NCCL init > module loading > other
-    /// (each instant counted once, for the highest-priority kind active then).
+    /// Splits [a, b] into compile > autotune > NCCL init > cuBLAS init >
+    /// module loading > other (each instant counted once, for the
+    /// highest-priority kind active then).
     pub fn breakdown(&self, a: u64, b: u64) -> StallBreakdown {
-        let lists = [&self.compile, &self.autotune, &self.nccl, &self.module];
+        let lists = [
+            &self.compile,
+            &self.autotune,
+            &self.nccl,
+            &self.cublas,
+            &self.module,
+        ];
         let mut cuts: Vec<u64> = vec![a, b];
         for l in lists {
             for (x, y) in l.iter() {
@@ -280,14 +382,14 @@ impl StallWindows {
         }
         cuts.sort_unstable();
         cuts.dedup();
-        let mut secs_by = [0u64; 5];
+        let mut secs_by = [0u64; 6];
         for pair in cuts.windows(2) {
             let (x, y) = (pair[0], pair[1]);
             let mid = x + (y - x) / 2;
             let kind = lists
                 .iter()
                 .position(|l| l.iter().any(|(s, e)| *s <= mid && mid < *e))
-                .unwrap_or(4);
+                .unwrap_or(5);
             secs_by[kind] += y - x;
         }
         let f = |n: u64| n as f64 / 1e9;
@@ -296,10 +398,59 @@ impl StallWindows {
             compile_s: f(secs_by[0]),
             autotune_s: f(secs_by[1]),
             nccl_init_s: f(secs_by[2]),
-            module_load_s: f(secs_by[3]),
-            other_s: f(secs_by[4]),
+            cublas_init_s: f(secs_by[3]),
+            module_load_s: f(secs_by[4]),
+            other_s: f(secs_by[5]),
         }
     }
+}
+
+/// What each lazy-initialisation class cost in one phase of one process
+/// (classes with nothing are left out). Bytes: allocations made from the
+/// class's libraries, local-memory growth, NCCL's inferred init bytes and
+/// module code (all inferred parts included); seconds: the phase's stall
+/// breakdown, so no instant counts for two classes (cuBLAS init includes
+/// cuBLAS's own module loads; module loading is everyone else's); events:
+/// allocation calls, growths, communicators, autotunes, compiles, first
+/// kernel launches.
+pub fn class_costs(p: &ProcessAccount, phase: Phase) -> BTreeMap<EventClass, ClassCost> {
+    let mut m: BTreeMap<EventClass, ClassCost> = BTreeMap::new();
+    let Some(ph) = p.phases.iter().find(|x| x.phase == phase) else {
+        return m;
+    };
+    for sb in &ph.by_source {
+        if let Some(c) = class_of_source(&sb.source) {
+            let e = m.entry(c).or_default();
+            e.bytes += sb.allocated;
+            e.events += sb.calls as u32;
+        }
+    }
+    m.entry(EventClass::Cublas).or_default().seconds += ph.stall.cublas_init_s;
+    let local = m.entry(EventClass::LocalMemory).or_default();
+    local.bytes += ph.local_memory_growth;
+    local.events += p
+        .local_memory
+        .iter()
+        .filter(|l| l.phase == phase && !l.failed)
+        .count() as u32;
+    let nccl = m.entry(EventClass::NcclComm).or_default();
+    for c in p.nccl.iter().filter(|c| c.phase == Some(phase)) {
+        nccl.bytes += c.inferred_bytes;
+        nccl.events += 1;
+    }
+    nccl.seconds += ph.stall.nccl_init_s;
+    let at = m.entry(EventClass::TritonAutotune).or_default();
+    at.seconds += ph.stall.autotune_s;
+    at.events += p.autotune.iter().filter(|a| a.phase == phase).count() as u32;
+    let comp = m.entry(EventClass::Compile).or_default();
+    comp.seconds += ph.stall.compile_s;
+    comp.events += p.compiles.iter().filter(|c| c.phase == phase).count() as u32;
+    let module = m.entry(EventClass::ModuleLoad).or_default();
+    module.bytes += ph.module_code_bytes;
+    module.seconds += ph.stall.module_load_s;
+    module.events += ph.kernels_first_launched;
+    m.retain(|_, c| c.bytes > 0 || c.seconds > 0.0 || c.events > 0);
+    m
 }
 
 /// The event class of an out-of-pool source, for warmup lists and forensics.
@@ -313,134 +464,189 @@ pub fn class_of_source(source: &str) -> Option<EventClass> {
     }
 }
 
-/// What was first used after setup: the warmups a user still needs.
-pub fn late_warmups(
-    autotune: &[AutotuneAccount],
-    compiles: &[CompileEvent],
-    comms: &[CommAccount],
-    replay: &Replay,
-    kernels_after_setup: u32,
-    first_kernel_step: Option<u32>,
-) -> Vec<LateWarmup> {
-    let mut out = Vec::new();
-    for a in autotune
-        .iter()
-        .filter(|a| a.phase != Phase::Setup && a.source.starts_with("benchmark"))
-    {
-        out.push(LateWarmup {
-            class: EventClass::TritonAutotune,
-            what: format!("autotune {} for key {}", a.kernel, a.key),
-            phase: a.phase,
-            step: a.step,
-            seconds: a.seconds,
-            bytes: a.local_memory_growth + a.out_of_pool_bytes,
-        });
-    }
-    let mut by_kernel: Vec<(String, Phase, Option<u32>, f64, u32)> = Vec::new();
-    for c in compiles.iter().filter(|c| c.phase != Phase::Setup) {
-        match by_kernel.iter_mut().find(|k| k.0 == c.kernel) {
-            Some(k) => {
-                k.3 += c.seconds;
-                k.4 += 1;
-            }
-            None => by_kernel.push((c.kernel.clone(), c.phase, c.step, c.seconds, 1)),
+/// A late warmup below both of these is minor: reports fold it into a count
+/// (a 1.3 ms cached compile is not something to act on).
+pub const MINOR_SECONDS: f64 = 0.05;
+pub const MINOR_BYTES: u64 = 1 << 20;
+
+/// Everything late warmups are built from, for one process.
+pub struct LateInputs<'a> {
+    pub bounds: &'a Boundaries,
+    pub autotune: &'a [AutotuneAccount],
+    pub compiles: &'a [CompileEvent],
+    pub comms: &'a [CommAccount],
+    pub local: &'a [LocalMemoryEvent],
+    pub phases: &'a [PhaseAccount],
+    /// Start of every kernel's first launch (kernel records cover the first steps).
+    pub first_launches: &'a [u64],
+    /// cuBLAS initialisation windows (see `cublas_windows`).
+    pub cublas: &'a [Window],
+    pub oop_allocs: &'a [OopAlloc],
+}
+
+/// One late warmup being gathered: its events' times and costs.
+struct Gather {
+    class: EventClass,
+    subject: String,
+    keys: Vec<String>,
+    times: Vec<u64>,
+    compiles: u32,
+    seconds: f64,
+    bytes: u64,
+}
+
+impl Gather {
+    fn new(class: EventClass, subject: &str) -> Gather {
+        Gather {
+            class,
+            subject: subject.to_string(),
+            keys: Vec::new(),
+            times: Vec::new(),
+            compiles: 0,
+            seconds: 0.0,
+            bytes: 0,
         }
     }
-    for (kernel, phase, step, seconds, n) in by_kernel {
-        out.push(LateWarmup {
-            class: EventClass::Compile,
-            what: format!("compile {kernel} ({n}x)"),
-            phase,
-            step,
-            seconds,
-            bytes: 0,
-        });
+
+    fn finish(self, bounds: &Boundaries) -> Option<LateWarmup> {
+        let first = self.times.iter().copied().min()?;
+        // After the last step end is no step (unless none ended: step 1 then
+        // runs to the process's end).
+        let in_step = |t: u64| bounds.phase_of(t) != Phase::Teardown || bounds.step1_unfinished();
+        let step_of = |t: u64| bounds.step_of(t).filter(|_| in_step(t));
+        let mut steps: Vec<u32> = self.times.iter().filter_map(|&t| step_of(t)).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        Some(LateWarmup {
+            minor: self.seconds < MINOR_SECONDS && self.bytes < MINOR_BYTES,
+            class: self.class,
+            subject: self.subject,
+            keys: self.keys,
+            events: self.times.len() as u32,
+            compiles: self.compiles,
+            seconds: self.seconds,
+            bytes: self.bytes,
+            phase: bounds.phase_of(first),
+            step: step_of(first),
+            steps,
+        })
     }
-    for c in comms
+}
+
+/// The item for (class, subject), created on first use.
+fn gather<'a>(items: &'a mut Vec<Gather>, class: EventClass, subject: &str) -> &'a mut Gather {
+    match items
+        .iter()
+        .position(|g| g.class == class && g.subject == subject)
+    {
+        Some(i) => &mut items[i],
+        None => {
+            items.push(Gather::new(class, subject));
+            items.last_mut().expect("just pushed")
+        }
+    }
+}
+
+/// How much a late warmup costs, for ranking: the larger of its seconds and
+/// its GiB (1 GiB of out-of-pool memory in step 1 ranks like a 1 s stall).
+pub fn warmup_rank(w: &LateWarmup) -> f64 {
+    w.seconds.max(w.bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// What was first used after setup, in any step: the warmups a user still
+/// needs, grouped by what to warm, costliest first (docs/step-rule.md).
+pub fn late_warmups(inp: &LateInputs) -> Vec<LateWarmup> {
+    let b = inp.bounds;
+    let at = |s: f64| b.start + (s * 1e9) as u64;
+    let late = |t: u64| b.phase_of(t) != Phase::Setup;
+    let mut items: Vec<Gather> = Vec::new();
+    // Triton kernels: autotunes (their seconds include their candidates'
+    // compiles) and the compiles outside them.
+    for a in inp.autotune.iter().filter(|a| late(at(a.start_s))) {
+        let g = gather(&mut items, EventClass::TritonAutotune, &a.kernel);
+        if a.configs > 0 {
+            g.keys.push(a.key.clone()); // else interrupted by a failure: no key
+        }
+        g.times.push(at(a.start_s));
+        g.seconds += a.seconds;
+        g.bytes += a.local_memory_growth + a.out_of_pool_bytes;
+    }
+    for c in inp.compiles.iter().filter(|c| late(at(c.start_s))) {
+        let inside_autotune = inp.autotune.iter().any(|a| {
+            a.kernel == c.kernel && c.start_s >= a.start_s && c.start_s <= a.start_s + a.seconds
+        });
+        let tuned = items
+            .iter()
+            .any(|g| g.class == EventClass::TritonAutotune && g.subject == c.kernel);
+        let class = if tuned {
+            EventClass::TritonAutotune
+        } else {
+            EventClass::Compile
+        };
+        let g = gather(&mut items, class, &c.kernel);
+        g.times.push(at(c.start_s));
+        g.compiles += 1;
+        if !inside_autotune {
+            g.seconds += c.seconds;
+        }
+    }
+    for c in inp
+        .comms
         .iter()
         .filter(|c| c.phase.is_some_and(|p| p != Phase::Setup))
     {
-        out.push(LateWarmup {
-            class: EventClass::NcclComm,
-            what: format!(
-                "NCCL communicator {} ({} ranks)",
-                c.comm_id.clone().unwrap_or_else(|| c.comm.clone()),
-                c.nranks.map_or("?".into(), |n| n.to_string())
-            ),
-            phase: c.phase.unwrap_or(Phase::Step1),
-            step: c.step,
-            seconds: c.init_seconds.unwrap_or(0.0),
-            bytes: c.bytes + c.inferred_bytes,
-        });
+        let subject = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
+        let g = gather(&mut items, EventClass::NcclComm, &subject);
+        g.times.push(at(c.start_s.unwrap_or(0.0)));
+        g.seconds += c.init_seconds.unwrap_or(0.0);
+        g.bytes += c.bytes + c.inferred_bytes;
     }
-    let setup_sources: Vec<&str> = replay
-        .phases
-        .get(&Phase::Setup)
-        .map(|p| p.by_source.keys().map(|k| &**k).collect())
-        .unwrap_or_default();
-    for phase in [Phase::Step1, Phase::Steady, Phase::Teardown] {
-        let Some(p) = replay.phases.get(&phase) else {
-            continue;
-        };
-        for (src, sb) in &p.by_source {
-            let src: &str = src;
-            if setup_sources.contains(&src)
-                || sb.allocated == 0
-                || src == super::sources::TORCH_POOL
-                || src == "nccl"
-            {
-                continue;
-            }
-            if out
-                .iter()
-                .any(|w| w.what.contains(&format!("library {src} ")))
-            {
-                continue;
-            }
-            if let Some(class) = class_of_source(src) {
-                out.push(LateWarmup {
-                    class,
-                    what: format!("library {src} first used"),
-                    phase,
-                    step: None,
-                    seconds: 0.0,
-                    bytes: sb.allocated,
-                });
-            }
+    // cuBLAS (and cuDNN) after setup: their allocations and cuBLAS's init time.
+    for a in inp.oop_allocs.iter().filter(|a| late(a.t)) {
+        if class_of_source(&a.source) == Some(EventClass::Cublas) {
+            let g = gather(&mut items, EventClass::Cublas, &a.source);
+            g.times.push(a.t);
+            g.bytes += a.bytes;
         }
     }
-    for ev in replay
-        .local_events
+    // A burst that began in setup counts from setup's end.
+    let setup_end = b.window(Phase::Setup).map_or(b.end, |w| w.1);
+    for &(s, e) in inp.cublas.iter().filter(|w| late(w.1)) {
+        let s = s.max(setup_end);
+        let g = gather(&mut items, EventClass::Cublas, "cublas");
+        g.times.push(s);
+        g.seconds += e.saturating_sub(s) as f64 / 1e9;
+    }
+    for ev in inp
+        .local
         .iter()
         .filter(|e| e.phase != Phase::Setup && !e.failed)
     {
-        if autotune
+        let tuned = inp
+            .autotune
             .iter()
-            .any(|a| a.phase != Phase::Setup && ev.kernel.contains(&a.kernel))
-        {
-            continue; // already listed with its autotune
+            .any(|a| a.phase != Phase::Setup && ev.kernel.contains(&a.kernel));
+        if tuned {
+            continue; // counted with its autotune
         }
-        out.push(LateWarmup {
-            class: EventClass::LocalMemory,
-            what: format!("local-memory growth by {}", ev.kernel),
-            phase: ev.phase,
-            step: ev.step,
-            seconds: 0.0,
-            bytes: ev.device_growth,
-        });
+        let g = gather(&mut items, EventClass::LocalMemory, &ev.kernel);
+        g.times.push(at(ev.t_s));
+        g.bytes += ev.device_growth;
     }
-    if kernels_after_setup > 0 {
-        out.push(LateWarmup {
-            class: EventClass::ModuleLoad,
-            what: format!(
-                "{kernels_after_setup} kernels first launched after setup (lazy module loading)"
-            ),
-            phase: Phase::Step1,
-            step: first_kernel_step,
-            seconds: 0.0,
-            bytes: 0,
-        });
+    let mut lazy = Gather::new(EventClass::ModuleLoad, "");
+    lazy.times = inp
+        .first_launches
+        .iter()
+        .copied()
+        .filter(|&t| late(t))
+        .collect();
+    for ph in inp.phases.iter().filter(|p| p.phase != Phase::Setup) {
+        lazy.seconds += ph.stall.module_load_s;
+        lazy.bytes += ph.module_code_bytes;
     }
+    items.push(lazy);
+    let mut out: Vec<LateWarmup> = items.into_iter().filter_map(|g| g.finish(b)).collect();
+    out.sort_by(|x, y| warmup_rank(y).total_cmp(&warmup_rank(x)));
     out
 }
 
@@ -454,15 +660,161 @@ mod tests {
             compile: vec![(10, 20)],
             autotune: vec![(5, 30)],
             nccl: vec![(40, 50)],
-            module: vec![(45, 60)],
+            cublas: vec![(58, 70)],
+            module: vec![(45, 60), (65, 68)],
         };
         let b = w.breakdown(0, 100);
         assert_eq!(b.compile_s, 10e-9);
         assert_eq!(b.autotune_s, 15e-9);
         assert_eq!(b.nccl_init_s, 10e-9);
-        assert_eq!(b.module_load_s, 10e-9);
-        assert_eq!(b.other_s, 55e-9);
+        // cuBLAS's own module loads (65-68) are cuBLAS init.
+        assert_eq!(b.cublas_init_s, 12e-9);
+        assert_eq!(b.module_load_s, 8e-9);
+        assert_eq!(b.other_s, 45e-9);
         assert!((b.wall_s - 100e-9).abs() < 1e-15);
+    }
+
+    #[test]
+    fn communicator_spans_never_overlap() {
+        const MS: u64 = 1_000_000;
+        // The second window starts (by NCCL's total) before the first completed.
+        let w = [Some((100 * MS, 400 * MS)), Some((395 * MS, 430 * MS)), None];
+        let s = comm_spans(&w);
+        assert_eq!(s[0], Some((95 * MS, 400 * MS)));
+        assert_eq!(s[1], Some((400 * MS, 450 * MS)));
+        assert_eq!(s[2], None);
+        // Far apart: each widened by the full margins.
+        let far = [Some((100 * MS, 200 * MS)), (Some((900 * MS, 950 * MS)))];
+        let s = comm_spans(&far);
+        assert_eq!(s[0], Some((95 * MS, 220 * MS)));
+        assert_eq!(s[1], Some((895 * MS, 970 * MS)));
+    }
+
+    #[test]
+    fn cublas_calls_close_together_are_one_initialisation() {
+        const MS: u64 = 1_000_000;
+        let calls = [
+            (0, MS),
+            (15 * MS, 16 * MS),
+            (30 * MS, 34 * MS),
+            (200 * MS, 201 * MS),
+        ];
+        assert_eq!(
+            cublas_windows(&calls),
+            vec![(0, 34 * MS), (200 * MS, 201 * MS)]
+        );
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    /// Synthetic boundaries: step 1 begins at 10 s, steps end at 20, 21, 22, 23 s.
+    fn four_steps() -> Boundaries {
+        Boundaries {
+            start: 0,
+            step1_begin: Some(10 * S),
+            step_ends: vec![20 * S, 21 * S, 22 * S, 23 * S],
+            end: 30 * S,
+            rule: "first-forward-after-zero-grad".into(),
+        }
+    }
+
+    fn autotune(
+        kernel: &str,
+        key: &str,
+        start_s: f64,
+        seconds: f64,
+        growth: u64,
+    ) -> AutotuneAccount {
+        let b = four_steps();
+        let t = (start_s * 1e9) as u64;
+        AutotuneAccount {
+            kernel: kernel.into(),
+            key: key.into(),
+            phase: b.phase_of(t),
+            step: b.step_of(t),
+            start_s,
+            seconds,
+            configs: 4,
+            benchmarked: 4,
+            chosen: "BLOCK: 64".into(),
+            source: "benchmark".into(),
+            local_memory_growth: growth,
+            out_of_pool_bytes: 0,
+            spilling_configs: Vec::new(),
+        }
+    }
+
+    fn compile(kernel: &str, start_s: f64, seconds: f64) -> CompileEvent {
+        let b = four_steps();
+        let t = (start_s * 1e9) as u64;
+        CompileEvent {
+            kernel: kernel.into(),
+            phase: b.phase_of(t),
+            step: b.step_of(t),
+            start_s,
+            seconds,
+            cache_hit: Some(false),
+        }
+    }
+
+    #[test]
+    fn late_warmups_are_grouped_by_kernel_ranked_by_cost_and_say_every_step() {
+        // Synthetic events, not a recording.
+        let b = four_steps();
+        let autotunes = [
+            autotune("chunk_bwd", "(64, 'bf16')", 12.0, 30.0, 0),
+            // A new shape in step 3 is the same problem.
+            autotune("chunk_bwd", "(128, 'bf16')", 21.5, 8.0, 6 << 30),
+            autotune("setup_kernel", "(1,)", 2.0, 5.0, 0),
+        ];
+        let compiles = [
+            compile("chunk_bwd", 12.5, 3.0), // inside its autotune: counted there
+            compile("rms_norm", 11.0, 2.0),
+            compile("tiny", 21.2, 0.0013), // a cached compile: minor
+            compile("eval_kernel", 25.0, 1.0), // after the last step: no step
+        ];
+        let first_launches = [11 * S, 21 * S + 1];
+        let w = late_warmups(&LateInputs {
+            bounds: &b,
+            autotune: &autotunes,
+            compiles: &compiles,
+            comms: &[],
+            local: &[],
+            phases: &[],
+            first_launches: &first_launches,
+            cublas: &[],
+            oop_allocs: &[],
+        });
+        let chunk = &w[0];
+        assert_eq!(chunk.class, EventClass::TritonAutotune);
+        assert_eq!(chunk.subject, "chunk_bwd");
+        assert_eq!(chunk.keys, vec!["(64, 'bf16')", "(128, 'bf16')"]);
+        assert_eq!((chunk.events, chunk.compiles), (3, 1));
+        assert_eq!(chunk.seconds, 38.0);
+        assert_eq!(chunk.bytes, 6 << 30);
+        assert_eq!((chunk.step, chunk.steps.clone()), (Some(1), vec![1, 3]));
+        assert!(!chunk.minor);
+        // Setup's autotune is not a late warmup.
+        assert!(w.iter().all(|x| x.subject != "setup_kernel"));
+        let norm = w.iter().find(|x| x.subject == "rms_norm").unwrap();
+        assert_eq!(
+            (norm.class, norm.seconds, norm.minor),
+            (EventClass::Compile, 2.0, false)
+        );
+        let tiny = w.iter().find(|x| x.subject == "tiny").unwrap();
+        assert!(tiny.minor);
+        assert_eq!(tiny.steps, vec![3]);
+        let eval = w.iter().find(|x| x.subject == "eval_kernel").unwrap();
+        assert_eq!((eval.phase, eval.step), (Phase::Teardown, None));
+        assert!(eval.steps.is_empty());
+        let lazy = w
+            .iter()
+            .find(|x| x.class == EventClass::ModuleLoad)
+            .unwrap();
+        assert_eq!((lazy.events, lazy.steps.clone()), (2, vec![1, 3]));
+        // Costliest first (1 GiB ranks like 1 s).
+        let ranks: Vec<f64> = w.iter().map(warmup_rank).collect();
+        assert!(ranks.windows(2).all(|p| p[0] >= p[1]), "{ranks:?}");
     }
 
     #[test]

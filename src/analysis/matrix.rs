@@ -14,13 +14,7 @@ use crate::prewarm::catalog::EventClass;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Step-1 cost of one event class in one attempt (worst rank).
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
-pub struct ClassCost {
-    pub bytes: u64,
-    pub seconds: f64,
-    pub events: u32,
-}
+pub use super::model::ClassCost;
 
 /// The figures of one attempt, taken from its worst rank.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -155,52 +149,6 @@ pub struct MatrixAccount {
     pub notes: Vec<MatrixNote>,
 }
 
-fn step1_costs(p: &ProcessAccount) -> BTreeMap<EventClass, ClassCost> {
-    let mut m: BTreeMap<EventClass, ClassCost> = BTreeMap::new();
-    let Some(s1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) else {
-        return m;
-    };
-    for sb in &s1.by_source {
-        if let Some(c) = super::framework::class_of_source(&sb.source) {
-            let e = m.entry(c).or_default();
-            e.bytes += sb.allocated;
-            e.events += sb.calls as u32;
-        }
-    }
-    let local = m.entry(EventClass::LocalMemory).or_default();
-    local.bytes += s1.local_memory_growth;
-    local.events += p
-        .local_memory
-        .iter()
-        .filter(|l| l.phase == Phase::Step1)
-        .count() as u32;
-    let nccl = m.entry(EventClass::NcclComm).or_default();
-    for c in p.nccl.iter().filter(|c| c.phase == Some(Phase::Step1)) {
-        nccl.bytes += c.inferred_bytes;
-        nccl.events += 1;
-    }
-    nccl.seconds += s1.stall.nccl_init_s;
-    let at = m.entry(EventClass::TritonAutotune).or_default();
-    at.seconds += s1.stall.autotune_s;
-    at.events += p
-        .autotune
-        .iter()
-        .filter(|a| a.phase == Phase::Step1)
-        .count() as u32;
-    let comp = m.entry(EventClass::Compile).or_default();
-    comp.seconds += s1.stall.compile_s;
-    comp.events += p
-        .compiles
-        .iter()
-        .filter(|c| c.phase == Phase::Step1)
-        .count() as u32;
-    let module = m.entry(EventClass::ModuleLoad).or_default();
-    module.seconds += s1.stall.module_load_s;
-    module.events += s1.kernels_first_launched;
-    m.retain(|_, c| c.bytes > 0 || c.seconds > 0.0 || c.events > 0);
-    m
-}
-
 /// The rank with the highest step-1 device peak (the first on ties).
 fn highest_peak<'a>(ranks: &[&'a ProcessAccount]) -> Option<&'a ProcessAccount> {
     ranks
@@ -243,7 +191,9 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         steady_step_s: max_f(&|p| p.steps.steady_step_s),
         oom: ranks.iter().any(|p| !p.forensics.is_empty()),
         nccl_comms: ranks.iter().map(|p| p.nccl.len() as u32).max().unwrap_or(0),
-        step1_by_class: worst.map(step1_costs).unwrap_or_default(),
+        step1_by_class: worst
+            .map(|p| super::framework::class_costs(p, Phase::Step1))
+            .unwrap_or_default(),
         rank_skew_peak: a.ranks.as_ref().and_then(|r| r.step1_peak_skew),
         reached_step1: ranks.iter().any(|p| step1(p).is_some()),
         held_step1_end: peak_step1.and_then(|s| s.gap_end.as_ref()).map(held_parts),

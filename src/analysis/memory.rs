@@ -47,6 +47,9 @@ pub struct DeviceView {
     pub device_used: Series,
     pub cuda_total: Option<u64>,
     pub probe_free: Series,
+    /// The device-wide readings (cuMemGetInfo) are this process's own: it is
+    /// alone on its GPU (or there is no NVML to say otherwise).
+    pub own_device: bool,
 }
 
 impl DeviceView {
@@ -77,6 +80,8 @@ pub struct State {
     /// Context memory the driver committed only at the context's first kernel
     /// launch (its initial local-memory reservation; measured, often 0).
     pub context_late: u64,
+    /// Device growth at lazy module loading (inferred; see `module_code_growth`).
+    pub module_code: u64,
 }
 
 impl State {
@@ -98,6 +103,8 @@ pub struct PhaseTotals {
     pub first_launches: u32,
     pub pinned: u64,
     pub failed: u32,
+    /// Device growth at lazy module loading in this phase (inferred).
+    pub module_code: u64,
 }
 
 /// A failed device request, before forensics interprets it.
@@ -112,6 +119,8 @@ pub struct Failure {
     pub free_before: Option<u64>,
     pub total: Option<u64>,
     pub local_kernel: Option<String>,
+    /// PyTorch's pool when it failed.
+    pub pool: u64,
 }
 
 /// An out-of-pool allocation that succeeded, for joins with framework windows.
@@ -120,6 +129,8 @@ pub struct OopAlloc {
     pub t: u64,
     pub source: SourceName,
     pub bytes: u64,
+    /// When it was given back, if it was.
+    pub freed: Option<u64>,
 }
 
 /// Everything the replay produces.
@@ -139,6 +150,8 @@ pub struct Replay {
     /// Reservation released when a growth failed (the driver drops the old one).
     pub local_released: u64,
     pub libraries_by_source: BTreeMap<String, Vec<String>>,
+    /// Device growth at lazy module loading: (when, bytes), in time order.
+    pub module_code: Vec<(u64, u64)>,
 }
 
 /// The per-phase entry of a source, created on first use.
@@ -166,6 +179,7 @@ enum Item<'a> {
     Mem(&'a MemCall),
     Local(usize),
     First,
+    ModuleCode(u64),
     Query(usize),
 }
 
@@ -252,6 +266,99 @@ fn measured_growth(
         _ => device.used.at(b)? as i64 - device.used.at(a)? as i64 - known_change(a, b),
     };
     Some(change.max(0) as u64)
+}
+
+/// Longest stretch between two of the probe's free-memory readings over which
+/// device growth is put down to module loading: longer stretches hold too much
+/// else to name the cause.
+const MODULE_INTERVAL_MAX_NS: u64 = 1_000_000_000;
+
+/// Smallest device growth attributed to module loading (one device page).
+const MODULE_GROWTH_MIN: u64 = 2 << 20;
+
+/// Device growth at lazy module loading, which no allocation call shows: with
+/// lazy loading (CUDA's default) the driver puts a module's code (and what it
+/// needs with it) on the device when a kernel of it first runs.
+///
+/// Measured on the probe's own `cuMemGetInfo` readings (taken around every
+/// tracked driver call, so no allocation call falls between two consecutive
+/// ones): for each pair of consecutive readings at most 1 s apart with a
+/// module-load call, a CUPTI module-loaded record or a kernel's first launch
+/// between them, the drop in free memory minus the allocations that completed
+/// in between. Stretches that overlap a local-memory growth (measured on its
+/// own, as is the context's first-launch commit) or an `exclude` window (the
+/// NCCL communicator spans, whose growth without allocation calls is NCCL's
+/// own inferred figure) are left out, so nothing is counted twice. Only when
+/// the readings are this process's own (alone on its GPU). Returns (when,
+/// bytes): when = the reading that first shows the growth (the device
+/// timeline the account is checked against shows it no earlier).
+fn module_code_growth(
+    r: &ProcessRecords,
+    device: &DeviceView,
+    known: &Series,
+    exclude: &[(u64, u64)],
+) -> Vec<(u64, u64)> {
+    if !device.own_device {
+        return Vec::new();
+    }
+    let mut events: Vec<u64> = r
+        .modules
+        .iter()
+        .map(|m| m.t)
+        .chain(r.first_launches.iter().map(|k| k.t_start))
+        .chain(
+            r.mem
+                .iter()
+                .filter(|m| {
+                    m.result == 0
+                        && m.api.effect() == MemEffect::Module
+                        && !matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload)
+                })
+                .map(|m| m.t_end),
+        )
+        .collect();
+    events.sort_unstable();
+    let mut busy: Vec<(u64, u64)> = r
+        .local
+        .iter()
+        .filter(|l| l.t_start != 0)
+        .map(|l| {
+            (
+                l.t_start.saturating_sub(GROWTH_WINDOW_NS),
+                l.t_end + GROWTH_WINDOW_NS,
+            )
+        })
+        .chain(
+            exclude
+                .iter()
+                .map(|w| (w.0.saturating_sub(GROWTH_WINDOW_NS), w.1)),
+        )
+        .collect();
+    busy.sort_unstable();
+    let ctx_up = r.contexts.iter().map(|c| c.t).min().unwrap_or(0);
+    let readings = &device.probe_free.points;
+    let mut out = Vec::new();
+    for pair in readings.windows(2) {
+        let ((t0, free0), (t1, free1)) = (pair[0], pair[1]);
+        if t1 <= t0 || t1 - t0 > MODULE_INTERVAL_MAX_NS || t0 < ctx_up {
+            continue;
+        }
+        let loaded = events[events.partition_point(|&e| e < t0)..]
+            .first()
+            .is_some_and(|&e| e <= t1);
+        if !loaded {
+            continue;
+        }
+        if busy.iter().any(|w| w.0 <= t1 && t0 <= w.1) {
+            continue;
+        }
+        let allocated = known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
+        let grew = free0 as i64 - free1 as i64 - allocated;
+        if grew >= MODULE_GROWTH_MIN as i64 {
+            out.push((t1, grew as u64));
+        }
+    }
+    out
 }
 
 /// How much device memory disappeared across a failed launch: from the last
@@ -344,11 +451,16 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
 }
 
 /// Replays the process; `queries` are instants whose state the caller needs.
+///
+/// `exclude` are windows whose device growth without allocation calls is
+/// another part's (the NCCL communicator spans): module-code growth is not
+/// measured across them.
 pub fn replay(
     r: &ProcessRecords,
     bounds: &Boundaries,
     device: &DeviceView,
     queries: &[u64],
+    exclude: &[(u64, u64)],
 ) -> Replay {
     let start = bounds.start;
     // Classify each calling library once, not per event.
@@ -393,16 +505,21 @@ pub fn replay(
     for (i, q) in queries.iter().enumerate() {
         items.push((*q, 1, Item::Query(i)));
     }
-    items.sort_by_key(|x| (x.0, x.1));
-
     let known = known_allocations(r);
     let measured = measured_growths(r, device, &known);
+    let module_code = module_code_growth(r, device, &known, exclude);
+    for &(t, bytes) in &module_code {
+        items.push((t, 0, Item::ModuleCode(bytes)));
+    }
+    items.sort_by_key(|x| (x.0, x.1));
     let mut out = Replay {
         states: vec![State::default(); queries.len()],
+        module_code,
         ..Default::default()
     };
     let mut state = State::default();
     let mut live: HashMap<u64, (u64, SourceName, bool)> = HashMap::with_capacity(1024);
+    let mut oop_index: HashMap<u64, usize> = HashMap::new();
     let mut first_local: HashMap<u32, u64> = HashMap::new();
     let mut max_local: HashMap<u32, u64> = HashMap::new();
 
@@ -416,6 +533,11 @@ pub fn replay(
             }
             Item::First => {
                 out.phases.entry(phase).or_default().first_launches += 1;
+                continue;
+            }
+            Item::ModuleCode(bytes) => {
+                state.module_code += bytes;
+                out.phases.entry(phase).or_default().module_code += bytes;
                 continue;
             }
             Item::Local(i) => {
@@ -481,6 +603,7 @@ pub fn replay(
                     after: l.total_after,
                     device_growth: grow,
                     registers: l.registers,
+                    per_thread: l.per_thread,
                     failed,
                     autotune_config: None,
                 });
@@ -500,6 +623,7 @@ pub fn replay(
                         free_before: free,
                         total: device.cuda_total,
                         local_kernel: Some(kernel_display(&l.kernel)),
+                        pool: state.pool,
                     });
                 } else {
                     max_local.insert(l.context_id, l.total_after);
@@ -534,6 +658,7 @@ pub fn replay(
                             free_before: opt(m.free_before),
                             total: opt(m.total),
                             local_kernel: None,
+                            pool: state.pool,
                         });
                         if !in_pool {
                             push_request_exposure(
@@ -568,10 +693,12 @@ pub fn replay(
                             );
                             *state.oop.entry(source.clone()).or_default() += m.bytes;
                             acc.oop_alloc += m.bytes;
+                            oop_index.insert(m.address, out.oop_allocs.len());
                             out.oop_allocs.push(OopAlloc {
                                 t: *t,
                                 source: source.clone(),
                                 bytes: m.bytes,
+                                freed: None,
                             });
                         }
                         let sb = source_entry(&mut acc.by_source, &source);
@@ -579,6 +706,9 @@ pub fn replay(
                         sb.allocated += m.bytes;
                     }
                     MemEffect::DeviceFree => {
+                        if let Some(i) = oop_index.remove(&m.address) {
+                            out.oop_allocs[i].freed = Some(*t);
+                        }
                         if let Some((bytes, src, pool)) = live.remove(&m.address) {
                             if pool {
                                 state.pool = state.pool.saturating_sub(bytes);
@@ -684,6 +814,129 @@ mod tests {
         Series {
             points: points.to_vec(),
         }
+    }
+
+    const MIB: u64 = 1 << 20;
+    const FREE: u64 = 100_000 * MIB;
+
+    /// A tracked driver call with the device's free memory around it.
+    fn call(t: u64, api: MemApi, bytes: u64, free_before: u64, free_after: u64) -> MemCall {
+        MemCall {
+            t_start: t,
+            t_end: t + MS,
+            api,
+            thread: 1,
+            device: 0,
+            bytes,
+            address: t,
+            result: 0,
+            library: 0,
+            free_before,
+            free_after,
+            total: 2 * FREE,
+        }
+    }
+
+    /// Synthetic records (not a recording): a module load at 10 ms whose code
+    /// the device shows by the next reading (a pool allocation at 300 ms).
+    fn lazy_load() -> ProcessRecords {
+        ProcessRecords {
+            contexts: vec![prewarm_events::ContextCreated {
+                t: 0,
+                device: 0,
+                context_id: 1,
+                pci_bus_id: String::new(),
+                free: FREE,
+                total: 2 * FREE,
+            }],
+            mem: vec![
+                call(10 * MS, MemApi::LibraryLoadData, 0, FREE, FREE),
+                call(
+                    300 * MS,
+                    MemApi::MemAlloc,
+                    64 * MIB,
+                    FREE - 70 * MIB,
+                    FREE - 134 * MIB,
+                ),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn probe_view(r: &ProcessRecords) -> DeviceView {
+        let mut points: Vec<(u64, u64)> = r
+            .mem
+            .iter()
+            .flat_map(|m| [(m.t_start, m.free_before), (m.t_end, m.free_after)])
+            .collect();
+        points.sort();
+        DeviceView {
+            probe_free: Series { points },
+            cuda_total: Some(2 * FREE),
+            own_device: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn growth_after_a_module_load_is_module_code_counted_where_the_device_shows_it() {
+        let r = lazy_load();
+        let known = known_allocations(&r);
+        let grown = module_code_growth(&r, &probe_view(&r), &known, &[]);
+        // 70 MiB between the load (11 ms) and the allocation's first reading;
+        // the allocation's own 64 MiB is not module code.
+        assert_eq!(grown, vec![(300 * MS, 70 * MIB)]);
+    }
+
+    #[test]
+    fn module_code_is_never_counted_twice_or_guessed() {
+        let r = lazy_load();
+        let known = known_allocations(&r);
+        // Inside a communicator's span: NCCL's inferred figure owns it.
+        let span = [(200 * MS, 400 * MS)];
+        assert!(module_code_growth(&r, &probe_view(&r), &known, &span).is_empty());
+        // A local-memory growth in the stretch is measured on its own.
+        let mut with_local = lazy_load();
+        with_local.local.push(prewarm_events::LocalMemoryGrowth {
+            t_start: 150 * MS,
+            t_end: 151 * MS,
+            device: 0,
+            context_id: 1,
+            correlation_id: 1,
+            kernel: "spills".into(),
+            total_before: 10 * MIB,
+            total_after: 80 * MIB,
+            per_thread: 0,
+            registers: 255,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+        });
+        let known = known_allocations(&with_local);
+        assert!(module_code_growth(&with_local, &probe_view(&with_local), &known, &[]).is_empty());
+        // Readings more than a second apart hold too much else to name a cause.
+        let mut slow = lazy_load();
+        slow.mem[1] = call(
+            1_500 * MS,
+            MemApi::MemAlloc,
+            64 * MIB,
+            FREE - 70 * MIB,
+            FREE - 134 * MIB,
+        );
+        let known = known_allocations(&slow);
+        assert!(module_code_growth(&slow, &probe_view(&slow), &known, &[]).is_empty());
+        // Device-wide readings on a shared GPU include other processes.
+        let r = lazy_load();
+        let known = known_allocations(&r);
+        let shared = DeviceView {
+            own_device: false,
+            ..probe_view(&r)
+        };
+        assert!(module_code_growth(&r, &shared, &known, &[]).is_empty());
+        // Without a module event in the stretch, growth stays unexplained.
+        let mut no_load = lazy_load();
+        no_load.mem[0].api = MemApi::MemHostAlloc;
+        let known = known_allocations(&no_load);
+        assert!(module_code_growth(&no_load, &probe_view(&no_load), &known, &[]).is_empty());
     }
 
     #[test]

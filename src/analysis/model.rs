@@ -51,14 +51,31 @@ pub struct GapAccount {
 }
 
 /// Time inside one phase spent on lazy initialisation, by kind (seconds).
+/// Each instant counts once, for the first kind active then in this order:
+/// compile, autotune, NCCL init, cuBLAS init, module loading (so cuBLAS's own
+/// module loads are cuBLAS init, not module loading).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct StallBreakdown {
     pub wall_s: f64,
     pub compile_s: f64,
     pub autotune_s: f64,
     pub nccl_init_s: f64,
+    /// cuBLAS/cuBLASLt handle and workspace creation and their module loads:
+    /// bursts of driver calls made from cuBLAS (docs/accounting.md).
+    pub cublas_init_s: f64,
     pub module_load_s: f64,
     pub other_s: f64,
+}
+
+/// What one event class cost in one phase of one process: bytes that landed
+/// (allocations, local-memory growth, inferred growth), seconds of the phase's
+/// wall time (from the stall breakdown: never counted for two classes) and
+/// the number of events.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct ClassCost {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub events: u32,
 }
 
 /// One phase of one process.
@@ -77,6 +94,9 @@ pub struct PhaseAccount {
     pub out_of_pool_live_end: u64,
     pub by_source: Vec<SourceBytes>,
     pub local_memory_growth: u64,
+    /// Device growth at lazy module loading in this phase, which no allocation
+    /// call shows (inferred from the device timeline; docs/accounting.md).
+    pub module_code_bytes: u64,
     pub module_loads: u32,
     pub module_image_bytes: u64,
     pub kernels_first_launched: u32,
@@ -99,6 +119,8 @@ pub struct LocalMemoryEvent {
     /// What the device actually gained (measured on the device timeline).
     pub device_growth: u64,
     pub registers: u16,
+    /// Local memory per thread the kernel needs (its spills), from CUPTI.
+    pub per_thread: u32,
     /// The launch failed: the driver could not grow the reservation.
     pub failed: bool,
     /// The Triton autotune candidate being benchmarked when it happened.
@@ -173,15 +195,100 @@ pub struct CompileEvent {
     pub cache_hit: Option<bool>,
 }
 
-/// Something first used after setup: the warmup a user still needs.
+/// Something first used after setup: the warmup a user still needs, grouped
+/// by what to warm (a Triton kernel, a communicator, a library, the kernels
+/// lazy loading brought in). Costliest first in `ProcessAccount::late_warmups`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LateWarmup {
     pub class: EventClass,
-    pub what: String,
-    pub phase: Phase,
-    pub step: Option<u32>,
+    /// What to warm: a kernel name, a communicator id, a library, or empty
+    /// for lazy module loading as a whole.
+    pub subject: String,
+    /// The Triton autotune keys (shapes) first tuned after setup, in full.
+    pub keys: Vec<String>,
+    /// Events folded into this item: autotunes, compiles, growths, kernels
+    /// first launched, allocation calls.
+    pub events: u32,
+    /// Of `events`, the JIT compiles (a Triton kernel's item holds both).
+    pub compiles: u32,
     pub seconds: f64,
     pub bytes: u64,
+    /// Phase and step where it first appeared.
+    pub phase: Phase,
+    pub step: Option<u32>,
+    /// Every step it appeared in (a new shape at step N is the same problem).
+    pub steps: Vec<u32>,
+    /// Below the list's threshold (under 50 ms and under 1 MiB): reports fold
+    /// it into a count.
+    pub minor: bool,
+}
+
+/// The device's memory budget at an out-of-memory failure (bytes).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OomBudget {
+    pub device_total: u64,
+    /// In use on the device just before the failing request (every process).
+    pub device_used: u64,
+    /// The failing request.
+    pub request: u64,
+    /// request − free memory: how much was missing (positive at an OOM).
+    pub shortfall: i64,
+    /// PyTorch's pool at the failure, and its highest in the failing phase.
+    pub pool_reserved: u64,
+    pub pool_peak: u64,
+    /// Of the pool, bytes reserved but not allocated, when torch said (its
+    /// OOM message, or the shim as the process died): cache the pool could
+    /// have given back to an out-of-pool request made earlier.
+    pub pool_cache: Option<u64>,
+}
+
+/// What one candidate prewarm would leave at the failure point, from this
+/// run's account, if the step needs the same memory with it (docs/accounting.md).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PrewarmProjection {
+    pub prewarm: String,
+    pub targets: Vec<EventClass>,
+    /// The failing request is of a class it targets: it would be made in setup.
+    pub moves_request: bool,
+    /// Lazy-init bytes of its classes that landed before the failure (the
+    /// request not included): what it would make in setup instead.
+    pub moved_bytes: u64,
+    /// Lazy-init bytes it would make in setup that stay held (local memory,
+    /// communicator buffers, cuBLAS workspaces, module code): still there at
+    /// the failure point, request included when it moves it.
+    pub persistent_bytes: u64,
+    /// Lazy-init bytes it would make in setup and give back before step 1
+    /// (autotune scratch) that were held at the failure.
+    pub transient_bytes: u64,
+    /// Device demand at the failure point with the prewarm.
+    pub projected_demand: u64,
+    /// device_total − projected_demand: ≥ 0 fits with that much to spare,
+    /// < 0 still short by that much (a lower bound while the step's rest is unknown).
+    pub margin: i64,
+    /// The same, if the pool gave its unused cache back (known cache, moved
+    /// out-of-pool request only).
+    pub margin_with_pool_cache: Option<i64>,
+}
+
+/// A fix that removes the demand instead of moving it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Remedy {
+    /// Prune `config` from `kernel`'s autotune configs: the candidate whose
+    /// spills grew the local-memory reservation is never launched, so the
+    /// growth (never given back) does not happen; the autotuner chooses among
+    /// the rest.
+    PruneAutotuneConfig {
+        kernel: String,
+        config: String,
+        /// CUPTI's local-memory reservation increase for the candidate's launch.
+        local_bytes: u64,
+        /// Local memory per thread the candidate needs, and its registers.
+        per_thread: u32,
+        registers: u16,
+        /// device_total − demand at the failure point without that growth.
+        margin: i64,
+    },
 }
 
 /// An out-of-memory failure and what led to it.
@@ -208,6 +315,13 @@ pub struct Forensic {
     pub movable: Vec<EventClass>,
     /// Catalog prewarms that target those classes.
     pub prewarms: Vec<String>,
+    /// The memory budget at the failure (when the probe saw the request).
+    pub budget: Option<OomBudget>,
+    /// Per candidate prewarm (any catalog prewarm targeting the request's
+    /// class or a class that preceded it): what it would leave.
+    pub projections: Vec<PrewarmProjection>,
+    /// Fixes that remove the demand instead of moving it.
+    pub remedies: Vec<Remedy>,
 }
 
 /// An uncaught exception recorded by the shim.
@@ -217,6 +331,10 @@ pub struct ExceptionEvent {
     pub phase: Phase,
     pub kind: String,
     pub message: String,
+    /// torch's pool as the process died (reserved, allocated), when the shim
+    /// could read it.
+    pub pool_reserved: Option<u64>,
+    pub pool_allocated: Option<u64>,
 }
 
 /// Whether the probe captured in this process, and why not.

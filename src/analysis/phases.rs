@@ -85,9 +85,11 @@ impl Boundaries {
             ShimEvent::Step1Begin { t, rule } => Some((*t, rule.clone())),
             _ => None,
         });
-        let (step1_begin, rule) = match (begin, step_ends.first()) {
+        let first_end = step_ends.first().map(|s| s.1);
+        let (step1_begin, rule) = match (begin, placed_from_records(events, first_end)) {
             (Some((t, rule)), _) => (Some(t), rule),
-            (None, Some(_)) => (
+            (None, Some((t, rule))) => (Some(t), rule),
+            (None, None) if first_end.is_some() => (
                 Some(start),
                 "no step-1 start recorded: step 1 taken from process start".into(),
             ),
@@ -101,6 +103,12 @@ impl Boundaries {
             end: end.max(last),
             rule,
         }
+    }
+
+    /// True when step 1 was placed but no optimizer step finished (the
+    /// process died, or was stopped, in step 1).
+    pub fn step1_unfinished(&self) -> bool {
+        self.step1_begin.is_some() && self.step_ends.is_empty()
     }
 
     /// The phase a timestamp falls in.
@@ -163,6 +171,53 @@ impl Boundaries {
         }
         d.sort();
         Some(d[d.len() / 2])
+    }
+}
+
+/// Places step 1 by the documented rule from the shim's `zero_grad` and
+/// `first_forward` records, for a process whose shim wrote no `step1_begin`
+/// (it died before its first optimizer step without running Python's exception
+/// hook). Only records before the first step end (`before`) count. The primary
+/// optimizer is the one that called `zero_grad()` last, else the first whose
+/// module ran a forward.
+fn placed_from_records(events: &[ShimEvent], before: Option<u64>) -> Option<(u64, String)> {
+    let early = |t: u64| before.is_none_or(|b| t < b);
+    let zero_grads: Vec<(u64, u32)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::ZeroGrad { t, opt } if early(*t) => Some((*t, *opt)),
+            _ => None,
+        })
+        .collect();
+    let forwards: Vec<(u64, u32)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::FirstForward { t, opt, .. } if early(*t) => Some((*t, *opt)),
+            _ => None,
+        })
+        .collect();
+    let last_zero = zero_grads.iter().max_by_key(|z| z.0).copied();
+    let primary = last_zero
+        .map(|z| z.1)
+        .or_else(|| forwards.iter().min_by_key(|f| f.0).map(|f| f.1))?;
+    let suffix = if before.is_some() {
+        " (placed from the shim's forward and zero_grad records)"
+    } else {
+        " (no optimizer step finished; placed from the shim's forward and zero_grad records)"
+    };
+    let first_forward_from = |from: u64| {
+        forwards
+            .iter()
+            .filter(|f| f.1 == primary && f.0 >= from)
+            .map(|f| f.0)
+            .min()
+    };
+    match last_zero {
+        Some((z, _)) => Some(match first_forward_from(z) {
+            Some(t) => (t, format!("first-forward-after-zero-grad{suffix}")),
+            None => (z, format!("last-zero-grad{suffix}")),
+        }),
+        None => first_forward_from(0).map(|t| (t, format!("first-forward{suffix}"))),
     }
 }
 
@@ -233,6 +288,97 @@ mod tests {
         assert_eq!(b.step1_begin, Some(50));
         assert_eq!(b.step_ends, vec![60]);
         assert!(b.rule.contains("markers"));
+    }
+
+    // Synthetic shim records (not a recording): a process that ran a prewarm
+    // forward, zeroed its gradients, started step 1 and died in it before
+    // any optimizer step, without a `step1_begin` line.
+    fn died_in_step_one() -> Vec<ShimEvent> {
+        vec![
+            ShimEvent::FirstForward {
+                t: 10,
+                opt: 0,
+                after_zero_grad: false,
+            },
+            ShimEvent::ZeroGrad { t: 40, opt: 0 },
+            ShimEvent::FirstForward {
+                t: 50,
+                opt: 0,
+                after_zero_grad: true,
+            },
+        ]
+    }
+
+    #[test]
+    fn a_process_that_dies_before_its_first_step_still_gets_step_one() {
+        let b = Boundaries::from_events(&died_in_step_one(), false, 0, 300);
+        assert_eq!(b.step1_begin, Some(50));
+        assert!(
+            b.rule
+                .starts_with("first-forward-after-zero-grad (no optimizer step finished")
+        );
+        assert!(b.step1_unfinished());
+        assert_eq!(b.phase_of(45), Phase::Setup);
+        assert_eq!(b.phase_of(200), Phase::Step1);
+        assert_eq!(b.step_of(200), Some(1));
+        assert_eq!(b.window(Phase::Setup), Some((0, 50)));
+        assert_eq!(b.window(Phase::Step1), Some((50, 300)));
+        assert_eq!(b.setup_ns(), Some(50));
+    }
+
+    #[test]
+    fn the_fallback_follows_the_rule_order() {
+        // zero_grad after the step pattern: no zero_grad before the death,
+        // so the first owning forward places step 1.
+        let only_forward = vec![ShimEvent::FirstForward {
+            t: 10,
+            opt: 1,
+            after_zero_grad: false,
+        }];
+        let b = Boundaries::from_events(&only_forward, false, 0, 300);
+        assert_eq!(b.step1_begin, Some(10));
+        assert!(
+            b.rule
+                .starts_with("first-forward (no optimizer step finished")
+        );
+        // A functional model: zero_grad but no module forward.
+        let only_zero = vec![ShimEvent::ZeroGrad { t: 70, opt: 0 }];
+        let b = Boundaries::from_events(&only_zero, false, 0, 300);
+        assert_eq!(b.step1_begin, Some(70));
+        assert!(b.rule.starts_with("last-zero-grad"));
+        // The optimizer that zeroed last is the primary: another optimizer's
+        // forward after it does not place step 1.
+        let two = vec![
+            ShimEvent::ZeroGrad { t: 40, opt: 0 },
+            ShimEvent::FirstForward {
+                t: 45,
+                opt: 1,
+                after_zero_grad: false,
+            },
+            ShimEvent::FirstForward {
+                t: 60,
+                opt: 0,
+                after_zero_grad: true,
+            },
+        ];
+        assert_eq!(
+            Boundaries::from_events(&two, false, 0, 300).step1_begin,
+            Some(60)
+        );
+    }
+
+    #[test]
+    fn the_shims_own_placement_wins_over_the_records() {
+        let mut ev = died_in_step_one();
+        ev.push(ShimEvent::Step1Begin {
+            t: 55,
+            rule:
+                "first-forward-after-zero-grad (the process died before its first optimizer step)"
+                    .into(),
+        });
+        let b = Boundaries::from_events(&ev, false, 0, 300);
+        assert_eq!(b.step1_begin, Some(55));
+        assert!(b.rule.contains("died before"));
     }
 
     #[test]

@@ -103,6 +103,7 @@ fn device_view(
             device_used,
             cuda_total,
             probe_free: Series { points: probe_free },
+            own_device: alone || host.nvml.processes.is_empty(),
         },
         baseline,
     )
@@ -186,29 +187,7 @@ pub fn analyse_process(
     for (_, (a, b)) in &phase_windows {
         queries.push(gap_instant(*a, *b));
     }
-    // Each communicator's window, widened a little for the device timeline to
-    // catch up, but never into a neighbouring communicator's window.
-    let mut spans: Vec<Option<(u64, u64)>> = Vec::new();
-    {
-        let mut sorted: Vec<(u64, u64)> = comm_windows.iter().filter_map(|c| c.1).collect();
-        sorted.sort();
-        for (_, w) in &comm_windows {
-            spans.push(w.map(|(a, b)| {
-                let prev_end = sorted.iter().filter(|o| o.1 <= a).map(|o| o.1).max();
-                let next_start = sorted
-                    .iter()
-                    .filter(|o| o.0 >= b && (o.0, o.1) != (a, b))
-                    .map(|o| o.0)
-                    .min();
-                let before = prev_end.map_or(a.saturating_sub(5_000_000), |p| {
-                    a.saturating_sub(((a - p) / 2).min(5_000_000))
-                });
-                let after =
-                    next_start.map_or(b + 20_000_000, |n| b + ((n - b) / 2).min(20_000_000));
-                (before, after)
-            }));
-        }
-    }
+    let spans = framework::comm_spans(&comm_windows.iter().map(|c| c.1).collect::<Vec<_>>());
     for s in spans.iter().flatten() {
         queries.push(s.0);
         queries.push(s.1);
@@ -238,7 +217,13 @@ pub fn analyse_process(
         .collect();
     let step_query_start = queries.len();
     queries.extend(step_times.iter().map(|s| s.1));
-    let mut rp = replay(&r, &bounds, &device, &queries);
+    let mut rp = replay(
+        &r,
+        &bounds,
+        &device,
+        &queries,
+        &spans.iter().flatten().copied().collect::<Vec<_>>(),
+    );
 
     // The CUDA context: device memory held right after it came up (cuMemGetInfo
     // at creation, minus what the device held before), including the
@@ -263,23 +248,29 @@ pub fn analyse_process(
     let remainder = |t: u64, state: &super::memory::State| -> Option<i64> {
         device.used.at(t).map(|u| {
             u as i64
-                - (state.pool + state.oop_total() + state.local_growth + state.context_late) as i64
+                - (state.pool
+                    + state.oop_total()
+                    + state.local_growth
+                    + state.context_late
+                    + state.module_code) as i64
         })
     };
     let mut qi = phase_windows.len();
+    // (when NCCL reported the communicator complete, inferred bytes): a phase
+    // end after that instant holds them.
     let mut comm_inferred = Vec::new();
-    for span in &spans {
-        match span {
-            Some((a, b)) => {
+    for (span, (_, window)) in spans.iter().zip(&comm_windows) {
+        match (span, window) {
+            (Some((a, b)), Some(w)) => {
                 let before = remainder(*a, &rp.states[qi]);
                 let after = remainder(*b, &rp.states[qi + 1]);
                 qi += 2;
                 comm_inferred.push((
-                    *b,
+                    w.1,
                     before.zip(after).map_or(0, |(x, y)| (y - x).max(0) as u64),
                 ));
             }
-            None => comm_inferred.push((0, 0)),
+            _ => comm_inferred.push((0, 0)),
         }
     }
     let nccl = framework::comm_accounts(
@@ -291,7 +282,13 @@ pub fn analyse_process(
     );
     let autotune = framework::autotune_accounts(&r, &mut rp, &bounds);
     let compiles = framework::compile_events(&r, &bounds);
-    let stall_windows = StallWindows::collect(&r, &comm_windows);
+    let cublas_ids: std::collections::HashSet<u32> = r
+        .libraries
+        .iter()
+        .filter(|(_, path)| super::sources::classify(path).0 == "cublas")
+        .map(|(id, _)| *id)
+        .collect();
+    let stall_windows = StallWindows::collect(&r, &comm_windows, |id| cublas_ids.contains(&id));
 
     let mut phases = Vec::new();
     for (i, (p, (a, b))) in phase_windows.iter().enumerate() {
@@ -369,6 +366,13 @@ pub fn analyse_process(
                     inferred: true,
                 });
             }
+            if state.module_code > 0 {
+                parts.push(GapPart {
+                    name: "module code (lazy loading)".into(),
+                    bytes: state.module_code as i64,
+                    inferred: true,
+                });
+            }
             let named: i64 = parts.iter().map(|p| p.bytes).sum();
             GapAccount {
                 at_s: secs(gap_t, start),
@@ -403,6 +407,7 @@ pub fn analyse_process(
             out_of_pool_live_end: state.oop_total(),
             by_source,
             local_memory_growth: totals.local_growth,
+            module_code_bytes: totals.module_code,
             module_loads: totals.module_loads,
             module_image_bytes,
             kernels_first_launched: totals.first_launches,
@@ -418,31 +423,37 @@ pub fn analyse_process(
         .iter()
         .filter_map(|e| match e {
             ShimEvent::Exception {
-                t, kind, message, ..
+                t,
+                kind,
+                message,
+                pool_reserved,
+                pool_allocated,
+                ..
             } => Some(ExceptionEvent {
                 t_s: secs(*t, start),
                 phase: bounds.phase_of(*t),
                 kind: kind.clone(),
                 message: message.clone(),
+                pool_reserved: *pool_reserved,
+                pool_allocated: *pool_allocated,
             }),
             _ => None,
         })
         .collect();
     let forensics = forensics(&rp, &nccl, &exceptions, &bounds);
 
-    let kernels_after_setup: u32 = phases
-        .iter()
-        .filter(|p| p.phase != Phase::Setup)
-        .map(|p| p.kernels_first_launched)
-        .sum();
-    let late_warmups = framework::late_warmups(
-        &autotune,
-        &compiles,
-        &nccl,
-        &rp,
-        kernels_after_setup,
-        bounds.step1_begin.map(|_| 1),
-    );
+    let first_launches: Vec<u64> = r.first_launches.iter().map(|k| k.t_start).collect();
+    let late_warmups = framework::late_warmups(&framework::LateInputs {
+        bounds: &bounds,
+        autotune: &autotune,
+        compiles: &compiles,
+        comms: &nccl,
+        local: &rp.local_events,
+        phases: &phases,
+        first_launches: &first_launches,
+        cublas: &stall_windows.cublas,
+        oop_allocs: &rp.oop_allocs,
+    });
 
     let mut tightest: BTreeMap<Phase, Exposure> = BTreeMap::new();
     for e in &rp.exposures {

@@ -19,7 +19,8 @@ pub enum HeldSource {
     /// Reservation the driver dropped when a launch failed (negative).
     LocalMemoryDropped,
     /// Device growth no allocation record explains: NCCL init without
-    /// allocation calls (inferred from its init window) plus the account's
+    /// allocation calls (inferred from its init window), module code loaded
+    /// lazily (inferred from the readings around loads) plus the account's
     /// unexplained remainder. One bucket, because where the timing windows
     /// split the two differs between runs holding the same bytes.
     WithoutRecords,
@@ -36,7 +37,9 @@ impl HeldSource {
             HeldSource::LocalMemory
         } else if name.starts_with("local-memory reservation dropped") {
             HeldSource::LocalMemoryDropped
-        } else if name.starts_with("NCCL init without allocation calls") {
+        } else if name.starts_with("NCCL init without allocation calls")
+            || name.starts_with("module code (lazy loading)")
+        {
             HeldSource::WithoutRecords
         } else {
             HeldSource::Library(name.to_string())

@@ -18,6 +18,22 @@ pub enum ShimEvent {
         t: u64,
         rule: String,
     },
+    /// `Optimizer.zero_grad()` before step 1 was placed (`opt`: the
+    /// optimizer's index in creation order).
+    ZeroGrad {
+        t: u64,
+        #[serde(default)]
+        opt: u32,
+    },
+    /// The first grad-enabled top-level forward of a module holding optimizer
+    /// `opt`'s parameters, after its `zero_grad()` (or the first at all).
+    FirstForward {
+        t: u64,
+        #[serde(default)]
+        opt: u32,
+        #[serde(default)]
+        after_zero_grad: bool,
+    },
     StepEnd {
         t: u64,
         step: u32,
@@ -86,6 +102,11 @@ pub enum ShimEvent {
         message: String,
         #[serde(default, rename = "where")]
         where_: Vec<String>,
+        /// torch's pool as the process died (reserved, allocated bytes).
+        #[serde(default)]
+        pool_reserved: Option<u64>,
+        #[serde(default)]
+        pool_allocated: Option<u64>,
     },
     #[serde(other)]
     Unknown,

@@ -100,6 +100,7 @@ pub fn render(attempts: &[AttemptAccount]) -> Vec<u8> {
                     ("compile", st.compile_s),
                     ("autotune", st.autotune_s),
                     ("nccl_init", st.nccl_init_s),
+                    ("cublas_init", st.cublas_init_s),
                     ("module_load", st.module_load_s),
                     ("other", st.other_s),
                 ] {

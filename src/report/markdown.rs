@@ -130,7 +130,11 @@ fn process(o: &mut String, p: &ProcessAccount) {
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} | {} |",
-            ph.phase.label(),
+            if ph.phase == Phase::Setup && p.steps.step1_s.is_none() {
+                "before any step"
+            } else {
+                ph.phase.label()
+            },
             seconds(ph.duration_s),
             ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
             bytes(ph.pool_reserved_peak),
@@ -153,22 +157,66 @@ fn process(o: &mut String, p: &ProcessAccount) {
         }
     }
     if !p.late_warmups.is_empty() {
-        let _ = writeln!(o, "\nStill lands after setup:\n");
-        for w in &p.late_warmups {
-            let _ = writeln!(o, "- [{}] {}", w.class.label(), escape(&w.what));
+        let _ = writeln!(o, "\nStill lands after setup (costliest first):\n");
+        for w in p.late_warmups.iter().filter(|w| !w.minor) {
+            let t = super::warmup_text(w);
+            let keys = if t.keys.is_empty() {
+                String::new()
+            } else {
+                let k: Vec<String> = t
+                    .keys
+                    .iter()
+                    .map(|k| format!("`{}`", k.replace('`', "'")))
+                    .collect();
+                format!(" — keys {}", k.join(", "))
+            };
+            let cost = if t.cost.is_empty() {
+                String::new()
+            } else {
+                format!("{}; ", t.cost)
+            };
+            let _ = writeln!(
+                o,
+                "- [{}] {}: {cost}{}{keys}",
+                t.class,
+                escape(&t.what),
+                t.when
+            );
+        }
+        if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
+            let _ = writeln!(o, "- {line}");
         }
     }
     for f in &p.forensics {
         let _ = writeln!(
             o,
-            "\n**Out of memory** at {:.2}s: {} with {} free. Prewarms that move what preceded it: {}.",
+            "\n**Out of memory** at {:.2}s{}: {} with {} free.",
             f.t_s,
+            f.step.map(|n| format!(" in step {n}")).unwrap_or_default(),
             escape(&f.request),
             f.device_free_before
                 .map(bytes)
                 .unwrap_or_else(|| "?".into()),
-            escape(&f.prewarms.join(", "))
         );
+        let groups = super::projection_texts(f);
+        if !groups.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nWould a prewarm have saved it (at the failure point, if the step needs the same memory)?\n"
+            );
+            for g in groups {
+                let _ = writeln!(
+                    o,
+                    "- {}: **{}** — {}",
+                    escape(&g.prewarms.join(", ")),
+                    g.outcome,
+                    escape(&g.why.join("; "))
+                );
+            }
+        }
+        for r in &f.remedies {
+            let _ = writeln!(o, "\nFix: {}.", escape(&super::remedy_text(r)));
+        }
     }
 }
 

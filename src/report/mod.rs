@@ -45,6 +45,252 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// Longest autotune key the terminal and Markdown show (JSON keeps them whole).
+pub const KEY_WIDTH: usize = 48;
+
+/// Longest kernel name in a late-warmup line (JSON keeps it whole).
+pub const NAME_WIDTH: usize = 60;
+
+/// Shortens `text` to `width` characters, ending in "…" when cut.
+pub fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// A late warmup in words, for any renderer: what to warm, what it cost,
+/// where it appeared, and its keys shortened to `KEY_WIDTH` (at most three).
+/// Names come from the run: renderers escape them.
+pub struct WarmupText {
+    pub class: &'static str,
+    pub what: String,
+    pub cost: String,
+    pub when: String,
+    pub keys: Vec<String>,
+}
+
+/// Phrases one late warmup.
+pub fn warmup_text(w: &crate::analysis::model::LateWarmup) -> WarmupText {
+    use crate::prewarm::catalog::EventClass;
+    let plural = |n: u32, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let what = match w.class {
+        EventClass::TritonAutotune => {
+            let mut t = if w.keys.is_empty() {
+                format!("{}: autotune", shorten(&w.subject, NAME_WIDTH))
+            } else {
+                format!(
+                    "{}: {} autotuned",
+                    shorten(&w.subject, NAME_WIDTH),
+                    plural(w.keys.len() as u32, "new key", "new keys")
+                )
+            };
+            if w.compiles > 0 {
+                t.push_str(&format!(", {}", plural(w.compiles, "compile", "compiles")));
+            }
+            t
+        }
+        EventClass::Compile => {
+            format!(
+                "{}: {}",
+                shorten(&w.subject, NAME_WIDTH),
+                plural(w.compiles, "compile", "compiles")
+            )
+        }
+        EventClass::NcclComm => format!("communicator {}", w.subject),
+        EventClass::Cublas => format!("{} (handles, workspaces, kernels)", w.subject),
+        EventClass::LocalMemory => {
+            format!("{}: local-memory growth", shorten(&w.subject, NAME_WIDTH))
+        }
+        EventClass::ModuleLoad => format!(
+            "{} (lazy module loading)",
+            plural(w.events, "kernel first launched", "kernels first launched")
+        ),
+    };
+    let mut cost = Vec::new();
+    if w.seconds > 0.0 {
+        cost.push(seconds(w.seconds));
+    }
+    if w.bytes > 0 {
+        cost.push(bytes(w.bytes));
+    }
+    let when = match w.steps.split_first() {
+        Some((first, [])) => format!("step {first}"),
+        Some((first, rest)) => {
+            let more: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+            format!("step {first}, again in step {}", more.join(", "))
+        }
+        None if w.phase == crate::analysis::phases::Phase::Teardown => {
+            "after the last step".to_string()
+        }
+        None => w.phase.label().to_string(),
+    };
+    let mut keys: Vec<String> = w
+        .keys
+        .iter()
+        .take(3)
+        .map(|k| shorten(k, KEY_WIDTH))
+        .collect();
+    if w.keys.len() > 3 {
+        keys.push(format!("+{} more", w.keys.len() - 3));
+    }
+    WarmupText {
+        class: w.class.label(),
+        what,
+        cost: cost.join(", "),
+        when,
+        keys,
+    }
+}
+
+/// The line that stands for the minor late warmups, if any: "and 12 more
+/// under 50 ms / 1 MiB each (35.2 ms, 12.0 KiB in all)".
+pub fn minor_warmups_line(ws: &[crate::analysis::model::LateWarmup]) -> Option<String> {
+    let minor: Vec<_> = ws.iter().filter(|w| w.minor).collect();
+    if minor.is_empty() {
+        return None;
+    }
+    let secs: f64 = minor.iter().map(|w| w.seconds).sum();
+    let b: u64 = minor.iter().map(|w| w.bytes).sum();
+    Some(format!(
+        "and {} more under {} / {} each ({}, {} in all)",
+        minor.len(),
+        seconds(crate::analysis::framework::MINOR_SECONDS),
+        bytes(crate::analysis::framework::MINOR_BYTES),
+        seconds(secs),
+        bytes(b)
+    ))
+}
+
+/// "fits with 1.2 GiB to spare" / "still short by 1.6 GiB".
+pub fn margin_text(margin: i64) -> String {
+    if margin >= 0 {
+        format!("fits with {} to spare", bytes(margin as u64))
+    } else {
+        format!("still short by {}", bytes(margin.unsigned_abs()))
+    }
+}
+
+/// Candidate prewarms that would leave the failure point alike, in words:
+/// their names, the outcome ("still short by …"), and why.
+pub struct ProjectionText {
+    pub prewarms: Vec<String>,
+    pub outcome: String,
+    /// Clauses, in order.
+    pub why: Vec<String>,
+}
+
+/// Groups a failure's projections (same outcome, same reason) and phrases
+/// them, best outcome first.
+pub fn projection_texts(f: &crate::analysis::model::Forensic) -> Vec<ProjectionText> {
+    let mut groups: Vec<(&crate::analysis::model::PrewarmProjection, Vec<String>)> = Vec::new();
+    for p in &f.projections {
+        let same = groups.iter_mut().find(|(q, _)| {
+            q.margin == p.margin
+                && q.moves_request == p.moves_request
+                && q.persistent_bytes == p.persistent_bytes
+                && q.transient_bytes == p.transient_bytes
+                && q.margin_with_pool_cache == p.margin_with_pool_cache
+        });
+        match same {
+            Some((_, names)) => names.push(p.prewarm.clone()),
+            None => groups.push((p, vec![p.prewarm.clone()])),
+        }
+    }
+    groups.sort_by_key(|(p, _)| std::cmp::Reverse(p.margin));
+    let request_persists = crate::analysis::framework::class_of_source(&f.source)
+        .is_none_or(crate::analysis::forensics::persists);
+    let held_phrase = if f.source == "local memory" {
+        "where it stays: local memory is never given back"
+    } else if request_persists {
+        "where it stays held"
+    } else {
+        "and gives it back before the step"
+    };
+    groups
+        .into_iter()
+        .map(|(p, prewarms)| {
+            let mut why = Vec::new();
+            if p.moves_request {
+                why.push(format!(
+                    "moves the {} request to setup, {held_phrase}",
+                    bytes(f.bytes)
+                ));
+            }
+            let request_held = if p.moves_request && request_persists {
+                f.bytes
+            } else {
+                0
+            };
+            let other_held = p.persistent_bytes - request_held;
+            if p.moved_bytes > 0 {
+                let what = if p.moves_request {
+                    format!(
+                        "and {} more of the classes it targets before it",
+                        bytes(p.moved_bytes)
+                    )
+                } else {
+                    format!("moves {} to setup", bytes(p.moved_bytes))
+                };
+                let held = if other_held >= p.moved_bytes {
+                    "all of it still held here".to_string()
+                } else {
+                    format!("{} of it still held here", bytes(other_held))
+                };
+                why.push(format!("{what}, {held}"));
+            }
+            if why.is_empty() {
+                why.push("moves nothing held at the failure".to_string());
+            }
+            if let Some(m) = p.margin_with_pool_cache {
+                why.push(format!(
+                    "if the pool gave back its unused cache: {}",
+                    margin_text(m)
+                ));
+            }
+            ProjectionText {
+                prewarms,
+                outcome: margin_text(p.margin),
+                why,
+            }
+        })
+        .collect()
+}
+
+/// A remedy in words (names from the run: renderers escape them).
+pub fn remedy_text(r: &crate::analysis::model::Remedy) -> String {
+    match r {
+        crate::analysis::model::Remedy::PruneAutotuneConfig {
+            kernel,
+            config,
+            local_bytes,
+            per_thread,
+            registers,
+            margin,
+        } => {
+            let per_thread = if *per_thread > 0 {
+                format!("{per_thread} bytes of local memory per thread, ")
+            } else {
+                String::new()
+            };
+            format!(
+                "prune the candidate {config} from {kernel}'s autotune configs: its launch asked \
+                 the local-memory reservation for {} more ({per_thread}{registers} registers); \
+                 without it this point {} and the autotuner chooses among the rest",
+                bytes(*local_bytes),
+                margin_text(*margin)
+            )
+        }
+    }
+}
+
 /// One line of the rank spread: figure, the rank it belongs to, its value,
 /// and the skew across ranks, formatted for any renderer.
 pub struct SpreadLine {
@@ -106,6 +352,15 @@ pub fn missing_ranks_line(s: &crate::analysis::ranks::RankSpread) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_keys_are_shortened_for_people() {
+        assert_eq!(shorten("(4096, 'bf16')", 48), "(4096, 'bf16')");
+        let long = "x".repeat(60);
+        let short = shorten(&long, 10);
+        assert_eq!(short.chars().count(), 10);
+        assert!(short.ends_with('…'));
+    }
 
     #[test]
     fn units() {

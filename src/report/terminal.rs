@@ -3,7 +3,7 @@
 
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
-use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
+use crate::analysis::model::{Forensic, GapAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{RankSpread, step1_comm_count, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
@@ -21,9 +21,7 @@ fn who(p: &ProcessAccount) -> String {
 /// optimizer step, "before the first optimizer step" (it may have died in step 1).
 fn step_label_in(p: &ProcessAccount, phase: Phase, step: Option<u32>) -> String {
     match (phase, step) {
-        (Phase::Setup, _) if p.steps.step1_s.is_none() => {
-            "the run before any optimizer step".into()
-        }
+        (Phase::Setup, _) if p.steps.step1_s.is_none() => "the run (no step placed)".into(),
         (Phase::Setup, _) => "setup".into(),
         (_, Some(n)) => format!("step {n}"),
         (ph, None) => ph.label().into(),
@@ -108,35 +106,111 @@ fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>
     }
 }
 
-fn gap_line(phase: Phase, g: &GapAccount) -> String {
-    let label = if phase == Phase::Teardown {
-        "the run".to_string()
+/// Widest line the summary writes where it wraps (terminal columns).
+const WIDTH: usize = 100;
+
+/// Packs `items` after `head` into lines of at most `WIDTH` columns, joined by
+/// `sep`: an item goes on the current line if it fits, else on a new line
+/// (starting with `indent`, the separator left at the end of the line before)
+/// if it fits there, else word by word.
+fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<String> {
+    let width = |t: &str| t.chars().count();
+    let mut lines = Vec::new();
+    let mut line = head.to_string();
+    for (i, item) in items.iter().enumerate() {
+        let glue = if i == 0 { "" } else { sep };
+        // Room for the separator that ends this line if the next item breaks.
+        let reserve = if i + 1 < items.len() {
+            width(sep.trim_end())
+        } else {
+            0
+        };
+        if width(&line) + width(glue) + width(item) + reserve <= WIDTH {
+            line.push_str(glue);
+            line.push_str(item);
+            continue;
+        }
+        line.push_str(glue.trim_end());
+        if width(line.trim()) > 0 && width(indent) + width(item) + reserve <= WIDTH {
+            lines.push(line.trim_end().to_string());
+            line = format!("{indent}{item}");
+            continue;
+        }
+        if !line.ends_with(' ') {
+            line.push(' ');
+        }
+        for (k, word) in item.split(' ').enumerate() {
+            let space = if k == 0 { "" } else { " " };
+            if width(&line) + width(space) + width(word) > WIDTH && width(line.trim()) > 0 {
+                lines.push(line.trim_end().to_string());
+                line = format!("{indent}  {word}");
+            } else {
+                line.push_str(space);
+                line.push_str(word);
+            }
+        }
+    }
+    lines.push(line);
+    lines
+}
+
+/// Writes `items` after `head`, wrapped at `WIDTH` (continuations indented).
+fn print_wrapped(o: &mut String, head: &str, items: &[String], sep: &str) {
+    for line in wrap_items(head, items, sep, "       ") {
+        let _ = writeln!(o, "{line}");
+    }
+}
+
+fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
+    let label = if label == Phase::Teardown.label() {
+        "the run"
     } else {
-        phase.label().to_string()
+        label
     };
-    let parts: Vec<String> = g
-        .parts
-        .iter()
-        .map(|p| {
-            format!(
-                "{}{} {}",
-                p.name,
-                if p.inferred { " (inferred)" } else { "" },
-                signed_bytes(p.bytes)
-            )
-        })
-        .collect();
-    format!(
-        "   at end of {label}: device {} = pool {} + outside pool {} = {}; unexplained {}",
+    let mut lines = vec![format!(
+        "   at end of {label}: device {} = pool {} + outside pool {}",
         bytes(g.device_used),
         bytes(g.pool_reserved),
         bytes(g.out_of_pool),
-        parts.join(" + "),
-        signed_bytes(g.unexplained)
-    )
+    )];
+    let mut parts: Vec<String> = g
+        .parts
+        .iter()
+        .map(|p| {
+            let name = match (p.inferred, p.name.strip_suffix(')')) {
+                (true, Some(stem)) => format!("{stem}, inferred)"),
+                (true, None) => format!("{} (inferred)", p.name),
+                (false, _) => p.name.clone(),
+            };
+            format!("{name} {}", signed_bytes(p.bytes))
+        })
+        .collect();
+    parts.push(format!("unexplained {}", signed_bytes(g.unexplained)));
+    lines.extend(wrap_items("     outside pool = ", &parts, " + ", "       "));
+    lines
 }
 
-fn phase_table(o: &mut String, phases: &[PhaseAccount]) {
+/// A phase's label in the table: a run whose step 1 could not be placed has
+/// one phase, which is not "setup" (it may hold step 1's work).
+fn phase_label(p: &ProcessAccount, phase: Phase) -> &'static str {
+    if phase == Phase::Setup && p.steps.step1_s.is_none() {
+        "before any step"
+    } else {
+        phase.label()
+    }
+}
+
+/// A phase named inside a sentence ("out of pool in setup").
+fn phase_name(p: &ProcessAccount, phase: Phase) -> &'static str {
+    if phase == Phase::Setup && p.steps.step1_s.is_none() {
+        "the run"
+    } else {
+        phase.label()
+    }
+}
+
+fn phase_table(o: &mut String, p: &ProcessAccount) {
+    let phases = &p.phases;
     let _ = writeln!(
         o,
         "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
@@ -146,13 +220,133 @@ fn phase_table(o: &mut String, phases: &[PhaseAccount]) {
         let _ = writeln!(
             o,
             "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
-            ph.phase.label(),
+            phase_label(p, ph.phase),
             seconds(ph.duration_s),
             ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
             bytes(ph.pool_reserved_peak),
             bytes(ph.out_of_pool_allocated),
             bytes(ph.local_memory_growth),
             ph.failed_requests
+        );
+    }
+}
+
+/// The warmups still landing after setup, costliest first; minor ones folded.
+fn late_warmups(o: &mut String, p: &ProcessAccount) {
+    if p.late_warmups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "   still lands after setup (the warmups you still need), costliest first:"
+    );
+    for w in p.late_warmups.iter().filter(|w| !w.minor) {
+        let t = super::warmup_text(w);
+        let mut items = vec![format!("[{}] {}", t.class, t.what)];
+        if !t.cost.is_empty() {
+            items.push(t.cost);
+        }
+        items.push(t.when);
+        for line in wrap_items("     - ", &items, "; ", "         ") {
+            let _ = writeln!(o, "{line}");
+        }
+        if !t.keys.is_empty() {
+            let keys: Vec<String> = t.keys.iter().map(|k| format!("key {k}")).collect();
+            for line in wrap_items("         ", &keys, ", ", "         ") {
+                let _ = writeln!(o, "{line}");
+            }
+        }
+    }
+    if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
+        let prefix = if p.late_warmups.iter().all(|w| w.minor) {
+            "     - only minor ones: "
+        } else {
+            "     - "
+        };
+        let _ = writeln!(o, "{prefix}{line}");
+    }
+}
+
+/// Where the lazy initialisation that preceded a failure landed, in words.
+fn preceded_span(p: &ProcessAccount, f: &Forensic) -> String {
+    match f.step {
+        Some(1) => "in step 1 (before the failure)".to_string(),
+        Some(n) => format!("since setup ended (steps 1-{n}, before the failure)"),
+        None if p.steps.step1_s.is_some() => "earlier in setup".to_string(),
+        None => "before the failure (step 1's start unknown)".to_string(),
+    }
+}
+
+/// An out-of-memory failure: the request, the budget, what preceded it,
+/// whether each candidate prewarm would have saved the run, and the fix that
+/// removes the demand when there is one.
+fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
+    let head = format!(
+        "   OUT OF MEMORY in {} at {:.2}s: ",
+        step_label_in(p, f.phase, f.step),
+        f.t_s
+    );
+    let free = f
+        .device_free_before
+        .map(bytes)
+        .unwrap_or_else(|| "?".into());
+    print_wrapped(
+        o,
+        &head,
+        &[f.request.clone(), format!("with {free} free")],
+        " ",
+    );
+    if let Some(m) = &f.message {
+        let first: String = m.lines().next().unwrap_or(m).chars().take(200).collect();
+        print_wrapped(o, "     the process died with: ", &[first], " ");
+    }
+    if let Some(b) = &f.budget {
+        let items = [
+            format!("device {}", bytes(b.device_total)),
+            format!("in use {}", bytes(b.device_used)),
+            format!("request {}", bytes(b.request)),
+            format!("short by {}", signed_bytes(b.shortfall)),
+            format!(
+                "this process's pool {} (peak {}{})",
+                bytes(b.pool_reserved),
+                bytes(b.pool_peak),
+                b.pool_cache
+                    .map(|c| format!(", {} of it unused cache", bytes(c)))
+                    .unwrap_or_default()
+            ),
+        ];
+        print_wrapped(o, "     budget: ", &items, ", ");
+    }
+    if !f.preceded_by.is_empty() {
+        let parts: Vec<String> = f
+            .preceded_by
+            .iter()
+            .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
+            .collect();
+        let head = format!("     lazy initialisation {}: ", preceded_span(p, f));
+        print_wrapped(o, &head, &parts, ", ");
+    }
+    let groups = super::projection_texts(f);
+    if !groups.is_empty() {
+        let _ = writeln!(
+            o,
+            "     would a prewarm have saved it? (at the failure point, if the step needs the same memory)"
+        );
+        for g in groups {
+            let head = format!("       - {}: ", g.prewarms.join(", "));
+            let mut items = vec![g.outcome];
+            items.extend(g.why);
+            for line in wrap_items(&head, &items, "; ", "           ") {
+                let _ = writeln!(o, "{line}");
+            }
+        }
+    }
+    for r in &f.remedies {
+        print_wrapped(
+            o,
+            "     the fix that removes the demand: ",
+            &[super::remedy_text(r)],
+            " ",
         );
     }
 }
@@ -179,18 +373,35 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
                 s.count
             );
         }
+        (Some(s1), None) if s.count == 0 => {
+            let _ = writeln!(
+                o,
+                "   no optimizer step finished: step 1 ran {} until the process ended; setup {}",
+                seconds(s1),
+                s.setup_s.map(seconds).unwrap_or_else(|| "?".into())
+            );
+        }
         (Some(s1), None) => {
             let _ = writeln!(o, "   step 1 took {}; {} steps", seconds(s1), s.count);
         }
         _ => {
             let _ = writeln!(
                 o,
-                "   no optimizer step completed: the whole run is counted as setup"
+                "   no optimizer step finished, and no step-1 start, zero_grad() or forward of an"
+            );
+            let _ = writeln!(
+                o,
+                "   optimizer's module was recorded: the run is one phase, \"before any step\""
             );
         }
     }
     if s.step1_s.is_some() {
-        let _ = writeln!(o, "   step 1 starts at: {}", s.rule);
+        print_wrapped(
+            o,
+            "   step 1 starts at: ",
+            std::slice::from_ref(&s.rule),
+            " ",
+        );
     }
     if let Some(st) = p
         .phases
@@ -200,15 +411,20 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
     {
         let _ = writeln!(
             o,
-            "   step-1 time: compile {}, autotune {}, NCCL init {}, module loading {}, other {}",
+            "   step-1 time: compile {}, autotune {}, NCCL init {}, cuBLAS init {},",
             seconds(st.compile_s),
             seconds(st.autotune_s),
             seconds(st.nccl_init_s),
+            seconds(st.cublas_init_s),
+        );
+        let _ = writeln!(
+            o,
+            "                module loading {}, other {}",
             seconds(st.module_load_s),
             seconds(st.other_s)
         );
     }
-    phase_table(o, &p.phases);
+    phase_table(o, p);
     for ph in &p.phases {
         let oop: Vec<String> = ph
             .by_source
@@ -225,12 +441,8 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             })
             .collect();
         if !oop.is_empty() {
-            let _ = writeln!(
-                o,
-                "   out of pool in {}: {}",
-                ph.phase.label(),
-                oop.join(", ")
-            );
+            let head = format!("   out of pool in {}: ", phase_name(p, ph.phase));
+            print_wrapped(o, &head, &oop, ", ");
         }
         let loads: Vec<String> = ph
             .by_source
@@ -246,24 +458,26 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             })
             .collect();
         if !loads.is_empty() {
-            let _ = writeln!(
-                o,
-                "   module loads in {}: {}; {} kernels first launched",
-                ph.phase.label(),
-                loads.join(", "),
+            let head = format!("   module loads in {}: ", phase_name(p, ph.phase));
+            let mut items = loads;
+            let last = items.pop().unwrap_or_default();
+            items.push(format!(
+                "{last}; {} kernels first launched",
                 ph.kernels_first_launched
-            );
+            ));
+            print_wrapped(o, &head, &items, ", ");
         }
     }
     for ph in &p.phases {
         if let Some(g) = &ph.gap_end {
-            let _ = writeln!(o, "{}", gap_line(ph.phase, g));
+            for line in gap_lines(phase_name(p, ph.phase), g) {
+                let _ = writeln!(o, "{line}");
+            }
         }
     }
     for l in &p.local_memory {
-        let _ = writeln!(
-            o,
-            "   local memory {} {} -> {}{} in {} at {:.2}s: {}{} ({} regs)",
+        let head = format!(
+            "   local memory {} {} -> {}{} in {} at {:.2}s: ",
             if l.failed { "could NOT grow" } else { "grew" },
             bytes(l.before),
             bytes(l.after),
@@ -274,63 +488,69 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             },
             step_label_in(p, l.phase, l.step),
             l.t_s,
-            l.kernel,
-            l.autotune_config
-                .as_ref()
-                .map(|c| format!(" [autotune candidate {c}]"))
-                .unwrap_or_default(),
-            l.registers
         );
+        let mut items = vec![format!("{} ({} regs)", l.kernel, l.registers)];
+        if let Some(c) = &l.autotune_config {
+            items.push(format!("autotune candidate {c}"));
+        }
+        print_wrapped(o, &head, &items, ", ");
     }
     for c in &p.nccl {
-        let _ = writeln!(
-            o,
-            "   NCCL communicator {} ({} ranks) created in {}: {}, {} allocated + {} without allocation calls",
+        let head = format!(
+            "   NCCL communicator {} ({} ranks) created in {}: ",
             c.comm_id.clone().unwrap_or_else(|| c.comm.clone()),
             c.nranks.map_or("?".into(), |n| n.to_string()),
             c.phase
                 .map(|ph| step_label_in(p, ph, c.step))
                 .unwrap_or_else(|| "?".into()),
-            c.init_seconds.map(seconds).unwrap_or_else(|| "?".into()),
-            bytes(c.bytes),
-            bytes(c.inferred_bytes)
         );
+        let items = [
+            c.init_seconds.map(seconds).unwrap_or_else(|| "?".into()),
+            format!("{} allocated", bytes(c.bytes)),
+            format!("{} without allocation calls", bytes(c.inferred_bytes)),
+        ];
+        print_wrapped(o, &head, &items, ", ");
     }
     for a in &p.autotune {
         if a.configs == 0 {
-            let _ = writeln!(
-                o,
-                "   Triton autotune of {} was interrupted by the failure while benchmarking candidate {}",
-                a.kernel,
-                a.spilling_configs.join(" | ")
+            let head = format!(
+                "   Triton autotune of {} was interrupted by the failure while benchmarking ",
+                a.kernel
             );
+            let items: Vec<String> = a
+                .spilling_configs
+                .iter()
+                .map(|c| format!("candidate {c}"))
+                .collect();
+            print_wrapped(o, &head, &items, " | ");
             continue;
         }
-        let _ = writeln!(
-            o,
-            "   Triton autotune {} key {} in {}: {}, {}/{} configs benchmarked ({}), chose {}{}",
+        let head = format!(
+            "   Triton autotune {} key {} in {}: ",
             a.kernel,
-            a.key,
+            super::shorten(&a.key, super::KEY_WIDTH),
             step_label_in(p, a.phase, a.step),
-            seconds(a.seconds),
-            a.benchmarked,
-            a.configs,
-            a.source,
-            a.chosen,
-            if a.spilling_configs.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; local memory grew while benchmarking {}{}",
-                    a.spilling_configs.join(" | "),
-                    if a.local_memory_growth > 0 {
-                        format!(" (+{})", bytes(a.local_memory_growth))
-                    } else {
-                        String::new()
-                    }
-                )
-            }
         );
+        let mut items = vec![
+            seconds(a.seconds),
+            format!(
+                "{}/{} configs benchmarked ({})",
+                a.benchmarked, a.configs, a.source
+            ),
+            format!("chose {}", a.chosen),
+        ];
+        if !a.spilling_configs.is_empty() {
+            items.push(format!(
+                "local memory grew while benchmarking {}{}",
+                a.spilling_configs.join(" | "),
+                if a.local_memory_growth > 0 {
+                    format!(" (+{})", bytes(a.local_memory_growth))
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        print_wrapped(o, &head, &items, "; ");
     }
     let compile_total: f64 = p.compiles.iter().map(|c| c.seconds).sum();
     if !p.compiles.is_empty() {
@@ -348,20 +568,23 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         );
     }
     for t in &p.tightest {
-        let _ = writeln!(
-            o,
-            "   tightest out-of-pool moment in {}: {} {} of {} with {} free{}",
-            t.phase.label(),
-            t.source,
-            t.what,
-            bytes(t.bytes),
-            t.device_free_before
-                .map(bytes)
-                .unwrap_or_else(|| "?".into()),
-            t.headroom_after
-                .map(|h| format!(" ({} left)", signed_bytes(h)))
-                .unwrap_or_default()
+        let head = format!(
+            "   tightest out-of-pool moment in {}: ",
+            phase_name(p, t.phase)
         );
+        let items = [
+            format!("{} {} of {}", t.source, t.what, bytes(t.bytes)),
+            format!(
+                "with {} free{}",
+                t.device_free_before
+                    .map(bytes)
+                    .unwrap_or_else(|| "?".into()),
+                t.headroom_after
+                    .map(|h| format!(" ({} left)", signed_bytes(h)))
+                    .unwrap_or_default()
+            ),
+        ];
+        print_wrapped(o, &head, &items, " ");
     }
     if let Some(c) = p.min_capacity_bytes {
         let _ = writeln!(
@@ -370,73 +593,9 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             bytes(c)
         );
     }
-    if !p.late_warmups.is_empty() {
-        let _ = writeln!(
-            o,
-            "   still lands after setup (the warmups you still need):"
-        );
-        for w in &p.late_warmups {
-            let mut cost = Vec::new();
-            if w.seconds > 0.0 {
-                cost.push(seconds(w.seconds));
-            }
-            if w.bytes > 0 {
-                cost.push(bytes(w.bytes));
-            }
-            let _ = writeln!(
-                o,
-                "     - [{}] {} in {}{}",
-                w.class.label(),
-                w.what,
-                step_label_in(p, w.phase, w.step),
-                if cost.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", cost.join(", "))
-                }
-            );
-        }
-    }
+    late_warmups(o, p);
     for f in &p.forensics {
-        let _ = writeln!(
-            o,
-            "   OUT OF MEMORY in {} at {:.2}s: {} with {} free",
-            step_label_in(p, f.phase, f.step),
-            f.t_s,
-            f.request,
-            f.device_free_before
-                .map(bytes)
-                .unwrap_or_else(|| "?".into())
-        );
-        if !f.preceded_by.is_empty() {
-            let parts: Vec<String> = f
-                .preceded_by
-                .iter()
-                .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
-                .collect();
-            let since = if f.step.is_some() {
-                "since setup ended"
-            } else {
-                "earlier in setup"
-            };
-            let _ = writeln!(o, "     lazy initialisation {since}: {}", parts.join(", "));
-        }
-        if let (false, Some(c)) = (f.prewarms.is_empty(), f.movable.first()) {
-            let _ = writeln!(
-                o,
-                "     a prewarm for {} would move that out of the failing step (known: {})",
-                c.label(),
-                f.prewarms.join(", ")
-            );
-        }
-        if let Some(m) = &f.message {
-            let first = m.lines().next().unwrap_or(m);
-            let _ = writeln!(
-                o,
-                "     the process died with: {}",
-                first.chars().take(200).collect::<String>()
-            );
-        }
+        forensic(o, p, f);
     }
     if let Some(c) = p.step_checks.first() {
         let _ = writeln!(
@@ -455,16 +614,57 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             h.dropped_probe_events, h.dropped_cupti_records
         );
     }
-    let _ = writeln!(
-        o,
-        "   probe: {} callbacks ({}), {} kernel records ({}); memory from {}",
-        h.callbacks,
-        seconds(h.callback_seconds),
-        h.activity_records,
-        seconds(h.activity_seconds),
-        p.memory_source
-    );
+    let items = [
+        format!(
+            "{} callbacks ({}), {} kernel records ({})",
+            h.callbacks,
+            seconds(h.callback_seconds),
+            h.activity_records,
+            seconds(h.activity_seconds)
+        ),
+        format!("memory from {}", p.memory_source),
+    ];
+    print_wrapped(o, "   probe: ", &items, "; ");
     for pr in &p.problems {
         let _ = writeln!(o, "   problem: {}: {}", pr.file, pr.what);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn wrapped_lines_stay_within_the_width_and_break_between_items() {
+        let parts = items(&[
+            "a".repeat(50).as_str(),
+            "b".repeat(30).as_str(),
+            "c".repeat(40).as_str(),
+        ]);
+        let lines = wrap_items("   head = ", &parts, " + ", "       ");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].ends_with(" +"),
+            "the separator ends the broken line: {lines:?}"
+        );
+        assert!(lines[1].starts_with("       cccc"));
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH));
+        // An item wider than a line is broken at spaces.
+        let long = items(&[&"word ".repeat(40)]);
+        let lines = wrap_items("   x: ", &long, ", ", "       ");
+        assert!(lines.len() > 1);
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= WIDTH),
+            "{lines:?}"
+        );
+        // A short list stays on one line.
+        assert_eq!(
+            wrap_items("   y: ", &items(&["1", "2"]), ", ", "  "),
+            vec!["   y: 1, 2"]
+        );
     }
 }

@@ -6,6 +6,9 @@ Writes one JSON line per framework event to
 
 * ``process``: versions and rank environment (written when torch is imported);
 * ``step1_begin``: where step 1 starts, and by which rule (see docs/step-rule.md);
+* ``zero_grad`` / ``first_forward``: until step 1 is placed, each ``zero_grad()``
+  and the first owning forward after it, so the doctor can place step 1 itself
+  for a process that dies before its first step without running Python's hooks;
 * ``step_end``: every optimizer step of the primary optimizer, with pool stats;
 * ``marker``: NVTX ranges pushed through ``torch.cuda.nvtx`` that match
   ``PREWARM_DOCTOR_STEP_MARKER``;
@@ -16,6 +19,7 @@ shim is silent and costs nothing in processes that never do. Every hook swallows
 its own errors: the training run must behave exactly as without the shim.
 """
 
+import functools
 import os
 import sys
 import threading
@@ -87,52 +91,124 @@ class _StepTracker:
     first one that steps) finishes its N-th ``step()``. Step 1 begins at the
     first grad-enabled top-level forward of a module holding that optimizer's
     parameters after the optimizer's last ``zero_grad()`` before its first
-    step (falling back to the last ``zero_grad()``, then to the first forward
-    of such a module). Forward/backward a prewarm runs during setup, followed by
-    ``zero_grad()``, therefore counts as setup.
+    step (without such a ``zero_grad()``, at the first such forward; without
+    any forward, at the last ``zero_grad()``). Forward/backward a prewarm runs
+    during setup, followed by ``zero_grad()``, therefore counts as setup.
+
+    Until step 1 is placed, the tracker also writes what the rule needs as it
+    happens (``zero_grad`` and ``first_forward`` lines, a few per iteration at
+    most), so that the doctor can place step 1 itself when the process dies
+    before its first optimizer step without running Python's exception hook
+    (killed by a signal, aborted by NCCL).
     """
 
     def __init__(self, torch):
         self.torch = torch
         self.primary = None
         self.steps = 0
+        self.resolved = False
         self.forwards = []  # (t, weakref(module)) top-level, grad-enabled
         self.last_zero_grad = {}
+        self.last_optimizer = None
+        self.optimizers = []  # weakrefs in creation order: "opt" in the records
+        self.pending = {}  # optimizer index -> its next owning forward is recorded (after a zero_grad?)
+        self.param_ids = {}  # optimizer index -> ids of its parameters (refreshed at zero_grad)
+        self.not_owner = {}  # optimizer index -> ids of modules known not to hold its parameters
         self.depth = threading.local()
         self.handles = []
         self.kernel_records_off = False
+
+    # optimizers ---------------------------------------------------------------
+    def index_of(self, optimizer):
+        for i, ref in enumerate(self.optimizers):
+            if ref() is optimizer:
+                return i
+        import weakref
+
+        self.optimizers.append(weakref.ref(optimizer))
+        i = len(self.optimizers) - 1
+        self.pending[i] = False
+        return i
+
+    def optimizer_created(self, optimizer):
+        if self.steps == 0 and not self.resolved:
+            self.index_of(optimizer)
+
+    def owns(self, i, module):
+        """True when `module` holds parameters of optimizer `i`."""
+        known_not = self.not_owner.setdefault(i, set())
+        if id(module) in known_not:
+            return False
+        params = self.param_ids.get(i)
+        if params is None:
+            opt = self.optimizers[i]()
+            params = set()
+            if opt is not None:
+                for group in getattr(opt, "param_groups", []):
+                    for p in group.get("params", []):
+                        params.add(id(p))
+            self.param_ids[i] = params
+        try:
+            found = any(id(p) in params for p in module.parameters())
+        except Exception:
+            found = False
+        if not found:
+            known_not.add(id(module))
+        return found
 
     # forward tracking -------------------------------------------------------
     def fwd_pre(self, module, args):
         d = getattr(self.depth, "n", 0)
         self.depth.n = d + 1
-        if d == 0 and self.steps == 0 and self.torch.is_grad_enabled():
+        if d == 0 and self.steps == 0 and not self.resolved and self.torch.is_grad_enabled():
             import weakref
 
+            t = now()
             try:
-                self.forwards.append((now(), weakref.ref(module)))
+                self.forwards.append((t, weakref.ref(module)))
                 if len(self.forwards) > 100000:
                     del self.forwards[:50000]
             except TypeError:
+                pass
+            try:
+                for i, after_zero_grad in list(self.pending.items()):
+                    if self.owns(i, module) and self.pending.pop(i, None) is not None:
+                        emit("first_forward", t=t, opt=i, after_zero_grad=after_zero_grad)
+            except Exception:
                 pass
 
     def fwd_post(self, module, args, output):
         self.depth.n = max(0, getattr(self.depth, "n", 1) - 1)
 
     def zero_grad_called(self, optimizer):
-        if self.steps == 0:
-            self.last_zero_grad[id(optimizer)] = now()
+        if self.steps == 0 and not self.resolved:
+            t = now()
+            self.last_zero_grad[id(optimizer)] = t
             self.last_optimizer = optimizer
+            i = self.index_of(optimizer)
+            self.pending[i] = True
+            self.param_ids.pop(i, None)
+            self.not_owner.pop(i, None)
+            emit("zero_grad", t=t, opt=i)
 
     def resolve_on_death(self):
         """The process is dying before its first optimizer step (e.g. an OOM in
-        step 1): place step 1 with the optimizer seen last, so the failure is
+        step 1): place step 1 with the optimizer that called ``zero_grad()``
+        last (else the first whose module ran a forward), so the failure is
         reported in step 1, not in setup."""
-        if self.steps == 0 and self.primary is None:
-            opt = getattr(self, "last_optimizer", None)
-            if opt is not None:
-                self.primary = id(opt)
-                self.resolve_step1(opt, died=True)
+        if self.steps != 0 or self.primary is not None or self.resolved:
+            return
+        opt = self.last_optimizer
+        if opt is None:
+            for i, ref in enumerate(self.optimizers):
+                o = ref()
+                modules = (ref() for _, ref in self.forwards)
+                if o is not None and any(self.owns(i, m) for m in modules if m is not None):
+                    opt = o
+                    break
+        if opt is not None:
+            self.primary = id(opt)
+            self.resolve_step1(opt, died=True)
 
     # optimizer hooks --------------------------------------------------------
     def pre_step(self, optimizer, args, kwargs):
@@ -142,6 +218,7 @@ class _StepTracker:
 
     def resolve_step1(self, optimizer, died=False):
         t_step = now()
+        self.resolved = True
         params = set()
         for group in optimizer.param_groups:
             for p in group.get("params", []):
@@ -166,6 +243,9 @@ class _StepTracker:
         elif not died:
             emit("step1_begin", t=t_step, rule="first-optimizer-step")
         self.forwards.clear()
+        self.pending.clear()
+        self.param_ids.clear()
+        self.not_owner.clear()
         # Forward tracking was only needed to place step 1.
         for h in self.handles:
             try:
@@ -237,6 +317,17 @@ def _install_torch(torch):
     tracker.handles.append(module_mod.register_module_forward_pre_hook(tracker.fwd_pre))
     tracker.handles.append(module_mod.register_module_forward_hook(tracker.fwd_post, always_call=True))
 
+    original_init = optim_mod.Optimizer.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        try:
+            tracker.optimizer_created(self)
+        except Exception:
+            pass
+
+    optim_mod.Optimizer.__init__ = __init__
     original_zero_grad = optim_mod.Optimizer.zero_grad
 
     def zero_grad(self, *args, **kwargs):
@@ -359,6 +450,17 @@ def _install_excepthooks():
                 tracker.resolve_on_death()
             except Exception:
                 pass
+        pool = {}
+        try:
+            # The pool as the process dies (the traceback still holds the
+            # failing step's tensors): its unallocated cache is what it could
+            # have given back to an out-of-pool request.
+            cuda = sys.modules["torch"].cuda
+            if cuda.is_initialized():
+                pool["pool_reserved"] = cuda.memory_reserved()
+                pool["pool_allocated"] = cuda.memory_allocated()
+        except Exception:
+            pass
         try:
             frames = traceback.extract_tb(tb)[-6:] if tb is not None else []
             emit(
@@ -367,6 +469,7 @@ def _install_excepthooks():
                 message=str(exc)[:2000],
                 thread=thread,
                 where=[f"{f.filename}:{f.lineno} {f.name}" for f in frames],
+                **pool,
             )
         except Exception:
             pass
