@@ -12,8 +12,24 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The kernel thread id of the caller.
+thread_local! {
+    /// This thread's kernel id, once read (no destructor: always accessible).
+    static THREAD_ID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The kernel thread id of the caller (a system call the first time per thread).
 pub fn thread_id() -> u32 {
+    THREAD_ID
+        .try_with(|id| {
+            if id.get() == 0 {
+                id.set(gettid());
+            }
+            id.get()
+        })
+        .unwrap_or_else(|_| gettid())
+}
+
+fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }

@@ -1,16 +1,18 @@
 //! The probe's process-wide state and everything CUPTI calls back into.
-//! Every `extern "C"` entry catches panics: a bug in the probe disables capture,
-//! it never takes the training process down.
+//! Nothing here can panic by design (see guard.rs); every `extern "C"` entry
+//! still catches panics, so a bug drops one event (counted, and the first one
+//! explained in a notice) and never reaches the training process.
 
 use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
 use crate::caller::CallerCache;
 use crate::clock::{now_ns, thread_id};
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::driver_api;
+use crate::guard::{self, lock};
+use crate::signals::ensure_alt_stack;
 use crate::sink::Sink;
 use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_ResourceData};
 use prewarm_events::*;
-use std::cell::RefCell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,7 +31,6 @@ pub struct Probe {
     pub cupti: Cupti,
     pub driver: Option<Driver>,
     pub sink: Sink,
-    pub pid: u32,
     callers: Mutex<CallerCache>,
     kernels: Mutex<KernelTracker>,
     /// Added to CUPTI activity timestamps to get CLOCK_MONOTONIC.
@@ -37,6 +38,9 @@ pub struct Probe {
     pub use_local_v2: bool,
     pub kernel_records: AtomicBool,
     pub disabled: AtomicBool,
+    /// Driver calls between their enter and exit callbacks (see [`InFlight`]).
+    in_flight: Mutex<Vec<InFlight>>,
+    internal_errors: AtomicU64,
     callbacks: AtomicU64,
     callback_ns: AtomicU64,
     activity_records: AtomicU64,
@@ -47,10 +51,35 @@ pub struct Probe {
 
 static PROBE: OnceLock<Probe> = OnceLock::new();
 
-/// The live probe, if capture initialised.
-pub fn probe() -> Option<&'static Probe> {
-    PROBE.get().filter(|p| !p.disabled.load(Ordering::Relaxed))
+/// Set in a child created by fork(): it inherits the probe's memory (and the
+/// parent's open event file) but not its CUDA state, so it records nothing.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn in_forked_child() {
+    FORKED.store(true, Ordering::Relaxed);
 }
+
+/// The live probe, if capture initialised (never in a forked child).
+pub fn probe() -> Option<&'static Probe> {
+    PROBE
+        .get()
+        .filter(|p| !p.disabled.load(Ordering::Relaxed) && !FORKED.load(Ordering::Relaxed))
+}
+
+/// A tracked driver call between its enter and exit callbacks. Kept in one
+/// process-wide table keyed by CUPTI's correlation id (unique per call), not
+/// in a thread-local: callbacks also arrive while threads and the process are
+/// being torn down, when thread-locals may already be gone.
+#[derive(Clone, Copy)]
+struct InFlight {
+    correlation: u32,
+    t_start: u64,
+    free_before: u64,
+}
+
+/// Most calls tracked between enter and exit at once (the oldest is
+/// forgotten beyond this; its exit then carries t_start = t_end).
+const MAX_IN_FLIGHT: usize = 4096;
 
 /// Installs the probe state; returns it.
 pub fn install(
@@ -65,7 +94,6 @@ pub fn install(
         cupti,
         driver,
         sink,
-        pid: std::process::id(),
         callers: Mutex::new(CallerCache::new(own_path)),
         kernels: Mutex::new(KernelTracker::default()),
         activity_offset,
@@ -78,7 +106,15 @@ pub fn install(
         activity_ns: AtomicU64::new(0),
         buffers_out: AtomicU64::new(0),
         cupti_dropped: AtomicU64::new(0),
+        in_flight: Mutex::new(Vec::with_capacity(64)),
+        internal_errors: AtomicU64::new(0),
     })
+}
+
+/// Stops a forked child from recording (registered once, at start).
+pub fn watch_forks() {
+    // SAFETY: registers a plain extern "C" function for the child side of fork.
+    unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
 }
 
 impl Probe {
@@ -98,6 +134,27 @@ impl Probe {
         self.sink.flush();
     }
 
+    /// A panic was caught in `place`: that event is lost (counted as dropped),
+    /// the first such failure is explained in a notice, capture goes on. Only a
+    /// probe that keeps failing (a real bug on every call) stops itself.
+    pub fn internal_error(&self, place: &str) {
+        self.sink.count_dropped(1);
+        let n = self.internal_errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == 1 {
+            let why = guard::first_panic().unwrap_or_else(|| "unknown panic".into());
+            self.notice(
+                NoticeLevel::Warning,
+                format!("internal error in the {place} (the event was dropped; capture continues): {why}"),
+            );
+        }
+        if n == MAX_INTERNAL_ERRORS {
+            self.disable(&format!(
+                "{n} internal errors in the probe (the first: {})",
+                guard::first_panic().unwrap_or_default()
+            ));
+        }
+    }
+
     /// Self-cost and drop counters as records.
     pub fn push_counters(&self) {
         let t = now_ns();
@@ -107,7 +164,10 @@ impl Probe {
             callback_ns: self.callback_ns.load(Ordering::Relaxed),
             activity_records: self.activity_records.load(Ordering::Relaxed),
             activity_ns: self.activity_ns.load(Ordering::Relaxed),
-            activity_buffer_bytes: self.buffers_out.load(Ordering::Relaxed) * BUFFER_BYTES as u64,
+            activity_buffer_bytes: self
+                .buffers_out
+                .load(Ordering::Relaxed)
+                .saturating_mul(BUFFER_BYTES as u64),
             bytes_written: self.sink.written(),
         }));
         self.sink.push(&Record::Dropped(RecordsDropped {
@@ -153,10 +213,8 @@ impl Probe {
     }
 }
 
-thread_local! {
-    /// Calls in flight on this thread: (correlation id, t_start, free_before).
-    static IN_FLIGHT: RefCell<Vec<(u32, u64, u64)>> = const { RefCell::new(Vec::new()) };
-}
+/// Internal errors after which the probe stops itself.
+const MAX_INTERNAL_ERRORS: u64 = 64;
 
 /// The CUPTI callback for every subscribed driver API and resource event.
 pub unsafe extern "C" fn on_callback(
@@ -167,6 +225,7 @@ pub unsafe extern "C" fn on_callback(
 ) {
     let Some(p) = probe() else { return };
     let t0 = now_ns();
+    ensure_alt_stack();
     let outcome = catch_unwind(AssertUnwindSafe(|| match domain {
         // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
         DOMAIN_DRIVER_API => unsafe { driver_call(p, cbid, data as *const CUpti_CallbackData) },
@@ -175,7 +234,7 @@ pub unsafe extern "C" fn on_callback(
         _ => {}
     }));
     if outcome.is_err() {
-        p.disable("internal error in the allocation callback");
+        p.internal_error("allocation callback");
     }
     p.callbacks.fetch_add(1, Ordering::Relaxed);
     p.callback_ns
@@ -205,20 +264,28 @@ unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
         } else {
             UNKNOWN_BYTES
         };
-        IN_FLIGHT.with(|s| s.borrow_mut().push((d.correlationId, now_ns(), free)));
+        let mut calls = lock(&p.in_flight);
+        if calls.len() >= MAX_IN_FLIGHT {
+            calls.remove(0);
+        }
+        calls.push(InFlight {
+            correlation: d.correlationId,
+            t_start: now_ns(),
+            free_before: free,
+        });
         return;
     }
     let t_end = now_ns();
-    let (t_start, free_before) = IN_FLIGHT.with(|s| {
-        let mut s = s.borrow_mut();
-        match s.iter().rposition(|e| e.0 == d.correlationId) {
+    let (t_start, free_before) = {
+        let mut calls = lock(&p.in_flight);
+        match calls.iter().rposition(|e| e.correlation == d.correlationId) {
             Some(i) => {
-                let e = s.remove(i);
-                (e.1, e.2)
+                let e = calls.swap_remove(i);
+                (e.t_start, e.free_before)
             }
             None => (t_end, UNKNOWN_BYTES),
         }
-    });
+    };
     let result = if d.functionReturnValue.is_null() {
         u32::MAX
     } else {
@@ -245,10 +312,7 @@ unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
             device = dev as i32;
         }
     }
-    let (library, new_library) = match p.callers.lock() {
-        Ok(mut c) => c.caller(),
-        Err(_) => (0, None),
-    };
+    let (library, new_library) = lock(&p.callers).caller();
     if let Some(lib) = new_library {
         p.sink.push(&Record::Library(LibraryName {
             id: lib.id,
@@ -352,10 +416,11 @@ pub unsafe extern "C" fn buffer_requested(
     max_records: *mut usize,
 ) {
     let _ = catch_unwind(|| {
-        let layout =
-            std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).expect("static layout");
-        // SAFETY: non-zero size layout.
-        let p = unsafe { std::alloc::alloc(layout) };
+        let p = match buffer_layout() {
+            // SAFETY: non-zero size layout.
+            Some(layout) => unsafe { std::alloc::alloc(layout) },
+            None => std::ptr::null_mut(),
+        };
         // SAFETY: CUPTI passes valid out-pointers.
         unsafe {
             *buffer = p;
@@ -396,13 +461,17 @@ pub unsafe extern "C" fn buffer_completed(
             }
             p.buffers_out.fetch_sub(1, Ordering::Relaxed);
         }
-        if !buffer.is_null() {
-            let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN)
-                .expect("static layout");
+        if !buffer.is_null()
+            && let Some(layout) = buffer_layout()
+        {
             // SAFETY: allocated in buffer_requested with this layout.
             unsafe { std::alloc::dealloc(buffer, layout) };
         }
     }));
+}
+
+fn buffer_layout() -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).ok()
 }
 
 unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
@@ -411,9 +480,7 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
     }
     let mut out = Vec::new();
     let mut count = 0u64;
-    let Ok(mut kernels) = p.kernels.lock() else {
-        return 0;
-    };
+    let mut kernels = lock(&p.kernels);
     let mut record: *mut c_void = std::ptr::null_mut();
     loop {
         // SAFETY: iterating the buffer CUPTI filled, as documented.

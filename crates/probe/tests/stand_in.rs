@@ -112,11 +112,17 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     // Callers: the program for its own calls, the other library for its own.
     let program_lib = library_of(r, failed[0].library);
     assert!(program_lib.ends_with("/program"), "{program_lib}");
-    let create: Vec<&MemCall> = calls.iter().filter(|m| m.api == MemApi::MemCreate).collect();
+    let create: Vec<&MemCall> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemCreate)
+        .collect();
     assert_eq!(create.len(), 1);
     assert_eq!(create[0].bytes, 256 << 20);
     assert!(library_of(r, create[0].library).ends_with("/libothercaller.so"));
-    let release: Vec<&MemCall> = calls.iter().filter(|m| m.api == MemApi::MemRelease).collect();
+    let release: Vec<&MemCall> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemRelease)
+        .collect();
     assert_eq!(release.len(), 1);
     assert_eq!(release[0].address, create[0].address);
     assert_eq!(count(&calls, MemApi::LibraryLoadData, 0, 0), 1);
@@ -143,9 +149,15 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
         _ => None,
     });
     assert_eq!(growth.len(), 2);
-    assert_eq!((growth[0].total_before, growth[0].total_after), (0, 3 << 30));
+    assert_eq!(
+        (growth[0].total_before, growth[0].total_after),
+        (0, 3 << 30)
+    );
     assert!(growth[0].t_start > 0);
-    assert_eq!((growth[1].total_before, growth[1].total_after), (3 << 30, 8 << 30));
+    assert_eq!(
+        (growth[1].total_before, growth[1].total_after),
+        (3 << 30, 8 << 30)
+    );
     assert_eq!((growth[1].t_start, growth[1].t_end), (0, 0));
 
     // Counters: every callback counted, nothing dropped by the probe, CUPTI's drops passed on.
@@ -177,8 +189,14 @@ fn callbacks_during_exit_and_after_thread_local_destruction_are_recorded() {
             .iter()
             .any(|m| m.api == MemApi::MemFree && m.address == alloc.address && m.result == 0)
     };
-    assert!(freed(3), "free from an exit handler after thread-local destruction");
-    assert!(freed(5), "free from an exit handler after the probe's exit flush");
+    assert!(
+        freed(3),
+        "free from an exit handler after thread-local destruction"
+    );
+    assert!(
+        freed(5),
+        "free from an exit handler after the probe's exit flush"
+    );
     assert!(freed(7), "free from a library destructor (_dl_fini)");
     assert!(freed(9), "free from a thread-exit key destructor");
     assert_eq!(count(&calls, MemApi::LibraryUnload, 0, 0), 1);
@@ -228,4 +246,31 @@ fn a_stack_overflow_on_the_main_thread_is_flushed_from_the_alternate_stack() {
 #[test]
 fn a_stack_overflow_on_a_thread_the_probe_has_seen_is_flushed_too() {
     assert_flushed_before_death(&["overflow-thread"], 4242, libc::SIGSEGV);
+}
+
+#[test]
+fn a_panic_inside_the_probe_prints_nothing_and_capture_continues() {
+    let run = run_both(&["panic"]);
+    let out = run.events();
+    let r = &out.records;
+    let warnings: Vec<Notice> = notices(r)
+        .into_iter()
+        .filter(|n| n.level != NoticeLevel::Info)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].level, NoticeLevel::Warning);
+    assert!(
+        warnings[0].text.contains("internal error in the self-test")
+            && warnings[0].text.contains("deliberate panic"),
+        "{}",
+        warnings[0].text
+    );
+    let calls = mem(r);
+    assert_eq!(count(&calls, MemApi::MemAlloc, 111, 0), 1);
+    assert_eq!(
+        count(&calls, MemApi::MemAlloc, 222, 0),
+        1,
+        "capture continued"
+    );
+    assert_eq!(last_dropped(r).probe_events, 1, "the lost event is counted");
 }

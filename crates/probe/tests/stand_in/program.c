@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "stand_in.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -292,6 +293,21 @@ static int overflow(int on_thread) {
     return recurse(0);
 }
 
+/* --- a panic inside the probe: caught, counted, never printed ------------- */
+
+static int panicking(void) {
+    setup();
+    alloc_free(111);
+    const char *probe = getenv("CUDA_INJECTION64_PATH");
+    void *lib = probe != NULL ? dlopen(probe, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    int (*trigger)(void) = lib != NULL ? (int (*)(void))dlsym(lib, "prewarm_probe_test_internal_error") : NULL;
+    if (trigger != NULL && trigger() != 1)
+        printf("panic: the probe did not catch its panic\n");
+    alloc_free(222);
+    printf("panic: done\n");
+    return 0;
+}
+
 /* --- bench: per-call cost of the traced calls --------------------------- */
 
 static double now_s(void) {
@@ -347,8 +363,10 @@ int main(int argc, char **argv) {
         return overflow(0);
     if (!strcmp(scenario, "overflow-thread"))
         return overflow(1);
+    if (!strcmp(scenario, "panic"))
+        return panicking();
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|overflow|overflow-thread|bench [N]\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|overflow|overflow-thread|panic|bench [N]\n");
     return 64;
 }

@@ -24,7 +24,9 @@ fn compile(args: &[&str], dir: &Path) {
         .args(args)
         .current_dir(SOURCES)
         .output()
-        .unwrap_or_else(|e| panic!("the probe harness needs a C compiler: running `{cc}` failed: {e}"));
+        .unwrap_or_else(|e| {
+            panic!("the probe harness needs a C compiler: running `{cc}` failed: {e}")
+        });
     assert!(
         out.status.success(),
         "compiling the stand-in CUDA libraries into {} failed: {cc} {}\n{}",
@@ -50,7 +52,13 @@ pub fn stand_in() -> &'static StandIn {
         let mut cupti = vec!["-shared", "-fPIC", "-O1", "-g"];
         cupti.extend(warn);
         let o = out("libcupti.so.13");
-        cupti.extend(["-o", &o, "-Wl,-soname,libcupti.so.13", "cupti.c", "-lpthread"]);
+        cupti.extend([
+            "-o",
+            &o,
+            "-Wl,-soname,libcupti.so.13",
+            "cupti.c",
+            "-lpthread",
+        ]);
         compile(&cupti, &dir);
         let mut cuda = vec!["-shared", "-fPIC", "-O1", "-g"];
         cuda.extend(warn);
@@ -61,13 +69,20 @@ pub fn stand_in() -> &'static StandIn {
         let mut other = vec!["-shared", "-fPIC", "-O1", "-g"];
         other.extend(warn);
         let o = out("libothercaller.so");
-        other.extend(["-o", &o, "othercaller.c", &lib_dir, "-l:libcuda.so.1", rpath]);
+        other.extend([
+            "-o",
+            &o,
+            "othercaller.c",
+            &lib_dir,
+            "-l:libcuda.so.1",
+            rpath,
+        ]);
         compile(&other, &dir);
         let mut program = vec!["-O0", "-g"];
         program.extend(warn);
         let o = out("program");
         program.extend(["-o", &o, "program.c", &lib_dir, "-l:libcuda.so.1"]);
-        program.extend(["-l:libothercaller.so", rpath, "-lpthread"]);
+        program.extend(["-l:libothercaller.so", rpath, "-lpthread", "-ldl"]);
         compile(&program, &dir);
         StandIn { dir }
     })
@@ -110,9 +125,8 @@ impl Run {
             self.event_files
         );
         let bytes = std::fs::read(&self.event_files[0]).expect("read the event file");
-        read_file_bytes(&bytes).unwrap_or_else(|e| {
-            panic!("{} does not decode: {e}", self.event_files[0].display())
-        })
+        read_file_bytes(&bytes)
+            .unwrap_or_else(|e| panic!("{} does not decode: {e}", self.event_files[0].display()))
     }
 
     /// How the process ended, for comparisons: exit code or signal.
@@ -127,7 +141,10 @@ pub fn run(args: &[&str], probe: Option<&Path>) -> Run {
     let folder = tempfile::tempdir().expect("temp dir");
     let events = folder.path().join("events");
     let mut cmd = Command::new(stand_in.dir.join("program"));
-    cmd.args(args).current_dir(folder.path());
+    // A backtrace setting must not make a caught panic print anything either.
+    cmd.args(args)
+        .current_dir(folder.path())
+        .env("RUST_BACKTRACE", "1");
     for (key, _) in std::env::vars_os() {
         let k = key.to_string_lossy();
         if k.starts_with("PREWARM_DOCTOR_") || k == "CUDA_INJECTION64_PATH" || k == "RANK" {
