@@ -21,6 +21,7 @@ mod cupti;
 mod driver_api;
 mod dynlib;
 mod guard;
+mod pools;
 mod signals;
 mod sink;
 mod state;
@@ -107,6 +108,8 @@ fn flush_all() {
             // SAFETY: plain CUPTI call; completed buffers come back through our callback.
             unsafe { (p.cupti.flush_all)(1) };
         }
+        // At exit or from the shim: pool counters only, no driver call.
+        state::summarize_pools(p, false);
         p.push_counters();
         p.sink.flush();
     }
@@ -359,6 +362,9 @@ fn flush_loop(p: &'static Probe) {
                 // SAFETY: flushes completed activity buffers.
                 unsafe { (p.cupti.flush_all)(0) };
             }
+            // Pool counters of calls made since the last summary; the pools'
+            // sizes are read only inside pool calls, where the driver is alive.
+            state::summarize_pools(p, false);
             p.push_counters();
         }
         p.sink.flush();

@@ -5,10 +5,11 @@
 
 use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
 use crate::caller::CallerCache;
-use crate::clock::{now_ns, thread_id};
+use crate::clock::{coarse_now_ns, now_ns, thread_id};
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
-use crate::driver_api;
+use crate::driver_api::{self, Handling};
 use crate::guard::{self, lock};
+use crate::pools::{PoolKey, Pools};
 use crate::signals::ensure_alt_stack;
 use crate::sink::Sink;
 use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_ResourceData};
@@ -32,6 +33,8 @@ pub struct Probe {
     pub driver: Option<Driver>,
     pub sink: Sink,
     callers: Mutex<CallerCache>,
+    /// Stream-ordered allocations, counted per pool.
+    pub pools: Pools,
     kernels: Mutex<KernelTracker>,
     /// Added to CUPTI activity timestamps to get CLOCK_MONOTONIC.
     pub activity_offset: i64,
@@ -95,6 +98,7 @@ pub fn install(
         driver,
         sink,
         callers: Mutex::new(CallerCache::new(own_path)),
+        pools: Pools::new(),
         kernels: Mutex::new(KernelTracker::default()),
         activity_offset,
         use_local_v2,
@@ -201,6 +205,8 @@ impl Probe {
             return false;
         }
         if !enabled {
+            // Called by the shim at a step end: a pool summary marks it too.
+            summarize_pools(self, true);
             // SAFETY: flushes completed buffers through our completion callback.
             unsafe { (self.cupti.flush_all)(0) };
         }
@@ -224,13 +230,27 @@ pub unsafe extern "C" fn on_callback(
     data: *const c_void,
 ) {
     let Some(p) = probe() else { return };
-    let t0 = now_ns();
     ensure_alt_stack();
-    let outcome = catch_unwind(AssertUnwindSafe(|| match domain {
+    let tracked = if domain == DOMAIN_DRIVER_API {
+        driver_api::lookup(cbid)
+    } else {
+        None
+    };
+    let data = data as *const CUpti_CallbackData;
+    if let Some((api, layout)) = tracked {
+        let handling = driver_api::handling(api);
+        if handling != Handling::Full {
+            // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
+            unsafe { pool_callback(p, api, layout, handling, data) };
+            return;
+        }
+    }
+    let t0 = now_ns();
+    let outcome = catch_unwind(AssertUnwindSafe(|| match (domain, tracked) {
         // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
-        DOMAIN_DRIVER_API => unsafe { driver_call(p, cbid, data as *const CUpti_CallbackData) },
+        (DOMAIN_DRIVER_API, Some((api, layout))) => unsafe { driver_call(p, api, layout, data) },
         // SAFETY: CUPTI passes CUpti_ResourceData for the resource domain.
-        DOMAIN_RESOURCE => unsafe { resource(p, cbid, data as *const CUpti_ResourceData) },
+        (DOMAIN_RESOURCE, _) => unsafe { resource(p, cbid, data as *const CUpti_ResourceData) },
         _ => {}
     }));
     if outcome.is_err() {
@@ -241,77 +261,129 @@ pub unsafe extern "C" fn on_callback(
         .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
 }
 
-unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
-    if data.is_null() {
-        return;
+/// Pool-path callbacks are timed one in this many (the time is scaled up): a
+/// clock read costs about as much as the rest of such a callback.
+const POOL_TIMING_SAMPLE: u64 = 16;
+
+/// A stream-ordered call's callback: nothing at entry, counters at exit.
+///
+/// # Safety
+/// `data` is CUPTI's callback data for a call with this `api` and `layout`.
+unsafe fn pool_callback(
+    p: &Probe,
+    api: MemApi,
+    layout: driver_api::Layout,
+    handling: Handling,
+    data: *const CUpti_CallbackData,
+) {
+    let n = p.callbacks.fetch_add(1, Ordering::Relaxed);
+    let timed = n.is_multiple_of(POOL_TIMING_SAMPLE);
+    let t0 = if timed { now_ns() } else { 0 };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: non-null pointer from CUPTI, valid for the callback's duration.
+        if let Some(d) = unsafe { data.as_ref() }
+            && d.callbackSite as u32 != SITE_ENTER
+        {
+            // SAFETY: as promised by the caller.
+            unsafe { pool_call(p, d, api, layout, handling) };
+        }
+    }));
+    if outcome.is_err() {
+        p.internal_error("allocation callback");
     }
-    let Some((api, layout)) = driver_api::lookup(cbid) else {
+    if timed {
+        let spent = now_ns().saturating_sub(t0);
+        p.callback_ns
+            .fetch_add(spent.saturating_mul(POOL_TIMING_SAMPLE), Ordering::Relaxed);
+    }
+}
+
+/// A fully recorded call: entry saves its start, exit writes its `MemCall`.
+///
+/// # Safety
+/// `data` is CUPTI's callback data for a call with this `api` and `layout`.
+unsafe fn driver_call(
+    p: &Probe,
+    api: MemApi,
+    layout: driver_api::Layout,
+    data: *const CUpti_CallbackData,
+) {
+    // SAFETY: non-null pointer from CUPTI, valid for the callback's duration.
+    let Some(d) = (unsafe { data.as_ref() }) else {
         return;
     };
-    // SAFETY: non-null pointer from CUPTI, valid for the callback's duration.
-    let d = unsafe { &*data };
-    let effect = api.effect();
-    let measures_device = matches!(
-        effect,
-        MemEffect::DeviceAlloc | MemEffect::DeviceFree | MemEffect::Module | MemEffect::Context
-    );
     if d.callbackSite as u32 == SITE_ENTER {
-        let free = if measures_device && effect != MemEffect::Context {
-            p.driver
-                .as_ref()
-                .and_then(|dr| dr.free_total())
-                .map_or(UNKNOWN_BYTES, |f| f.0)
-        } else {
-            UNKNOWN_BYTES
-        };
-        let mut calls = lock(&p.in_flight);
-        if calls.len() >= MAX_IN_FLIGHT {
-            calls.remove(0);
-        }
-        calls.push(InFlight {
-            correlation: d.correlationId,
-            t_start: now_ns(),
-            free_before: free,
-        });
+        enter(p, d, api.effect());
         return;
     }
     let t_end = now_ns();
-    let (t_start, free_before) = {
-        let mut calls = lock(&p.in_flight);
-        match calls.iter().rposition(|e| e.correlation == d.correlationId) {
-            Some(i) => {
-                let e = calls.swap_remove(i);
-                (e.t_start, e.free_before)
-            }
-            None => (t_end, UNKNOWN_BYTES),
-        }
+    let (t_start, free_before) = take_in_flight(p, d.correlationId, t_end);
+    // SAFETY: `d` is the exit callback of a call with this api and layout.
+    unsafe { record_call(p, d, api, layout, t_start, t_end, Some(free_before)) };
+}
+
+/// Entry of a fully recorded call: its start and the free memory before it.
+fn enter(p: &Probe, d: &CUpti_CallbackData, effect: MemEffect) {
+    let free = if measures_device(effect) && effect != MemEffect::Context {
+        p.driver
+            .as_ref()
+            .and_then(|dr| dr.free_total())
+            .map_or(UNKNOWN_BYTES, |f| f.0)
+    } else {
+        UNKNOWN_BYTES
     };
-    let result = if d.functionReturnValue.is_null() {
+    let mut calls = lock(&p.in_flight);
+    if calls.len() >= MAX_IN_FLIGHT {
+        calls.remove(0);
+    }
+    calls.push(InFlight {
+        correlation: d.correlationId,
+        t_start: now_ns(),
+        free_before: free,
+    });
+}
+
+/// (t_start, free_before) saved at the call's entry, if it was seen.
+fn take_in_flight(p: &Probe, correlation: u32, t_end: u64) -> (u64, u64) {
+    let mut calls = lock(&p.in_flight);
+    match calls.iter().rposition(|e| e.correlation == correlation) {
+        Some(i) => {
+            let e = calls.swap_remove(i);
+            (e.t_start, e.free_before)
+        }
+        None => (t_end, UNKNOWN_BYTES),
+    }
+}
+
+fn measures_device(effect: MemEffect) -> bool {
+    matches!(
+        effect,
+        MemEffect::DeviceAlloc | MemEffect::DeviceFree | MemEffect::Module | MemEffect::Context
+    )
+}
+
+/// The CUresult the call returned (u32::MAX when CUPTI gave none).
+fn result_of(d: &CUpti_CallbackData) -> u32 {
+    if d.functionReturnValue.is_null() {
         u32::MAX
     } else {
         // SAFETY: driver API callbacks return a CUresult (u32-sized enum).
         unsafe { *(d.functionReturnValue as *const u32) }
-    };
-    // SAFETY: layout matches the call's parameter struct (driver_api table).
-    let bytes = unsafe { driver_api::requested_bytes(layout, d.functionParams) };
-    // SAFETY: as above; outputs are read only when the call succeeded.
-    let address = unsafe { driver_api::address(layout, d.functionParams, result == 0) };
-    let (free_after, total) = if measures_device {
-        p.driver
-            .as_ref()
-            .and_then(|dr| dr.free_total())
-            .unwrap_or((UNKNOWN_BYTES, UNKNOWN_BYTES))
-    } else {
-        (UNKNOWN_BYTES, UNKNOWN_BYTES)
-    };
-    let mut device = -1i32;
-    if !d.context.is_null() {
-        let mut dev = 0u32;
-        // SAFETY: context handle from CUPTI.
-        if unsafe { (p.cupti.device_id)(d.context as *mut c_void, &mut dev) } == CUPTI_SUCCESS {
-            device = dev as i32;
-        }
     }
+}
+
+fn device_of(p: &Probe, context: *mut c_void) -> i32 {
+    let mut dev = 0u32;
+    // SAFETY: context handle from CUPTI.
+    if !context.is_null() && unsafe { (p.cupti.device_id)(context, &mut dev) } == CUPTI_SUCCESS {
+        dev as i32
+    } else {
+        -1
+    }
+}
+
+/// The calling library (walking the stack), interning a newly seen one.
+fn caller(p: &Probe) -> u32 {
     let (library, new_library) = lock(&p.callers).caller();
     if let Some(lib) = new_library {
         p.sink.push(&Record::Library(LibraryName {
@@ -319,23 +391,131 @@ unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
             path: lib.path,
         }));
     }
+    library
+}
+
+/// Writes one `MemCall` for the exit of a call. `free_before` None means
+/// "read after the call" (a failed pool allocation, which changed nothing).
+///
+/// # Safety
+/// `d` must be the exit callback data of a call with this `api` and `layout`.
+unsafe fn record_call(
+    p: &Probe,
+    d: &CUpti_CallbackData,
+    api: MemApi,
+    layout: driver_api::Layout,
+    t_start: u64,
+    t_end: u64,
+    free_before: Option<u64>,
+) {
+    let effect = api.effect();
+    let result = result_of(d);
+    // SAFETY: layout matches the call's parameter struct (driver_api table).
+    let bytes = unsafe { driver_api::requested_bytes(layout, d.functionParams) };
+    // SAFETY: as above; outputs are read only when the call succeeded.
+    let address = unsafe { driver_api::address(layout, d.functionParams, result == 0) };
+    let (free_after, total) = if measures_device(effect) {
+        p.driver
+            .as_ref()
+            .and_then(|dr| dr.free_total())
+            .unwrap_or((UNKNOWN_BYTES, UNKNOWN_BYTES))
+    } else {
+        (UNKNOWN_BYTES, UNKNOWN_BYTES)
+    };
+    let library = caller(p);
     p.sink.push(&Record::Mem(MemCall {
         t_start,
         t_end,
         api,
         thread: thread_id(),
-        device,
+        device: device_of(p, d.context as *mut c_void),
         bytes,
         address,
         result,
         library,
-        free_before,
+        free_before: free_before.unwrap_or(free_after),
         free_after,
         total,
     }));
     if result != 0 && effect == MemEffect::DeviceAlloc {
         // A failed allocation may be the last thing this process does: write now.
         p.sink.flush();
+    }
+}
+
+/// The exit of a stream-ordered allocation or free: counted on its pool
+/// (pools.rs has the rule); only a failed allocation is recorded in full.
+///
+/// # Safety
+/// As for [`record_call`].
+unsafe fn pool_call(
+    p: &Probe,
+    d: &CUpti_CallbackData,
+    api: MemApi,
+    layout: driver_api::Layout,
+    handling: Handling,
+) {
+    let context = d.context as *mut c_void;
+    let device = || device_of(p, context);
+    let device_pool = PoolKey::Device {
+        context: context as u64,
+    };
+    match handling {
+        Handling::PoolAlloc { explicit } => {
+            let key = if explicit {
+                // SAFETY: cuMemAllocFromPoolAsync parameters.
+                PoolKey::Explicit {
+                    handle: unsafe { driver_api::explicit_pool(d.functionParams) },
+                }
+            } else {
+                device_pool
+            };
+            let (_, slot) = p.pools.slot(key, device);
+            if result_of(d) != 0 {
+                slot.failed.fetch_add(1, Ordering::Relaxed);
+                summarize_pools(p, true);
+                let t = now_ns();
+                // SAFETY: forwarded from the caller.
+                unsafe { record_call(p, d, api, layout, t, t, None) };
+                return;
+            }
+            // SAFETY: as above.
+            let bytes = unsafe { driver_api::requested_bytes(layout, d.functionParams) };
+            slot.alloc_bytes.fetch_add(bytes, Ordering::Relaxed);
+            let n = slot.allocs.fetch_add(1, Ordering::Relaxed) + 1;
+            if slot.owner_check_due(n)
+                && let Some((owner, other)) = slot.saw_caller(caller(p))
+            {
+                let (owner, other) = {
+                    let callers = lock(&p.callers);
+                    (callers.path_of(owner), callers.path_of(other))
+                };
+                p.notice(
+                    NoticeLevel::Info,
+                    format!(
+                        "a memory pool of device {} is also used by {other}; its memory stays attributed to its first user, {owner}",
+                        slot.device()
+                    ),
+                );
+            }
+        }
+        _ => {
+            let (_, slot) = p.pools.slot(device_pool, device);
+            slot.frees.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let detail = p.kernel_records.load(Ordering::Relaxed);
+    if p.pools.summary_due(coarse_now_ns(), detail) {
+        summarize_pools(p, true);
+    }
+}
+
+/// Writes a `PoolUse` record for every pool that changed. `read_driver` only
+/// where the driver is alive for sure (inside a CUDA call, from the shim).
+pub fn summarize_pools(p: &Probe, read_driver: bool) {
+    let driver = p.driver.as_ref().filter(|_| read_driver);
+    for record in p.pools.summarize(now_ns, driver) {
+        p.sink.push(&record);
     }
 }
 

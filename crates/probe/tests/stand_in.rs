@@ -160,9 +160,79 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     );
     assert_eq!((growth[1].t_start, growth[1].t_end), (0, 0));
 
+    // Stream-ordered calls: counted per pool, not recorded one by one; only
+    // the failed one is a MemCall (with the free memory read after it).
+    for api in [MemApi::MemAllocAsync, MemApi::MemAllocFromPoolAsync] {
+        assert!(calls.iter().all(|m| m.api != api || m.result == 2));
+    }
+    assert!(calls.iter().all(|m| m.api != MemApi::MemFreeAsync));
+    let failed_async: Vec<&MemCall> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemAllocAsync)
+        .collect();
+    assert_eq!(failed_async.len(), 1);
+    assert_eq!(failed_async[0].bytes, 100 << 30);
+    assert_eq!(failed_async[0].free_before, failed_async[0].free_after);
+    assert_ne!(failed_async[0].free_after, UNKNOWN_BYTES);
+    assert_eq!(library_of(r, failed_async[0].library), program_lib);
+    let pools = all(r, |x| match x {
+        Record::Pool(p) => Some(p.clone()),
+        _ => None,
+    });
+    let last = |id: u32| {
+        pools
+            .iter()
+            .rfind(|p| p.pool_id == id)
+            .unwrap_or_else(|| panic!("no PoolUse for pool {id}"))
+    };
+    let device_pool = last(1);
+    let program_async_bytes: u64 = 4 * (0..1000u64).map(|i| (i % 8 + 1) * 65536).sum::<u64>();
+    assert_eq!(device_pool.allocs, 4000 + 2048);
+    assert_eq!(device_pool.alloc_bytes, program_async_bytes + 2048 * 4096);
+    assert_eq!(
+        device_pool.frees,
+        4000 + 2048 + 100,
+        "frees count on the device pool"
+    );
+    assert_eq!(device_pool.failed, 1);
+    assert_eq!(device_pool.device, 0);
+    assert_ne!(device_pool.handle, 0);
+    assert_eq!(
+        library_of(r, device_pool.library),
+        program_lib,
+        "owner: first user"
+    );
+    let explicit = last(2);
+    assert_eq!((explicit.allocs, explicit.alloc_bytes), (100, 100 << 20));
+    assert_eq!((explicit.frees, explicit.failed), (0, 0));
+    assert_ne!(explicit.handle, device_pool.handle);
+    assert_eq!(pools.iter().map(|p| p.pool_id).max(), Some(2));
+    // The pools' sizes, read from the driver: 32 MiB chunks, all freed before the failure.
+    for id in [1, 2] {
+        let measured = pools
+            .iter()
+            .rfind(|p| p.pool_id == id && p.reserved != UNKNOWN_BYTES)
+            .unwrap_or_else(|| panic!("pool {id} was never measured"));
+        assert_eq!(
+            (measured.reserved, measured.reserved_high, measured.used),
+            (32 << 20, 32 << 20, 0)
+        );
+    }
+    // The other library sharing the program's pool is noticed (on a sampled check).
+    let shared: Vec<Notice> = notices(r)
+        .into_iter()
+        .filter(|n| n.text.contains("is also used by"))
+        .collect();
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert!(
+        shared[0].text.contains("libothercaller.so") && shared[0].text.contains("/program"),
+        "{}",
+        shared[0].text
+    );
+
     // Counters: every callback counted, nothing dropped by the probe, CUPTI's drops passed on.
     let cost = last_cost(r);
-    let traced_calls = 1 + 2 + 8 * 201 + 32 * 2 + 4 * 1000 * 2 + 100 * 2 + 1 + 2;
+    let traced_calls = 1 + 2 + 8 * 201 + 32 * 2 + 4 * 1000 * 2 + 2048 * 2 + 100 * 2 + 1 + 2;
     assert_eq!(cost.callbacks, 2 * traced_calls + 1);
     assert_eq!(cost.activity_records, 6);
     let dropped = last_dropped(r);
