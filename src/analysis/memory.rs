@@ -919,7 +919,8 @@ mod tests {
         assert_eq!(rp.states[1].pool, 64 * MIB);
         assert_eq!(rp.states[1].oop.get("rmm"), Some(&(8 * MIB)));
         assert_eq!(rp.states[2].pool, 64 * MIB);
-        let torch = |phase: Phase| rp.phases[&phase].by_source[super::super::sources::TORCH_POOL].clone();
+        let torch =
+            |phase: Phase| rp.phases[&phase].by_source[super::super::sources::TORCH_POOL].clone();
         assert_eq!(
             (torch(Phase::Setup).calls, torch(Phase::Setup).allocated),
             (200, 2000)
