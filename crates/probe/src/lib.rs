@@ -353,7 +353,9 @@ fn flush_loop(p: &'static Probe) {
     let mut tick = 0u64;
     loop {
         std::thread::sleep(FLUSH_EVERY);
-        if probe().is_none() {
+        // Once the process exits, records are written as they come; the
+        // thread stops calling into CUPTI while libraries are torn down.
+        if probe().is_none() || p.sink.is_write_through() {
             return;
         }
         tick += 1;

@@ -112,6 +112,11 @@ impl Sink {
         self.flush();
     }
 
+    /// Whether the process has started exiting ([`Sink::write_through`] was called).
+    pub fn is_write_through(&self) -> bool {
+        self.write_through.load(Ordering::Relaxed)
+    }
+
     /// Best-effort flush from a fatal-signal handler: never waits for a lock
     /// (if the crashing thread holds one, the pending bytes are left behind) and
     /// never allocates; a plain write(2) of what is buffered.
