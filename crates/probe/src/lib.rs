@@ -350,6 +350,7 @@ fn start(p: &'static Probe) {
 /// The writer thread: drains the buffer every 100 ms, completed CUPTI buffers
 /// and the self-cost counters every second.
 fn flush_loop(p: &'static Probe) {
+    signals::leave_signals_to_the_program();
     let mut tick = 0u64;
     loop {
         std::thread::sleep(FLUSH_EVERY);

@@ -136,6 +136,22 @@ fn redeliver(sig: c_int, info: *mut libc::siginfo_t) {
     }
 }
 
+/// Blocks every signal a thread can refuse on the calling (probe-owned)
+/// thread, so signals meant for the process (kill, sigqueue, SIGINT, SIGTERM)
+/// go to the program's threads, as they would without the probe. Faults
+/// raised by the thread itself cannot be blocked and are left alone.
+pub fn leave_signals_to_the_program() {
+    // SAFETY: plain signal-mask calls on a set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE] {
+            libc::sigdelset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Bytes of each alternate signal stack the probe maps (plus one guard page).
 const ALT_STACK_BYTES: usize = 64 << 10;
 

@@ -309,6 +309,15 @@ fn abort_reaches_the_programs_own_handler_and_still_kills_the_process() {
 }
 
 #[test]
+fn a_queued_signal_reaches_the_programs_handler_with_its_code_and_value() {
+    // The handler prints si_code (SI_QUEUE) and the queued value, then exits 3.
+    let run = run_both(&["queued"]);
+    assert_eq!(run.ending(), (Some(3), None));
+    let calls = mem(&run.events().records);
+    assert_eq!(count(&calls, MemApi::MemAlloc, 999, 0), 3);
+}
+
+#[test]
 fn a_stack_overflow_on_the_main_thread_is_flushed_from_the_alternate_stack() {
     assert_flushed_before_death(&["overflow"], 4242, libc::SIGSEGV);
 }

@@ -233,6 +233,15 @@ static void abort_handler(int sig, siginfo_t *info, void *uc) {
     say(line);
 }
 
+static void queued_handler(int sig, siginfo_t *info, void *uc) {
+    (void)uc;
+    char line[160];
+    snprintf(line, sizeof line, "queued handler: signal %d code %d value %d\n", sig, info->si_code,
+             info->si_value.sival_int);
+    say(line);
+    _exit(3);
+}
+
 static void handle(int sig, void (*handler)(int, siginfo_t *, void *)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -266,6 +275,20 @@ static int aborting(void) {
     printf("abort: about to abort\n");
     fflush(stdout);
     abort();
+}
+
+/* SIGABRT sent with sigqueue (code SI_QUEUE, a value): the program's handler
+ * must see that siginfo, not the one of a re-raise. */
+static int queued(void) {
+    handle(SIGABRT, queued_handler);
+    setup();
+    allocations_then(999);
+    printf("queued: sending\n");
+    fflush(stdout);
+    union sigval value = {.sival_int = 42};
+    sigqueue(getpid(), SIGABRT, value);
+    sleep(10); /* the handler exits first */
+    return 0;
 }
 
 static int recurse(int depth) {
@@ -362,6 +385,8 @@ int main(int argc, char **argv) {
         return segv();
     if (!strcmp(scenario, "abort"))
         return aborting();
+    if (!strcmp(scenario, "queued"))
+        return queued();
     if (!strcmp(scenario, "overflow"))
         return overflow(0);
     if (!strcmp(scenario, "overflow-thread"))
@@ -370,6 +395,6 @@ int main(int argc, char **argv) {
         return panicking();
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|overflow|overflow-thread|panic|bench [N]\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|panic|bench [N]\n");
     return 64;
 }

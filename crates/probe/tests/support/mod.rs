@@ -36,56 +36,86 @@ fn compile(args: &[&str], dir: &Path) {
     );
 }
 
-/// Builds the stand-ins once per test process (a fresh folder per process, so
-/// test binaries running at the same time never share half-written files).
+/// Builds the stand-ins once per test process, into a folder named after a
+/// hash of the sources (reused by later runs; built in a private folder and
+/// renamed into place, so test binaries running at once never share
+/// half-written files).
 pub fn stand_in() -> &'static StandIn {
     static BUILT: OnceLock<StandIn> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("probe-stand-in-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create the stand-in folder");
-        let d = dir.to_str().expect("UTF-8 target dir");
-        let out = |name: &str| format!("{d}/{name}");
-        let lib_dir = format!("-L{d}");
-        let rpath = "-Wl,-rpath,$ORIGIN";
-        let warn = ["-Wall", "-Wextra", "-Werror", "-Wno-infinite-recursion"];
-        let mut cupti = vec!["-shared", "-fPIC", "-O1", "-g"];
-        cupti.extend(warn);
-        let o = out("libcupti.so.13");
-        cupti.extend([
-            "-o",
-            &o,
-            "-Wl,-soname,libcupti.so.13",
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for name in [
+            "stand_in.h",
             "cupti.c",
-            "-lpthread",
-        ]);
-        compile(&cupti, &dir);
-        let mut cuda = vec!["-shared", "-fPIC", "-O1", "-g"];
-        cuda.extend(warn);
-        let o = out("libcuda.so.1");
-        cuda.extend(["-o", &o, "-Wl,-soname,libcuda.so.1", "cuda.c", &lib_dir]);
-        cuda.extend(["-l:libcupti.so.13", rpath, "-ldl", "-lpthread"]);
-        compile(&cuda, &dir);
-        let mut other = vec!["-shared", "-fPIC", "-O1", "-g"];
-        other.extend(warn);
-        let o = out("libothercaller.so");
-        other.extend([
-            "-o",
-            &o,
+            "cuda.c",
             "othercaller.c",
-            &lib_dir,
-            "-l:libcuda.so.1",
-            rpath,
-        ]);
-        compile(&other, &dir);
-        let mut program = vec!["-O0", "-g"];
-        program.extend(warn);
-        let o = out("program");
-        program.extend(["-o", &o, "program.c", &lib_dir, "-l:libcuda.so.1"]);
-        program.extend(["-l:libothercaller.so", rpath, "-lpthread", "-ldl"]);
-        compile(&program, &dir);
+            "program.c",
+        ] {
+            let text = std::fs::read(Path::new(SOURCES).join(name))
+                .unwrap_or_else(|e| panic!("read {SOURCES}/{name}: {e}"));
+            std::hash::Hash::hash(&text, &mut hasher);
+        }
+        std::hash::Hash::hash(&std::env::var("CC").unwrap_or_default(), &mut hasher);
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let dir = tmp.join(format!(
+            "probe-stand-in-{:016x}",
+            std::hash::Hasher::finish(&hasher)
+        ));
+        if !dir.join("program").exists() {
+            let building = tmp.join(format!("probe-stand-in-building-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&building);
+            std::fs::create_dir_all(&building).expect("create the stand-in folder");
+            build_into(&building);
+            if std::fs::rename(&building, &dir).is_err() {
+                // Another test binary got there first with the same sources.
+                let _ = std::fs::remove_dir_all(&building);
+            }
+        }
         StandIn { dir }
     })
+}
+
+fn build_into(dir: &Path) {
+    let d = dir.to_str().expect("UTF-8 target dir");
+    let out = |name: &str| format!("{d}/{name}");
+    let lib_dir = format!("-L{d}");
+    let rpath = "-Wl,-rpath,$ORIGIN";
+    let warn = ["-Wall", "-Wextra", "-Werror", "-Wno-infinite-recursion"];
+    let mut cupti = vec!["-shared", "-fPIC", "-O1", "-g"];
+    cupti.extend(warn);
+    let o = out("libcupti.so.13");
+    cupti.extend([
+        "-o",
+        &o,
+        "-Wl,-soname,libcupti.so.13",
+        "cupti.c",
+        "-lpthread",
+    ]);
+    compile(&cupti, dir);
+    let mut cuda = vec!["-shared", "-fPIC", "-O1", "-g"];
+    cuda.extend(warn);
+    let o = out("libcuda.so.1");
+    cuda.extend(["-o", &o, "-Wl,-soname,libcuda.so.1", "cuda.c", &lib_dir]);
+    cuda.extend(["-l:libcupti.so.13", rpath, "-ldl", "-lpthread"]);
+    compile(&cuda, dir);
+    let mut other = vec!["-shared", "-fPIC", "-O1", "-g"];
+    other.extend(warn);
+    let o = out("libothercaller.so");
+    other.extend([
+        "-o",
+        &o,
+        "othercaller.c",
+        &lib_dir,
+        "-l:libcuda.so.1",
+        rpath,
+    ]);
+    compile(&other, dir);
+    let mut program = vec!["-O0", "-g"];
+    program.extend(warn);
+    let o = out("program");
+    program.extend(["-o", &o, "program.c", &lib_dir, "-l:libcuda.so.1"]);
+    program.extend(["-l:libothercaller.so", rpath, "-lpthread", "-ldl"]);
+    compile(&program, dir);
 }
 
 /// The probe cdylib cargo built next to this test binary (or
