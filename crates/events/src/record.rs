@@ -381,8 +381,8 @@ pub struct PoolUse {
     pub frees: u64,
     /// Failed allocations from the pool, cumulative (each is also a [`MemCall`]).
     pub failed: u64,
-    /// Device memory the pool holds (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`), or
-    /// [`UNKNOWN_BYTES`] when the driver was not asked at this instant.
+    /// Device memory the pool holds (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`)
+    /// at `t`, or [`UNKNOWN_BYTES`] when the driver could not tell.
     pub reserved: u64,
     /// The pool's high-water mark (`RESERVED_MEM_HIGH`), or [`UNKNOWN_BYTES`].
     pub reserved_high: u64,

@@ -108,8 +108,9 @@ fn flush_all() {
             // SAFETY: plain CUPTI call; completed buffers come back through our callback.
             unsafe { (p.cupti.flush_all)(1) };
         }
-        // At exit or from the shim: pool counters only, no driver call.
-        state::summarize_pools(p, false);
+        // At exit (the driver stays up until the loader's finalisers) or
+        // from the shim: the pools, measured.
+        state::summarize_pools(p, true);
         p.push_counters();
         p.sink.flush();
     }
@@ -354,20 +355,27 @@ fn flush_loop(p: &'static Probe) {
     let mut tick = 0u64;
     loop {
         std::thread::sleep(FLUSH_EVERY);
-        // Once the process exits, records are written as they come; the
-        // thread stops calling into CUPTI while libraries are torn down.
-        if probe().is_none() || p.sink.is_write_through() {
+        if probe().is_none() {
             return;
         }
-        tick += 1;
-        if tick.is_multiple_of(10) {
-            if p.kernel_records.load(Ordering::Relaxed) {
+        {
+            // Held while this thread calls into CUDA/CUPTI, so that exit can
+            // wait for such a call to end before libraries are torn down.
+            let _calls = guard::lock(&p.writer_calls);
+            // Once the process exits, records are written as they come.
+            if p.sink.is_write_through() {
+                return;
+            }
+            tick += 1;
+            if tick.is_multiple_of(10) && p.kernel_records.load(Ordering::Relaxed) {
                 // SAFETY: flushes completed activity buffers.
                 unsafe { (p.cupti.flush_all)(0) };
             }
-            // Pool counters of calls made since the last summary; the pools'
-            // sizes are read only inside pool calls, where the driver is alive.
-            state::summarize_pools(p, false);
+            // Pools used since their last record, measured (the trailing
+            // edge of a burst of allocations).
+            state::summarize_pools(p, true);
+        }
+        if tick.is_multiple_of(10) {
             p.push_counters();
         }
         p.sink.flush();
@@ -388,6 +396,7 @@ extern "C" fn at_exit() {
         if let Some(p) = probe() {
             flush_all();
             p.sink.write_through();
+            p.wait_for_writer_calls();
         }
     });
 }

@@ -14,12 +14,12 @@
 //!   first allocation (one stack walk per pool). One allocation in 1024 walks
 //!   the stack again; if another library uses the same pool, a notice says so
 //!   and the pool stays with its first owner;
-//! - a `PoolUse` record with the cumulative counters and the pool's own size
-//!   from the driver (reserved, high-water, used) is written at most every
-//!   10 ms while kernel records are on (setup and the first steps), at most
-//!   every 200 ms after, from inside a pool call (where the driver is alive),
-//!   and always right before a failed pool allocation, when kernel records are
-//!   switched off, and at exit (counters only);
+//! - a `Pool` record with the cumulative counters and the pool's own size
+//!   from the driver (reserved, high-water, used) is written for every pool
+//!   used since its last record: every 100 ms by the writer thread, every
+//!   10 ms from the pool calls themselves while kernel records are on (setup
+//!   and the first steps), right before a failed pool allocation, when kernel
+//!   records are switched off (a step end) and at exit;
 //! - a failed pool allocation still gets the full treatment: a `MemCall` record
 //!   with its caller and the device's free memory, written at once.
 //!
@@ -35,10 +35,9 @@ use std::sync::{Mutex, TryLockError};
 pub const MAX_POOLS: usize = 32;
 /// One allocation in this many checks the pool's owner again.
 pub const RECHECK_EVERY: u64 = 1024;
-/// Shortest time between two summaries while kernel records are on.
-const SUMMARY_EVERY_DETAIL_NS: u64 = 10_000_000;
-/// Shortest time between two summaries after that.
-const SUMMARY_EVERY_NS: u64 = 200_000_000;
+/// Shortest time between two summaries from pool calls (while kernel records
+/// are on; the writer thread writes them every 100 ms in any case).
+const SUMMARY_EVERY_NS: u64 = 10_000_000;
 
 const KEY_DEVICE_POOL: u64 = 1 << 62;
 const KEY_EXPLICIT_POOL: u64 = 2 << 62;
@@ -205,15 +204,10 @@ impl Pools {
             .map(|(i, s)| (i as u32 + 1, s))
     }
 
-    /// Claims the next periodic summary if one is due at `now`.
-    pub fn summary_due(&self, now: u64, detail: bool) -> bool {
-        let every = if detail {
-            SUMMARY_EVERY_DETAIL_NS
-        } else {
-            SUMMARY_EVERY_NS
-        };
+    /// Claims the next summary from a pool call if one is due at `now`.
+    pub fn summary_due(&self, now: u64) -> bool {
         let last = self.last_summary.load(Ordering::Relaxed);
-        now.saturating_sub(last) >= every
+        now.saturating_sub(last) >= SUMMARY_EVERY_NS
             && self
                 .last_summary
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
@@ -245,6 +239,19 @@ impl Pools {
             .take(n)
             .enumerate()
         {
+            let counts = (
+                slot.allocs.load(Ordering::Relaxed),
+                slot.alloc_bytes.load(Ordering::Relaxed),
+                slot.frees.load(Ordering::Relaxed),
+                slot.failed.load(Ordering::Relaxed),
+            );
+            let measured = last.sizes != NOTHING_YET.sizes;
+            if counts == (last.allocs, last.alloc_bytes, last.frees, last.failed)
+                && (measured || driver.is_none())
+            {
+                // Unused since its last record (its size changes only with calls).
+                continue;
+            }
             let key = slot.key.load(Ordering::Relaxed);
             let device = slot.device();
             let handle = match key & !KEY_ADDRESS {
@@ -259,17 +266,15 @@ impl Pools {
                 _ => NOTHING_YET.sizes,
             };
             let now = Emitted {
-                allocs: slot.allocs.load(Ordering::Relaxed),
-                alloc_bytes: slot.alloc_bytes.load(Ordering::Relaxed),
-                frees: slot.frees.load(Ordering::Relaxed),
-                failed: slot.failed.load(Ordering::Relaxed),
+                allocs: counts.0,
+                alloc_bytes: counts.1,
+                frees: counts.2,
+                failed: counts.3,
                 handle,
                 sizes,
             };
-            let counts_same = (now.allocs, now.alloc_bytes, now.frees, now.failed)
-                == (last.allocs, last.alloc_bytes, last.frees, last.failed);
-            let sizes_same = sizes == NOTHING_YET.sizes || sizes == last.sizes;
-            if counts_same && sizes_same {
+            let counts_same = counts == (last.allocs, last.alloc_bytes, last.frees, last.failed);
+            if counts_same && (sizes == NOTHING_YET.sizes || sizes == last.sizes) {
                 continue;
             }
             out.push(Record::Pool(PoolUse {
@@ -378,16 +383,14 @@ mod tests {
     }
 
     #[test]
-    fn periodic_summaries_are_rate_limited() {
+    fn summaries_from_pool_calls_are_rate_limited() {
         let pools = Pools::new();
         let ms = 1_000_000;
-        assert!(pools.summary_due(100 * ms, true));
-        assert!(!pools.summary_due(105 * ms, true));
-        assert!(pools.summary_due(111 * ms, true));
-        assert!(!pools.summary_due(250 * ms, false));
-        assert!(pools.summary_due(320 * ms, false));
-        // A counters-only summary (exit, writer thread) leaves the clock alone.
-        pools.summarize(|| 400 * ms, None);
-        assert!(pools.summary_due(530 * ms, false));
+        assert!(pools.summary_due(100 * ms));
+        assert!(!pools.summary_due(105 * ms));
+        assert!(pools.summary_due(111 * ms));
+        // A counters-only summary leaves the clock alone.
+        pools.summarize(|| 115 * ms, None);
+        assert!(pools.summary_due(121 * ms));
     }
 }

@@ -35,6 +35,8 @@ pub struct Probe {
     callers: Mutex<CallerCache>,
     /// Stream-ordered allocations, counted per pool.
     pub pools: Pools,
+    /// Held by the writer thread while it calls into CUDA/CUPTI.
+    pub writer_calls: Mutex<()>,
     kernels: Mutex<KernelTracker>,
     /// Added to CUPTI activity timestamps to get CLOCK_MONOTONIC.
     pub activity_offset: i64,
@@ -99,6 +101,7 @@ pub fn install(
         sink,
         callers: Mutex::new(CallerCache::new(own_path)),
         pools: Pools::new(),
+        writer_calls: Mutex::new(()),
         kernels: Mutex::new(KernelTracker::default()),
         activity_offset,
         use_local_v2,
@@ -156,6 +159,17 @@ impl Probe {
                 "{n} internal errors in the probe (the first: {})",
                 guard::first_panic().unwrap_or_default()
             ));
+        }
+    }
+
+    /// Waits (at most ~100 ms) until the writer thread is out of CUDA/CUPTI;
+    /// called at exit after write-through is set, so it makes no new calls.
+    pub fn wait_for_writer_calls(&self) {
+        for _ in 0..100 {
+            if self.writer_calls.try_lock().is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -504,14 +518,15 @@ unsafe fn pool_call(
             slot.frees.fetch_add(1, Ordering::Relaxed);
         }
     }
-    let detail = p.kernel_records.load(Ordering::Relaxed);
-    if p.pools.summary_due(coarse_now_ns(), detail) {
+    // Between the writer thread's records (every 100 ms): while kernel
+    // records are on (setup, first steps), every 10 ms from the pool calls.
+    if p.kernel_records.load(Ordering::Relaxed) && p.pools.summary_due(coarse_now_ns()) {
         summarize_pools(p, true);
     }
 }
 
-/// Writes a `PoolUse` record for every pool that changed. `read_driver` only
-/// where the driver is alive for sure (inside a CUDA call, from the shim).
+/// Writes a `Pool` record, measured by the driver when `read_driver`, for
+/// every pool used since its last one.
 pub fn summarize_pools(p: &Probe, read_driver: bool) {
     let driver = p.driver.as_ref().filter(|_| read_driver);
     for record in p.pools.summarize(now_ns, driver) {

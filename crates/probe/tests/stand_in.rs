@@ -353,3 +353,35 @@ fn a_panic_inside_the_probe_prints_nothing_and_capture_continues() {
     );
     assert_eq!(last_dropped(r).probe_events, 1, "the lost event is counted");
 }
+
+#[test]
+fn the_async_allocators_pool_is_measured_after_its_last_burst() {
+    // A stand-in libc10_cuda makes 1,040 stream-ordered allocations in a
+    // burst (40 MiB left live) just before the program exits: the last Pool
+    // record still has the pool's final size (writer thread or exit).
+    let run = run_both(&["torch-async"]);
+    let out = run.events();
+    let r = &out.records;
+    assert_clean_capture(r);
+    let pools = all(r, |x| match x {
+        Record::Pool(p) => Some(p.clone()),
+        _ => None,
+    });
+    let last = pools.last().expect("a Pool record");
+    assert!(pools.iter().all(|p| p.pool_id == 1));
+    assert!(library_of(r, last.library).ends_with("/libc10_cuda.so"));
+    assert_eq!((last.allocs, last.frees), (1040, 1000));
+    assert_eq!(last.alloc_bytes, 1000 * 65536 + 40 * (1 << 20));
+    assert_eq!(
+        (last.reserved, last.reserved_high, last.used),
+        (64 << 20, 64 << 20, 40 << 20)
+    );
+    // The stream-ordered calls left no per-call records.
+    let calls = mem(r);
+    assert!(
+        calls
+            .iter()
+            .all(|m| m.api != MemApi::MemAllocAsync && m.api != MemApi::MemFreeAsync)
+    );
+    assert_eq!(count(&calls, MemApi::MemAlloc, 16 << 20, 0), 1);
+}

@@ -33,6 +33,7 @@ void standin_set_cupti_dropped(size_t dropped);
 uint64_t other_library_create(size_t bytes);
 int other_library_release(uint64_t handle);
 int other_library_async(int pairs);
+int c10_tensors(int pairs, int keep);
 
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * MiB)
@@ -318,6 +319,17 @@ static int overflow(int on_thread) {
     return recurse(0);
 }
 
+/* --- torch-async: PyTorch's async allocator (stand-in libc10_cuda) ------- */
+
+static int torch_async(void) {
+    setup();
+    int failed = c10_tensors(1000, 40); /* 40 MiB live: the pool holds 64 MiB */
+    CUdeviceptr outside;
+    failed += cuMemAlloc_v2(&outside, 16 * MiB) != CUDA_SUCCESS;
+    printf("torch-async: failed=%d\n", failed);
+    return 0;
+}
+
 /* --- a panic inside the probe: caught, counted, never printed ------------- */
 
 static int panicking(void) {
@@ -391,10 +403,12 @@ int main(int argc, char **argv) {
         return overflow(0);
     if (!strcmp(scenario, "overflow-thread"))
         return overflow(1);
+    if (!strcmp(scenario, "torch-async"))
+        return torch_async();
     if (!strcmp(scenario, "panic"))
         return panicking();
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|panic|bench [N]\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|panic|bench [N]\n");
     return 64;
 }

@@ -11,7 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::OnceLock;
 
-const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stand_in");
+/// The C sources, from the probe crate's tests or the workspace root's.
+fn sources() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let here = manifest.join("tests/stand_in");
+    if here.exists() {
+        here
+    } else {
+        manifest.join("crates/probe/tests/stand_in")
+    }
+}
 
 /// Where the stand-in libraries and the program were built.
 pub struct StandIn {
@@ -22,7 +31,7 @@ fn compile(args: &[&str], dir: &Path) {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .args(args)
-        .current_dir(SOURCES)
+        .current_dir(sources())
         .output()
         .unwrap_or_else(|e| {
             panic!("the probe harness needs a C compiler: running `{cc}` failed: {e}")
@@ -49,10 +58,12 @@ pub fn stand_in() -> &'static StandIn {
             "cupti.c",
             "cuda.c",
             "othercaller.c",
+            "c10_cuda.c",
             "program.c",
         ] {
-            let text = std::fs::read(Path::new(SOURCES).join(name))
-                .unwrap_or_else(|e| panic!("read {SOURCES}/{name}: {e}"));
+            let path = sources().join(name);
+            let text =
+                std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
             std::hash::Hash::hash(&text, &mut hasher);
         }
         std::hash::Hash::hash(&std::env::var("CC").unwrap_or_default(), &mut hasher);
@@ -110,12 +121,24 @@ fn build_into(dir: &Path) {
         rpath,
     ]);
     compile(&other, dir);
+    // Named like PyTorch's library: the analysis classifies callers by name.
+    let mut c10 = vec!["-shared", "-fPIC", "-O1", "-g"];
+    c10.extend(warn);
+    let o = out("libc10_cuda.so");
+    c10.extend(["-o", &o, "c10_cuda.c", &lib_dir, "-l:libcuda.so.1", rpath]);
+    compile(&c10, dir);
     let mut program = vec!["-O0", "-g"];
     program.extend(warn);
     let o = out("program");
     program.extend(["-o", &o, "program.c", &lib_dir, "-l:libcuda.so.1"]);
-    program.extend(["-l:libothercaller.so", rpath, "-lpthread", "-ldl"]);
+    program.extend(["-l:libothercaller.so", "-l:libc10_cuda.so", rpath]);
+    program.extend(["-lpthread", "-ldl"]);
     compile(&program, dir);
+}
+
+/// The stand-in program (built on first use).
+pub fn program() -> PathBuf {
+    stand_in().dir.join("program")
 }
 
 /// The probe cdylib cargo built next to this test binary (or
@@ -167,10 +190,9 @@ impl Run {
 
 /// Runs `program ARGS`, with the probe injected when `probe` is given.
 pub fn run(args: &[&str], probe: Option<&Path>) -> Run {
-    let stand_in = stand_in();
     let folder = tempfile::tempdir().expect("temp dir");
     let events = folder.path().join("events");
-    let mut cmd = Command::new(stand_in.dir.join("program"));
+    let mut cmd = Command::new(program());
     // A backtrace setting must not make a caught panic print anything either.
     cmd.args(args)
         .current_dir(folder.path())
