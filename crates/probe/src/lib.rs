@@ -16,6 +16,7 @@ compile_error!(
 
 mod activity;
 mod caller;
+mod calls;
 mod clock;
 mod cupti;
 mod driver_api;
@@ -110,7 +111,7 @@ fn flush_all() {
         }
         // At exit (the driver stays up until the loader's finalisers) or
         // from the shim: the pools, measured.
-        state::summarize_pools(p, true);
+        calls::summarize_pools(p, true);
         p.push_counters();
         p.sink.flush();
     }
@@ -373,7 +374,7 @@ fn flush_loop(p: &'static Probe) {
             }
             // Pools used since their last record, measured (the trailing
             // edge of a burst of allocations).
-            state::summarize_pools(p, true);
+            calls::summarize_pools(p, true);
         }
         if tick.is_multiple_of(10) {
             p.push_counters();
