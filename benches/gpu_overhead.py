@@ -40,6 +40,11 @@ def main():
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     free, total = torch.cuda.mem_get_info()
+    try:
+        # "native" or "cudaMallocAsync" (PYTORCH_CUDA_ALLOC_CONF=backend:...).
+        allocator = torch.cuda.get_allocator_backend()
+    except Exception:
+        allocator = "unknown"
     steady = times[20:]
     print("STEPTIMES " + json.dumps({
         "step1": times[0],
@@ -48,6 +53,7 @@ def main():
         "steps": args.steps,
         "device_used": total - free,
         "reserved": torch.cuda.memory_reserved(),
+        "allocator": allocator,
     }), flush=True)
 
 

@@ -14,6 +14,15 @@
 # probe's device memory (difference in device memory in use at the end),
 # and a SPREAD line with each side's min-max over rounds (a ratio inside the
 # plain runs' own spread is noise).
+# Allocators (OVERHEAD_ALLOCATORS, default `default`): `default` is PyTorch's
+# caching allocator; `async` sets PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+# for the plain and the instrumented runs alike, so every tensor allocation
+# and free is a driver call the probe sees (it counts them per pool, see
+# crates/probe/src/pools.rs); `OVERHEAD_ALLOCATORS="default async"` measures
+# both side by side. Workload `alloc` (many mid-size layers: thousands of
+# tensor allocations per step) is the one that shows a per-allocation cost.
+# For doctor modes, a PROBE line repeats what the probe counted of itself
+# (callbacks and time inside them) from the first round's report.
 # BIN: the doctor binary; OVERHEAD_ROUNDS (3), OVERHEAD_STEPS (300, >= 40).
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
@@ -21,6 +30,7 @@ ROUNDS=${OVERHEAD_ROUNDS:-3}
 STEPS=${OVERHEAD_STEPS:-300}
 WORKLOADS=${OVERHEAD_WORKLOADS:-gemm launch}
 MODES=${OVERHEAD_MODES:-doctor}
+ALLOCATORS=${OVERHEAD_ALLOCATORS:-default}
 PY=${PY:-python3}
 OUTDIR=${OUTDIR:-/tmp/pd-overhead}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -46,21 +56,30 @@ run_mode() { # mode run-dir, then the workload command
   esac
 }
 
+for alloc in $ALLOCATORS; do
+case $alloc in
+default) unset PYTORCH_CUDA_ALLOC_CONF ;;
+async) export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ;;
+*) echo "unknown allocator $alloc (default, async)" >&2; exit 2 ;;
+esac
 for w in $WORKLOADS; do
   case $w in
   gemm) shape="--hidden 8192 --batch 8192 --layers 4" ;;
   launch) shape="--hidden 512 --batch 256 --layers 24" ;;
+  alloc) shape="--hidden 2048 --batch 1024 --layers 96" ;;
   *) echo "unknown workload $w" >&2; exit 2 ;;
   esac
-  : > "$OUTDIR/steptimes-$w.txt"
+  tag=$w-$alloc
+  : > "$OUTDIR/steptimes-$tag.txt"
   for r in $(seq 1 "$ROUNDS"); do
     for mode in plain $MODES; do
-      run_mode "$mode" "$OUTDIR/$mode-$w-$r" $PY benches/gpu_overhead.py --steps "$STEPS" $shape \
-        | grep STEPTIMES | sed "s/^/$mode /" >> "$OUTDIR/steptimes-$w.txt"
+      rm -rf "$OUTDIR/$mode-$tag-$r"
+      run_mode "$mode" "$OUTDIR/$mode-$tag-$r" $PY benches/gpu_overhead.py --steps "$STEPS" $shape \
+        | grep STEPTIMES | sed "s/^/$mode /" >> "$OUTDIR/steptimes-$tag.txt"
     done
   done
-  cat "$OUTDIR/steptimes-$w.txt"
-  $PY - "$OUTDIR/steptimes-$w.txt" "$w" <<'PYEOF'
+  cat "$OUTDIR/steptimes-$tag.txt"
+  $PY - "$OUTDIR/steptimes-$tag.txt" "$w" "$alloc" <<'PYEOF'
 import json, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -77,13 +96,20 @@ for mode in rows:
     def spread(kind, key):
         v = [1000 * r[key] for r in rows[kind]]
         return f"{min(v):.3f}-{max(v):.3f}"
-    print(f"OVERHEAD workload={sys.argv[2]} mode={mode} rounds={len(rows[mode])} steady_ratio={steady:.4f} "
+    print(f"OVERHEAD workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} rounds={len(rows[mode])} steady_ratio={steady:.4f} "
           f"step1_ratio={step1:.4f} probe_device_bytes={mem:.0f} plain_steady_ms={1000*med('plain','steady_median'):.3f} "
           f"{mode}_steady_ms={1000*med(mode,'steady_median'):.3f} plain_step1_ms={1000*med('plain','step1'):.1f} "
           f"{mode}_step1_ms={1000*med(mode,'step1'):.1f}")
     # Run-to-run spread (min-max over rounds): a ratio inside it is noise.
-    print(f"SPREAD workload={sys.argv[2]} mode={mode} plain_steady_ms={spread('plain','steady_median')} "
+    print(f"SPREAD workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} plain_steady_ms={spread('plain','steady_median')} "
           f"{mode}_steady_ms={spread(mode,'steady_median')} plain_step1_ms={spread('plain','step1')} "
           f"{mode}_step1_ms={spread(mode,'step1')}")
 PYEOF
+  for mode in $MODES; do
+    case $mode in
+    doctor|no-kernels|doctor-modules)
+      "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 'probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /" ;;
+    esac
+  done
+done
 done

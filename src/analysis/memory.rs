@@ -6,7 +6,7 @@ use super::model::{Exposure, LocalMemoryEvent, SourceBytes};
 use super::phases::{Boundaries, Phase};
 use super::records::{ProcessRecords, kernel_display};
 use super::sources::{UNKNOWN, classify};
-use prewarm_events::{MemApi, MemCall, MemEffect, UNKNOWN_BYTES};
+use prewarm_events::{MemApi, MemCall, MemEffect, PoolUse, UNKNOWN_BYTES};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -177,6 +177,7 @@ fn secs(t: u64, start: u64) -> f64 {
 
 enum Item<'a> {
     Mem(&'a MemCall),
+    Pool(&'a PoolUse),
     Local(usize),
     First,
     ModuleCode(u64),
@@ -196,29 +197,50 @@ pub fn failed_launch_time(r: &ProcessRecords) -> u64 {
         .unwrap_or(r.last_t)
 }
 
-/// Pool plus out-of-pool bytes live after each allocation call, as a series.
+/// Pool plus out-of-pool bytes live after each allocation call (and each
+/// change of a stream-ordered pool's size), as a series.
 fn known_allocations(r: &ProcessRecords) -> Series {
-    let mut calls: Vec<&MemCall> = r.mem.iter().filter(|m| m.result == 0).collect();
-    calls.sort_by_key(|m| m.t_end);
+    let mut calls: Vec<(u64, Option<&MemCall>, i64)> = r
+        .mem
+        .iter()
+        .filter(|m| m.result == 0)
+        .map(|m| (m.t_end, Some(m), 0))
+        .collect();
+    calls.extend(pool_size_changes(&r.pools).map(|(t, _, d)| (t, None, d)));
+    calls.sort_by_key(|c| c.0);
     let mut live: HashMap<u64, u64> = HashMap::new();
     let mut total = 0u64;
     let mut points = Vec::new();
-    for m in calls {
-        match m.api.effect() {
-            MemEffect::DeviceAlloc => {
+    for (t, call, pool_change) in calls {
+        match call.map(|m| (m, m.api.effect())) {
+            None => total = total.saturating_add_signed(pool_change),
+            Some((m, MemEffect::DeviceAlloc)) => {
                 live.insert(m.address, m.bytes);
                 total += m.bytes;
             }
-            MemEffect::DeviceFree => {
+            Some((m, MemEffect::DeviceFree)) => {
                 if let Some(b) = live.remove(&m.address) {
                     total = total.saturating_sub(b);
                 }
             }
             _ => continue,
         }
-        points.push((m.t_end, total));
+        points.push((t, total));
     }
     Series { points }
+}
+
+/// Each pool summary that measured the pool, with the change of the pool's
+/// reserved bytes since that pool's previous measurement.
+fn pool_size_changes(pools: &[PoolUse]) -> impl Iterator<Item = (u64, &PoolUse, i64)> {
+    let mut last: HashMap<u32, u64> = HashMap::new();
+    pools
+        .iter()
+        .filter(|p| p.reserved != UNKNOWN_BYTES)
+        .map(move |p| {
+            let before = last.insert(p.pool_id, p.reserved).unwrap_or(0);
+            (p.t, p, p.reserved as i64 - before as i64)
+        })
 }
 
 /// Smallest first-launch commit reported as such (device pages are 2 MiB).
@@ -496,6 +518,9 @@ pub fn replay(
     for m in &r.mem {
         items.push((m.t_end, 0, Item::Mem(m)));
     }
+    for p in &r.pools {
+        items.push((p.t, 0, Item::Pool(p)));
+    }
     for i in 0..r.local.len() {
         items.push((local_t(i), 0, Item::Local(i)));
     }
@@ -522,6 +547,7 @@ pub fn replay(
     let mut oop_index: HashMap<u64, usize> = HashMap::new();
     let mut first_local: HashMap<u32, u64> = HashMap::new();
     let mut max_local: HashMap<u32, u64> = HashMap::new();
+    let mut pools_seen: HashMap<u32, PoolSeen> = HashMap::new();
 
     for (t, _, item) in &items {
         let phase = bounds.phase_of(*t);
@@ -629,6 +655,29 @@ pub fn replay(
                     max_local.insert(l.context_id, l.total_after);
                     state.local_growth += grow;
                     out.phases.entry(phase).or_default().local_growth += grow;
+                }
+                continue;
+            }
+            Item::Pool(p) => {
+                let (source, in_pool, library) = lib(p.library);
+                if seen_libraries.insert(p.library) && !library.is_empty() {
+                    let libs = out
+                        .libraries_by_source
+                        .entry(source.to_string())
+                        .or_default();
+                    if !libs.iter().any(|l| **l == *library) {
+                        libs.push(library.to_string());
+                    }
+                }
+                let seen = pools_seen.entry(p.pool_id).or_default();
+                let acc = out.phases.entry(phase).or_default();
+                let change = seen.apply(p, &source, in_pool, &mut state, acc);
+                if change > 0 && !in_pool {
+                    out.oop_allocs.push(OopAlloc {
+                        t: *t,
+                        source: source.clone(),
+                        bytes: change as u64,
+                    });
                 }
                 continue;
             }
@@ -744,6 +793,71 @@ pub fn replay(
         }
     }
     out
+}
+
+/// What the previous summary of a stream-ordered pool said.
+#[derive(Default)]
+struct PoolSeen {
+    allocs: u64,
+    alloc_bytes: u64,
+    used: Option<u64>,
+    reserved: Option<u64>,
+    reserved_high: u64,
+}
+
+impl PoolSeen {
+    /// Applies one pool summary: the pool's reserved bytes (the device memory
+    /// it holds, attributed as a whole to its owner's source) replace its
+    /// previous value in the running state; the calls and bytes since the
+    /// previous summary go to the phase. Returns the change of reserved bytes.
+    fn apply(
+        &mut self,
+        p: &PoolUse,
+        source: &SourceName,
+        in_pool: bool,
+        state: &mut State,
+        acc: &mut PhaseTotals,
+    ) -> i64 {
+        let known = |v: u64| (v != UNKNOWN_BYTES).then_some(v);
+        let sb = source_entry(&mut acc.by_source, source);
+        // Counters are cumulative: a summary older than the last one adds nothing.
+        let allocated = p.alloc_bytes.saturating_sub(self.alloc_bytes);
+        sb.calls += p.allocs.saturating_sub(self.allocs);
+        sb.allocated += allocated;
+        if let (Some(before), Some(now)) = (self.used, known(p.used)) {
+            // Freed = allocated − growth of the bytes in use.
+            sb.freed += (allocated as i64 - (now as i64 - before as i64)).max(0) as u64;
+        }
+        self.allocs = self.allocs.max(p.allocs);
+        self.alloc_bytes = self.alloc_bytes.max(p.alloc_bytes);
+        self.used = known(p.used).or(self.used);
+        let Some(reserved) = known(p.reserved) else {
+            return 0;
+        };
+        let change = reserved as i64 - self.reserved.unwrap_or(0) as i64;
+        self.reserved = Some(reserved);
+        if in_pool {
+            state.pool = state.pool.saturating_add_signed(change);
+            // The high-water mark shows a peak between two summaries.
+            let high = known(p.reserved_high).unwrap_or(reserved);
+            if high > self.reserved_high {
+                acc.pool_peak = acc
+                    .pool_peak
+                    .max(state.pool.saturating_add(high.saturating_sub(reserved)));
+            }
+            acc.pool_peak = acc.pool_peak.max(state.pool);
+        } else {
+            let live = state.oop.entry(source.clone()).or_default();
+            *live = live.saturating_add_signed(change);
+            if change > 0 {
+                acc.oop_alloc += change as u64;
+            } else {
+                acc.oop_freed += change.unsigned_abs();
+            }
+        }
+        self.reserved_high = self.reserved_high.max(known(p.reserved_high).unwrap_or(0));
+        change
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -990,5 +1104,94 @@ mod tests {
             measured_growth(&lagging, &known, 92 * MS, 110 * MS, 130 * MS),
             Some(0)
         );
+    }
+
+    #[test]
+    fn stream_ordered_pools_count_as_a_whole_at_their_reserved_size() {
+        const MIB: u64 = 1 << 20;
+        const U: u64 = UNKNOWN_BYTES;
+        #[allow(clippy::too_many_arguments)]
+        fn pool(
+            t: u64,
+            id: u32,
+            library: u32,
+            allocs: u64,
+            bytes: u64,
+            reserved: u64,
+            high: u64,
+            used: u64,
+        ) -> PoolUse {
+            PoolUse {
+                t: t * MS,
+                pool_id: id,
+                device: 0,
+                handle: 0x1000 * id as u64,
+                library,
+                allocs,
+                alloc_bytes: bytes,
+                frees: allocs,
+                failed: 0,
+                reserved,
+                reserved_high: high,
+                used,
+            }
+        }
+        let r = ProcessRecords {
+            libraries: [
+                (1, "/venv/torch/lib/libc10_cuda.so".to_string()),
+                (2, "/x/librmm.so".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            pools: vec![
+                pool(10, 1, 1, 100, 1000, 32 * MIB, 32 * MIB, 0),
+                // Counters only (no driver reading at that instant).
+                pool(20, 1, 1, 200, 2000, U, U, U),
+                // Step 1: the pool grew; its high-water mark says it peaked higher in between.
+                pool(30, 1, 1, 300, 3000, 64 * MIB, 96 * MIB, 500),
+                // Another library's pool: outside PyTorch's pool.
+                pool(35, 2, 2, 10, 4 * MIB, 8 * MIB, 8 * MIB, 4 * MIB),
+                pool(60, 1, 1, 400, 4000, 64 * MIB, 96 * MIB, 0),
+            ],
+            ..Default::default()
+        };
+        let bounds = Boundaries {
+            start: 0,
+            step1_begin: Some(25 * MS),
+            step_ends: vec![40 * MS, 70 * MS],
+            end: 80 * MS,
+            rule: String::new(),
+        };
+        let rp = replay(
+            &r,
+            &bounds,
+            &DeviceView::default(),
+            &[24 * MS, 40 * MS, 70 * MS],
+        );
+        assert_eq!(rp.states[0].pool, 32 * MIB);
+        assert_eq!(rp.states[1].pool, 64 * MIB);
+        assert_eq!(rp.states[1].oop.get("rmm"), Some(&(8 * MIB)));
+        assert_eq!(rp.states[2].pool, 64 * MIB);
+        let torch =
+            |phase: Phase| rp.phases[&phase].by_source[super::super::sources::TORCH_POOL].clone();
+        assert_eq!(
+            (torch(Phase::Setup).calls, torch(Phase::Setup).allocated),
+            (200, 2000)
+        );
+        assert_eq!(
+            (torch(Phase::Step1).calls, torch(Phase::Step1).allocated),
+            (100, 1000)
+        );
+        // Freed = allocated − growth of the bytes in use (0 → 500, then 500 → 0).
+        assert_eq!(torch(Phase::Step1).freed, 500);
+        assert_eq!(torch(Phase::Steady).freed, 1500);
+        assert_eq!(rp.phases[&Phase::Setup].pool_peak, 32 * MIB);
+        assert_eq!(rp.phases[&Phase::Step1].pool_peak, 96 * MIB);
+        assert_eq!(rp.phases[&Phase::Step1].oop_alloc, 8 * MIB);
+        assert_eq!(rp.oop_allocs.len(), 1);
+        assert_eq!(rp.oop_allocs[0].bytes, 8 * MIB);
+        // The device-memory series used to explain growth includes both pools.
+        let known = known_allocations(&r);
+        assert_eq!(known.at(61 * MS), Some(72 * MIB));
     }
 }

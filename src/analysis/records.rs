@@ -15,6 +15,8 @@ pub struct ProcessRecords {
     pub header: BTreeMap<String, String>,
     pub libraries: HashMap<u32, String>,
     pub mem: Vec<MemCall>,
+    /// Stream-ordered pool summaries (probe 0.2+; older probes wrote MemCalls).
+    pub pools: Vec<PoolUse>,
     pub local: Vec<LocalMemoryGrowth>,
     pub first_launches: Vec<KernelFirstLaunch>,
     pub contexts: Vec<ContextCreated>,
@@ -45,6 +47,7 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                             r.last_t = r.last_t.max(m.t_end);
                             r.mem.push(m)
                         }
+                        Record::Pool(p) => r.pools.push(p),
                         Record::LocalMemory(l) => r.local.push(l),
                         Record::KernelFirst(k) => r.first_launches.push(k),
                         Record::Context(c) => r.contexts.push(c),

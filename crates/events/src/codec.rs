@@ -30,6 +30,7 @@ pub(crate) const KIND_NOTICE: u8 = 8;
 pub(crate) const KIND_DROPPED: u8 = 9;
 pub(crate) const KIND_COST: u8 = 10;
 pub(crate) const KIND_ACTIVITY: u8 = 11;
+pub(crate) const KIND_POOL: u8 = 12;
 pub(crate) const KIND_NVML_DEVICE: u8 = 20;
 pub(crate) const KIND_NVML_PROCESS: u8 = 21;
 
@@ -236,6 +237,21 @@ pub(crate) fn encode_payload(record: &Record, out: &mut Vec<u8>) {
             o.u64(r.t);
             o.u8(r.kernel_records as u8);
         }
+        Record::Pool(r) => {
+            o.u8(KIND_POOL);
+            o.u64(r.t);
+            o.u32(r.pool_id);
+            o.i32(r.device);
+            o.u64(r.handle);
+            o.u32(r.library);
+            o.u64(r.allocs);
+            o.u64(r.alloc_bytes);
+            o.u64(r.frees);
+            o.u64(r.failed);
+            o.u64(r.reserved);
+            o.u64(r.reserved_high);
+            o.u64(r.used);
+        }
         Record::NvmlDevice(r) => {
             o.u8(KIND_NVML_DEVICE);
             o.u64(r.t);
@@ -360,6 +376,20 @@ pub(crate) fn decode_payload(payload: &[u8], base: u64) -> Result<Record, Decode
         KIND_ACTIVITY => Record::Activity(ActivityState {
             t: i.u64("t")?,
             kernel_records: i.u8("kernel_records")? != 0,
+        }),
+        KIND_POOL => Record::Pool(PoolUse {
+            t: i.u64("t")?,
+            pool_id: i.u32("pool_id")?,
+            device: i.i32("device")?,
+            handle: i.u64("handle")?,
+            library: i.u32("library")?,
+            allocs: i.u64("allocs")?,
+            alloc_bytes: i.u64("alloc_bytes")?,
+            frees: i.u64("frees")?,
+            failed: i.u64("failed")?,
+            reserved: i.u64("reserved")?,
+            reserved_high: i.u64("reserved_high")?,
+            used: i.u64("used")?,
         }),
         KIND_NVML_DEVICE => Record::NvmlDevice(NvmlDeviceSample {
             t: i.u64("t")?,

@@ -20,5 +20,5 @@ pub use file::{
 pub use record::{
     ActivityState, ContextCreated, KernelFirstLaunch, LibraryName, LocalMemoryGrowth, Marker,
     MemApi, MemCall, MemEffect, ModuleLoad, Notice, NoticeLevel, NvmlDeviceSample,
-    NvmlProcessSample, ProbeCost, Record, RecordsDropped, UNKNOWN_BYTES,
+    NvmlProcessSample, PoolUse, ProbeCost, Record, RecordsDropped, UNKNOWN_BYTES,
 };

@@ -354,6 +354,42 @@ pub struct ProbeCost {
     pub bytes_written: u64,
 }
 
+/// Stream-ordered allocations (`cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
+/// `cuMemFreeAsync`: PyTorch's `backend:cudaMallocAsync`, RAPIDS) from one
+/// memory pool, summarised. Such calls come once per tensor, so the probe
+/// counts them instead of recording each one, and reads the pool's own size
+/// from the driver; the pool is attributed as a whole to its owner. Written
+/// periodically while the pool is in use (see docs/event-format.md for when).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolUse {
+    pub t: u64,
+    /// The probe's number for this pool, stable within the file.
+    pub pool_id: u32,
+    /// CUDA device ordinal of the pool's context, or -1.
+    pub device: i32,
+    /// The `CUmemoryPool` handle; 0 when the driver did not name it.
+    pub handle: u64,
+    /// The pool's owner: the library that made its first allocation (see
+    /// [`LibraryName`]); 0 when not found.
+    pub library: u32,
+    /// Successful allocations from the pool, cumulative.
+    pub allocs: u64,
+    /// Bytes requested by those allocations, cumulative.
+    pub alloc_bytes: u64,
+    /// `cuMemFreeAsync` calls, cumulative. The free call does not name its
+    /// pool: all of a context's stream-ordered frees count on its device pool.
+    pub frees: u64,
+    /// Failed allocations from the pool, cumulative (each is also a [`MemCall`]).
+    pub failed: u64,
+    /// Device memory the pool holds (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`)
+    /// at `t`, or [`UNKNOWN_BYTES`] when the driver could not tell.
+    pub reserved: u64,
+    /// The pool's high-water mark (`RESERVED_MEM_HIGH`), or [`UNKNOWN_BYTES`].
+    pub reserved_high: u64,
+    /// Bytes of the pool in use by allocations (`USED_MEM_CURRENT`), or [`UNKNOWN_BYTES`].
+    pub used: u64,
+}
+
 /// Kernel activity records are switched on for setup and the first steps only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActivityState {
@@ -393,6 +429,7 @@ pub enum Record {
     Dropped(RecordsDropped),
     Cost(ProbeCost),
     Activity(ActivityState),
+    Pool(PoolUse),
     NvmlDevice(NvmlDeviceSample),
     NvmlProcess(NvmlProcessSample),
     /// A record kind from a newer writer; skipped but counted.
@@ -417,6 +454,7 @@ impl Record {
             Record::Dropped(r) => Some(r.t),
             Record::Cost(r) => Some(r.t),
             Record::Activity(r) => Some(r.t),
+            Record::Pool(r) => Some(r.t),
             Record::NvmlDevice(r) => Some(r.t),
             Record::NvmlProcess(r) => Some(r.t),
         }

@@ -77,6 +77,7 @@ fn is_plumbing(path: &str, own_base: &str) -> bool {
 pub struct CallerCache {
     by_address: HashMap<usize, u32>,
     by_base: HashMap<usize, u32>,
+    paths: Vec<String>,
     own_base: String,
     next_id: u32,
 }
@@ -93,6 +94,7 @@ impl CallerCache {
         CallerCache {
             by_address: HashMap::new(),
             by_base: HashMap::new(),
+            paths: Vec::new(),
             own_base: own_path.rsplit('/').next().unwrap_or("").to_string(),
             next_id: 1,
         }
@@ -126,7 +128,17 @@ impl CallerCache {
         let id = self.next_id;
         self.next_id += 1;
         self.by_base.insert(base, id);
+        self.paths.push(path.clone());
         (id, Some(NewLibrary { id, path }))
+    }
+
+    /// The path of a library id handed out before ("an unknown library" for 0).
+    pub fn path_of(&self, id: u32) -> String {
+        (id as usize)
+            .checked_sub(1)
+            .and_then(|i| self.paths.get(i))
+            .cloned()
+            .unwrap_or_else(|| "an unknown library".into())
     }
 }
 
@@ -180,5 +192,7 @@ mod tests {
         let (again, new_again) = cache.caller();
         assert_eq!(again, 1);
         assert!(new_again.is_none());
+        assert_eq!(cache.path_of(1), path);
+        assert_eq!(cache.path_of(0), "an unknown library");
     }
 }

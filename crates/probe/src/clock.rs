@@ -12,8 +12,36 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The kernel thread id of the caller.
+/// CLOCK_MONOTONIC_COARSE in nanoseconds: the same clock at tick resolution
+/// (1-4 ms), several times cheaper to read; for rate limits only.
+pub fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+thread_local! {
+    /// This thread's kernel id, once read (no destructor: always accessible).
+    static THREAD_ID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The kernel thread id of the caller (a system call the first time per thread).
 pub fn thread_id() -> u32 {
+    THREAD_ID
+        .try_with(|id| {
+            if id.get() == 0 {
+                id.set(gettid());
+            }
+            id.get()
+        })
+        .unwrap_or_else(|_| gettid())
+}
+
+fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }

@@ -3,6 +3,7 @@
 //! names. Every entry point is checked before use; a missing one disables capture.
 
 use crate::dynlib::{DynLib, function};
+use prewarm_events::UNKNOWN_BYTES;
 use std::ffi::{c_char, c_void};
 
 pub type CuptiResult = u32;
@@ -132,6 +133,23 @@ pub struct Driver {
     pub device_pci_bus_id: unsafe extern "C" fn(*mut c_char, i32, i32) -> u32,
     pub ctx_push: unsafe extern "C" fn(*mut c_void) -> u32,
     pub ctx_pop: unsafe extern "C" fn(*mut *mut c_void) -> u32,
+    /// `cuDeviceGetMemPool` (CUDA 11.2+; absent on older drivers).
+    pub device_get_mem_pool: Option<unsafe extern "C" fn(*mut *mut c_void, i32) -> u32>,
+    /// `cuMemPoolGetAttribute` (CUDA 11.2+).
+    pub mem_pool_get_attribute: Option<unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> u32>,
+}
+
+/// `CUmemPool_attribute` values the probe reads (cuda.h).
+const POOL_RESERVED_MEM_CURRENT: i32 = 5;
+const POOL_RESERVED_MEM_HIGH: i32 = 6;
+const POOL_USED_MEM_CURRENT: i32 = 7;
+
+/// A pool's size as the driver reports it; `UNKNOWN_BYTES` where not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSizes {
+    pub reserved: u64,
+    pub reserved_high: u64,
+    pub used: u64,
 }
 
 impl Driver {
@@ -145,7 +163,51 @@ impl Driver {
             device_pci_bus_id: need!(lib, c"cuDeviceGetPCIBusId"),
             ctx_push: need!(lib, c"cuCtxPushCurrent_v2"),
             ctx_pop: need!(lib, c"cuCtxPopCurrent_v2"),
+            // SAFETY: signatures from cuda.h.
+            device_get_mem_pool: unsafe { function(&lib, c"cuDeviceGetMemPool") },
+            // SAFETY: as above.
+            mem_pool_get_attribute: unsafe { function(&lib, c"cuMemPoolGetAttribute") },
         })
+    }
+
+    /// The current memory pool of a device (what `cuMemAllocAsync` allocates from).
+    pub fn pool_of_device(&self, device: i32) -> Option<u64> {
+        let get = self.device_get_mem_pool?;
+        let mut pool: *mut c_void = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        let rc = unsafe { get(&mut pool, device) };
+        (rc == 0 && !pool.is_null()).then_some(pool as u64)
+    }
+
+    /// The pool's reserved, high-water and used bytes.
+    pub fn pool_sizes(&self, pool: u64) -> PoolSizes {
+        let read = |attribute: i32| {
+            let Some(get) = self.mem_pool_get_attribute else {
+                return UNKNOWN_BYTES;
+            };
+            let mut value = 0u64;
+            // SAFETY: these attributes are cuuint64_t values.
+            let rc = unsafe {
+                get(
+                    pool as *mut c_void,
+                    attribute,
+                    &mut value as *mut u64 as *mut c_void,
+                )
+            };
+            if rc == 0 { value } else { UNKNOWN_BYTES }
+        };
+        if pool == 0 {
+            return PoolSizes {
+                reserved: UNKNOWN_BYTES,
+                reserved_high: UNKNOWN_BYTES,
+                used: UNKNOWN_BYTES,
+            };
+        }
+        PoolSizes {
+            reserved: read(POOL_RESERVED_MEM_CURRENT),
+            reserved_high: read(POOL_RESERVED_MEM_HIGH),
+            used: read(POOL_USED_MEM_CURRENT),
+        }
     }
 
     /// (free, total) device bytes for the current context, if there is one.

@@ -57,12 +57,61 @@ pub enum Layout {
     Pitch,
 }
 
+/// Callback ids at or above this are not tracked (CUPTI's driver ids are below 1024).
+const MAX_CBID: usize = 1024;
+
+/// Row of [`TRACKED`] plus one, by callback id: one load per callback.
+static INDEX: [u8; MAX_CBID] = build_index();
+
+const fn build_index() -> [u8; MAX_CBID] {
+    let mut index = [0u8; MAX_CBID];
+    let mut i = 0;
+    while i < TRACKED.len() {
+        index[TRACKED[i].0 as usize] = (i + 1) as u8;
+        i += 1;
+    }
+    index
+}
+
 /// The entry for a callback id, if tracked.
 pub fn lookup(cbid: u32) -> Option<(MemApi, Layout)> {
-    TRACKED
-        .iter()
-        .find(|row| row.0 == cbid)
-        .map(|row| (row.1, row.2))
+    let row = *INDEX.get(cbid as usize)? as usize;
+    let (_, api, layout) = TRACKED.get(row.checked_sub(1)?)?;
+    Some((*api, *layout))
+}
+
+/// How the probe treats a tracked call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// One `MemCall` record per call, with free memory around it and the caller.
+    Full,
+    /// A stream-ordered allocation: counted on its pool (pools.rs); `explicit`
+    /// when the call names the pool (`cuMemAllocFromPoolAsync`).
+    PoolAlloc { explicit: bool },
+    /// A stream-ordered free: counted on the context's device pool.
+    PoolFree,
+}
+
+/// The handling of a tracked entry point.
+pub fn handling(api: MemApi) -> Handling {
+    match api {
+        MemApi::MemAllocAsync => Handling::PoolAlloc { explicit: false },
+        MemApi::MemAllocFromPoolAsync => Handling::PoolAlloc { explicit: true },
+        MemApi::MemFreeAsync => Handling::PoolFree,
+        _ => Handling::Full,
+    }
+}
+
+/// The pool handle named by a `cuMemAllocFromPoolAsync` call (its third word).
+///
+/// # Safety
+/// `params` must point at `cuMemAllocFromPoolAsync_params` (or be null).
+pub unsafe fn explicit_pool(params: *const c_void) -> u64 {
+    if params.is_null() {
+        return 0;
+    }
+    // SAFETY: (dptr*, bytesize, pool, stream), pointer-sized fields.
+    unsafe { *(params as *const usize).add(2) as u64 }
 }
 
 /// Requested bytes, readable at API entry or exit.
@@ -109,6 +158,54 @@ pub unsafe fn address(layout: Layout, params: *const c_void, succeeded: bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_finds_every_tracked_id_and_nothing_else() {
+        for (cbid, api, layout) in TRACKED {
+            assert_eq!(lookup(*cbid), Some((*api, *layout)));
+        }
+        assert_eq!(lookup(0), None);
+        assert_eq!(lookup(1023), None);
+        assert_eq!(lookup(5000), None);
+        assert!(TRACKED.iter().all(|row| (row.0 as usize) < MAX_CBID));
+    }
+
+    #[test]
+    fn stream_ordered_calls_are_the_pool_path() {
+        use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as C;
+        let h = |c: C| handling(lookup(c as u32).unwrap().0);
+        assert_eq!(
+            h(C::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync),
+            Handling::PoolAlloc { explicit: false }
+        );
+        assert_eq!(
+            h(C::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz),
+            Handling::PoolAlloc { explicit: false }
+        );
+        assert_eq!(
+            h(C::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync),
+            Handling::PoolAlloc { explicit: true }
+        );
+        assert_eq!(
+            h(C::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz),
+            Handling::PoolAlloc { explicit: true }
+        );
+        assert_eq!(
+            h(C::CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync),
+            Handling::PoolFree
+        );
+        assert_eq!(
+            h(C::CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz),
+            Handling::PoolFree
+        );
+        assert_eq!(h(C::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2), Handling::Full);
+        assert_eq!(h(C::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2), Handling::Full);
+        use cudarc::cupti::sys as s;
+        assert_eq!(
+            std::mem::offset_of!(s::cuMemAllocFromPoolAsync_params_st, pool),
+            16
+        );
+    }
 
     #[test]
     fn every_cbid_is_listed_once() {

@@ -5,15 +5,25 @@
 //! `$PREWARM_DOCTOR_DIR/<rank>.pid-<pid>.events`.
 //!
 //! Rules it lives by: no work per kernel launch on the launching thread; no
-//! panics or aborts in the host process; any failure leaves a notice and lets
-//! the run continue un-instrumented.
+//! panics or aborts in the host process and nothing written to its
+//! stdout/stderr (guard.rs); any failure leaves a notice in the event file and
+//! lets the run continue un-instrumented.
+
+#[cfg(panic = "abort")]
+compile_error!(
+    "prewarm-probe must be built with panic = \"unwind\": it catches every panic at its C entry points so that a probe bug never takes the training process down; with panic = \"abort\" any bug would abort the training"
+);
 
 mod activity;
 mod caller;
+mod calls;
 mod clock;
 mod cupti;
 mod driver_api;
 mod dynlib;
+mod guard;
+mod pools;
+mod signals;
 mod sink;
 mod state;
 
@@ -25,7 +35,7 @@ use state::{Probe, install, probe};
 use std::ffi::c_void;
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::panic::catch_unwind;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -51,6 +61,7 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// by `CUDA_INJECTION64_PATH`. Always returns 1 so CUDA initialisation proceeds.
 #[unsafe(no_mangle)]
 pub extern "C" fn InitializeInjection() -> i32 {
+    guard::install_quiet_panic_hook();
     let _ = catch_unwind(initialise);
     1
 }
@@ -75,7 +86,21 @@ pub extern "C" fn prewarm_probe_flush() {
 /// For `prewarm-doctor check`: 1 when capture is live in this process.
 #[unsafe(no_mangle)]
 pub extern "C" fn prewarm_probe_active() -> i32 {
-    probe().is_some() as i32
+    catch_unwind(|| probe().is_some() as i32).unwrap_or(0)
+}
+
+/// For the CPU harness: raises a panic inside the probe, through the same
+/// catch-and-count path a callback uses, to prove that nothing reaches the
+/// process's stderr and that capture continues. Returns 1 when it was caught.
+#[doc(hidden)]
+#[unsafe(no_mangle)]
+pub extern "C" fn prewarm_probe_test_internal_error() -> i32 {
+    let Some(p) = probe() else { return 0 };
+    let caught = catch_unwind(|| panic!("deliberate panic from the probe's self-test"));
+    if caught.is_err() {
+        p.internal_error("self-test");
+    }
+    caught.is_err() as i32
 }
 
 fn flush_all() {
@@ -84,6 +109,9 @@ fn flush_all() {
             // SAFETY: plain CUPTI call; completed buffers come back through our callback.
             unsafe { (p.cupti.flush_all)(1) };
         }
+        // At exit (the driver stays up until the loader's finalisers) or
+        // from the shim: the pools, measured.
+        calls::summarize_pools(p, true);
         p.push_counters();
         p.sink.flush();
     }
@@ -306,86 +334,86 @@ fn start(p: &'static Probe) {
     );
     // SAFETY: registers a plain extern "C" function.
     unsafe { libc::atexit(at_exit) };
-    install_fatal_handlers();
-    let _ = std::thread::Builder::new()
+    state::watch_forks();
+    signals::install(flush_from_signal);
+    let spawned = std::thread::Builder::new()
         .name("prewarm-probe".into())
         .spawn(move || {
-            let mut tick = 0u64;
-            loop {
-                std::thread::sleep(FLUSH_EVERY);
-                if std::process::id() != p.pid || p.disabled.load(Ordering::Relaxed) {
-                    return;
-                }
-                tick += 1;
-                if tick.is_multiple_of(10) {
-                    if p.kernel_records.load(Ordering::Relaxed) {
-                        // SAFETY: flushes completed activity buffers.
-                        unsafe { (p.cupti.flush_all)(0) };
-                    }
-                    p.push_counters();
-                }
-                p.sink.flush();
-            }
+            let _ = catch_unwind(AssertUnwindSafe(|| flush_loop(p)));
         });
-}
-
-/// Signals that end the process abnormally; their handlers write what is
-/// buffered, then hand the signal on unchanged. SIGTERM/SIGKILL are left alone
-/// (the training program owns them): at most the last 100 ms are lost there.
-const FATAL_SIGNALS: [i32; 5] = [
-    libc::SIGSEGV,
-    libc::SIGBUS,
-    libc::SIGILL,
-    libc::SIGFPE,
-    libc::SIGABRT,
-];
-
-static mut PREVIOUS: [Option<libc::sigaction>; 5] = [None; 5];
-
-fn install_fatal_handlers() {
-    for (i, sig) in FATAL_SIGNALS.iter().enumerate() {
-        // SAFETY: sigaction with a zeroed struct and our handler; the previous
-        // action is kept to restore before re-raising. Runs once, at init,
-        // before any of these signals can reach our handler.
-        unsafe {
-            let mut new: libc::sigaction = std::mem::zeroed();
-            new.sa_sigaction = on_fatal_signal as extern "C" fn(i32) as usize;
-            libc::sigemptyset(&mut new.sa_mask);
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(*sig, &new, &mut old) == 0 {
-                PREVIOUS[i] = Some(old);
-            }
-        }
+    if spawned.is_err() {
+        p.notice(
+            NoticeLevel::Warning,
+            "no writer thread (the system refused a thread): events are written at exit, at failed allocations and at step ends only",
+        );
     }
 }
 
-extern "C" fn on_fatal_signal(sig: i32) {
-    if let Some(p) = state::probe()
-        && std::process::id() == p.pid
-    {
+/// The writer thread: drains the buffer every 100 ms, completed CUPTI buffers
+/// and the self-cost counters every second.
+fn flush_loop(p: &'static Probe) {
+    signals::leave_signals_to_the_program();
+    let mut tick = 0u64;
+    loop {
+        std::thread::sleep(FLUSH_EVERY);
+        if probe().is_none() {
+            return;
+        }
+        {
+            // Held while this thread calls into CUDA/CUPTI, so that exit can
+            // wait for such a call to end before libraries are torn down.
+            let _calls = guard::lock(&p.writer_calls);
+            // Once the process exits, records are written as they come.
+            if p.sink.is_write_through() {
+                return;
+            }
+            tick += 1;
+            if tick.is_multiple_of(10) && p.kernel_records.load(Ordering::Relaxed) {
+                // SAFETY: flushes completed activity buffers.
+                unsafe { (p.cupti.flush_all)(0) };
+            }
+            // Pools used since their last record, measured (the trailing
+            // edge of a burst of allocations).
+            calls::summarize_pools(p, true);
+        }
+        if tick.is_multiple_of(10) {
+            p.push_counters();
+        }
+        p.sink.flush();
+    }
+}
+
+fn flush_from_signal() {
+    if let Some(p) = probe() {
         p.sink.flush_from_signal();
     }
-    if let Some(i) = FATAL_SIGNALS.iter().position(|s| *s == sig) {
-        // SAFETY: restores exactly what was installed before us, then re-raises
-        // so the previous handler (or the default action) sees the signal.
-        unsafe {
-            let previous = (*std::ptr::addr_of!(PREVIOUS))[i];
-            match previous {
-                Some(old) => libc::sigaction(sig, &old, std::ptr::null_mut()),
-                None => libc::signal(sig, libc::SIG_DFL) as i32,
-            };
-            libc::raise(sig);
-        }
-    }
 }
 
+/// The process is exiting (registered with atexit when capture starts): write
+/// everything, then switch the sink to writing each record at once, because
+/// callbacks keep arriving after this (other exit handlers, destructors).
 extern "C" fn at_exit() {
     let _ = catch_unwind(|| {
         if let Some(p) = probe() {
-            // A forked child inherits the handler but not the CUDA state.
-            if std::process::id() == p.pid {
-                flush_all();
-            }
+            flush_all();
+            p.sink.write_through();
+            p.wait_for_writer_calls();
         }
     });
 }
+
+/// Runs when the dynamic loader finalises the probe, after every atexit
+/// handler: the final self-cost and drop counters, which then include the
+/// callbacks made during teardown.
+extern "C" fn at_unload() {
+    let _ = catch_unwind(|| {
+        if let Some(p) = probe() {
+            p.push_counters();
+            p.sink.write_through();
+        }
+    });
+}
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static AT_UNLOAD: extern "C" fn() = at_unload;

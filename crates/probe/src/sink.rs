@@ -1,7 +1,11 @@
 //! Where events go: a bounded in-memory buffer, drained to the per-process event
 //! file by a background thread. Writers never block on I/O; when the buffer is
 //! full or the disk fails, events are dropped and counted, never silently lost.
+//! Once the process has started exiting ([`Sink::write_through`]), every record
+//! is written as it comes, so callbacks that arrive during teardown (library
+//! unloads, frees from destructors) still reach the file.
 
+use crate::guard::lock;
 use prewarm_events::{Record, encode_record};
 use std::fs::File;
 use std::io::Write;
@@ -23,6 +27,7 @@ pub struct Sink {
     dropped: AtomicU64,
     written: AtomicU64,
     failed: AtomicBool,
+    write_through: AtomicBool,
 }
 
 impl Sink {
@@ -37,72 +42,89 @@ impl Sink {
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(header_len),
             failed: AtomicBool::new(false),
+            write_through: AtomicBool::new(false),
         }
     }
 
-    /// Queues one record; O(record size), no I/O.
+    /// Queues one record; O(record size), no I/O (until the process exits).
     pub fn push(&self, record: &Record) {
         if self.failed.load(Ordering::Relaxed) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.count_dropped(1);
             return;
         }
-        let mut scratch = Vec::with_capacity(96);
-        encode_record(record, &mut scratch);
-        let Ok(mut p) = self.pending.lock() else {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        if p.bytes.len() + scratch.len() > BUFFER_CAP {
-            drop(p);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+        {
+            let mut p = lock(&self.pending);
+            let start = p.bytes.len();
+            encode_record(record, &mut p.bytes);
+            if p.bytes.len() > BUFFER_CAP {
+                p.bytes.truncate(start);
+                drop(p);
+                self.count_dropped(1);
+                return;
+            }
+            p.records += 1;
         }
-        p.bytes.extend_from_slice(&scratch);
-        p.records += 1;
+        if self.write_through.load(Ordering::Relaxed) {
+            self.flush();
+        }
+    }
+
+    /// Counts records the probe could not keep (shown as dropped events).
+    pub fn count_dropped(&self, records: u64) {
+        self.dropped.fetch_add(records, Ordering::Relaxed);
     }
 
     /// Writes everything queued so far. A write error (disk full) stops capture:
     /// the records are counted as dropped and the training run is not disturbed.
     pub fn flush(&self) {
-        let (bytes, records) = match self.pending.lock() {
-            Ok(mut p) => {
-                let records = p.records;
-                p.records = 0;
-                (std::mem::take(&mut p.bytes), records)
+        // File first, then the queue: concurrent flushes write in queue order.
+        let mut file = lock(&self.file);
+        let (bytes, records) = {
+            let mut p = lock(&self.pending);
+            if p.bytes.is_empty() {
+                return;
             }
-            Err(_) => return,
+            let records = std::mem::take(&mut p.records);
+            let next = Vec::with_capacity(p.bytes.len().min(1 << 20));
+            (std::mem::replace(&mut p.bytes, next), records)
         };
-        if bytes.is_empty() {
-            return;
-        }
-        let Ok(mut guard) = self.file.lock() else {
-            return;
-        };
-        let Some(file) = guard.as_mut() else {
-            self.dropped.fetch_add(records, Ordering::Relaxed);
+        let Some(f) = file.as_mut() else {
+            self.count_dropped(records);
             return;
         };
-        match file.write_all(&bytes) {
+        match f.write_all(&bytes) {
             Ok(()) => {
                 self.written
                     .fetch_add(bytes.len() as u64, Ordering::Relaxed);
             }
             Err(_) => {
                 self.failed.store(true, Ordering::Relaxed);
-                self.dropped.fetch_add(records, Ordering::Relaxed);
-                *guard = None;
+                self.count_dropped(records);
+                *file = None;
             }
         }
+    }
+
+    /// From now on every record is written as it is pushed (the process is
+    /// exiting: there may be no later flush).
+    pub fn write_through(&self) {
+        self.write_through.store(true, Ordering::Relaxed);
+        self.flush();
+    }
+
+    /// Whether the process has started exiting ([`Sink::write_through`] was called).
+    pub fn is_write_through(&self) -> bool {
+        self.write_through.load(Ordering::Relaxed)
     }
 
     /// Best-effort flush from a fatal-signal handler: never waits for a lock
     /// (if the crashing thread holds one, the pending bytes are left behind) and
     /// never allocates; a plain write(2) of what is buffered.
     pub fn flush_from_signal(&self) {
-        let Ok(mut pending) = self.pending.try_lock() else {
+        let Ok(mut file) = self.file.try_lock() else {
             return;
         };
-        let Ok(mut file) = self.file.try_lock() else {
+        let Ok(mut pending) = self.pending.try_lock() else {
             return;
         };
         if let Some(f) = file.as_mut()
@@ -171,7 +193,41 @@ mod tests {
         let held = sink.pending.lock().unwrap();
         sink.flush_from_signal(); // returns at once instead of deadlocking
         drop(held);
+        let held = sink.file.lock().unwrap();
+        sink.flush_from_signal();
+        drop(held);
         let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
         assert!(out.records.is_empty());
+    }
+
+    #[test]
+    fn after_write_through_every_record_reaches_the_file_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, path) = sink_in(dir.path());
+        sink.push(&notice(1));
+        sink.write_through();
+        sink.push(&notice(2));
+        let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(out.records, vec![notice(1), notice(2)]);
+    }
+
+    #[test]
+    fn a_record_past_the_cap_is_counted_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, path) = sink_in(dir.path());
+        let big = Record::Notice(Notice {
+            t: 0,
+            level: NoticeLevel::Info,
+            text: "x".repeat(4000),
+        });
+        let mut n = 0u64;
+        while sink.dropped() == 0 {
+            sink.push(&big);
+            n += 1;
+        }
+        sink.flush();
+        let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(out.records.len() as u64, n - 1);
+        assert_eq!(sink.dropped(), 1);
     }
 }

@@ -1,16 +1,20 @@
 //! The probe's process-wide state and everything CUPTI calls back into.
-//! Every `extern "C"` entry catches panics: a bug in the probe disables capture,
-//! it never takes the training process down.
+//! Nothing here can panic by design (see guard.rs); every `extern "C"` entry
+//! still catches panics, so a bug drops one event (counted, and the first one
+//! explained in a notice) and never reaches the training process.
 
 use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
 use crate::caller::CallerCache;
-use crate::clock::{now_ns, thread_id};
+use crate::calls::{self, InFlight};
+use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
-use crate::driver_api;
+use crate::driver_api::{self, Handling};
+use crate::guard::{self, lock};
+use crate::pools::Pools;
+use crate::signals::ensure_alt_stack;
 use crate::sink::Sink;
 use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_ResourceData};
 use prewarm_events::*;
-use std::cell::RefCell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +22,6 @@ use std::sync::{Mutex, OnceLock};
 
 const DOMAIN_DRIVER_API: u32 = 1;
 const DOMAIN_RESOURCE: u32 = 3;
-const SITE_ENTER: u32 = 0;
 /// CUPTI resource callback: a context came up (its memory is measured then).
 pub const CBID_CONTEXT_CREATED: u32 = 1;
 /// CUPTI resource callback: a module was loaded (image size).
@@ -29,16 +32,22 @@ pub struct Probe {
     pub cupti: Cupti,
     pub driver: Option<Driver>,
     pub sink: Sink,
-    pub pid: u32,
-    callers: Mutex<CallerCache>,
+    pub(crate) callers: Mutex<CallerCache>,
+    /// Stream-ordered allocations, counted per pool.
+    pub pools: Pools,
+    /// Held by the writer thread while it calls into CUDA/CUPTI.
+    pub writer_calls: Mutex<()>,
     kernels: Mutex<KernelTracker>,
     /// Added to CUPTI activity timestamps to get CLOCK_MONOTONIC.
     pub activity_offset: i64,
     pub use_local_v2: bool,
     pub kernel_records: AtomicBool,
     pub disabled: AtomicBool,
-    callbacks: AtomicU64,
-    callback_ns: AtomicU64,
+    /// Driver calls between their enter and exit callbacks (see [`InFlight`]).
+    pub(crate) in_flight: Mutex<Vec<InFlight>>,
+    internal_errors: AtomicU64,
+    pub(crate) callbacks: AtomicU64,
+    pub(crate) callback_ns: AtomicU64,
     activity_records: AtomicU64,
     activity_ns: AtomicU64,
     buffers_out: AtomicU64,
@@ -47,9 +56,19 @@ pub struct Probe {
 
 static PROBE: OnceLock<Probe> = OnceLock::new();
 
-/// The live probe, if capture initialised.
+/// Set in a child created by fork(): it inherits the probe's memory (and the
+/// parent's open event file) but not its CUDA state, so it records nothing.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn in_forked_child() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// The live probe, if capture initialised (never in a forked child).
 pub fn probe() -> Option<&'static Probe> {
-    PROBE.get().filter(|p| !p.disabled.load(Ordering::Relaxed))
+    PROBE
+        .get()
+        .filter(|p| !p.disabled.load(Ordering::Relaxed) && !FORKED.load(Ordering::Relaxed))
 }
 
 /// Installs the probe state; returns it.
@@ -65,8 +84,9 @@ pub fn install(
         cupti,
         driver,
         sink,
-        pid: std::process::id(),
         callers: Mutex::new(CallerCache::new(own_path)),
+        pools: Pools::new(),
+        writer_calls: Mutex::new(()),
         kernels: Mutex::new(KernelTracker::default()),
         activity_offset,
         use_local_v2,
@@ -78,7 +98,15 @@ pub fn install(
         activity_ns: AtomicU64::new(0),
         buffers_out: AtomicU64::new(0),
         cupti_dropped: AtomicU64::new(0),
+        in_flight: Mutex::new(Vec::with_capacity(64)),
+        internal_errors: AtomicU64::new(0),
     })
+}
+
+/// Stops a forked child from recording (registered once, at start).
+pub fn watch_forks() {
+    // SAFETY: registers a plain extern "C" function for the child side of fork.
+    unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
 }
 
 impl Probe {
@@ -98,6 +126,38 @@ impl Probe {
         self.sink.flush();
     }
 
+    /// A panic was caught in `place`: that event is lost (counted as dropped),
+    /// the first such failure is explained in a notice, capture goes on. Only a
+    /// probe that keeps failing (a real bug on every call) stops itself.
+    pub fn internal_error(&self, place: &str) {
+        self.sink.count_dropped(1);
+        let n = self.internal_errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == 1 {
+            let why = guard::first_panic().unwrap_or_else(|| "unknown panic".into());
+            self.notice(
+                NoticeLevel::Warning,
+                format!("internal error in the {place} (the event was dropped; capture continues): {why}"),
+            );
+        }
+        if n == MAX_INTERNAL_ERRORS {
+            self.disable(&format!(
+                "{n} internal errors in the probe (the first: {})",
+                guard::first_panic().unwrap_or_default()
+            ));
+        }
+    }
+
+    /// Waits (at most ~100 ms) until the writer thread is out of CUDA/CUPTI;
+    /// called at exit after write-through is set, so it makes no new calls.
+    pub fn wait_for_writer_calls(&self) {
+        for _ in 0..100 {
+            if self.writer_calls.try_lock().is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Self-cost and drop counters as records.
     pub fn push_counters(&self) {
         let t = now_ns();
@@ -107,7 +167,10 @@ impl Probe {
             callback_ns: self.callback_ns.load(Ordering::Relaxed),
             activity_records: self.activity_records.load(Ordering::Relaxed),
             activity_ns: self.activity_ns.load(Ordering::Relaxed),
-            activity_buffer_bytes: self.buffers_out.load(Ordering::Relaxed) * BUFFER_BYTES as u64,
+            activity_buffer_bytes: self
+                .buffers_out
+                .load(Ordering::Relaxed)
+                .saturating_mul(BUFFER_BYTES as u64),
             bytes_written: self.sink.written(),
         }));
         self.sink.push(&Record::Dropped(RecordsDropped {
@@ -141,6 +204,8 @@ impl Probe {
             return false;
         }
         if !enabled {
+            // Called by the shim at a step end: a pool summary marks it too.
+            calls::summarize_pools(self, true);
             // SAFETY: flushes completed buffers through our completion callback.
             unsafe { (self.cupti.flush_all)(0) };
         }
@@ -153,10 +218,8 @@ impl Probe {
     }
 }
 
-thread_local! {
-    /// Calls in flight on this thread: (correlation id, t_start, free_before).
-    static IN_FLIGHT: RefCell<Vec<(u32, u64, u64)>> = const { RefCell::new(Vec::new()) };
-}
+/// Internal errors after which the probe stops itself.
+const MAX_INTERNAL_ERRORS: u64 = 64;
 
 /// The CUPTI callback for every subscribed driver API and resource event.
 pub unsafe extern "C" fn on_callback(
@@ -166,113 +229,37 @@ pub unsafe extern "C" fn on_callback(
     data: *const c_void,
 ) {
     let Some(p) = probe() else { return };
+    ensure_alt_stack();
+    let tracked = if domain == DOMAIN_DRIVER_API {
+        driver_api::lookup(cbid)
+    } else {
+        None
+    };
+    let data = data as *const CUpti_CallbackData;
+    if let Some((api, layout)) = tracked {
+        let handling = driver_api::handling(api);
+        if handling != Handling::Full {
+            // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
+            unsafe { calls::pool_callback(p, api, layout, handling, data) };
+            return;
+        }
+    }
     let t0 = now_ns();
-    let outcome = catch_unwind(AssertUnwindSafe(|| match domain {
+    let outcome = catch_unwind(AssertUnwindSafe(|| match (domain, tracked) {
         // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
-        DOMAIN_DRIVER_API => unsafe { driver_call(p, cbid, data as *const CUpti_CallbackData) },
+        (DOMAIN_DRIVER_API, Some((api, layout))) => unsafe {
+            calls::driver_call(p, api, layout, data)
+        },
         // SAFETY: CUPTI passes CUpti_ResourceData for the resource domain.
-        DOMAIN_RESOURCE => unsafe { resource(p, cbid, data as *const CUpti_ResourceData) },
+        (DOMAIN_RESOURCE, _) => unsafe { resource(p, cbid, data as *const CUpti_ResourceData) },
         _ => {}
     }));
     if outcome.is_err() {
-        p.disable("internal error in the allocation callback");
+        p.internal_error("allocation callback");
     }
     p.callbacks.fetch_add(1, Ordering::Relaxed);
     p.callback_ns
         .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
-}
-
-unsafe fn driver_call(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
-    if data.is_null() {
-        return;
-    }
-    let Some((api, layout)) = driver_api::lookup(cbid) else {
-        return;
-    };
-    // SAFETY: non-null pointer from CUPTI, valid for the callback's duration.
-    let d = unsafe { &*data };
-    let effect = api.effect();
-    let measures_device = matches!(
-        effect,
-        MemEffect::DeviceAlloc | MemEffect::DeviceFree | MemEffect::Module | MemEffect::Context
-    );
-    if d.callbackSite as u32 == SITE_ENTER {
-        let free = if measures_device && effect != MemEffect::Context {
-            p.driver
-                .as_ref()
-                .and_then(|dr| dr.free_total())
-                .map_or(UNKNOWN_BYTES, |f| f.0)
-        } else {
-            UNKNOWN_BYTES
-        };
-        IN_FLIGHT.with(|s| s.borrow_mut().push((d.correlationId, now_ns(), free)));
-        return;
-    }
-    let t_end = now_ns();
-    let (t_start, free_before) = IN_FLIGHT.with(|s| {
-        let mut s = s.borrow_mut();
-        match s.iter().rposition(|e| e.0 == d.correlationId) {
-            Some(i) => {
-                let e = s.remove(i);
-                (e.1, e.2)
-            }
-            None => (t_end, UNKNOWN_BYTES),
-        }
-    });
-    let result = if d.functionReturnValue.is_null() {
-        u32::MAX
-    } else {
-        // SAFETY: driver API callbacks return a CUresult (u32-sized enum).
-        unsafe { *(d.functionReturnValue as *const u32) }
-    };
-    // SAFETY: layout matches the call's parameter struct (driver_api table).
-    let bytes = unsafe { driver_api::requested_bytes(layout, d.functionParams) };
-    // SAFETY: as above; outputs are read only when the call succeeded.
-    let address = unsafe { driver_api::address(layout, d.functionParams, result == 0) };
-    let (free_after, total) = if measures_device {
-        p.driver
-            .as_ref()
-            .and_then(|dr| dr.free_total())
-            .unwrap_or((UNKNOWN_BYTES, UNKNOWN_BYTES))
-    } else {
-        (UNKNOWN_BYTES, UNKNOWN_BYTES)
-    };
-    let mut device = -1i32;
-    if !d.context.is_null() {
-        let mut dev = 0u32;
-        // SAFETY: context handle from CUPTI.
-        if unsafe { (p.cupti.device_id)(d.context as *mut c_void, &mut dev) } == CUPTI_SUCCESS {
-            device = dev as i32;
-        }
-    }
-    let (library, new_library) = match p.callers.lock() {
-        Ok(mut c) => c.caller(),
-        Err(_) => (0, None),
-    };
-    if let Some(lib) = new_library {
-        p.sink.push(&Record::Library(LibraryName {
-            id: lib.id,
-            path: lib.path,
-        }));
-    }
-    p.sink.push(&Record::Mem(MemCall {
-        t_start,
-        t_end,
-        api,
-        thread: thread_id(),
-        device,
-        bytes,
-        address,
-        result,
-        library,
-        free_before,
-        free_after,
-        total,
-    }));
-    if result != 0 && effect == MemEffect::DeviceAlloc {
-        // A failed allocation may be the last thing this process does: write now.
-        p.sink.flush();
-    }
 }
 
 unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {
@@ -352,10 +339,11 @@ pub unsafe extern "C" fn buffer_requested(
     max_records: *mut usize,
 ) {
     let _ = catch_unwind(|| {
-        let layout =
-            std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).expect("static layout");
-        // SAFETY: non-zero size layout.
-        let p = unsafe { std::alloc::alloc(layout) };
+        let p = match buffer_layout() {
+            // SAFETY: non-zero size layout.
+            Some(layout) => unsafe { std::alloc::alloc(layout) },
+            None => std::ptr::null_mut(),
+        };
         // SAFETY: CUPTI passes valid out-pointers.
         unsafe {
             *buffer = p;
@@ -396,13 +384,17 @@ pub unsafe extern "C" fn buffer_completed(
             }
             p.buffers_out.fetch_sub(1, Ordering::Relaxed);
         }
-        if !buffer.is_null() {
-            let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN)
-                .expect("static layout");
+        if !buffer.is_null()
+            && let Some(layout) = buffer_layout()
+        {
             // SAFETY: allocated in buffer_requested with this layout.
             unsafe { std::alloc::dealloc(buffer, layout) };
         }
     }));
+}
+
+fn buffer_layout() -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).ok()
 }
 
 unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
@@ -411,9 +403,7 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
     }
     let mut out = Vec::new();
     let mut count = 0u64;
-    let Ok(mut kernels) = p.kernels.lock() else {
-        return 0;
-    };
+    let mut kernels = lock(&p.kernels);
     let mut record: *mut c_void = std::ptr::null_mut();
     loop {
         // SAFETY: iterating the buffer CUPTI filled, as documented.

@@ -1,0 +1,75 @@
+//! What the probe costs per traced driver call, on CPU, with the stand-in
+//! libcuda/libcupti of the harness (tests/support): the stand-in program times
+//! allocation/free pairs (CPU time of the calling threads, so a busy machine
+//! disturbs it less) without the probe and with the real probe cdylib
+//! injected, alternating, and this prints the fastest and the median round and
+//! the difference per call. The stand-in driver itself costs almost nothing (its cuMemGetInfo is a
+//! load, not an ioctl), so this is the probe's own work: the callback, the
+//! caller lookup, the encoding. `PREWARM_PROBE_UNDER_TEST=/path/libprewarm_probe.so`
+//! measures another build (e.g. the previous probe) the same way.
+//!
+//! `cargo bench -p prewarm-probe --bench callback_cost` (PAIRS, ROUNDS tune it).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+
+fn parse(stdout: &[u8]) -> BTreeMap<String, f64> {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("BENCH "))
+        .unwrap_or_else(|| panic!("no BENCH line in {text:?}"));
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+/// (fastest, median) of the rounds.
+fn summary(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    (v[0], v[v.len() / 2])
+}
+
+fn main() {
+    let pairs = std::env::var("PAIRS").unwrap_or_else(|_| "200000".into());
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    let probe = support::probe_library();
+    let mut plain: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut probed: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for _ in 0..rounds {
+        for (side, with) in [(&mut plain, None), (&mut probed, Some(probe.as_path()))] {
+            let run = support::run(&["bench", &pairs], with);
+            assert!(run.status.success(), "bench run failed: {:?}", run.status);
+            for (k, v) in parse(&run.stdout) {
+                side.entry(k).or_default().push(v);
+            }
+        }
+    }
+    println!("probe: {}", probe.display());
+    println!(
+        "pairs per run: {pairs}, rounds: {rounds}; CPU ns per pair (2 calls, 4 callbacks), fastest / median round"
+    );
+    for (key, label) in [
+        ("async_pair_ns", "cuMemAllocAsync+cuMemFreeAsync, 1 thread"),
+        (
+            "async_pair_4threads_ns",
+            "cuMemAllocAsync+cuMemFreeAsync, 4 threads",
+        ),
+        ("sync_pair_ns", "cuMemAlloc+cuMemFree, 1 thread"),
+    ] {
+        let (a_min, a_med) = summary(plain[key].clone());
+        let (b_min, b_med) = summary(probed[key].clone());
+        println!(
+            "{label:<44} plain {a_min:>7.1} / {a_med:>7.1}  probe {b_min:>7.1} / {b_med:>7.1}  probe cost per call {:>7.1} / {:>7.1} ns",
+            (b_min - a_min) / 2.0,
+            (b_med - a_med) / 2.0
+        );
+    }
+}

@@ -1,0 +1,387 @@
+//! The real probe cdylib inside a process, against stand-in libcuda/libcupti
+//! (see tests/support): every scenario runs with and without the probe, the
+//! program's stdout/stderr and ending must be identical, and the event file
+//! must hold what the program did.
+
+mod support;
+
+use prewarm_events::*;
+use support::{all, run_both};
+
+fn mem(records: &[Record]) -> Vec<MemCall> {
+    all(records, |r| match r {
+        Record::Mem(m) => Some(m.clone()),
+        _ => None,
+    })
+}
+
+fn notices(records: &[Record]) -> Vec<Notice> {
+    all(records, |r| match r {
+        Record::Notice(n) => Some(n.clone()),
+        _ => None,
+    })
+}
+
+fn library_of(records: &[Record], id: u32) -> String {
+    all(records, |r| match r {
+        Record::Library(l) if l.id == id => Some(l.path.clone()),
+        _ => None,
+    })
+    .pop()
+    .unwrap_or_else(|| panic!("no Library record for id {id}"))
+}
+
+fn last_cost(records: &[Record]) -> ProbeCost {
+    all(records, |r| match r {
+        Record::Cost(c) => Some(c.clone()),
+        _ => None,
+    })
+    .pop()
+    .expect("a Cost record")
+}
+
+fn last_dropped(records: &[Record]) -> RecordsDropped {
+    all(records, |r| match r {
+        Record::Dropped(d) => Some(d.clone()),
+        _ => None,
+    })
+    .pop()
+    .expect("a Dropped record")
+}
+
+/// Capture stayed on and said nothing worse than "info".
+fn assert_clean_capture(records: &[Record]) {
+    let bad: Vec<_> = notices(records)
+        .into_iter()
+        .filter(|n| n.level != NoticeLevel::Info)
+        .collect();
+    assert!(bad.is_empty(), "unexpected notices: {bad:?}");
+}
+
+fn count(calls: &[MemCall], api: MemApi, bytes: u64, result: u32) -> usize {
+    calls
+        .iter()
+        .filter(|m| m.api == api && m.bytes == bytes && m.result == result)
+        .count()
+}
+
+#[test]
+fn threads_every_call_kind_and_kernel_records_are_captured() {
+    let run = run_both(&["basic"]);
+    let out = run.events();
+    assert_eq!(out.tail, Tail::Clean);
+    let h = &out.header;
+    assert_eq!(h.get("status"), Some("active"));
+    assert_eq!(h.get("cupti_found"), Some("already loaded in the process"));
+    assert_eq!(h.get("activity_clock"), Some("cupti-timestamp-callback"));
+    let r = &out.records;
+    assert_clean_capture(r);
+    let calls = mem(r);
+
+    // 8 threads x 100 pairs of 1-4 MiB, 32 short-lived threads x 1 pair of 4 KiB.
+    for mib in 1..=4u64 {
+        assert_eq!(count(&calls, MemApi::MemAlloc, mib << 20, 0), 200);
+    }
+    assert_eq!(count(&calls, MemApi::MemAlloc, 4096, 0), 32);
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|m| m.api == MemApi::MemFree && m.result == 0)
+            .count(),
+        832
+    );
+    let threads: std::collections::HashSet<u32> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemAlloc)
+        .map(|m| m.thread)
+        .collect();
+    assert!(threads.len() >= 8 + 32, "{} threads seen", threads.len());
+
+    // Every failed request is there, with the free memory around it.
+    let failed: Vec<&MemCall> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemAlloc && m.result == 2)
+        .collect();
+    assert_eq!(failed.len(), 8);
+    for m in &failed {
+        assert_eq!(m.bytes, 200 << 30);
+        assert_eq!(m.total, 80 << 30);
+        assert!(m.free_before < 80 << 30 && m.free_before == m.free_after);
+    }
+
+    // Callers: the program for its own calls, the other library for its own.
+    let program_lib = library_of(r, failed[0].library);
+    assert!(program_lib.ends_with("/program"), "{program_lib}");
+    let create: Vec<&MemCall> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemCreate)
+        .collect();
+    assert_eq!(create.len(), 1);
+    assert_eq!(create[0].bytes, 256 << 20);
+    assert!(library_of(r, create[0].library).ends_with("/libothercaller.so"));
+    let release: Vec<&MemCall> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemRelease)
+        .collect();
+    assert_eq!(release.len(), 1);
+    assert_eq!(release[0].address, create[0].address);
+    assert_eq!(count(&calls, MemApi::LibraryLoadData, 0, 0), 1);
+    assert_eq!(count(&calls, MemApi::LibraryUnload, 0, 0), 1);
+    assert_eq!(count(&calls, MemApi::PrimaryCtxRetain, 0, 0), 1);
+
+    // The context, measured when it came up.
+    let contexts = all(r, |x| match x {
+        Record::Context(c) => Some(c.clone()),
+        _ => None,
+    });
+    assert_eq!(contexts.len(), 1);
+    assert_eq!(contexts[0].pci_bus_id, "00000000:19:00.0");
+    assert_eq!(contexts[0].total - contexts[0].free, 512 << 20);
+
+    // Kernel records: first launches and local-memory growth, the failed one with zero times.
+    let firsts: Vec<String> = all(r, |x| match x {
+        Record::KernelFirst(k) => Some(k.kernel.clone()),
+        _ => None,
+    });
+    assert_eq!(firsts, ["gemm", "spill", "late"]);
+    let growth = all(r, |x| match x {
+        Record::LocalMemory(l) => Some(l.clone()),
+        _ => None,
+    });
+    assert_eq!(growth.len(), 2);
+    assert_eq!(
+        (growth[0].total_before, growth[0].total_after),
+        (0, 3 << 30)
+    );
+    assert!(growth[0].t_start > 0);
+    assert_eq!(
+        (growth[1].total_before, growth[1].total_after),
+        (3 << 30, 8 << 30)
+    );
+    assert_eq!((growth[1].t_start, growth[1].t_end), (0, 0));
+
+    // Stream-ordered calls: counted per pool, not recorded one by one; only
+    // the failed one is a MemCall (with the free memory read after it).
+    for api in [MemApi::MemAllocAsync, MemApi::MemAllocFromPoolAsync] {
+        assert!(calls.iter().all(|m| m.api != api || m.result == 2));
+    }
+    assert!(calls.iter().all(|m| m.api != MemApi::MemFreeAsync));
+    let failed_async: Vec<&MemCall> = calls
+        .iter()
+        .filter(|m| m.api == MemApi::MemAllocAsync)
+        .collect();
+    assert_eq!(failed_async.len(), 1);
+    assert_eq!(failed_async[0].bytes, 100 << 30);
+    assert_eq!(failed_async[0].free_before, failed_async[0].free_after);
+    assert_ne!(failed_async[0].free_after, UNKNOWN_BYTES);
+    assert_eq!(library_of(r, failed_async[0].library), program_lib);
+    let pools = all(r, |x| match x {
+        Record::Pool(p) => Some(p.clone()),
+        _ => None,
+    });
+    let last = |id: u32| {
+        pools
+            .iter()
+            .rfind(|p| p.pool_id == id)
+            .unwrap_or_else(|| panic!("no PoolUse for pool {id}"))
+    };
+    let device_pool = last(1);
+    let program_async_bytes: u64 = 4 * (0..1000u64).map(|i| (i % 8 + 1) * 65536).sum::<u64>();
+    assert_eq!(device_pool.allocs, 4000 + 2048);
+    assert_eq!(device_pool.alloc_bytes, program_async_bytes + 2048 * 4096);
+    assert_eq!(
+        device_pool.frees,
+        4000 + 2048 + 100,
+        "frees count on the device pool"
+    );
+    assert_eq!(device_pool.failed, 1);
+    assert_eq!(device_pool.device, 0);
+    assert_ne!(device_pool.handle, 0);
+    assert_eq!(
+        library_of(r, device_pool.library),
+        program_lib,
+        "owner: first user"
+    );
+    let explicit = last(2);
+    assert_eq!((explicit.allocs, explicit.alloc_bytes), (100, 100 << 20));
+    assert_eq!((explicit.frees, explicit.failed), (0, 0));
+    assert_ne!(explicit.handle, device_pool.handle);
+    assert_eq!(pools.iter().map(|p| p.pool_id).max(), Some(2));
+    // The pools' sizes, read from the driver: 32 MiB chunks, all freed before the failure.
+    for id in [1, 2] {
+        let measured = pools
+            .iter()
+            .rfind(|p| p.pool_id == id && p.reserved != UNKNOWN_BYTES)
+            .unwrap_or_else(|| panic!("pool {id} was never measured"));
+        assert_eq!(
+            (measured.reserved, measured.reserved_high, measured.used),
+            (32 << 20, 32 << 20, 0)
+        );
+    }
+    // The other library sharing the program's pool is noticed (on a sampled check).
+    let shared: Vec<Notice> = notices(r)
+        .into_iter()
+        .filter(|n| n.text.contains("is also used by"))
+        .collect();
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert!(
+        shared[0].text.contains("libothercaller.so") && shared[0].text.contains("/program"),
+        "{}",
+        shared[0].text
+    );
+
+    // Counters: every callback counted, nothing dropped by the probe, CUPTI's drops passed on.
+    let cost = last_cost(r);
+    let traced_calls = 1 + 2 + 8 * 201 + 32 * 2 + 4 * 1000 * 2 + 2048 * 2 + 100 * 2 + 1 + 2;
+    assert_eq!(cost.callbacks, 2 * traced_calls + 1);
+    assert_eq!(cost.activity_records, 6);
+    let dropped = last_dropped(r);
+    assert_eq!(dropped.probe_events, 0);
+    assert_eq!(dropped.cupti_records, 3);
+}
+
+#[test]
+fn callbacks_during_exit_and_after_thread_local_destruction_are_recorded() {
+    // The H200 failure: cuLibraryUnload from an exit handler, after the main
+    // thread's thread-locals were destroyed, panicked inside the probe.
+    let run = run_both(&["teardown"]);
+    let out = run.events();
+    assert_eq!(out.tail, Tail::Clean);
+    let r = &out.records;
+    assert_clean_capture(r);
+    let calls = mem(r);
+    let freed = |mib: u64| {
+        let alloc = calls
+            .iter()
+            .find(|m| m.api == MemApi::MemAlloc && m.bytes == mib << 20)
+            .unwrap_or_else(|| panic!("the {mib} MiB allocation"));
+        calls
+            .iter()
+            .any(|m| m.api == MemApi::MemFree && m.address == alloc.address && m.result == 0)
+    };
+    assert!(
+        freed(3),
+        "free from an exit handler after thread-local destruction"
+    );
+    assert!(
+        freed(5),
+        "free from an exit handler after the probe's exit flush"
+    );
+    assert!(freed(7), "free from a library destructor (_dl_fini)");
+    assert!(freed(9), "free from a thread-exit key destructor");
+    assert_eq!(count(&calls, MemApi::LibraryUnload, 0, 0), 1);
+}
+
+#[test]
+fn a_forked_child_never_writes_into_the_parents_event_file() {
+    let run = run_both(&["fork"]);
+    let out = run.events();
+    assert_eq!(out.tail, Tail::Clean);
+    let calls = mem(&out.records);
+    assert_eq!(count(&calls, MemApi::MemAlloc, 12345, 0), 0);
+    assert_eq!(count(&calls, MemApi::MemAlloc, 54321, 0), 1);
+    assert_eq!(count(&calls, MemApi::MemAlloc, 1 << 20, 0), 1);
+    assert_clean_capture(&out.records);
+}
+
+fn assert_flushed_before_death(args: &[&str], bytes: u64, signal: i32) {
+    let run = run_both(args);
+    assert_eq!(run.ending(), (None, Some(signal)));
+    let out = run.events();
+    let calls = mem(&out.records);
+    assert_eq!(
+        count(&calls, MemApi::MemAlloc, bytes, 0),
+        3,
+        "the allocations made just before the crash were written by the signal handler"
+    );
+}
+
+#[test]
+fn a_segfault_reaches_the_programs_own_handler_with_its_original_siginfo() {
+    // The program's handler prints si_code and si_addr: they must be the
+    // fault's (code 1, address 0x10), not those of a re-raise.
+    assert_flushed_before_death(&["segv"], 777, libc::SIGSEGV);
+}
+
+#[test]
+fn abort_reaches_the_programs_own_handler_and_still_kills_the_process() {
+    assert_flushed_before_death(&["abort"], 888, libc::SIGABRT);
+}
+
+#[test]
+fn a_queued_signal_reaches_the_programs_handler_with_its_code_and_value() {
+    // The handler prints si_code (SI_QUEUE) and the queued value, then exits 3.
+    let run = run_both(&["queued"]);
+    assert_eq!(run.ending(), (Some(3), None));
+    let calls = mem(&run.events().records);
+    assert_eq!(count(&calls, MemApi::MemAlloc, 999, 0), 3);
+}
+
+#[test]
+fn a_stack_overflow_on_the_main_thread_is_flushed_from_the_alternate_stack() {
+    assert_flushed_before_death(&["overflow"], 4242, libc::SIGSEGV);
+}
+
+#[test]
+fn a_stack_overflow_on_a_thread_the_probe_has_seen_is_flushed_too() {
+    assert_flushed_before_death(&["overflow-thread"], 4242, libc::SIGSEGV);
+}
+
+#[test]
+fn a_panic_inside_the_probe_prints_nothing_and_capture_continues() {
+    let run = run_both(&["panic"]);
+    let out = run.events();
+    let r = &out.records;
+    let warnings: Vec<Notice> = notices(r)
+        .into_iter()
+        .filter(|n| n.level != NoticeLevel::Info)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].level, NoticeLevel::Warning);
+    assert!(
+        warnings[0].text.contains("internal error in the self-test")
+            && warnings[0].text.contains("deliberate panic"),
+        "{}",
+        warnings[0].text
+    );
+    let calls = mem(r);
+    assert_eq!(count(&calls, MemApi::MemAlloc, 111, 0), 1);
+    assert_eq!(
+        count(&calls, MemApi::MemAlloc, 222, 0),
+        1,
+        "capture continued"
+    );
+    assert_eq!(last_dropped(r).probe_events, 1, "the lost event is counted");
+}
+
+#[test]
+fn the_async_allocators_pool_is_measured_after_its_last_burst() {
+    // A stand-in libc10_cuda makes 1,040 stream-ordered allocations in a
+    // burst (40 MiB left live) just before the program exits: the last Pool
+    // record still has the pool's final size (writer thread or exit).
+    let run = run_both(&["torch-async"]);
+    let out = run.events();
+    let r = &out.records;
+    assert_clean_capture(r);
+    let pools = all(r, |x| match x {
+        Record::Pool(p) => Some(p.clone()),
+        _ => None,
+    });
+    let last = pools.last().expect("a Pool record");
+    assert!(pools.iter().all(|p| p.pool_id == 1));
+    assert!(library_of(r, last.library).ends_with("/libc10_cuda.so"));
+    assert_eq!((last.allocs, last.frees), (1040, 1000));
+    assert_eq!(last.alloc_bytes, 1000 * 65536 + 40 * (1 << 20));
+    assert_eq!(
+        (last.reserved, last.reserved_high, last.used),
+        (64 << 20, 64 << 20, 40 << 20)
+    );
+    // The stream-ordered calls left no per-call records.
+    let calls = mem(r);
+    assert!(
+        calls
+            .iter()
+            .all(|m| m.api != MemApi::MemAllocAsync && m.api != MemApi::MemFreeAsync)
+    );
+    assert_eq!(count(&calls, MemApi::MemAlloc, 16 << 20, 0), 1);
+}

@@ -1,0 +1,211 @@
+/* Stand-in libcupti.so.13: the CUPTI entry points the probe binds (cupti.rs),
+ * with just enough behaviour to drive it: one subscriber, per-(domain, cbid)
+ * enable flags, kernel activity records in buffers the probe hands out, and a
+ * registrable timestamp source. The stand-in libcuda calls standin_cupti_* to
+ * fire callbacks the way the real driver does. */
+#define _GNU_SOURCE
+#include "stand_in.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef void (*CallbackFn)(void *user, uint32_t domain, uint32_t cbid, const void *data);
+typedef void (*BufferRequestFn)(uint8_t **buffer, size_t *size, size_t *max_records);
+typedef void (*BufferCompleteFn)(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid);
+typedef uint64_t (*TimestampFn)(void);
+
+#define CUPTI_SUCCESS 0
+#define CUPTI_ERROR_INVALID_PARAMETER 1
+#define CUPTI_ERROR_MAX_LIMIT_REACHED 12
+#define CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED 39
+#define KIND_CONCURRENT_KERNEL 10
+#define MAX_CBID 1024
+
+static CallbackFn g_callback;
+static void *g_user;
+static int g_subscribed;
+static unsigned char g_enabled[4][MAX_CBID];
+static BufferRequestFn g_request;
+static BufferCompleteFn g_complete;
+static TimestampFn g_timestamp;
+static volatile int g_kernel_enabled;
+static size_t g_dropped;
+
+static pthread_mutex_t g_buffer_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *g_buffer;
+static size_t g_buffer_size;
+static size_t g_buffer_valid;
+
+int cuptiGetVersion(uint32_t *version) {
+    *version = 130001;
+    return CUPTI_SUCCESS;
+}
+
+int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
+    if (g_subscribed)
+        return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    g_subscribed = 1;
+    g_callback = callback;
+    g_user = user;
+    *subscriber = &g_subscribed;
+    return CUPTI_SUCCESS;
+}
+
+int cuptiEnableCallback(uint32_t enable, void *subscriber, uint32_t domain, uint32_t cbid) {
+    if (subscriber != &g_subscribed || domain > 3 || cbid >= MAX_CBID)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    g_enabled[domain][cbid] = enable != 0;
+    return CUPTI_SUCCESS;
+}
+
+int cuptiActivityRegisterCallbacks(BufferRequestFn request, BufferCompleteFn complete) {
+    g_request = request;
+    g_complete = complete;
+    return CUPTI_SUCCESS;
+}
+
+int cuptiActivityEnable(uint32_t kind) {
+    if (kind == KIND_CONCURRENT_KERNEL)
+        g_kernel_enabled = 1;
+    return CUPTI_SUCCESS;
+}
+
+int cuptiActivityDisable(uint32_t kind) {
+    if (kind == KIND_CONCURRENT_KERNEL)
+        g_kernel_enabled = 0;
+    return CUPTI_SUCCESS;
+}
+
+int cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, void **record) {
+    uint8_t *next = *record == NULL ? buffer : (uint8_t *)*record + sizeof(KernelRecord);
+    if (next + sizeof(KernelRecord) > buffer + valid)
+        return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    *record = next;
+    return CUPTI_SUCCESS;
+}
+
+/* Hands the current buffer back to the probe (outside the lock, as CUPTI's
+ * worker thread would). */
+static void complete_current(void) {
+    pthread_mutex_lock(&g_buffer_lock);
+    uint8_t *buffer = g_buffer;
+    size_t size = g_buffer_size, valid = g_buffer_valid;
+    g_buffer = NULL;
+    g_buffer_size = g_buffer_valid = 0;
+    pthread_mutex_unlock(&g_buffer_lock);
+    if (buffer != NULL && g_complete != NULL)
+        g_complete(NULL, 0, buffer, size, valid);
+}
+
+int cuptiActivityFlushAll(uint32_t flag) {
+    (void)flag;
+    complete_current();
+    return CUPTI_SUCCESS;
+}
+
+int cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *dropped) {
+    (void)ctx;
+    (void)stream;
+    *dropped = __atomic_exchange_n(&g_dropped, 0, __ATOMIC_SEQ_CST);
+    return CUPTI_SUCCESS;
+}
+
+uint64_t standin_cupti_now(void) {
+    if (g_timestamp != NULL)
+        return g_timestamp();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    /* CUPTI's own clock differs from CLOCK_MONOTONIC. */
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + 1000000000ull;
+}
+
+int cuptiGetTimestamp(uint64_t *t) {
+    *t = standin_cupti_now();
+    return CUPTI_SUCCESS;
+}
+
+int cuptiActivityRegisterTimestampCallback(TimestampFn f) {
+    g_timestamp = f;
+    return CUPTI_SUCCESS;
+}
+
+/* Stand-in contexts are small structs whose first two words are device and id. */
+int cuptiGetContextId(CUcontext ctx, uint32_t *id) {
+    if (ctx == NULL)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *id = ((uint32_t *)ctx)[1];
+    return CUPTI_SUCCESS;
+}
+
+int cuptiGetDeviceId(CUcontext ctx, uint32_t *device) {
+    if (ctx == NULL)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *device = ((uint32_t *)ctx)[0];
+    return CUPTI_SUCCESS;
+}
+
+int cuptiGetResultString(int result, const char **text) {
+    *text = result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+                : "CUPTI_ERROR_STAND_IN";
+    return CUPTI_SUCCESS;
+}
+
+void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const void *params,
+                       CUresult *result, CUcontext ctx, uint32_t correlation, uint64_t *correlation_data) {
+    if (g_callback == NULL || cbid >= MAX_CBID || !g_enabled[1][cbid])
+        return;
+    CallbackData data = {
+        .callbackSite = site,
+        .functionName = name,
+        .functionParams = params,
+        .functionReturnValue = result,
+        .symbolName = name,
+        .context = ctx,
+        .contextUid = ctx == NULL ? 0 : ((uint32_t *)ctx)[1],
+        .correlationData = correlation_data,
+        .correlationId = correlation,
+    };
+    g_callback(g_user, 1, cbid, &data);
+}
+
+void standin_cupti_resource(uint32_t cbid, CUcontext ctx, void *descriptor) {
+    if (g_callback == NULL || cbid >= MAX_CBID || !g_enabled[3][cbid])
+        return;
+    ResourceData data = {.context = ctx, .resourceHandle = 0, .resourceDescriptor = descriptor};
+    g_callback(g_user, 3, cbid, &data);
+}
+
+int standin_cupti_kernel_enabled(void) { return g_kernel_enabled; }
+
+void standin_cupti_kernel_record(const KernelRecord *record) {
+    if (!g_kernel_enabled || g_request == NULL)
+        return;
+    for (;;) {
+        pthread_mutex_lock(&g_buffer_lock);
+        if (g_buffer == NULL) {
+            size_t max_records = 0;
+            g_request(&g_buffer, &g_buffer_size, &max_records);
+            g_buffer_valid = 0;
+            if (g_buffer == NULL) {
+                __atomic_add_fetch(&g_dropped, 1, __ATOMIC_SEQ_CST);
+                pthread_mutex_unlock(&g_buffer_lock);
+                return;
+            }
+        }
+        if (g_buffer_valid + sizeof(KernelRecord) <= g_buffer_size) {
+            memcpy(g_buffer + g_buffer_valid, record, sizeof(KernelRecord));
+            g_buffer_valid += sizeof(KernelRecord);
+            pthread_mutex_unlock(&g_buffer_lock);
+            return;
+        }
+        pthread_mutex_unlock(&g_buffer_lock);
+        complete_current();
+    }
+}
+
+void standin_cupti_set_dropped(size_t dropped) {
+    __atomic_store_n(&g_dropped, dropped, __ATOMIC_SEQ_CST);
+}

@@ -1,0 +1,414 @@
+/* The program the harness runs with and without the probe: it plays a CUDA
+ * application against the stand-in libcuda. Everything it prints is
+ * deterministic, so its stdout/stderr must be byte-identical either way.
+ * Usage: program SCENARIO [N]; scenarios are listed in main(). */
+#define _GNU_SOURCE
+#include "stand_in.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+CUresult cuInit(unsigned int flags);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, int device);
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props);
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *a, void *b, unsigned int c, void *d,
+                           void *e, unsigned int f);
+CUresult cuLibraryUnload(CUlibrary library);
+void standin_launch_kernel(const char *name, uint64_t local_total, uint32_t local_per_thread, uint16_t registers,
+                           int failed);
+void standin_set_cupti_dropped(size_t dropped);
+uint64_t other_library_create(size_t bytes);
+int other_library_release(uint64_t handle);
+int other_library_async(int pairs);
+int c10_tensors(int pairs, int keep);
+
+#define MiB (1024ull * 1024)
+#define GiB (1024ull * MiB)
+
+static void setup(void) {
+    CUcontext ctx;
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS) {
+        fprintf(stderr, "stand-in CUDA did not initialise\n");
+        exit(70);
+    }
+}
+
+static int alloc_free(size_t bytes) {
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS)
+        return 0;
+    return cuMemFree_v2(p) == CUDA_SUCCESS;
+}
+
+/* --- basic: threads, every call kind, kernel records ------------------- */
+
+enum { SYNC_THREADS = 8, SYNC_PAIRS = 100, CHURN_THREADS = 32, ASYNC_THREADS = 4, ASYNC_PAIRS = 1000 };
+
+static int g_sync_ok[SYNC_THREADS], g_sync_failed[SYNC_THREADS], g_async_ok[ASYNC_THREADS];
+
+static void *sync_worker(void *arg) {
+    long t = (long)arg;
+    for (int i = 0; i < SYNC_PAIRS; i++)
+        g_sync_ok[t] += alloc_free((size_t)(i % 4 + 1) * MiB);
+    CUdeviceptr p;
+    g_sync_failed[t] += cuMemAlloc_v2(&p, 200 * GiB) == CUDA_ERROR_OUT_OF_MEMORY;
+    return NULL;
+}
+
+static void *churn_worker(void *arg) {
+    (void)arg;
+    alloc_free(4096);
+    return NULL;
+}
+
+static void *async_worker(void *arg) {
+    long t = (long)arg;
+    for (int i = 0; i < ASYNC_PAIRS; i++) {
+        CUdeviceptr p;
+        size_t bytes = (size_t)(i % 8 + 1) * 65536;
+        CUresult r = (t % 2) ? cuMemAllocAsync_ptsz(&p, bytes, NULL) : cuMemAllocAsync(&p, bytes, NULL);
+        if (r == CUDA_SUCCESS && cuMemFreeAsync(p, NULL) == CUDA_SUCCESS)
+            g_async_ok[t]++;
+    }
+    return NULL;
+}
+
+static int basic(void) {
+    setup();
+    uint64_t handle = other_library_create(256 * MiB);
+    pthread_t threads[CHURN_THREADS];
+    for (long t = 0; t < SYNC_THREADS; t++)
+        pthread_create(&threads[t], NULL, sync_worker, (void *)t);
+    for (int t = 0; t < SYNC_THREADS; t++)
+        pthread_join(threads[t], NULL);
+    for (long t = 0; t < CHURN_THREADS; t++)
+        pthread_create(&threads[t], NULL, churn_worker, NULL);
+    for (int t = 0; t < CHURN_THREADS; t++)
+        pthread_join(threads[t], NULL);
+    for (long t = 0; t < ASYNC_THREADS; t++)
+        pthread_create(&threads[t], NULL, async_worker, (void *)t);
+    for (int t = 0; t < ASYNC_THREADS; t++)
+        pthread_join(threads[t], NULL);
+
+    int other_async = other_library_async(2048);
+    CUmemoryPool pool;
+    int pool_ok = 0;
+    cuMemPoolCreate(&pool, NULL);
+    for (int i = 0; i < 100; i++) {
+        CUdeviceptr p;
+        if (cuMemAllocFromPoolAsync(&p, MiB, pool, NULL) == CUDA_SUCCESS && cuMemFreeAsync(p, NULL) == CUDA_SUCCESS)
+            pool_ok++;
+    }
+    CUdeviceptr big;
+    int async_failed = cuMemAllocAsync(&big, 100 * GiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY;
+
+    standin_set_cupti_dropped(3);
+    standin_launch_kernel("gemm", 0, 0, 32, 0);
+    standin_launch_kernel("gemm", 0, 0, 32, 0);
+    standin_launch_kernel("spill", 3 * GiB, 1024, 255, 0);
+    standin_launch_kernel("gemm", MiB, 0, 32, 0);
+    standin_launch_kernel("huge", 8 * GiB, 4096, 255, 1);
+    standin_launch_kernel("late", 0, 0, 64, 0);
+
+    CUlibrary lib;
+    cuLibraryLoadData(&lib, "image", NULL, NULL, 0, NULL, NULL, 0);
+    cuLibraryUnload(lib);
+    int other_ok = handle != 0 && other_library_release(handle) == CUDA_SUCCESS;
+
+    int sync_ok = 0, sync_failed = 0, async_ok = 0;
+    for (int t = 0; t < SYNC_THREADS; t++)
+        sync_ok += g_sync_ok[t], sync_failed += g_sync_failed[t];
+    for (int t = 0; t < ASYNC_THREADS; t++)
+        async_ok += g_async_ok[t];
+    printf("basic: sync ok=%d failed=%d async ok=%d pool ok=%d async failed=%d other=%d other async=%d\n", sync_ok,
+           sync_failed, async_ok, pool_ok, async_failed, other_ok, other_async);
+    fprintf(stderr, "basic: the program's own stderr line\n");
+    return 0;
+}
+
+/* --- teardown: callbacks after TLS destruction and after the last flush - */
+
+static CUdeviceptr g_before_probe_exit, g_after_probe_exit, g_in_destructor, g_in_thread_key;
+static CUlibrary g_library;
+static int g_teardown;
+static pthread_key_t g_key;
+
+/* Registered after cuInit: runs before the probe's atexit handler but after the
+ * main thread's thread-local destructors (glibc runs those first in exit()). */
+static void exit_handler_before_probe(void) { cuMemFree_v2(g_before_probe_exit); }
+
+/* Registered before cuInit: runs after the probe's atexit flush. */
+static void exit_handler_after_probe(void) {
+    if (!g_teardown)
+        return;
+    cuLibraryUnload(g_library);
+    cuMemFree_v2(g_after_probe_exit);
+}
+
+/* Runs from _dl_fini, after every atexit handler. */
+__attribute__((destructor)) static void program_destructor(void) {
+    if (g_teardown)
+        cuMemFree_v2(g_in_destructor);
+}
+
+/* Runs at thread exit, after that thread's thread-local destructors. */
+static void thread_key_destructor(void *value) { cuMemFree_v2((CUdeviceptr)(uintptr_t)value); }
+
+static void *teardown_worker(void *arg) {
+    (void)arg;
+    alloc_free(MiB); /* the probe has seen this thread */
+    pthread_setspecific(g_key, (void *)(uintptr_t)g_in_thread_key);
+    return NULL;
+}
+
+static int teardown(void) {
+    g_teardown = 1;
+    atexit(exit_handler_after_probe);
+    setup();
+    atexit(exit_handler_before_probe);
+    pthread_key_create(&g_key, thread_key_destructor);
+    cuMemAlloc_v2(&g_before_probe_exit, 3 * MiB);
+    cuMemAlloc_v2(&g_after_probe_exit, 5 * MiB);
+    cuMemAlloc_v2(&g_in_destructor, 7 * MiB);
+    cuMemAlloc_v2(&g_in_thread_key, 9 * MiB);
+    cuLibraryLoadData(&g_library, "image", NULL, NULL, 0, NULL, NULL, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, teardown_worker, NULL);
+    pthread_join(t, NULL);
+    printf("teardown: main returns\n");
+    return 0;
+}
+
+/* --- fork: the child's calls never reach the parent's event file -------- */
+
+static int forking(void) {
+    setup();
+    alloc_free(MiB);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        alloc_free(12345);
+        printf("fork: child done\n");
+        exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    alloc_free(54321);
+    printf("fork: child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
+/* --- fatal signals ------------------------------------------------------ */
+
+static void say(const char *text) {
+    ssize_t ignored = write(2, text, strlen(text));
+    (void)ignored;
+}
+
+static void segv_handler(int sig, siginfo_t *info, void *uc) {
+    (void)uc;
+    char line[160];
+    snprintf(line, sizeof line, "segv handler: signal %d code %d addr %p\n", sig, info->si_code, info->si_addr);
+    say(line);
+    signal(SIGSEGV, SIG_DFL);
+}
+
+static void abort_handler(int sig, siginfo_t *info, void *uc) {
+    (void)uc;
+    char line[160];
+    snprintf(line, sizeof line, "abort handler: signal %d code %d from self %d\n", sig, info->si_code,
+             info->si_pid == getpid());
+    say(line);
+}
+
+static void queued_handler(int sig, siginfo_t *info, void *uc) {
+    (void)uc;
+    char line[160];
+    snprintf(line, sizeof line, "queued handler: signal %d code %d value %d\n", sig, info->si_code,
+             info->si_value.sival_int);
+    say(line);
+    _exit(3);
+}
+
+static void handle(int sig, void (*handler)(int, siginfo_t *, void *)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+}
+
+static void allocations_then(size_t bytes) {
+    for (int i = 0; i < 3; i++) {
+        CUdeviceptr p;
+        cuMemAlloc_v2(&p, bytes);
+    }
+}
+
+static int segv(void) {
+    handle(SIGSEGV, segv_handler);
+    setup();
+    allocations_then(777);
+    printf("segv: about to fault\n");
+    fflush(stdout);
+    *(volatile int *)0x10 = 1;
+    return 0;
+}
+
+static int aborting(void) {
+    handle(SIGABRT, abort_handler);
+    setup();
+    allocations_then(888);
+    printf("abort: about to abort\n");
+    fflush(stdout);
+    abort();
+}
+
+/* SIGABRT sent with sigqueue (code SI_QUEUE, a value): the program's handler
+ * must see that siginfo, not the one of a re-raise. */
+static int queued(void) {
+    handle(SIGABRT, queued_handler);
+    setup();
+    allocations_then(999);
+    printf("queued: sending\n");
+    fflush(stdout);
+    union sigval value = {.sival_int = 42};
+    sigqueue(getpid(), SIGABRT, value);
+    sleep(10); /* the handler exits first */
+    return 0;
+}
+
+static int recurse(int depth) {
+    volatile char frame[1024];
+    frame[depth % 1024] = (char)depth;
+    return recurse(depth + 1) + frame[0];
+}
+
+static void *overflow_worker(void *arg) {
+    (void)arg;
+    allocations_then(4242);
+    recurse(0);
+    return NULL;
+}
+
+static int overflow(int on_thread) {
+    setup();
+    printf("overflow: recursing\n");
+    fflush(stdout);
+    if (on_thread) {
+        pthread_t t;
+        pthread_create(&t, NULL, overflow_worker, NULL);
+        pthread_join(t, NULL);
+        return 0;
+    }
+    allocations_then(4242);
+    return recurse(0);
+}
+
+/* --- torch-async: PyTorch's async allocator (stand-in libc10_cuda) ------- */
+
+static int torch_async(void) {
+    setup();
+    int failed = c10_tensors(1000, 40); /* 40 MiB live: the pool holds 64 MiB */
+    CUdeviceptr outside;
+    failed += cuMemAlloc_v2(&outside, 16 * MiB) != CUDA_SUCCESS;
+    printf("torch-async: failed=%d\n", failed);
+    return 0;
+}
+
+/* --- a panic inside the probe: caught, counted, never printed ------------- */
+
+static int panicking(void) {
+    setup();
+    alloc_free(111);
+    const char *probe = getenv("CUDA_INJECTION64_PATH");
+    void *lib = probe != NULL ? dlopen(probe, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    int (*trigger)(void) = lib != NULL ? (int (*)(void))dlsym(lib, "prewarm_probe_test_internal_error") : NULL;
+    if (trigger != NULL && trigger() != 1)
+        printf("panic: the probe did not catch its panic\n");
+    alloc_free(222);
+    printf("panic: done\n");
+    return 0;
+}
+
+/* --- bench: per-call cost of the traced calls --------------------------- */
+
+/* CPU time, not wall time: the bench machine may be shared. */
+static double cpu_s(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *bench_async_worker(void *arg) {
+    long n = (long)arg;
+    for (long i = 0; i < n; i++) {
+        CUdeviceptr p;
+        cuMemAllocAsync(&p, 4096 * (size_t)(i % 16 + 1), NULL);
+        cuMemFreeAsync(p, NULL);
+    }
+    return NULL;
+}
+
+static int bench(long n) {
+    setup();
+    double t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    bench_async_worker((void *)n);
+    double async1 = (cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0) / (double)n * 1e9;
+    pthread_t threads[4];
+    t0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+    for (int t = 0; t < 4; t++)
+        pthread_create(&threads[t], NULL, bench_async_worker, (void *)n);
+    for (int t = 0; t < 4; t++)
+        pthread_join(threads[t], NULL);
+    double async4 = (cpu_s(CLOCK_PROCESS_CPUTIME_ID) - t0) / (4.0 * (double)n) * 1e9;
+    long m = n / 10;
+    t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    for (long i = 0; i < m; i++)
+        alloc_free(MiB);
+    double sync = (cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0) / (double)m * 1e9;
+    printf("BENCH async_pair_ns=%.1f async_pair_4threads_ns=%.1f sync_pair_ns=%.1f\n", async1, async4, sync);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *scenario = argc > 1 ? argv[1] : "";
+    if (!strcmp(scenario, "basic"))
+        return basic();
+    if (!strcmp(scenario, "teardown"))
+        return teardown();
+    if (!strcmp(scenario, "fork"))
+        return forking();
+    if (!strcmp(scenario, "segv"))
+        return segv();
+    if (!strcmp(scenario, "abort"))
+        return aborting();
+    if (!strcmp(scenario, "queued"))
+        return queued();
+    if (!strcmp(scenario, "overflow"))
+        return overflow(0);
+    if (!strcmp(scenario, "overflow-thread"))
+        return overflow(1);
+    if (!strcmp(scenario, "torch-async"))
+        return torch_async();
+    if (!strcmp(scenario, "panic"))
+        return panicking();
+    if (!strcmp(scenario, "bench"))
+        return bench(argc > 2 ? atol(argv[2]) : 100000);
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|panic|bench [N]\n");
+    return 64;
+}
