@@ -677,6 +677,9 @@ pub fn replay(
                         t: *t,
                         source: source.clone(),
                         bytes: change as u64,
+                        // A pool keeps its reservation until trimmed; a
+                        // shrink shows as a later, smaller Pool record.
+                        freed: None,
                     });
                 }
                 continue;
@@ -1167,6 +1170,7 @@ mod tests {
             &bounds,
             &DeviceView::default(),
             &[24 * MS, 40 * MS, 70 * MS],
+            &[],
         );
         assert_eq!(rp.states[0].pool, 32 * MIB);
         assert_eq!(rp.states[1].pool, 64 * MIB);
