@@ -7,7 +7,9 @@
 
 use super::framework::class_of_source;
 use super::memory::{Failure, Replay};
-use super::model::{CommAccount, ExceptionEvent, Forensic, OomBudget, PrewarmProjection, Remedy};
+use super::model::{
+    CommAccount, ExceptionEvent, FailedCall, Forensic, OomBudget, PrewarmProjection, Remedy,
+};
 use super::phases::Boundaries;
 use crate::prewarm::catalog::{CATALOG, EventClass};
 use std::collections::BTreeMap;
@@ -228,6 +230,27 @@ fn remedies(f: &Failure, replay: &Replay, b: Option<&OomBudget>, start: u64) -> 
         .collect()
 }
 
+/// The CUresult of an allocation that failed for lack of device memory.
+pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
+
+/// Allocation calls that failed for another reason than lack of memory.
+pub fn failed_calls(replay: &Replay, bounds: &Boundaries) -> Vec<FailedCall> {
+    replay
+        .failures
+        .iter()
+        .filter(|f| f.result != CUDA_ERROR_OUT_OF_MEMORY)
+        .map(|f| FailedCall {
+            t_s: f.t.saturating_sub(bounds.start) as f64 / 1e9,
+            phase: bounds.phase_of(f.t),
+            step: bounds.step_of(f.t),
+            api: f.api.clone(),
+            source: f.source.clone(),
+            bytes: f.bytes,
+            result: f.result,
+        })
+        .collect()
+}
+
 /// Builds the forensics of one process.
 pub fn forensics(
     replay: &Replay,
@@ -244,7 +267,7 @@ pub fn forensics(
             .map(|(r, a)| r.saturating_sub(a)))
     });
     let mut last: Option<(u64, String)> = None;
-    for f in &replay.failures {
+    for f in replay.failures.iter().filter(|f| f.result == CUDA_ERROR_OUT_OF_MEMORY) {
         let key = describe(f);
         // Allocators retry after freeing caches: one failure, several calls.
         if let Some((t, k)) = &last
@@ -288,6 +311,7 @@ pub fn forensics(
             phase: bounds.phase_of(f.t),
             step,
             request: key,
+            recovered: bounds.step_ends.iter().any(|&e| e > f.t),
             source: f.source.clone(),
             library: f.library.clone(),
             bytes: f.bytes,
@@ -315,6 +339,7 @@ pub fn forensics(
             phase: e.phase,
             step: bounds.step_of(t),
             request: "not seen by the probe (only the exception)".into(),
+            recovered: false,
             source: String::new(),
             library: String::new(),
             bytes: 0,
@@ -361,6 +386,48 @@ mod tests {
 
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
+
+    /// Synthetic failures (not a recording): an async allocation failing with
+    /// a non-memory CUresult, and an OOM the allocator recovered from.
+    #[test]
+    fn only_out_of_memory_results_are_forensics_and_recovery_is_said() {
+        let fail = |t: u64, result: u32| Failure {
+            t,
+            api: "cuMemAllocAsync".into(),
+            bytes: 256 << 10,
+            source: crate::analysis::sources::TORCH_POOL.into(),
+            library: "libc10_cuda.so".into(),
+            result,
+            free_before: Some(100 * GIB),
+            total: Some(140 * GIB),
+            local_kernel: None,
+            pool: GIB,
+        };
+        let replay = Replay {
+            failures: vec![fail(2_000_000_000, 801), fail(3_000_000_000, 2)],
+            ..Replay::default()
+        };
+        let bounds = Boundaries {
+            start: 0,
+            step1_begin: Some(1_000_000_000),
+            step_ends: vec![2_500_000_000, 4_000_000_000],
+            end: 5_000_000_000,
+            rule: "synthetic".into(),
+        };
+        let f = forensics(&replay, &[], &[], &bounds);
+        assert_eq!(f.len(), 1, "the CUresult 801 failure is not an OOM");
+        assert_eq!(f[0].result, 2);
+        assert!(f[0].recovered, "step 2 ended after it");
+        let calls = failed_calls(&replay, &bounds);
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].result, calls[0].step), (801, Some(1)));
+        // The same OOM as the last thing before the end is not recovered.
+        let last = Boundaries {
+            step_ends: vec![2_500_000_000],
+            ..bounds
+        };
+        assert!(!forensics(&replay, &[], &[], &last)[0].recovered);
+    }
 
     /// Synthetic budget (not a recording), shaped like the run: a
     /// 140 GiB device with 4.8 GiB free when a 6 GiB local-memory growth failed.

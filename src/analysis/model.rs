@@ -291,6 +291,20 @@ pub enum Remedy {
     },
 }
 
+/// A device allocation call that failed with a result other than
+/// CUDA_ERROR_OUT_OF_MEMORY (2).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FailedCall {
+    pub t_s: f64,
+    pub phase: Phase,
+    pub step: Option<u32>,
+    pub api: String,
+    pub source: String,
+    pub bytes: u64,
+    /// The CUresult the driver returned.
+    pub result: u32,
+}
+
 /// An out-of-memory failure and what led to it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Forensic {
@@ -299,6 +313,9 @@ pub struct Forensic {
     pub step: Option<u32>,
     /// The failing request ("cuMemAlloc of 128 MiB by torch pool", "local-memory growth for rowwise_mix").
     pub request: String,
+    /// The process finished a step after this failure: the allocator retried
+    /// (after freeing its cache) and training went on. A near miss, not a crash.
+    pub recovered: bool,
     pub source: String,
     pub library: String,
     pub bytes: u64,
@@ -406,6 +423,9 @@ pub struct ProcessAccount {
     pub compiles: Vec<CompileEvent>,
     pub late_warmups: Vec<LateWarmup>,
     pub forensics: Vec<Forensic>,
+    /// Allocation calls that failed for another reason than lack of memory
+    /// (CUresult other than 2): listed, never called out of memory.
+    pub failed_calls: Vec<FailedCall>,
     pub exceptions: Vec<ExceptionEvent>,
     pub health: ProbeHealth,
     pub step_checks: Vec<StepCheck>,

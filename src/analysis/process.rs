@@ -441,6 +441,7 @@ pub fn analyse_process(
         })
         .collect();
     let forensics = forensics(&rp, &nccl, &exceptions, &bounds);
+    let failed_calls = super::forensics::failed_calls(&rp, &bounds);
 
     let first_launches: Vec<u64> = r.first_launches.iter().map(|k| k.t_start).collect();
     let late_warmups = framework::late_warmups(&framework::LateInputs {
@@ -579,6 +580,7 @@ pub fn analyse_process(
         compiles,
         late_warmups,
         forensics,
+        failed_calls,
         exceptions,
         health,
         step_checks,

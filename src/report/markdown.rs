@@ -190,7 +190,12 @@ fn process(o: &mut String, p: &ProcessAccount) {
     for f in &p.forensics {
         let _ = writeln!(
             o,
-            "\n**Out of memory** at {:.2}s{}: {} with {} free.",
+            "\n**Out of memory**{} at {:.2}s{}: {} with {} free.",
+            if f.recovered {
+                " (recovered: the allocator retried and training went on)"
+            } else {
+                ""
+            },
             f.t_s,
             f.step.map(|n| format!(" in step {n}")).unwrap_or_default(),
             escape(&f.request),

@@ -9,6 +9,29 @@ pub mod matrix;
 pub mod terminal;
 pub mod verdict_text;
 
+/// A CUresult as the driver's header names it (the common ones), with its number.
+pub fn cu_result_name(code: u32) -> String {
+    let name = match code {
+        0 => "CUDA_SUCCESS",
+        1 => "CUDA_ERROR_INVALID_VALUE",
+        2 => "CUDA_ERROR_OUT_OF_MEMORY",
+        3 => "CUDA_ERROR_NOT_INITIALIZED",
+        4 => "CUDA_ERROR_DEINITIALIZED",
+        101 => "CUDA_ERROR_INVALID_DEVICE",
+        201 => "CUDA_ERROR_INVALID_CONTEXT",
+        400 => "CUDA_ERROR_INVALID_HANDLE",
+        600 => "CUDA_ERROR_NOT_READY",
+        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+        719 => "CUDA_ERROR_LAUNCH_FAILED",
+        800 => "CUDA_ERROR_NOT_PERMITTED",
+        801 => "CUDA_ERROR_NOT_SUPPORTED",
+        900 => "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+        901 => "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+        _ => return format!("CUresult {code}"),
+    };
+    format!("{name} ({code})")
+}
+
 /// Human-readable byte counts (binary units).
 pub fn bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

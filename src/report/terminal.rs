@@ -282,7 +282,12 @@ fn preceded_span(p: &ProcessAccount, f: &Forensic) -> String {
 /// removes the demand when there is one.
 fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
     let head = format!(
-        "   OUT OF MEMORY in {} at {:.2}s: ",
+        "   OUT OF MEMORY{} in {} at {:.2}s: ",
+        if f.recovered {
+            " (recovered: the allocator retried and training went on)"
+        } else {
+            ""
+        },
         step_label_in(p, f.phase, f.step),
         f.t_s
     );
@@ -594,6 +599,21 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         );
     }
     late_warmups(o, p);
+    for c in &p.failed_calls {
+        let head = format!(
+            "   failed call in {} at {:.2}s: ",
+            step_label_in(p, c.phase, c.step),
+            c.t_s
+        );
+        let what = format!(
+            "{} of {} by {}: {} (not out of memory)",
+            c.api,
+            bytes(c.bytes),
+            c.source,
+            super::cu_result_name(c.result)
+        );
+        print_wrapped(o, &head, &[what], " ");
+    }
     for f in &p.forensics {
         forensic(o, p, f);
     }
