@@ -33,6 +33,9 @@ fn parse(stdout: &[u8]) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// One way of running the bench program: its name, the probe (if any), extra environment.
+type Side<'a> = (&'a str, Option<&'a std::path::Path>, &'a [(&'a str, &'a str)]);
+
 /// (fastest, median) of the rounds.
 fn summary(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -48,7 +51,7 @@ fn main() {
     let probe = support::probe_library();
     // Plain; the probe as shipped (stream-ordered calls switched off after
     // 4096); the probe tracing every stream-ordered call (their counting cost).
-    let sides: [(&str, Option<&std::path::Path>, &[(&str, &str)]); 3] = [
+    let sides: [Side; 3] = [
         ("plain", None, &[]),
         ("probe", Some(probe.as_path()), &[]),
         (

@@ -273,18 +273,14 @@ fn initialise() {
     caller::warm_up();
     let driver_err = driver.as_ref().err().cloned();
     let sink = Sink::new(file, header.len() as u64);
-    let pool_calls = match var(env::POOL_CALLS).as_deref() {
-        None => Ok(pools::DEFAULT_QUIET_CALLS),
-        Some("all") => Ok(u64::MAX),
-        Some(n) => n.parse::<u64>().map_err(|_| n.to_string()),
-    };
+    let pool_calls = pool_calls_setting();
     let p = install(
         cupti,
         driver.ok(),
         sink,
         &own,
         offset,
-        *pool_calls.as_ref().unwrap_or(&pools::DEFAULT_QUIET_CALLS),
+        pool_calls.clone().unwrap_or(pools::DEFAULT_QUIET_CALLS),
     );
     if let Err(bad) = pool_calls {
         p.notice(
@@ -303,6 +299,17 @@ fn initialise() {
         );
     }
     start(p);
+}
+
+/// `PREWARM_DOCTOR_POOL_CALLS`: the stream-ordered calls in a row on known
+/// pools after which they are no longer traced (`all`: never), or the value
+/// that is neither.
+fn pool_calls_setting() -> Result<u64, String> {
+    match var(env::POOL_CALLS).as_deref() {
+        None => Ok(pools::DEFAULT_QUIET_CALLS),
+        Some("all") => Ok(u64::MAX),
+        Some(n) => n.parse::<u64>().map_err(|_| n.to_string()),
+    }
 }
 
 fn start(p: &'static Probe) {
