@@ -34,7 +34,11 @@ fn parse(stdout: &[u8]) -> BTreeMap<String, f64> {
 }
 
 /// One way of running the bench program: its name, the probe (if any), extra environment.
-type Side<'a> = (&'a str, Option<&'a std::path::Path>, &'a [(&'a str, &'a str)]);
+type Side<'a> = (
+    &'a str,
+    Option<&'a std::path::Path>,
+    &'a [(&'a str, &'a str)],
+);
 
 /// (fastest, median) of the rounds.
 fn summary(mut v: Vec<f64>) -> (f64, f64) {
