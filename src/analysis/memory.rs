@@ -823,16 +823,20 @@ impl PoolSeen {
     ) -> i64 {
         let known = |v: u64| (v != UNKNOWN_BYTES).then_some(v);
         let sb = source_entry(&mut acc.by_source, source);
-        // Counters are cumulative: a summary older than the last one adds nothing.
-        let allocated = p.alloc_bytes.saturating_sub(self.alloc_bytes);
-        sb.calls += p.allocs.saturating_sub(self.allocs);
-        sb.allocated += allocated;
-        if let (Some(before), Some(now)) = (self.used, known(p.used)) {
-            // Freed = allocated − growth of the bytes in use.
-            sb.freed += (allocated as i64 - (now as i64 - before as i64)).max(0) as u64;
+        // Counters are cumulative: a summary older than the last one adds
+        // nothing. Once the probe stops tracing the pool's calls they are
+        // UNKNOWN: calls and bytes stop there, the sizes go on.
+        if known(p.allocs).is_some() && known(p.alloc_bytes).is_some() {
+            let allocated = p.alloc_bytes.saturating_sub(self.alloc_bytes);
+            sb.calls += p.allocs.saturating_sub(self.allocs);
+            sb.allocated += allocated;
+            if let (Some(before), Some(now)) = (self.used, known(p.used)) {
+                // Freed = allocated − growth of the bytes in use.
+                sb.freed += (allocated as i64 - (now as i64 - before as i64)).max(0) as u64;
+            }
+            self.allocs = self.allocs.max(p.allocs);
+            self.alloc_bytes = self.alloc_bytes.max(p.alloc_bytes);
         }
-        self.allocs = self.allocs.max(p.allocs);
-        self.alloc_bytes = self.alloc_bytes.max(p.alloc_bytes);
         self.used = known(p.used).or(self.used);
         let Some(reserved) = known(p.reserved) else {
             return 0;
@@ -1155,6 +1159,8 @@ mod tests {
                 // Another library's pool: outside PyTorch's pool.
                 pool(35, 2, 2, 10, 4 * MIB, 8 * MIB, 8 * MIB, 4 * MIB),
                 pool(60, 1, 1, 400, 4000, 64 * MIB, 96 * MIB, 0),
+                // The probe stopped tracing the pool's calls: sizes only.
+                pool(75, 1, 1, U, U, 128 * MIB, 128 * MIB, 100),
             ],
             ..Default::default()
         };
@@ -1189,6 +1195,12 @@ mod tests {
         // Freed = allocated − growth of the bytes in use (0 → 500, then 500 → 0).
         assert_eq!(torch(Phase::Step1).freed, 500);
         assert_eq!(torch(Phase::Steady).freed, 1500);
+        // After the probe stopped counting: no calls or bytes added, the size tracked.
+        assert_eq!(
+            (torch(Phase::Steady).calls, torch(Phase::Steady).allocated),
+            (100, 1000)
+        );
+        assert_eq!(known_allocations(&r).at(76 * MS), Some(136 * MIB));
         assert_eq!(rp.phases[&Phase::Setup].pool_peak, 32 * MIB);
         assert_eq!(rp.phases[&Phase::Step1].pool_peak, 96 * MIB);
         assert_eq!(rp.phases[&Phase::Step1].oop_alloc, 8 * MIB);

@@ -8,6 +8,11 @@
 //! caller lookup, the encoding. `PREWARM_PROBE_UNDER_TEST=/path/libprewarm_probe.so`
 //! measures another build (e.g. the previous probe) the same way.
 //!
+//! Stream-ordered calls are measured twice under the probe: as shipped (their
+//! callbacks are switched off after 4096 calls on known pools, so the first
+//! calls of a run cost and the rest do not) and with
+//! `PREWARM_DOCTOR_POOL_CALLS=all` (every call traced and counted).
+//!
 //! `cargo bench -p prewarm-probe --bench callback_cost` (PAIRS, ROUNDS tune it).
 
 #[path = "../tests/support/mod.rs"]
@@ -28,6 +33,13 @@ fn parse(stdout: &[u8]) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// One way of running the bench program: its name, the probe (if any), extra environment.
+type Side<'a> = (
+    &'a str,
+    Option<&'a std::path::Path>,
+    &'a [(&'a str, &'a str)],
+);
+
 /// (fastest, median) of the rounds.
 fn summary(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -41,11 +53,21 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
     let probe = support::probe_library();
-    let mut plain: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut probed: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    // Plain; the probe as shipped (stream-ordered calls switched off after
+    // 4096); the probe tracing every stream-ordered call (their counting cost).
+    let sides: [Side; 3] = [
+        ("plain", None, &[]),
+        ("probe", Some(probe.as_path()), &[]),
+        (
+            "probe, POOL_CALLS=all",
+            Some(probe.as_path()),
+            &[("PREWARM_DOCTOR_POOL_CALLS", "all")],
+        ),
+    ];
+    let mut results: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); sides.len()];
     for _ in 0..rounds {
-        for (side, with) in [(&mut plain, None), (&mut probed, Some(probe.as_path()))] {
-            let run = support::run(&["bench", &pairs], with);
+        for ((_, with, env), side) in sides.iter().zip(results.iter_mut()) {
+            let run = support::run_with(&["bench", &pairs], *with, env);
             assert!(run.status.success(), "bench run failed: {:?}", run.status);
             for (k, v) in parse(&run.stdout) {
                 side.entry(k).or_default().push(v);
@@ -54,7 +76,7 @@ fn main() {
     }
     println!("probe: {}", probe.display());
     println!(
-        "pairs per run: {pairs}, rounds: {rounds}; CPU ns per pair (2 calls, 4 callbacks), fastest / median round"
+        "pairs per run: {pairs}, rounds: {rounds}; CPU ns per pair (2 calls), fastest / median round; cost = per call, vs plain"
     );
     for (key, label) in [
         ("async_pair_ns", "cuMemAllocAsync+cuMemFreeAsync, 1 thread"),
@@ -64,12 +86,15 @@ fn main() {
         ),
         ("sync_pair_ns", "cuMemAlloc+cuMemFree, 1 thread"),
     ] {
-        let (a_min, a_med) = summary(plain[key].clone());
-        let (b_min, b_med) = summary(probed[key].clone());
-        println!(
-            "{label:<44} plain {a_min:>7.1} / {a_med:>7.1}  probe {b_min:>7.1} / {b_med:>7.1}  probe cost per call {:>7.1} / {:>7.1} ns",
-            (b_min - a_min) / 2.0,
-            (b_med - a_med) / 2.0
-        );
+        let (a_min, a_med) = summary(results[0][key].clone());
+        println!("{label}: plain {a_min:.1} / {a_med:.1}");
+        for ((name, _, _), side) in sides.iter().zip(&results).skip(1) {
+            let (b_min, b_med) = summary(side[key].clone());
+            println!(
+                "    {name:<24} {b_min:>8.1} / {b_med:>8.1}   cost per call {:>7.1} / {:>7.1} ns",
+                (b_min - a_min) / 2.0,
+                (b_med - a_med) / 2.0
+            );
+        }
     }
 }

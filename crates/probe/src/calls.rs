@@ -1,13 +1,14 @@
 //! What the probe does with each tracked driver call: the full treatment
 //! (entry time and free memory, exit with caller, free memory and a `MemCall`
-//! record) or, for stream-ordered calls, the pool path (counters; pools.rs).
+//! record) or, for stream-ordered calls, the pool path (counters until the
+//! switch, then nothing: pools.rs), plus the pools' lifecycle.
 
-use crate::clock::{coarse_now_ns, now_ns, thread_id};
+use crate::clock::{now_ns, thread_id};
 use crate::cupti::CUPTI_SUCCESS;
-use crate::driver_api::{self, Handling};
+use crate::driver_api::{self, Handling, Layout};
 use crate::guard::lock;
 use crate::pools::PoolKey;
-use crate::state::Probe;
+use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::*;
 use std::ffi::c_void;
@@ -47,6 +48,11 @@ pub(crate) unsafe fn pool_callback(
     data: *const CUpti_CallbackData,
 ) {
     let n = p.callbacks.fetch_add(1, Ordering::Relaxed);
+    if !p.pools.counting() {
+        // Switched off (a callback already under way, or one whose
+        // cuptiEnableCallback(0) failed): nothing to do.
+        return;
+    }
     let timed = n.is_multiple_of(POOL_TIMING_SAMPLE);
     let t0 = if timed { now_ns() } else { 0 };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -274,10 +280,77 @@ unsafe fn pool_call(
             slot.frees.fetch_add(1, Ordering::Relaxed);
         }
     }
-    // Between the writer thread's records (every 100 ms): while kernel
-    // records are on (setup, first steps), every 10 ms from the pool calls.
-    if p.kernel_records.load(Ordering::Relaxed) && p.pools.summary_due(coarse_now_ns()) {
-        summarize_pools(p, true);
+    p.pools.count_call();
+}
+
+/// The writer thread's switch (pools.rs has the rule): the last counted
+/// summary, then the stream-ordered callbacks off; a notice says when.
+pub fn stop_pool_tracing(p: &Probe) {
+    summarize_pools(p, true);
+    let (allocs, frees) = p.pools.totals();
+    p.pools.stop_counting();
+    let subscriber = p.subscriber.load(Ordering::Acquire);
+    let mut kept = Vec::new();
+    for cbid in driver_api::stream_ordered_cbids() {
+        // SAFETY: the subscriber of this probe, a driver API callback id.
+        let rc = unsafe { (p.cupti.enable_callback)(0, subscriber, DOMAIN_DRIVER_API, cbid) };
+        if rc != CUPTI_SUCCESS {
+            kept.push(format!("#{cbid}: {}", p.cupti.describe(rc)));
+        }
+    }
+    p.notice(
+        NoticeLevel::Info,
+        format!(
+            "stream-ordered allocations traced until now ({allocs} allocations, {frees} frees; {} calls in a row used only known pools): no longer traced, pools' sizes are read every tick and their call counts are unknown from here",
+            p.pools.quiet_limit()
+        ),
+    );
+    if !kept.is_empty() {
+        p.notice(
+            NoticeLevel::Warning,
+            format!(
+                "CUPTI kept delivering some stream-ordered callbacks (each still costs CUPTI's dispatch): {}",
+                kept.join(", ")
+            ),
+        );
+    }
+}
+
+/// `cuMemPoolCreate` (exit): the pool is tracked from now on, owned by its
+/// creator; `cuMemPoolDestroy`: no longer read from its entry on, and a last
+/// record with zero sizes once it is gone.
+///
+/// # Safety
+/// `data` is CUPTI's callback data for a call with this `cbid`.
+pub(crate) unsafe fn pool_lifecycle(p: &Probe, cbid: u32, data: *const CUpti_CallbackData) {
+    // SAFETY: non-null pointer from CUPTI, valid for the callback's duration.
+    let Some(d) = (unsafe { data.as_ref() }) else {
+        return;
+    };
+    let enter = d.callbackSite as u32 == SITE_ENTER;
+    let ok = !enter && result_of(d) == 0;
+    match cbid {
+        driver_api::CBID_POOL_CREATE if ok => {
+            // SAFETY: cuMemPoolCreate parameters; the call succeeded.
+            let (handle, device) = unsafe { driver_api::created_pool(d.functionParams) };
+            if handle != 0 {
+                let context = d.context as *mut c_void;
+                let device = || device.unwrap_or_else(|| device_of(p, context));
+                p.pools.created(handle, device, caller(p));
+            }
+        }
+        driver_api::CBID_POOL_DESTROY => {
+            // SAFETY: cuMemPoolDestroy parameters (the handle, read as a value).
+            let handle = unsafe { driver_api::address(Layout::InValue, d.functionParams, true) };
+            if enter {
+                p.pools.retire(handle);
+            } else if !ok {
+                p.pools.unretire(handle);
+            } else if let Some(r) = p.pools.destroyed(handle, now_ns()) {
+                p.sink.push(&r);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -12,18 +12,6 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// CLOCK_MONOTONIC_COARSE in nanoseconds: the same clock at tick resolution
-/// (1-4 ms), several times cheaper to read; for rate limits only.
-pub fn coarse_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 thread_local! {
     /// This thread's kernel id, once read (no destructor: always accessible).
     static THREAD_ID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };

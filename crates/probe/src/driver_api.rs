@@ -42,6 +42,19 @@ pub const TRACKED: &[(u32, MemApi, Layout)] = &[
     (386, MemApi::PrimaryCtxRetain, Layout::OutPtr),
 ];
 
+/// `cuMemPoolCreate`: traced always (rare), so a pool has its owner.
+pub const CBID_POOL_CREATE: u32 = 607;
+/// `cuMemPoolDestroy`: traced always, so a destroyed pool is never read.
+pub const CBID_POOL_DESTROY: u32 = 608;
+
+/// Callback ids of the stream-ordered calls (switched off after a while: pools.rs).
+pub fn stream_ordered_cbids() -> impl Iterator<Item = u32> {
+    TRACKED
+        .iter()
+        .filter(|(_, api, _)| handling(*api) != Handling::Full)
+        .map(|(cbid, _, _)| *cbid)
+}
+
 /// The shape of the first parameters of a tracked call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -112,6 +125,32 @@ pub unsafe fn explicit_pool(params: *const c_void) -> u64 {
     }
     // SAFETY: (dptr*, bytesize, pool, stream), pointer-sized fields.
     unsafe { *(params as *const usize).add(2) as u64 }
+}
+
+/// `CU_MEM_LOCATION_TYPE_DEVICE` (cuda.h).
+const LOCATION_DEVICE: i32 = 1;
+
+/// The pool a successful `cuMemPoolCreate` made, and its device when its
+/// properties name one.
+///
+/// # Safety
+/// `params` must point at `cuMemPoolCreate_params` (or be null) of a call
+/// that succeeded.
+pub unsafe fn created_pool(params: *const c_void) -> (u64, Option<i32>) {
+    if params.is_null() {
+        return (0, None);
+    }
+    let words = params as *const usize;
+    // SAFETY: (CUmemoryPool *pool, const CUmemPoolProps *props): the call wrote
+    // *pool; CUmemPoolProps starts with allocType, handleTypes (4 bytes each)
+    // and CUmemLocation { type, id } (4 bytes each).
+    unsafe {
+        let out = *words as *const u64;
+        let handle = if out.is_null() { 0 } else { *out };
+        let props = *words.add(1) as *const i32;
+        let device = (!props.is_null() && *props.add(2) == LOCATION_DEVICE).then(|| *props.add(3));
+        (handle, device)
+    }
 }
 
 /// Requested bytes, readable at API entry or exit.
@@ -204,6 +243,30 @@ mod tests {
         assert_eq!(
             std::mem::offset_of!(s::cuMemAllocFromPoolAsync_params_st, pool),
             16
+        );
+    }
+
+    #[test]
+    fn pool_lifecycle_and_stream_ordered_ids_match_the_header() {
+        use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as C;
+        assert_eq!(
+            CBID_POOL_CREATE,
+            C::CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate as u32
+        );
+        assert_eq!(
+            CBID_POOL_DESTROY,
+            C::CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy as u32
+        );
+        let mut ids: Vec<u32> = stream_ordered_cbids().collect();
+        ids.sort();
+        assert_eq!(ids, [598, 599, 600, 601, 611, 612]);
+        assert!(lookup(CBID_POOL_CREATE).is_none() && lookup(CBID_POOL_DESTROY).is_none());
+        let props: [i32; 4] = [1, 0, LOCATION_DEVICE, 3];
+        let mut pool: u64 = 0xfeed;
+        let params: [usize; 2] = [&mut pool as *mut u64 as usize, props.as_ptr() as usize];
+        assert_eq!(
+            unsafe { created_pool(params.as_ptr() as *const c_void) },
+            (0xfeed, Some(3))
         );
     }
 

@@ -53,9 +53,19 @@ pub mod env {
     /// default: CUPTI then processes every module load, which cost ~20% of
     /// step 1 on the H200 overhead benchmark.
     pub const MODULE_RECORDS: &str = "PREWARM_DOCTOR_MODULE_RECORDS";
+    /// Stream-ordered calls in a row on known pools after which the probe
+    /// stops tracing them (default 4096); `all` traces every one (their
+    /// counts stay known, at ~1.4 us of CUPTI dispatch per call).
+    pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
 }
 
+/// The writer thread's tick: sink drained, pools read.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// The tick while kernel records are on (setup, first steps): pools are read
+/// this often there, where phases are short.
+const FLUSH_EVERY_EARLY: Duration = Duration::from_millis(10);
+/// Completed CUPTI buffers and the self-cost counters: once a second.
+const SECOND_NS: u64 = 1_000_000_000;
 
 /// CUDA calls this once per process, during cuInit, when the library is named
 /// by `CUDA_INJECTION64_PATH`. Always returns 1 so CUDA initialisation proceeds.
@@ -263,7 +273,25 @@ fn initialise() {
     caller::warm_up();
     let driver_err = driver.as_ref().err().cloned();
     let sink = Sink::new(file, header.len() as u64);
-    let p = install(cupti, driver.ok(), sink, &own, offset);
+    let pool_calls = pool_calls_setting();
+    let p = install(
+        cupti,
+        driver.ok(),
+        sink,
+        &own,
+        offset,
+        pool_calls.clone().unwrap_or(pools::DEFAULT_QUIET_CALLS),
+    );
+    if let Err(bad) = pool_calls {
+        p.notice(
+            NoticeLevel::Warning,
+            format!(
+                "{}={bad:?} is not a number or `all`; the default {} is used",
+                env::POOL_CALLS,
+                pools::DEFAULT_QUIET_CALLS
+            ),
+        );
+    }
     if let Some(e) = driver_err {
         p.notice(
             NoticeLevel::Warning,
@@ -271,6 +299,17 @@ fn initialise() {
         );
     }
     start(p);
+}
+
+/// `PREWARM_DOCTOR_POOL_CALLS`: the stream-ordered calls in a row on known
+/// pools after which they are no longer traced (`all`: never), or the value
+/// that is neither.
+fn pool_calls_setting() -> Result<u64, String> {
+    match var(env::POOL_CALLS).as_deref() {
+        None => Ok(pools::DEFAULT_QUIET_CALLS),
+        Some("all") => Ok(u64::MAX),
+        Some(n) => n.parse::<u64>().map_err(|_| n.to_string()),
+    }
 }
 
 fn start(p: &'static Probe) {
@@ -285,12 +324,25 @@ fn start(p: &'static Probe) {
         ));
         return;
     }
+    p.subscriber
+        .store(subscriber, std::sync::atomic::Ordering::Release);
     let mut missing = Vec::new();
     for (cbid, api, _) in driver_api::TRACKED {
         // SAFETY: valid subscriber, domain and callback id.
         let rc = unsafe { (p.cupti.enable_callback)(1, subscriber, 1, *cbid) };
         if rc != CUPTI_SUCCESS {
             missing.push(format!("{}#{cbid}", api.name()));
+        }
+    }
+    for (cbid, name) in [
+        (driver_api::CBID_POOL_CREATE, "cuMemPoolCreate"),
+        (driver_api::CBID_POOL_DESTROY, "cuMemPoolDestroy"),
+    ] {
+        // SAFETY: as above.
+        if unsafe { (p.cupti.enable_callback)(1, subscriber, 1, cbid) } != CUPTI_SUCCESS {
+            missing.push(format!("{name}#{cbid}"));
+            // Pools could be destroyed unseen: only read while in use.
+            p.pools.keep_tracing();
         }
     }
     let want_modules = var(env::MODULE_RECORDS).as_deref() == Some("1");
@@ -349,15 +401,27 @@ fn start(p: &'static Probe) {
     }
 }
 
-/// The writer thread: drains the buffer every 100 ms, completed CUPTI buffers
-/// and the self-cost counters every second.
+/// The writer thread: drains the buffer and reads the pools every tick (10 ms
+/// while kernel records are on, else 100 ms), switches stream-ordered tracing
+/// off when due, and hands over completed CUPTI buffers and the self-cost
+/// counters every second.
 fn flush_loop(p: &'static Probe) {
     signals::leave_signals_to_the_program();
-    let mut tick = 0u64;
+    let mut last_second = now_ns();
     loop {
-        std::thread::sleep(FLUSH_EVERY);
+        let early = p.kernel_records.load(Ordering::Relaxed);
+        std::thread::sleep(if early {
+            FLUSH_EVERY_EARLY
+        } else {
+            FLUSH_EVERY
+        });
         if probe().is_none() {
             return;
+        }
+        let now = now_ns();
+        let second = now.saturating_sub(last_second) >= SECOND_NS;
+        if second {
+            last_second = now;
         }
         {
             // Held while this thread calls into CUDA/CUPTI, so that exit can
@@ -367,16 +431,17 @@ fn flush_loop(p: &'static Probe) {
             if p.sink.is_write_through() {
                 return;
             }
-            tick += 1;
-            if tick.is_multiple_of(10) && p.kernel_records.load(Ordering::Relaxed) {
+            if second && p.kernel_records.load(Ordering::Relaxed) {
                 // SAFETY: flushes completed activity buffers.
                 unsafe { (p.cupti.flush_all)(0) };
             }
-            // Pools used since their last record, measured (the trailing
-            // edge of a burst of allocations).
+            if p.pools.switch_due() {
+                calls::stop_pool_tracing(p);
+            }
+            // The pools' sizes, from the driver (a record when changed).
             calls::summarize_pools(p, true);
         }
-        if tick.is_multiple_of(10) {
+        if second {
             p.push_counters();
         }
         p.sink.flush();

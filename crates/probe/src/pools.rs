@@ -1,43 +1,59 @@
 //! Stream-ordered allocations, counted per memory pool instead of recorded
-//! one by one.
+//! one by one, and only until every pool in use is attributed.
 //!
 //! With PyTorch's `backend:cudaMallocAsync` (and RAPIDS, and anything using
 //! `cudaMallocAsync`), every tensor allocation and free is a driver call the
-//! probe sees: thousands per training step. Giving each one the full treatment
-//! (cuMemGetInfo before and after, a stack walk for the caller, a record) made
-//! steps twice as long on an H200. So these calls take the pool path:
+//! probe sees: thousands per training step. Even a callback that only bumps a
+//! counter costs ~1.4 us per call on an H200, nearly all of it CUPTI's own
+//! dispatch of the enter and exit callbacks. So the rule is:
 //!
-//! - an allocation adds to its pool's counters (calls, bytes, failures), a
-//!   free to its context's device pool (the free call does not name a pool);
-//!   nothing else happens per call: no cuMemGetInfo, no stack walk, no record;
-//! - the pool is attributed as a whole to its owner, the library that made its
-//!   first allocation (one stack walk per pool). One allocation in 1024 walks
-//!   the stack again; if another library uses the same pool, a notice says so
-//!   and the pool stays with its first owner;
-//! - a `Pool` record with the cumulative counters and the pool's own size
-//!   from the driver (reserved, high-water, used) is written for every pool
-//!   used since its last record: every 100 ms by the writer thread, every
-//!   10 ms from the pool calls themselves while kernel records are on (setup
-//!   and the first steps), right before a failed pool allocation, when kernel
-//!   records are switched off (a step end) and at exit;
-//! - a failed pool allocation still gets the full treatment: a `MemCall` record
-//!   with its caller and the device's free memory, written at once.
+//! - while traced, an allocation adds to its pool's counters (calls, bytes,
+//!   failures), a free to its context's device pool (the free call does not
+//!   name a pool); no cuMemGetInfo, no stack walk, no record per call;
+//! - a pool is attributed as a whole to its owner: the library that created
+//!   it (`cuMemPoolCreate`, traced always: rare) or, for a device's pool, the
+//!   library of its first allocation (one stack walk per pool). One allocation
+//!   in 1024 walks the stack again; another library found using the pool gets
+//!   one notice and the pool stays with its first owner;
+//! - once [`DEFAULT_QUIET_CALLS`] stream-ordered calls in a row have used
+//!   only pools already seen (`PREWARM_DOCTOR_POOL_CALLS` changes the number,
+//!   `all` never stops), the writer thread switches the stream-ordered
+//!   callbacks off with `cuptiEnableCallback(0, ...)`: from then on these
+//!   calls cost the probe nothing, their counts are unknown (`UNKNOWN` in the
+//!   records) and failed pool allocations are not seen;
+//! - the writer thread reads every live pool's size from the driver (reserved,
+//!   high-water, used) every tick, 10 ms while kernel records are on (setup,
+//!   first steps), 100 ms after, and writes a `Pool` record when it changed;
+//!   also when kernel records are switched off (a step end) and at exit;
+//! - a destroyed pool (`cuMemPoolDestroy`, traced always) is no longer read
+//!   and gets a last record with zero sizes;
+//! - while traced, a failed pool allocation still gets the full treatment: a
+//!   `MemCall` record with its caller and the device's free memory, at once.
 //!
 //! docs/event-format.md states the same rule for readers of the file.
 
 use crate::cupti::{Driver, PoolSizes};
 use crate::guard::lock;
 use prewarm_events::{PoolUse, Record, UNKNOWN_BYTES};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::{Mutex, TryLockError};
 
 /// Pools tracked separately; beyond that they are counted together in the last one.
 pub const MAX_POOLS: usize = 32;
 /// One allocation in this many checks the pool's owner again.
 pub const RECHECK_EVERY: u64 = 1024;
-/// Shortest time between two summaries from pool calls (while kernel records
-/// are on; the writer thread writes them every 100 ms in any case).
-const SUMMARY_EVERY_NS: u64 = 10_000_000;
+/// Stream-ordered calls in a row on pools already seen after which they are
+/// no longer traced (about two training steps of a 96-layer model).
+pub const DEFAULT_QUIET_CALLS: u64 = 4096;
+
+/// Stream-ordered calls are traced and counted.
+const TRACING: u8 = 0;
+/// Enough calls without a new pool: the writer thread switches tracing off.
+const SWITCH_DUE: u8 = 1;
+/// No longer traced: counts are unknown from here on.
+const OFF: u8 = 2;
 
 const KEY_DEVICE_POOL: u64 = 1 << 62;
 const KEY_EXPLICIT_POOL: u64 = 2 << 62;
@@ -70,6 +86,8 @@ pub struct Slot {
     library: AtomicU32,
     owner_checked: AtomicBool,
     shared_reported: AtomicBool,
+    /// Destroyed (`cuMemPoolDestroy`): its handle must not be read again.
+    retired: AtomicBool,
     pub allocs: AtomicU64,
     pub alloc_bytes: AtomicU64,
     pub frees: AtomicU64,
@@ -85,6 +103,7 @@ impl Slot {
             library: AtomicU32::new(0),
             owner_checked: AtomicBool::new(false),
             shared_reported: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
             allocs: AtomicU64::new(0),
             alloc_bytes: AtomicU64::new(0),
             frees: AtomicU64::new(0),
@@ -108,6 +127,12 @@ impl Slot {
         let owner = self.library.load(Ordering::Relaxed);
         (library != 0 && library != owner && !self.shared_reported.swap(true, Ordering::Relaxed))
             .then_some((owner, library))
+    }
+
+    /// Makes `library` the pool's owner (its creator).
+    pub fn set_owner(&self, library: u32) {
+        self.library.store(library, Ordering::Relaxed);
+        self.owner_checked.store(true, Ordering::Relaxed);
     }
 
     /// The pool's device ordinal (-1 when unknown).
@@ -145,20 +170,79 @@ pub struct Pools {
     slots: [Slot; MAX_POOLS],
     len: AtomicUsize,
     claim: Mutex<()>,
+    /// Held while pools are read from the driver, and by `cuMemPoolDestroy`
+    /// to retire a pool: no handle is read once its destruction began.
     emitted: Mutex<[Emitted; MAX_POOLS]>,
-    last_summary: AtomicU64,
+    tracing: AtomicU8,
+    /// Stream-ordered calls since the last new pool.
+    quiet_calls: AtomicU64,
+    /// `quiet_calls` at which tracing stops (`u64::MAX`: never).
+    quiet_limit: AtomicU64,
 }
 
 impl Pools {
-    /// No pools yet.
-    pub fn new() -> Pools {
+    /// No pools yet; stream-ordered calls are traced until `quiet_limit`
+    /// calls in a row used only known pools (`u64::MAX`: always traced).
+    pub fn new(quiet_limit: u64) -> Pools {
         Pools {
             slots: [const { Slot::empty() }; MAX_POOLS],
             len: AtomicUsize::new(0),
             claim: Mutex::new(()),
             emitted: Mutex::new([NOTHING_YET; MAX_POOLS]),
-            last_summary: AtomicU64::new(0),
+            tracing: AtomicU8::new(TRACING),
+            quiet_calls: AtomicU64::new(0),
+            quiet_limit: AtomicU64::new(quiet_limit.max(1)),
         }
+    }
+
+    /// Whether stream-ordered calls are still counted (false once switched off).
+    pub fn counting(&self) -> bool {
+        self.tracing.load(Ordering::Relaxed) != OFF
+    }
+
+    /// Counts one traced stream-ordered call on a known pool; the call that
+    /// completes the quiet stretch makes the switch due.
+    pub fn count_call(&self) {
+        let n = self.quiet_calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == self.quiet_limit.load(Ordering::Relaxed) {
+            let _ = self.tracing.compare_exchange(
+                TRACING,
+                SWITCH_DUE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Whether the writer thread should switch tracing off now.
+    pub fn switch_due(&self) -> bool {
+        self.tracing.load(Ordering::Relaxed) == SWITCH_DUE
+    }
+
+    /// From now on counts are unknown (the callbacks are being switched off).
+    pub fn stop_counting(&self) {
+        self.tracing.store(OFF, Ordering::Relaxed);
+    }
+
+    /// Never switch tracing off (the pools' lifecycle cannot be followed).
+    pub fn keep_tracing(&self) {
+        self.quiet_limit.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    /// The quiet stretch after which tracing stops (`u64::MAX`: never).
+    pub fn quiet_limit(&self) -> u64 {
+        self.quiet_limit.load(Ordering::Relaxed)
+    }
+
+    /// (allocations, frees) counted over all pools.
+    pub fn totals(&self) -> (u64, u64) {
+        let n = self.len.load(Ordering::Acquire);
+        self.slots.iter().take(n).fold((0, 0), |(a, f), s| {
+            (
+                a + s.allocs.load(Ordering::Relaxed),
+                f + s.frees.load(Ordering::Relaxed),
+            )
+        })
     }
 
     /// The pool's id and slot, created on first use (`device` is asked then).
@@ -191,6 +275,7 @@ impl Pools {
         }
         slot.key.store(code, Ordering::Relaxed);
         self.len.store(i + 1, Ordering::Release);
+        self.quiet_calls.store(0, Ordering::Relaxed);
         (i as u32 + 1, slot)
     }
 
@@ -204,21 +289,70 @@ impl Pools {
             .map(|(i, s)| (i as u32 + 1, s))
     }
 
-    /// Claims the next summary from a pool call if one is due at `now`.
-    pub fn summary_due(&self, now: u64) -> bool {
-        let last = self.last_summary.load(Ordering::Relaxed);
-        now.saturating_sub(last) >= SUMMARY_EVERY_NS
-            && self
-                .last_summary
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+    /// Stops reading a pool that is being destroyed (called at the entry of
+    /// `cuMemPoolDestroy`, so no read of its handle runs or starts after it).
+    /// Returns its id when it is tracked.
+    pub fn retire(&self, handle: u64) -> Option<u32> {
+        let (id, slot) = self.find(PoolKey::Explicit { handle }.code())?;
+        let _reading = lock(&self.emitted);
+        slot.retired.store(true, Ordering::Relaxed);
+        Some(id)
     }
 
-    /// A `PoolUse` record for every pool that changed since its last one. With
-    /// a driver, the pools' sizes are read from it (call only where the driver
-    /// is known to be alive); without, the records carry the counters only.
-    /// `now` is read once the summary is this thread's to write, so records
-    /// of one pool are in time order.
+    /// The pool's destruction failed: it is read again.
+    pub fn unretire(&self, handle: u64) {
+        if let Some((_, slot)) = self.find(PoolKey::Explicit { handle }.code()) {
+            slot.retired.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// The last record of a destroyed pool: its memory went back to the device.
+    pub fn destroyed(&self, handle: u64, t: u64) -> Option<Record> {
+        let (id, slot) = self.find(PoolKey::Explicit { handle }.code())?;
+        let mut emitted = lock(&self.emitted);
+        let last = emitted.get_mut(id as usize - 1)?;
+        let counts = self.counts(slot);
+        *last = Emitted {
+            allocs: counts.0,
+            alloc_bytes: counts.1,
+            frees: counts.2,
+            failed: counts.3,
+            handle,
+            sizes: PoolSizes {
+                reserved: 0,
+                reserved_high: last.sizes.reserved_high,
+                used: 0,
+            },
+        };
+        Some(record(t, id, slot, last))
+    }
+
+    /// A pool created by `library` (`cuMemPoolCreate`): tracked from now on,
+    /// owned by its creator. A handle reused after a destruction is a new pool.
+    pub fn created(&self, handle: u64, device: impl FnOnce() -> i32, library: u32) {
+        let (_, slot) = self.slot(PoolKey::Explicit { handle }, device);
+        slot.retired.store(false, Ordering::Relaxed);
+        slot.set_owner(library);
+    }
+
+    /// The slot's cumulative counters, or `UNKNOWN` once no longer counted.
+    fn counts(&self, slot: &Slot) -> (u64, u64, u64, u64) {
+        if !self.counting() {
+            return (UNKNOWN_BYTES, UNKNOWN_BYTES, UNKNOWN_BYTES, UNKNOWN_BYTES);
+        }
+        (
+            slot.allocs.load(Ordering::Relaxed),
+            slot.alloc_bytes.load(Ordering::Relaxed),
+            slot.frees.load(Ordering::Relaxed),
+            slot.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// A `PoolUse` record for every live pool whose counters or size changed
+    /// since its last one. With a driver, every live pool's size is read from
+    /// it (call only where the driver is known to be alive); without, the
+    /// records carry the counters only. `now` is read once the summary is
+    /// this thread's to write, so records of one pool are in time order.
     pub fn summarize(&self, now: impl FnOnce() -> u64, driver: Option<&Driver>) -> Vec<Record> {
         let mut emitted = match self.emitted.try_lock() {
             Ok(e) => e,
@@ -226,10 +360,6 @@ impl Pools {
             Err(TryLockError::WouldBlock) => return Vec::new(), // another thread is at it
         };
         let t = now();
-        if driver.is_some() {
-            // A full summary restarts the periodic clock; a counters-only one does not.
-            self.last_summary.fetch_max(t, Ordering::Relaxed);
-        }
         let n = self.len.load(Ordering::Acquire);
         let mut out = Vec::new();
         for (i, (slot, last)) in self
@@ -239,25 +369,19 @@ impl Pools {
             .take(n)
             .enumerate()
         {
-            let counts = (
-                slot.allocs.load(Ordering::Relaxed),
-                slot.alloc_bytes.load(Ordering::Relaxed),
-                slot.frees.load(Ordering::Relaxed),
-                slot.failed.load(Ordering::Relaxed),
-            );
-            let measured = last.sizes != NOTHING_YET.sizes;
-            if counts == (last.allocs, last.alloc_bytes, last.frees, last.failed)
-                && (measured || driver.is_none())
-            {
-                // Unused since its last record (its size changes only with calls).
+            if slot.retired.load(Ordering::Relaxed) {
+                continue;
+            }
+            let counts = self.counts(slot);
+            let counts_same = counts == (last.allocs, last.alloc_bytes, last.frees, last.failed);
+            if counts_same && driver.is_none() {
                 continue;
             }
             let key = slot.key.load(Ordering::Relaxed);
-            let device = slot.device();
             let handle = match key & !KEY_ADDRESS {
                 KEY_EXPLICIT_POOL => slot.explicit_handle.load(Ordering::Relaxed),
                 KEY_DEVICE_POOL => driver
-                    .and_then(|d| d.pool_of_device(device))
+                    .and_then(|d| d.pool_of_device(slot.device()))
                     .unwrap_or(last.handle),
                 _ => 0,
             };
@@ -265,43 +389,46 @@ impl Pools {
                 Some(d) if handle != 0 => d.pool_sizes(handle),
                 _ => NOTHING_YET.sizes,
             };
-            let now = Emitted {
+            if counts_same && (sizes == NOTHING_YET.sizes || sizes == last.sizes) {
+                continue;
+            }
+            let sizes_read = sizes != NOTHING_YET.sizes;
+            *last = Emitted {
                 allocs: counts.0,
                 alloc_bytes: counts.1,
                 frees: counts.2,
                 failed: counts.3,
                 handle,
-                sizes,
+                // A counters-only record leaves the last sizes to compare with.
+                sizes: if sizes_read { sizes } else { last.sizes },
             };
-            let counts_same = counts == (last.allocs, last.alloc_bytes, last.frees, last.failed);
-            if counts_same && (sizes == NOTHING_YET.sizes || sizes == last.sizes) {
-                continue;
+            let mut r = record(t, i as u32 + 1, slot, last);
+            if !sizes_read && let Record::Pool(p) = &mut r {
+                (p.reserved, p.reserved_high, p.used) =
+                    (UNKNOWN_BYTES, UNKNOWN_BYTES, UNKNOWN_BYTES);
             }
-            out.push(Record::Pool(PoolUse {
-                t,
-                pool_id: i as u32 + 1,
-                device,
-                handle,
-                library: slot.library.load(Ordering::Relaxed),
-                allocs: now.allocs,
-                alloc_bytes: now.alloc_bytes,
-                frees: now.frees,
-                failed: now.failed,
-                reserved: sizes.reserved,
-                reserved_high: sizes.reserved_high,
-                used: sizes.used,
-            }));
-            *last = Emitted {
-                sizes: if sizes == NOTHING_YET.sizes {
-                    last.sizes
-                } else {
-                    sizes
-                },
-                ..now
-            };
+            out.push(r);
         }
         out
     }
+}
+
+/// The `Pool` record of a slot as last emitted.
+fn record(t: u64, pool_id: u32, slot: &Slot, e: &Emitted) -> Record {
+    Record::Pool(PoolUse {
+        t,
+        pool_id,
+        device: slot.device(),
+        handle: e.handle,
+        library: slot.library.load(Ordering::Relaxed),
+        allocs: e.allocs,
+        alloc_bytes: e.alloc_bytes,
+        frees: e.frees,
+        failed: e.failed,
+        reserved: e.sizes.reserved,
+        reserved_high: e.sizes.reserved_high,
+        used: e.sizes.used,
+    })
 }
 
 #[cfg(test)]
@@ -314,7 +441,7 @@ mod tests {
 
     #[test]
     fn pools_are_found_again_by_key_and_kind() {
-        let pools = Pools::new();
+        let pools = Pools::new(u64::MAX);
         let (a, _) = pools.slot(device_pool(0x1000), || 0);
         let (b, _) = pools.slot(PoolKey::Explicit { handle: 0x1000 }, || 0);
         let (a2, slot) = pools.slot(device_pool(0x1000), || panic!("not asked again"));
@@ -324,7 +451,7 @@ mod tests {
 
     #[test]
     fn pools_beyond_the_table_share_the_last_slot() {
-        let pools = Pools::new();
+        let pools = Pools::new(u64::MAX);
         for i in 0..(MAX_POOLS as u64 + 5) {
             let (id, slot) = pools.slot(
                 PoolKey::Explicit {
@@ -347,7 +474,7 @@ mod tests {
 
     #[test]
     fn owner_is_the_first_caller_and_a_second_library_is_reported_once() {
-        let pools = Pools::new();
+        let pools = Pools::new(u64::MAX);
         let (_, slot) = pools.slot(device_pool(1), || 0);
         assert!(slot.owner_check_due(1));
         assert_eq!(slot.saw_caller(7), None);
@@ -361,7 +488,7 @@ mod tests {
 
     #[test]
     fn summaries_carry_cumulative_counts_and_skip_unchanged_pools() {
-        let pools = Pools::new();
+        let pools = Pools::new(u64::MAX);
         let (_, a) = pools.slot(device_pool(1), || 0);
         let (_, b) = pools.slot(PoolKey::Explicit { handle: 0x40 }, || 0);
         a.allocs.fetch_add(3, Ordering::Relaxed);
@@ -383,14 +510,85 @@ mod tests {
     }
 
     #[test]
-    fn summaries_from_pool_calls_are_rate_limited() {
-        let pools = Pools::new();
-        let ms = 1_000_000;
-        assert!(pools.summary_due(100 * ms));
-        assert!(!pools.summary_due(105 * ms));
-        assert!(pools.summary_due(111 * ms));
-        // A counters-only summary leaves the clock alone.
-        pools.summarize(|| 115 * ms, None);
-        assert!(pools.summary_due(121 * ms));
+    fn tracing_stops_after_a_quiet_stretch_and_counts_turn_unknown() {
+        let pools = Pools::new(4);
+        let (_, a) = pools.slot(device_pool(1), || 0);
+        a.allocs.fetch_add(1, Ordering::Relaxed);
+        for _ in 0..3 {
+            pools.count_call();
+        }
+        assert!(!pools.switch_due());
+        // A new pool restarts the stretch.
+        let (_, b) = pools.slot(PoolKey::Explicit { handle: 0x40 }, || 0);
+        b.frees.fetch_add(1, Ordering::Relaxed);
+        for _ in 0..3 {
+            pools.count_call();
+        }
+        assert!(!pools.switch_due());
+        pools.count_call();
+        assert!(pools.switch_due() && pools.counting());
+        assert_eq!(pools.summarize(|| 1, None).len(), 2);
+        pools.stop_counting();
+        assert!(!pools.switch_due() && !pools.counting());
+        let after = pools.summarize(|| 2, None);
+        assert_eq!(after.len(), 2, "the switch itself is recorded per pool");
+        for r in &after {
+            match r {
+                Record::Pool(p) => assert_eq!(
+                    (p.allocs, p.alloc_bytes, p.frees, p.failed),
+                    (UNKNOWN_BYTES, UNKNOWN_BYTES, UNKNOWN_BYTES, UNKNOWN_BYTES)
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
+        a.allocs.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            pools.summarize(|| 3, None).is_empty(),
+            "uncounted calls change nothing"
+        );
+    }
+
+    #[test]
+    fn never_stops_without_a_limit() {
+        let pools = Pools::new(u64::MAX);
+        pools.slot(device_pool(1), || 0);
+        for _ in 0..10_000 {
+            pools.count_call();
+        }
+        assert!(!pools.switch_due());
+    }
+
+    #[test]
+    fn a_created_pool_is_owned_by_its_creator_and_a_destroyed_one_is_not_read() {
+        let pools = Pools::new(u64::MAX);
+        pools.created(0x80, || 2, 5);
+        let (id, slot) = pools.slot(PoolKey::Explicit { handle: 0x80 }, || panic!("known"));
+        assert_eq!(
+            (id, slot.device(), slot.library.load(Ordering::Relaxed)),
+            (1, 2, 5)
+        );
+        assert!(!slot.owner_check_due(1), "the creator is the owner");
+        slot.allocs.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(pools.retire(0x80), Some(1));
+        assert!(
+            pools.summarize(|| 1, None).is_empty(),
+            "a retiring pool is skipped"
+        );
+        match pools.destroyed(0x80, 7) {
+            Some(Record::Pool(p)) => {
+                assert_eq!((p.t, p.pool_id, p.library, p.allocs), (7, 1, 5, 1));
+                assert_eq!((p.reserved, p.used), (0, 0));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(pools.retire(0x99), None);
+        pools.created(0x80, || 2, 6);
+        assert_eq!(
+            slot.library.load(Ordering::Relaxed),
+            6,
+            "a reused handle is a new pool"
+        );
+        slot.allocs.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(pools.summarize(|| 8, None).len(), 1);
     }
 }

@@ -17,10 +17,11 @@ use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_Res
 use prewarm_events::*;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-const DOMAIN_DRIVER_API: u32 = 1;
+/// CUPTI callback domain of driver API calls.
+pub(crate) const DOMAIN_DRIVER_API: u32 = 1;
 const DOMAIN_RESOURCE: u32 = 3;
 /// CUPTI resource callback: a context came up (its memory is measured then).
 pub const CBID_CONTEXT_CREATED: u32 = 1;
@@ -32,6 +33,8 @@ pub struct Probe {
     pub cupti: Cupti,
     pub driver: Option<Driver>,
     pub sink: Sink,
+    /// The CUPTI subscriber, once subscribed (to switch callbacks off later).
+    pub subscriber: AtomicPtr<c_void>,
     pub(crate) callers: Mutex<CallerCache>,
     /// Stream-ordered allocations, counted per pool.
     pub pools: Pools,
@@ -78,14 +81,16 @@ pub fn install(
     sink: Sink,
     own_path: &str,
     activity_offset: i64,
+    pool_quiet_calls: u64,
 ) -> &'static Probe {
     let use_local_v2 = cupti.version >= 130000;
     PROBE.get_or_init(|| Probe {
         cupti,
         driver,
         sink,
+        subscriber: AtomicPtr::new(std::ptr::null_mut()),
         callers: Mutex::new(CallerCache::new(own_path)),
-        pools: Pools::new(),
+        pools: Pools::new(pool_quiet_calls),
         writer_calls: Mutex::new(()),
         kernels: Mutex::new(KernelTracker::default()),
         activity_offset,
@@ -250,6 +255,9 @@ pub unsafe extern "C" fn on_callback(
         (DOMAIN_DRIVER_API, Some((api, layout))) => unsafe {
             calls::driver_call(p, api, layout, data)
         },
+        // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain
+        // (only the pool lifecycle ids are subscribed besides the tracked ones).
+        (DOMAIN_DRIVER_API, None) => unsafe { calls::pool_lifecycle(p, cbid, data) },
         // SAFETY: CUPTI passes CUpti_ResourceData for the resource domain.
         (DOMAIN_RESOURCE, _) => unsafe { resource(p, cbid, data as *const CUpti_ResourceData) },
         _ => {}

@@ -6,7 +6,7 @@
 mod support;
 
 use prewarm_events::*;
-use support::{all, run_both};
+use support::{all, run_both, run_both_with};
 
 fn mem(records: &[Record]) -> Vec<MemCall> {
     all(records, |r| match r {
@@ -67,7 +67,8 @@ fn count(calls: &[MemCall], api: MemApi, bytes: u64, result: u32) -> usize {
 
 #[test]
 fn threads_every_call_kind_and_kernel_records_are_captured() {
-    let run = run_both(&["basic"]);
+    // Every stream-ordered call traced, so that their counts can be checked.
+    let run = run_both_with(&["basic"], &[("PREWARM_DOCTOR_POOL_CALLS", "all")]);
     let out = run.events();
     assert_eq!(out.tail, Tail::Clean);
     let h = &out.header;
@@ -232,7 +233,7 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
 
     // Counters: every callback counted, nothing dropped by the probe, CUPTI's drops passed on.
     let cost = last_cost(r);
-    let traced_calls = 1 + 2 + 8 * 201 + 32 * 2 + 4 * 1000 * 2 + 2048 * 2 + 100 * 2 + 1 + 2;
+    let traced_calls = 1 + 2 + 8 * 201 + 32 * 2 + 4 * 1000 * 2 + 2048 * 2 + 1 + 100 * 2 + 1 + 2;
     assert_eq!(cost.callbacks, 2 * traced_calls + 1);
     assert_eq!(cost.activity_records, 6);
     let dropped = last_dropped(r);
@@ -384,4 +385,130 @@ fn the_async_allocators_pool_is_measured_after_its_last_burst() {
             .all(|m| m.api != MemApi::MemAllocAsync && m.api != MemApi::MemFreeAsync)
     );
     assert_eq!(count(&calls, MemApi::MemAlloc, 16 << 20, 0), 1);
+}
+
+fn pools_of(records: &[Record], id: u32) -> Vec<PoolUse> {
+    all(records, |r| match r {
+        Record::Pool(p) if p.pool_id == id => Some(p.clone()),
+        _ => None,
+    })
+}
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn stream_ordered_tracing_stops_after_a_quiet_stretch_and_pools_stay_measured() {
+    let run = run_both(&["async-switch"]);
+    let out = run.events();
+    let r = &out.records;
+    assert_eq!(out.tail, Tail::Clean);
+    assert_clean_capture(r);
+
+    // The probe switched every stream-ordered callback off, and got none after.
+    let delivered = run.cupti_deliveries();
+    let stream_ordered = [598u32, 599, 600, 601, 611, 612];
+    for cbid in stream_ordered {
+        assert!(
+            !delivered.get(&cbid).is_some_and(|d| d.1),
+            "callback {cbid} still enabled: {delivered:?}"
+        );
+    }
+    let seen: u64 = stream_ordered
+        .iter()
+        .filter_map(|c| delivered.get(c))
+        .map(|d| d.0)
+        .sum();
+    // 8,010 stream-ordered calls, 6,000 of them before the program waits for
+    // the switch: tracing stops after 4,096 calls on known pools (plus those
+    // made before the writer thread's next 10 ms tick), and no callback of
+    // the 2,010 calls after it reached the probe.
+    let made = 2 * 3000 + 3 + 2 * 1000 + 2 + 2 + 3;
+    assert!(
+        (2 * 4096..=2 * 6000).contains(&seen),
+        "{seen} stream-ordered callbacks delivered of {} calls",
+        made
+    );
+    // Callbacks the probe counted = exactly those delivered: retain + one
+    // cuMemAlloc, 2 pool creations + 1 destruction (2 each), the context.
+    let lifecycle = [607u32, 608].iter().map(|c| delivered[c].0).sum::<u64>();
+    assert_eq!(lifecycle, 2 * 3);
+    assert!(delivered[&607].1 && delivered[&608].1 && delivered[&243].1);
+    assert_eq!(last_cost(r).callbacks, 2 * 2 + lifecycle + 1 + seen);
+    let switched: Vec<Notice> = notices(r)
+        .into_iter()
+        .filter(|n| n.text.contains("no longer traced"))
+        .collect();
+    assert_eq!(switched.len(), 1, "{switched:?}");
+
+    // The device pool: counted up to the switch, measured to the end.
+    let program_lib = {
+        let calls = mem(r);
+        let plain = calls
+            .iter()
+            .find(|m| m.api == MemApi::MemAlloc && m.bytes == 16 * MIB)
+            .expect("cuMemAlloc after the switch is still recorded");
+        library_of(r, plain.library)
+    };
+    assert!(program_lib.ends_with("/program"), "{program_lib}");
+    let device = pools_of(r, 1);
+    let counted: Vec<&PoolUse> = device
+        .iter()
+        .filter(|p| p.allocs != UNKNOWN_BYTES)
+        .collect();
+    let last_counted = counted.last().expect("a counted record before the switch");
+    assert!(
+        (2048..=3000).contains(&last_counted.allocs),
+        "{} allocations counted",
+        last_counted.allocs
+    );
+    let uncounted: Vec<&PoolUse> = device
+        .iter()
+        .filter(|p| p.allocs == UNKNOWN_BYTES)
+        .collect();
+    assert!(!uncounted.is_empty());
+    assert!(uncounted.iter().all(
+        |p| (p.alloc_bytes, p.frees, p.failed) == (UNKNOWN_BYTES, UNKNOWN_BYTES, UNKNOWN_BYTES)
+    ));
+    let t_switch = uncounted[0].t;
+    assert!(
+        device
+            .iter()
+            .all(|p| p.t < t_switch || p.allocs == UNKNOWN_BYTES)
+    );
+    assert!(
+        device
+            .iter()
+            .all(|p| library_of(r, p.library) == program_lib)
+    );
+    assert!(
+        uncounted
+            .iter()
+            .any(|p| (p.reserved, p.used) == (128 * MIB, 96 * MIB)),
+        "the writer thread read the pool while 96 MiB were live: {uncounted:?}"
+    );
+    let last = device.last().expect("device pool records");
+    assert_eq!(
+        (last.reserved, last.reserved_high, last.used),
+        (128 * MIB, 128 * MIB, 0)
+    );
+
+    // The other library's pool, created after the switch: its own, measured.
+    let other = pools_of(r, 2);
+    let last = other.last().expect("the other library's pool");
+    assert!(library_of(r, last.library).ends_with("/libothercaller.so"));
+    assert_eq!((last.device, last.allocs), (0, UNKNOWN_BYTES));
+    assert_eq!((last.reserved, last.used), (96 * MIB, 96 * MIB));
+
+    // The program's scratch pool: measured, then destroyed (never read after).
+    let scratch = pools_of(r, 3);
+    assert!(
+        scratch
+            .iter()
+            .any(|p| (p.reserved, p.used) == (32 * MIB, 0)),
+        "{scratch:?}"
+    );
+    let last = scratch.last().expect("the scratch pool");
+    assert_eq!(library_of(r, last.library), program_lib);
+    assert_eq!((last.reserved, last.used), (0, 0));
+    assert_eq!(pools_of(r, 4).len(), 0);
 }

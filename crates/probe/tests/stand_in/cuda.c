@@ -50,6 +50,8 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static Allocation *g_live;
 static size_t g_live_len, g_live_cap;
 static int g_initialised;
+/* Reads of the device pool's reserved size (one per probe poll). */
+static uint64_t g_default_pool_reads;
 
 static uint32_t next_correlation(void) { return __atomic_add_fetch(&g_correlation, 1, __ATOMIC_SEQ_CST); }
 
@@ -225,22 +227,61 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, int device) {
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
-    (void)props;
-    pthread_mutex_lock(&g_lock);
-    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (g_pools_len < 8) {
-        *pool = &g_pools[g_pools_len++];
-        r = CUDA_SUCCESS;
-    }
-    pthread_mutex_unlock(&g_lock);
-    return r;
+/* CUmemPoolProps: allocType, handleTypes, location {type, id}, ... */
+typedef struct {
+    int alloc_type, handle_types, location_type, location_id;
+    void *win32;
+    size_t max_size;
+    unsigned short usage;
+    unsigned char reserved[54];
+} PoolProps;
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const PoolProps *props) {
+    struct {
+        CUmemoryPool *pool;
+        const PoolProps *props;
+    } params = {pool, props};
+    TRACED(607, "cuMemPoolCreate", params, {
+        pthread_mutex_lock(&g_lock);
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+        if (g_pools_len < 8) {
+            *pool = &g_pools[g_pools_len++];
+            result = CUDA_SUCCESS;
+        }
+        pthread_mutex_unlock(&g_lock);
+    });
 }
+
+/* Gives the pool's memory back to the device; its handle must not be used again. */
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    struct {
+        CUmemoryPool pool;
+    } params = {pool};
+    TRACED(608, "cuMemPoolDestroy", params, {
+        Pool *p = pool;
+        pthread_mutex_lock(&g_lock);
+        g_device_used -= p->reserved;
+        memset(p, 0xdd, sizeof *p); /* poison: a read after this is a bug */
+        pthread_mutex_unlock(&g_lock);
+    });
+}
+
+/* Whether the probe currently receives this driver API call's callbacks. */
+int standin_traced(uint32_t cbid) { return standin_cupti_enabled(1, cbid); }
+
+uint64_t standin_default_pool_reads(void) { return __atomic_load_n(&g_default_pool_reads, __ATOMIC_SEQ_CST); }
 
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attribute, void *value) {
     Pool *p = pool;
     uint64_t v;
     pthread_mutex_lock(&g_lock);
+    if (p->reserved == 0xddddddddddddddddull) {
+        pthread_mutex_unlock(&g_lock);
+        fprintf(stderr, "stand-in libcuda: cuMemPoolGetAttribute on a destroyed pool\n");
+        abort();
+    }
+    if (p == &g_default_pool && attribute == 5)
+        __atomic_add_fetch(&g_default_pool_reads, 1, __ATOMIC_SEQ_CST);
     switch (attribute) {
     case 5: v = p->reserved; break;
     case 6: v = p->reserved_high; break;

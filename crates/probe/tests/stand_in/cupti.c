@@ -7,6 +7,7 @@
 #include "stand_in.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,7 +27,11 @@ typedef uint64_t (*TimestampFn)(void);
 static CallbackFn g_callback;
 static void *g_user;
 static int g_subscribed;
+/* Read on every traced call from any thread, written by the probe (also from
+ * its writer thread while calls are in flight): accessed atomically. */
 static unsigned char g_enabled[4][MAX_CBID];
+/* Callbacks handed to the subscriber, per driver API id (enter and exit each count). */
+static uint64_t g_delivered[MAX_CBID];
 static BufferRequestFn g_request;
 static BufferCompleteFn g_complete;
 static TimestampFn g_timestamp;
@@ -56,7 +61,7 @@ int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
 int cuptiEnableCallback(uint32_t enable, void *subscriber, uint32_t domain, uint32_t cbid) {
     if (subscriber != &g_subscribed || domain > 3 || cbid >= MAX_CBID)
         return CUPTI_ERROR_INVALID_PARAMETER;
-    g_enabled[domain][cbid] = enable != 0;
+    __atomic_store_n(&g_enabled[domain][cbid], enable != 0, __ATOMIC_SEQ_CST);
     return CUPTI_SUCCESS;
 }
 
@@ -155,8 +160,9 @@ int cuptiGetResultString(int result, const char **text) {
 
 void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const void *params,
                        CUresult *result, CUcontext ctx, uint32_t correlation, uint64_t *correlation_data) {
-    if (g_callback == NULL || cbid >= MAX_CBID || !g_enabled[1][cbid])
+    if (g_callback == NULL || cbid >= MAX_CBID || !__atomic_load_n(&g_enabled[1][cbid], __ATOMIC_SEQ_CST))
         return;
+    __atomic_add_fetch(&g_delivered[cbid], 1, __ATOMIC_SEQ_CST);
     CallbackData data = {
         .callbackSite = site,
         .functionName = name,
@@ -172,7 +178,7 @@ void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const voi
 }
 
 void standin_cupti_resource(uint32_t cbid, CUcontext ctx, void *descriptor) {
-    if (g_callback == NULL || cbid >= MAX_CBID || !g_enabled[3][cbid])
+    if (g_callback == NULL || cbid >= MAX_CBID || !__atomic_load_n(&g_enabled[3][cbid], __ATOMIC_SEQ_CST))
         return;
     ResourceData data = {.context = ctx, .resourceHandle = 0, .resourceDescriptor = descriptor};
     g_callback(g_user, 3, cbid, &data);
@@ -208,4 +214,27 @@ void standin_cupti_kernel_record(const KernelRecord *record) {
 
 void standin_cupti_set_dropped(size_t dropped) {
     __atomic_store_n(&g_dropped, dropped, __ATOMIC_SEQ_CST);
+}
+
+int standin_cupti_enabled(uint32_t domain, uint32_t cbid) {
+    return domain < 4 && cbid < MAX_CBID && __atomic_load_n(&g_enabled[domain][cbid], __ATOMIC_SEQ_CST);
+}
+
+/* At unload (after every exit handler): each driver API id that was delivered
+ * or is enabled, as "cbid delivered enabled" lines, into $STANDIN_CUPTI_REPORT,
+ * for the harness to compare with what the probe saw. */
+__attribute__((destructor)) static void write_report(void) {
+    const char *path = getenv("STANDIN_CUPTI_REPORT");
+    if (path == NULL || *path == '\0')
+        return;
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return;
+    for (uint32_t cbid = 0; cbid < MAX_CBID; cbid++) {
+        uint64_t n = __atomic_load_n(&g_delivered[cbid], __ATOMIC_SEQ_CST);
+        int on = __atomic_load_n(&g_enabled[1][cbid], __ATOMIC_SEQ_CST);
+        if (n > 0 || on)
+            fprintf(f, "%u %llu %d\n", cbid, (unsigned long long)n, on);
+    }
+    fclose(f);
 }

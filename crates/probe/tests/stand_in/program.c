@@ -24,6 +24,9 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream strea
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream);
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props);
+CUresult cuMemPoolDestroy(CUmemoryPool pool);
+uint64_t standin_default_pool_reads(void);
+int standin_traced(uint32_t cbid);
 CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *a, void *b, unsigned int c, void *d,
                            void *e, unsigned int f);
 CUresult cuLibraryUnload(CUlibrary library);
@@ -33,6 +36,7 @@ void standin_set_cupti_dropped(size_t dropped);
 uint64_t other_library_create(size_t bytes);
 int other_library_release(uint64_t handle);
 int other_library_async(int pairs);
+int other_library_own_pool(int count, size_t bytes);
 int c10_tensors(int pairs, int keep);
 
 #define MiB (1024ull * 1024)
@@ -330,6 +334,71 @@ static int torch_async(void) {
     return 0;
 }
 
+/* --- async-switch: stream-ordered tracing stops, pools are still measured */
+
+static void pause_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Under the probe, waits (at most 20 s) until it has switched the
+ * stream-ordered callbacks off; without it they were never on. */
+static void wait_for_switch(void) {
+    for (int i = 0; i < 20000 && standin_traced(598); i++)
+        pause_ms(1);
+}
+
+/* Under the probe, waits (at most 20 s) until its writer thread has read the
+ * device pool twice more: one whole poll began after this call. */
+static void wait_for_polls(void) {
+    if (getenv("CUDA_INJECTION64_PATH") == NULL)
+        return;
+    uint64_t start = standin_default_pool_reads();
+    for (int i = 0; i < 20000 && standin_default_pool_reads() < start + 2; i++)
+        pause_ms(1);
+}
+
+static int pairs_on_device_pool(int pairs, size_t bytes) {
+    int ok = 0;
+    for (int i = 0; i < pairs; i++) {
+        CUdeviceptr p;
+        if (cuMemAllocAsync(&p, bytes, NULL) == CUDA_SUCCESS && cuMemFreeAsync(p, NULL) == CUDA_SUCCESS)
+            ok++;
+    }
+    return ok;
+}
+
+static int async_switch(void) {
+    setup();
+    /* 6,000 calls on one pool: the probe stops tracing after 4,096 of them. */
+    int ok = pairs_on_device_pool(3000, 65536);
+    wait_for_switch();
+    /* Untraced from here: 96 MiB live on the device pool, which grows to
+     * 128 MiB with the pairs after them. */
+    CUdeviceptr kept[3];
+    for (int i = 0; i < 3; i++)
+        ok += cuMemAllocAsync(&kept[i], 32 * MiB, NULL) == CUDA_SUCCESS;
+    ok += pairs_on_device_pool(1000, 65536);
+    wait_for_polls();
+    /* A second library's pool (created, so attributed to it), 2 x 48 MiB live. */
+    ok += other_library_own_pool(2, 48 * MiB);
+    /* A pool of the program's, used and destroyed. */
+    CUmemoryPool scratch;
+    CUdeviceptr s;
+    ok += cuMemPoolCreate(&scratch, NULL) == CUDA_SUCCESS;
+    ok += cuMemAllocFromPoolAsync(&s, MiB, scratch, NULL) == CUDA_SUCCESS;
+    ok += cuMemFreeAsync(s, NULL) == CUDA_SUCCESS;
+    wait_for_polls();
+    ok += cuMemPoolDestroy(scratch) == CUDA_SUCCESS;
+    for (int i = 0; i < 3; i++)
+        ok += cuMemFreeAsync(kept[i], NULL) == CUDA_SUCCESS;
+    /* Plain allocations are still traced. */
+    CUdeviceptr plain;
+    ok += cuMemAlloc_v2(&plain, 16 * MiB) == CUDA_SUCCESS;
+    printf("async-switch: ok=%d\n", ok);
+    return 0;
+}
+
 /* --- a panic inside the probe: caught, counted, never printed ------------- */
 
 static int panicking(void) {
@@ -405,10 +474,12 @@ int main(int argc, char **argv) {
         return overflow(1);
     if (!strcmp(scenario, "torch-async"))
         return torch_async();
+    if (!strcmp(scenario, "async-switch"))
+        return async_switch();
     if (!strcmp(scenario, "panic"))
         return panicking();
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|panic|bench [N]\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|panic|bench [N]\n");
     return 64;
 }

@@ -182,6 +182,23 @@ impl Run {
             .unwrap_or_else(|e| panic!("{} does not decode: {e}", self.event_files[0].display()))
     }
 
+    /// What the stand-in libcupti delivered: driver API callback id →
+    /// (callbacks handed to the subscriber, enabled at exit).
+    pub fn cupti_deliveries(&self) -> std::collections::BTreeMap<u32, (u64, bool)> {
+        let path = self.folder.path().join("cupti-report");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("the stand-in libcupti's report {}: {e}", path.display()));
+        text.lines()
+            .map(|line| {
+                let f: Vec<u64> = line
+                    .split_whitespace()
+                    .map(|x| x.parse().expect("a number"))
+                    .collect();
+                (f[0] as u32, (f[1], f[2] != 0))
+            })
+            .collect()
+    }
+
     /// How the process ended, for comparisons: exit code or signal.
     pub fn ending(&self) -> (Option<i32>, Option<i32>) {
         (self.status.code(), self.status.signal())
@@ -190,19 +207,26 @@ impl Run {
 
 /// Runs `program ARGS`, with the probe injected when `probe` is given.
 pub fn run(args: &[&str], probe: Option<&Path>) -> Run {
+    run_with(args, probe, &[])
+}
+
+/// As [`run`], with extra environment variables (both with and without the probe).
+pub fn run_with(args: &[&str], probe: Option<&Path>, env: &[(&str, &str)]) -> Run {
     let folder = tempfile::tempdir().expect("temp dir");
     let events = folder.path().join("events");
     let mut cmd = Command::new(program());
     // A backtrace setting must not make a caught panic print anything either.
     cmd.args(args)
         .current_dir(folder.path())
-        .env("RUST_BACKTRACE", "1");
+        .env("RUST_BACKTRACE", "1")
+        .env("STANDIN_CUPTI_REPORT", folder.path().join("cupti-report"));
     for (key, _) in std::env::vars_os() {
         let k = key.to_string_lossy();
         if k.starts_with("PREWARM_DOCTOR_") || k == "CUDA_INJECTION64_PATH" || k == "RANK" {
             cmd.env_remove(&key);
         }
     }
+    cmd.envs(env.iter().copied());
     if let Some(p) = probe {
         cmd.env("CUDA_INJECTION64_PATH", p)
             .env("PREWARM_DOCTOR_DIR", &events);
@@ -235,8 +259,13 @@ pub fn run(args: &[&str], probe: Option<&Path>) -> Run {
 /// Runs the scenario without and with the probe and asserts that the program
 /// cannot tell: same stdout, same stderr (byte for byte), same ending.
 pub fn run_both(args: &[&str]) -> Run {
-    let plain = run(args, None);
-    let probed = run(args, Some(&probe_library()));
+    run_both_with(args, &[])
+}
+
+/// As [`run_both`], with extra environment variables for both runs.
+pub fn run_both_with(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let plain = run_with(args, None, env);
+    let probed = run_with(args, Some(&probe_library()), env);
     assert_eq!(
         String::from_utf8_lossy(&probed.stderr),
         String::from_utf8_lossy(&plain.stderr),
