@@ -146,7 +146,9 @@ pub fn timeline_window(t: &Timeline) -> (f64, f64) {
             let margin = (s1.end_s * 0.06).max(0.05);
             (0.0, (s1.end_s + margin).min(end).max(s1.end_s))
         }
-        _ => (0.0, end),
+        // Never reached the end of step 1 (died, or no step seen): all of
+        // it, with room for the last markers.
+        _ => (0.0, end * 1.03),
     }
 }
 
@@ -823,7 +825,16 @@ impl Chart {
                 let (a, r) = model
                     .representative(variant)
                     .ok_or_else(|| missing("timeline"))?;
-                let title = format!("{variant}: memory through step 1 ({}, {})", a.id(), r.label);
+                let span = if r
+                    .timeline
+                    .phase(Phase::Step1)
+                    .is_some_and(|s| s.end_s > 0.0)
+                {
+                    "memory through step 1"
+                } else {
+                    "memory over the whole process (step 1 never finished)"
+                };
+                let title = format!("{variant}: {span} ({}, {})", a.id(), r.label);
                 draw_timeline(area, &title, &r.timeline)
             }
             Chart::Waterfall { variant } => {

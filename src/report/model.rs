@@ -776,9 +776,13 @@ pub fn marker_kind_label(k: MarkerKind) -> &'static str {
 /// One line describing a timeline marker: what it was, when, and its detail
 /// (hover text in HTML, the detail line in the dashboard).
 pub fn marker_text(m: &Marker) -> String {
+    let at = if m.t_s < 1.0 {
+        format!("{:.3} ms", m.t_s * 1e3)
+    } else {
+        format!("{:.3} s", m.t_s)
+    };
     let when = format!(
-        "at {:.3} s{}",
-        m.t_s,
+        "at {at}{}",
         m.phase
             .map_or(String::new(), |p| format!(" in {}", p.label()))
     );
