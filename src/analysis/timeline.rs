@@ -276,6 +276,7 @@ fn secs(t: u64, start: u64) -> f64 {
 /// Out-of-pool allocations of one source merged within one bucket.
 #[derive(Debug, Clone)]
 struct AllocAcc {
+    source: SourceName,
     t: u64,
     bytes: u64,
     count: u32,
@@ -292,7 +293,13 @@ pub struct Recorder {
     oop: BTreeMap<SourceName, (Downsampler, u64)>,
     local: Downsampler,
     last_local: u64,
-    allocations: BTreeMap<(usize, SourceName), AllocAcc>,
+    last_oop_total: u64,
+    /// The bucket of the last event (events arrive in time order).
+    cursor: usize,
+    /// Allocation markers of finished buckets, and of the current one.
+    allocations: Vec<AllocAcc>,
+    open_allocations: Vec<AllocAcc>,
+    open_bucket: usize,
 }
 
 impl Recorder {
@@ -304,9 +311,28 @@ impl Recorder {
         }
     }
 
+    /// The bucket of `t`: found by stepping forward from the last one
+    /// (events come in time order), by search otherwise.
+    fn bucket(&mut self, t: u64) -> usize {
+        let edges = &self.grid.edges;
+        let c = self.cursor;
+        if c < edges.len() && edges[c] <= t {
+            let mut i = c;
+            while i + 1 < edges.len() && edges[i + 1] <= t && i < c + 8 {
+                i += 1;
+            }
+            if i + 1 >= edges.len() || edges[i + 1] > t {
+                self.cursor = i;
+                return i;
+            }
+        }
+        self.cursor = self.grid.bucket(t);
+        self.cursor
+    }
+
     /// Notes the state after an event at `t`; only what changed is recorded.
     pub fn observe(&mut self, t: u64, state: &State) {
-        let bucket = self.grid.bucket(t);
+        let bucket = self.bucket(t);
         if state.pool != self.last_pool {
             self.last_pool = state.pool;
             self.pool.push(bucket, t, state.pool);
@@ -315,6 +341,13 @@ impl Recorder {
             self.last_local = state.local_growth;
             self.local.push(bucket, t, state.local_growth);
         }
+        // One event changes at most one source: when the total and the
+        // number of sources are unchanged, no source changed.
+        let total: u64 = state.oop.values().sum();
+        if total == self.last_oop_total && state.oop.len() == self.oop.len() {
+            return;
+        }
+        self.last_oop_total = total;
         for (source, &bytes) in &state.oop {
             match self.oop.get_mut(source) {
                 Some((d, last)) if *last != bytes => {
@@ -341,17 +374,30 @@ impl Recorder {
         api: &str,
         bytes: u64,
     ) {
-        let bucket = self.grid.bucket(t);
-        let acc = self
-            .allocations
-            .entry((bucket, source.clone()))
-            .or_insert_with(|| AllocAcc {
-                t,
-                bytes: 0,
-                count: 0,
-                what: api.to_string(),
-                libraries: Vec::new(),
-            });
+        let bucket = self.bucket(t);
+        if bucket != self.open_bucket {
+            self.allocations.append(&mut self.open_allocations);
+            self.open_bucket = bucket;
+        }
+        let i = match self
+            .open_allocations
+            .iter()
+            .position(|a| std::sync::Arc::ptr_eq(&a.source, source) || a.source == *source)
+        {
+            Some(i) => i,
+            None => {
+                self.open_allocations.push(AllocAcc {
+                    source: source.clone(),
+                    t,
+                    bytes: 0,
+                    count: 0,
+                    what: api.to_string(),
+                    libraries: Vec::new(),
+                });
+                self.open_allocations.len() - 1
+            }
+        };
+        let acc = &mut self.open_allocations[i];
         acc.bytes += bytes;
         acc.count += 1;
         if acc.what != api && !acc.what.is_empty() {
@@ -375,11 +421,16 @@ pub struct Found<'a> {
 
 /// Finishes the timeline: series from the recorder and the device view,
 /// phase bands, and markers (bounded per kind).
-pub fn build(rec: Recorder, device: &DeviceView, bounds: &Boundaries, found: Found) -> Timeline {
+pub fn build(
+    mut rec: Recorder,
+    device: &DeviceView,
+    bounds: &Boundaries,
+    found: Found,
+) -> Timeline {
     let start = bounds.start;
+    rec.allocations.append(&mut rec.open_allocations);
     let device_used = downsample(&device.used, &rec.grid, start, bounds.end);
-    let mut out_of_pool: Vec<SourceSeries> = rec
-        .oop
+    let mut out_of_pool: Vec<SourceSeries> = std::mem::take(&mut rec.oop)
         .into_iter()
         .map(|(s, (d, _))| SourceSeries {
             source: s.to_string(),
@@ -400,17 +451,16 @@ pub fn build(rec: Recorder, device: &DeviceView, bounds: &Boundaries, found: Fou
         })
         .collect();
 
-    let mut markers: Vec<Marker> = rec
-        .allocations
+    let mut markers: Vec<Marker> = std::mem::take(&mut rec.allocations)
         .into_iter()
-        .map(|((_, source), a)| Marker {
+        .map(|a| Marker {
             t_s: secs(a.t, start),
             kind: MarkerKind::Allocation,
             phase: Some(bounds.phase_of(a.t)),
             step: bounds.step_of(a.t),
             bytes: a.bytes,
             count: a.count,
-            source: source.to_string(),
+            source: a.source.to_string(),
             what: a.what,
             libraries: a.libraries,
             ..Default::default()
@@ -629,6 +679,18 @@ mod tests {
         assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0));
         // The lows survive too.
         assert_eq!(pts.iter().map(|p| p.1).min(), Some(0));
+    }
+
+    #[test]
+    fn the_stepping_bucket_lookup_agrees_with_the_search() {
+        let b = bounds(0, 1_000_000, &[1_100_000, 9_000_000], 10_000_000);
+        let mut r = Recorder::new(&b);
+        // In order (the replay's case), then jumps back and far ahead.
+        let mut times: Vec<u64> = (0..20_000u64).map(|i| i * 523).collect();
+        times.extend([5, 9_999_999, 1_050_000, 0, 20_000_000, 1_000_000, 999_999]);
+        for t in times {
+            assert_eq!(r.bucket(t), r.grid.bucket(t), "t = {t}");
+        }
     }
 
     #[test]
