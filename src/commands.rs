@@ -528,7 +528,8 @@ fn diff(args: DiffArgs) -> i32 {
         FormatArg::Csv | FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => {
             let f = format!("{:?}", args.format).to_lowercase();
             eprintln!(
-                "prewarm-doctor: diff has no {f} form; use --format json (or report --format {f} on each run)"
+                "prewarm-doctor: diff has no {} form; use --format json (or report --format {f} on each run)",
+                f.to_uppercase()
             );
             return exit::BAD_GATE;
         }

@@ -91,7 +91,7 @@ fn a_single_run_gets_a_sentence_per_attempt_and_its_oom() {
         m.headline[0].text
     );
     assert!(!m.forensics().is_empty());
-    let (_, r) = m.representative(&m.variants()[0].to_string()).unwrap();
+    let (_, r) = m.representative(m.variants()[0]).unwrap();
     assert!(r.timeline.markers.iter().any(|m| m.kind == MarkerKind::Oom));
 }
 
