@@ -148,7 +148,9 @@ fn bench(c: &mut Criterion) {
                 out.len()
             })
         });
-        g.bench_function(format!("{name}: every format"), |b| b.iter(|| all_formats(a)));
+        g.bench_function(format!("{name}: every format"), |b| {
+            b.iter(|| all_formats(a))
+        });
         // Sizes, for the record.
         let mut html = Vec::new();
         Html.render(&m, &mut html).unwrap();
