@@ -154,7 +154,9 @@ pub fn timeline_window(t: &Timeline) -> (f64, f64) {
 
 /// The per-pixel-column maximum of each cumulative layer (peak-preserving
 /// envelope), so a chart never carries more vertices than it has pixels.
-fn envelopes(layers: &[&[Point]], window: (f64, f64), columns: usize) -> Vec<Vec<u64>> {
+/// Layer k of the result is the sum of layers 0..=k (stacked). Any chart of
+/// a timeline can use it (the dashboard draws at its own width).
+pub fn envelopes(layers: &[&[Point]], window: (f64, f64), columns: usize) -> Vec<Vec<u64>> {
     let columns = columns.max(1);
     let dt = (window.1 - window.0) / columns as f64;
     let mut out = vec![vec![0u64; columns]; layers.len()];
