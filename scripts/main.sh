@@ -2,7 +2,8 @@
 # The main job. On a machine where `prewarm-doctor check` passes (NVIDIA
 # driver, CUPTI, injection): a real cold-cache A/B matrix of the bundled
 # example (baseline, each prewarm, all; 3 repeats). Elsewhere: the report of
-# the bundled real H200 recording (reports/h200-matrix).
+# the bundled real H200 recording (reports/h200-matrix), also written as HTML
+# and PNG charts into prewarm-report/ (PD_REPORT_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --quiet
@@ -14,5 +15,10 @@ if "$BIN" check >/dev/null 2>&1; then
     python3 -m torch.distributed.run --standalone --nproc_per_node=1 examples/all_lazy_init.py --steps 4
 else
   echo "(no usable NVIDIA GPU here — \`$BIN check\` says why; showing the bundled H200 recording)" >&2
-  exec "$BIN" report reports/h200-matrix
+  "$BIN" report reports/h200-matrix
+  OUT=${PD_REPORT_DIR:-prewarm-report}
+  mkdir -p "$OUT"
+  # The same report as one offline HTML page and as PNG charts ("wrote ..." says where).
+  "$BIN" report reports/h200-matrix --format html -o "$OUT/h200-matrix.html"
+  "$BIN" report reports/h200-matrix --format png -o "$OUT/png"
 fi

@@ -152,6 +152,8 @@ pub struct Replay {
     pub libraries_by_source: BTreeMap<String, Vec<String>>,
     /// Device growth at lazy module loading: (when, bytes), in time order.
     pub module_code: Vec<(u64, u64)>,
+    /// The down-sampled series for the timeline (see timeline.rs).
+    pub timeline: super::timeline::Recorder,
 }
 
 /// The per-phase entry of a source, created on first use.
@@ -540,6 +542,7 @@ pub fn replay(
     let mut out = Replay {
         states: vec![State::default(); queries.len()],
         module_code,
+        timeline: super::timeline::Recorder::new(bounds),
         ..Default::default()
     };
     let mut state = State::default();
@@ -655,6 +658,7 @@ pub fn replay(
                     max_local.insert(l.context_id, l.total_after);
                     state.local_growth += grow;
                     out.phases.entry(phase).or_default().local_growth += grow;
+                    out.timeline.observe(*t, &state);
                 }
                 continue;
             }
@@ -752,6 +756,8 @@ pub fn replay(
                                 bytes: m.bytes,
                                 freed: None,
                             });
+                            out.timeline
+                                .allocation(*t, &source, &library, m.api.name(), m.bytes);
                         }
                         let sb = source_entry(&mut acc.by_source, &source);
                         sb.calls += 1;
@@ -792,6 +798,9 @@ pub fn replay(
                     }
                 }
                 acc.pool_peak = acc.pool_peak.max(state.pool);
+                if matches!(effect, MemEffect::DeviceAlloc | MemEffect::DeviceFree) {
+                    out.timeline.observe(*t, &state);
+                }
             }
         }
     }

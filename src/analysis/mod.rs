@@ -13,6 +13,7 @@ pub mod process;
 pub mod ranks;
 pub mod records;
 pub mod sources;
+pub mod timeline;
 pub mod verdict;
 pub mod verdict_costs;
 pub mod verdict_rules;

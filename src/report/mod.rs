@@ -1,11 +1,18 @@
 //! Outputs: each format renders the analysis account to bytes; none prints.
 
+pub mod charts;
 pub mod csv_out;
 pub mod diff;
 pub mod gates;
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod matrix;
+pub mod model;
+pub mod perfetto;
+pub mod png;
+pub mod render;
+pub mod svg;
 pub mod terminal;
 pub mod verdict_text;
 
