@@ -1,0 +1,73 @@
+//! The real terminal: refuse without one, enter raw mode and the alternate
+//! screen, and always give the terminal back — on return, on error, on panic
+//! (a hook restores it before the panic message prints) and on signals (the
+//! event loop ends on SIGTERM/SIGHUP and this guard's drop restores).
+
+use super::TuiError;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::cursor::{Hide, Show};
+use ratatui::crossterm::execute;
+use ratatui::crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use std::io::{IsTerminal, Stdout};
+use std::sync::Once;
+
+/// Refuses when standard input or output is not a terminal (CI, pipes).
+pub fn require_terminal(what: &str) -> Result<(), TuiError> {
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        Ok(())
+    } else {
+        Err(TuiError::NoTerminal {
+            what: what.to_string(),
+        })
+    }
+}
+
+/// Puts the terminal back: cooked mode, main screen, cursor shown.
+pub fn restore() {
+    let _ = disable_raw_mode();
+    let _ = execute!(std::io::stdout(), LeaveAlternateScreen, Show);
+}
+
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}
+
+/// The dashboard's screen; dropping it restores the terminal.
+pub struct Screen {
+    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+impl Screen {
+    /// Takes over the terminal.
+    pub fn enter() -> Result<Screen, TuiError> {
+        install_panic_hook();
+        let setup = || -> std::io::Result<Terminal<CrosstermBackend<Stdout>>> {
+            enable_raw_mode()?;
+            execute!(std::io::stdout(), EnterAlternateScreen, Hide)?;
+            Terminal::new(CrosstermBackend::new(std::io::stdout()))
+        };
+        match setup() {
+            Ok(terminal) => Ok(Screen { terminal }),
+            Err(e) => {
+                restore();
+                Err(TuiError::Terminal(e))
+            }
+        }
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+    }
+}
