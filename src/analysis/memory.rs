@@ -139,6 +139,8 @@ pub struct Replay {
     /// Reservation released when a growth failed (the driver drops the old one).
     pub local_released: u64,
     pub libraries_by_source: BTreeMap<String, Vec<String>>,
+    /// The down-sampled series for the timeline (see timeline.rs).
+    pub timeline: super::timeline::Recorder,
 }
 
 /// The per-phase entry of a source, created on first use.
@@ -399,6 +401,7 @@ pub fn replay(
     let measured = measured_growths(r, device, &known);
     let mut out = Replay {
         states: vec![State::default(); queries.len()],
+        timeline: super::timeline::Recorder::new(bounds),
         ..Default::default()
     };
     let mut state = State::default();
@@ -505,6 +508,7 @@ pub fn replay(
                     max_local.insert(l.context_id, l.total_after);
                     state.local_growth += grow;
                     out.phases.entry(phase).or_default().local_growth += grow;
+                    out.timeline.observe(*t, &state);
                 }
                 continue;
             }
@@ -573,6 +577,8 @@ pub fn replay(
                                 source: source.clone(),
                                 bytes: m.bytes,
                             });
+                            out.timeline
+                                .allocation(*t, &source, &library, m.api.name(), m.bytes);
                         }
                         let sb = source_entry(&mut acc.by_source, &source);
                         sb.calls += 1;
@@ -610,6 +616,9 @@ pub fn replay(
                     }
                 }
                 acc.pool_peak = acc.pool_peak.max(state.pool);
+                if matches!(effect, MemEffect::DeviceAlloc | MemEffect::DeviceFree) {
+                    out.timeline.observe(*t, &state);
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod process;
 pub mod ranks;
 pub mod records;
 pub mod sources;
+pub mod timeline;
 
 use crate::load::{Problem, RunData};
 use model::ProcessAccount;

@@ -292,4 +292,8 @@ pub struct ProcessAccount {
     pub health: ProbeHealth,
     pub step_checks: Vec<StepCheck>,
     pub problems: Vec<Problem>,
+    /// Down-sampled memory timeline for pictures; carried by the report
+    /// model, not by the JSON account (it would dwarf it at scale).
+    #[serde(skip)]
+    pub timeline: super::timeline::Timeline,
 }

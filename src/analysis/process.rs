@@ -537,6 +537,19 @@ pub fn analyse_process(
         })
         .collect();
     let header_u32 = |k: &str| r.header.get(k).and_then(|v| v.parse::<u32>().ok());
+    let timeline = super::timeline::build(
+        std::mem::take(&mut rp.timeline),
+        &device,
+        &bounds,
+        super::timeline::Found {
+            context: r.contexts.first().map(|c| c.t).zip(context_bytes),
+            local: &rp.local_events,
+            nccl: &nccl,
+            autotune: &autotune,
+            compiles: &compiles,
+            forensics: &forensics,
+        },
+    );
     Some(ProcessAccount {
         host: host_tag.to_string(),
         pid: files.pid,
@@ -572,5 +585,6 @@ pub fn analyse_process(
         health,
         step_checks,
         problems: r.problems,
+        timeline,
     })
 }

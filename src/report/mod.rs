@@ -5,6 +5,8 @@ pub mod diff;
 pub mod json;
 pub mod markdown;
 pub mod matrix;
+pub mod model;
+pub mod render;
 pub mod terminal;
 
 /// Human-readable byte counts (binary units).

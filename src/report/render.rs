@@ -1,0 +1,34 @@
+//! The renderer interface: every output format turns the one report model
+//! into bytes written to any `Write` (a file, standard output, a buffer in a
+//! test), as hyperfine's exporters and py-spy's recorders do.
+
+use super::model::ReportModel;
+use std::io::Write;
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot write the report: {0} (check the output path and free disk space)")]
+    Io(#[from] std::io::Error),
+    #[error("cannot draw the {chart} chart: {what}")]
+    Chart { chart: String, what: String },
+    #[error("cannot fill the HTML template: {0}")]
+    Template(String),
+    #[error("cannot serialise the report: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Output(String),
+}
+
+/// One output format.
+pub trait Renderer {
+    /// Writes the report for `model` to `out`.
+    fn render(&self, model: &ReportModel, out: &mut dyn Write) -> Result<(), ReportError>;
+}
+
+/// Renders into memory (tests, and formats that are sized before writing).
+pub fn render_to_vec(r: &dyn Renderer, model: &ReportModel) -> Result<Vec<u8>, ReportError> {
+    let mut buf = Vec::new();
+    r.render(model, &mut buf)?;
+    Ok(buf)
+}
