@@ -41,6 +41,8 @@ pub enum Overlay {
     Verdict,
     /// One event's every field (index into the rank's events).
     Event(usize),
+    /// One timeline marker's detail (index into the rank's markers).
+    Marker(usize),
     /// Leaving while the run goes on: stop it, leave it running, or stay.
     ConfirmQuit,
 }
@@ -167,7 +169,7 @@ pub struct App {
     /// Follow the attempt being run (until the user picks one).
     pub follow: bool,
     pub zoom: Zoom,
-    /// Timeline cursor: an index into the rank's events.
+    /// Timeline cursor: an index into the rank's markers.
     pub cursor: Option<usize>,
     pub events: EventsTable,
     pub log: VecDeque<String>,
@@ -205,6 +207,16 @@ impl App {
         };
         app.set_data(data);
         app.tab = app.tabs()[0];
+        if !app.follow
+            && let Some(a) = app
+                .data
+                .matrix
+                .as_ref()
+                .and_then(|m| m.rows.first())
+                .and_then(|r| r.first_attempt)
+        {
+            app.select_attempt(a as isize);
+        }
         app
     }
 
@@ -474,18 +486,18 @@ impl App {
         })
     }
 
-    /// Events of the selected process inside the zoom window: a range of
-    /// indices (events are time-ordered).
+    /// Markers of the selected process inside the zoom window: a range of
+    /// indices (markers are time-ordered).
     pub fn in_window(&self) -> std::ops::Range<usize> {
         let (Some(r), Some((a, b))) = (self.rank(), self.zoom_window()) else {
             return 0..0;
         };
-        let lo = r.events.partition_point(|e| e.t_s < a);
-        let hi = r.events.partition_point(|e| e.t_s <= b);
+        let lo = r.markers.partition_point(|e| e.t_s < a);
+        let hi = r.markers.partition_point(|e| e.t_s <= b);
         lo..hi.max(lo)
     }
 
-    /// How many events the zoom window holds.
+    /// How many markers the zoom window holds.
     pub fn in_window_count(&self) -> usize {
         self.in_window().len()
     }
@@ -533,7 +545,7 @@ impl App {
             KeyCode::Up | KeyCode::Char('k') => self.select_rank(self.rank as isize - 1),
             KeyCode::Enter => {
                 if let Some(c) = self.cursor {
-                    self.open(Overlay::Event(c));
+                    self.open(Overlay::Marker(c));
                 }
             }
             _ => {}

@@ -10,13 +10,14 @@ use crate::analysis::analyse_run;
 use crate::analysis::matrix::compare;
 use crate::capture::env::CacheMode;
 use crate::load::{RunData, load_run};
+use crate::report::model::{ReportModel, RunInfo};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// What arrives on the dashboard's channel.
 #[derive(Debug)]
@@ -136,12 +137,6 @@ pub fn signature(root: &Path) -> u64 {
     h.finish()
 }
 
-/// Whether any attempt of the folder still has no exit status (its doctor is
-/// still running it, or was stopped before it could write one).
-pub fn is_live(run: &RunData) -> bool {
-    current_attempt(run).is_some()
-}
-
 /// The attempt being run now: the latest one whose hosts have no exit status yet.
 fn current_attempt(run: &RunData) -> Option<(String, String)> {
     run.attempts
@@ -167,22 +162,15 @@ pub fn load_once(root: &Path, ours: bool) -> Result<Dashboard, String> {
     let run = load_run(root).map_err(|e| e.to_string())?;
     let attempts = analyse_run(&run);
     let matrix = compare(run.meta.as_ref(), &attempts);
-    let current = current_attempt(&run);
-    let title = run
-        .meta
-        .as_ref()
-        .map(|m| m.name.clone())
-        .unwrap_or_else(|| {
-            root.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        });
-    let mut d = dashboard(
-        title,
-        root.to_path_buf(),
+    let model = ReportModel::build(
+        RunInfo::from_run(&root.display().to_string(), &run),
         &attempts,
         matrix.as_ref(),
+    );
+    let current = current_attempt(&run);
+    let mut d = dashboard(
+        &model,
+        root.to_path_buf(),
         current.as_ref().map(|(v, a)| (v.as_str(), a.as_str())),
     );
     if current.is_some() || ours {
@@ -274,11 +262,6 @@ pub fn history(points: &[(u64, u64)], span_s: f64, n: usize) -> Vec<u64> {
     values
 }
 
-/// The folder's modification time, for "last change" notes.
-pub fn modified(root: &Path) -> Option<SystemTime> {
-    std::fs::metadata(root).and_then(|m| m.modified()).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,7 +279,7 @@ mod tests {
     fn a_finished_recording_is_not_live() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix");
         let run = load_run(&root).unwrap();
-        assert!(!is_live(&run));
+        assert_eq!(current_attempt(&run), None);
         let d = load_once(&root, false).unwrap();
         assert!(d.live.is_none());
         assert_eq!(d.attempts.len(), run.attempts.len());

@@ -1,13 +1,14 @@
 //! What the dashboard shows, gathered once per load so that drawing a frame
-//! only clips and formats. Built from the analysis account (the same account
-//! every report renders); events are flattened into one table per process,
-//! and every series is already in seconds since the process started.
+//! only clips and formats. Built from the report model
+//! ([`crate::report::model::ReportModel`]), the same model the HTML, PNG and
+//! Perfetto reports read: the dashboard adds only what a terminal needs —
+//! every event of a process flattened into one table, the timeline's markers
+//! with their detail, and the series in drawing form.
 
-use crate::analysis::AttemptAccount;
-use crate::analysis::matrix::{MatrixAccount, Stat, Verdict, VerdictClass};
 use crate::analysis::model::ProcessAccount;
 use crate::analysis::phases::Phase;
-use crate::analysis::ranks::{is_rank, step1_comm_count, step1_out_of_pool, step1_peak};
+use crate::analysis::timeline::{Marker, MarkerKind, Point, Timeline, value_at};
+use crate::report::model::{self, ReportModel, Spread};
 use crate::report::{bytes, seconds, signed_bytes};
 use crate::tui::theme::Tone;
 use std::path::PathBuf;
@@ -41,12 +42,14 @@ pub struct MatrixView {
 pub struct VariantRow {
     pub name: String,
     pub prewarms: Vec<String>,
+    pub is_baseline: bool,
+    /// "2/3": attempts that count, of those planned.
     pub runs: String,
-    pub step1_peak: Option<Stat>,
-    pub step1_out_of_pool: Option<Stat>,
-    pub step1_headroom: Option<Stat>,
-    pub step1_s: Option<Stat>,
-    pub setup_s: Option<Stat>,
+    pub step1_peak: Option<Spread>,
+    pub step1_out_of_pool: Option<Spread>,
+    pub step1_headroom: Option<Spread>,
+    pub step1_s: Option<Spread>,
+    pub setup_s: Option<Spread>,
     pub verdict: Option<VerdictView>,
     /// Index of the variant's first attempt in `Dashboard::attempts`.
     pub first_attempt: Option<usize>,
@@ -57,7 +60,7 @@ pub struct VariantRow {
 pub struct VerdictView {
     pub label: String,
     pub tone: Tone,
-    /// One line: what it moved and what it cost.
+    /// What it moved and what it cost, in one line.
     pub summary: String,
     /// Evidence, costs and what still lands in step 1.
     pub lines: Vec<String>,
@@ -92,7 +95,7 @@ pub struct Band {
     pub end_s: f64,
 }
 
-/// What kind of event a row of the events table is.
+/// What kind of event a row of the events table (or a marker) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EventKind {
     Allocation,
@@ -119,7 +122,7 @@ impl EventKind {
     }
 }
 
-/// One row of the events table (and one marker on the timeline).
+/// One row of the events table, or one marker on the timeline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
     pub t_s: f64,
@@ -149,7 +152,8 @@ pub struct AccountView {
     pub unexplained: i64,
 }
 
-/// A memory series: (seconds since process start, bytes), time-ordered.
+/// A memory series: (seconds since process start, bytes), time-ordered; the
+/// value holds until the next point.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeriesView {
     pub name: String,
@@ -159,8 +163,10 @@ pub struct SeriesView {
 /// One process (a rank or a helper that used CUDA).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankView {
-    /// "rank 0" or "pid 123".
+    /// "rank 0 on node-b" or "pid 123 on node-b".
     pub label: String,
+    /// "rank 0" or "pid 123".
+    pub name: String,
     pub host: String,
     pub pid: u32,
     pub is_rank: bool,
@@ -169,15 +175,17 @@ pub struct RankView {
     pub step1_s: Option<f64>,
     pub step1_comms: u32,
     pub comms: u32,
-    /// Where it is now: "setup", "step 1", "step 7", "done".
+    /// Where it is: "setup", "step 7", "done, 4 steps", "failed in step 1".
     pub now: String,
-    pub steps: u32,
     pub bands: Vec<Band>,
     pub end_s: f64,
+    /// Every event the account holds, time-ordered (the events table).
     pub events: Vec<EventRow>,
+    /// The timeline's markers, time-ordered (the timeline's cursor).
+    pub markers: Vec<EventRow>,
     /// The step-1 account (setup's when step 1 never came).
     pub account: Option<AccountView>,
-    /// Device used, pool reserved and out-of-pool over time.
+    /// Device used, pool reserved, out of pool (allocations and local-memory growth).
     pub series: Vec<SeriesView>,
     pub oom: bool,
 }
@@ -207,76 +215,55 @@ pub struct GpuView {
     pub history: Vec<u64>,
 }
 
-/// The label and tone of a verdict class.
-pub fn verdict_label(class: VerdictClass) -> (String, Tone) {
-    let tone = match class {
-        VerdictClass::Works => Tone::Good,
-        VerdictClass::Partial => Tone::Warn,
-        VerdictClass::NoEffect => Tone::Warn,
-        VerdictClass::Regression => Tone::Bad,
-    };
-    (class.label().to_uppercase(), tone)
-}
-
 /// The dashboard's view of one verdict. The only place that reads the
 /// verdict's structure: adapting to a richer verdict is a change here.
-pub fn verdict_view(v: &Verdict) -> VerdictView {
-    let (label, tone) = verdict_label(v.class);
-    let mut summary = format!(
-        "moved {} and {} out of step 1",
-        signed_bytes(v.moved_bytes as i64),
-        seconds(v.moved_seconds.max(0.0))
-    );
-    if let Some(c) = v.setup_cost_s {
-        summary += &format!("; setup {c:+.2} s");
-    }
-    if let Some(d) = v.step1_peak_delta {
-        summary += &format!("; step-1 peak {}", signed_delta(d));
-    }
+pub fn verdict_view(v: &model::VerdictView) -> VerdictView {
+    let tone = match v.class.as_str() {
+        "works" => Tone::Good,
+        "regression" => Tone::Bad,
+        "partial" | "no_effect" | "inconclusive" => Tone::Warn,
+        _ => Tone::Neutral,
+    };
     let mut lines = vec![format!("prewarms: {}", v.prewarms.join(", "))];
+    if let Some(c) = &v.confidence {
+        lines.push(format!("confidence: {c}"));
+    }
     lines.extend(v.evidence.iter().cloned());
     if !v.still_in_step1.is_empty() {
         let parts: Vec<String> = v
             .still_in_step1
             .iter()
-            .map(|(c, cost)| {
-                let mut s = c.label().to_string();
-                if cost.bytes > 0 {
-                    s += &format!(" {}", bytes(cost.bytes));
+            .map(|s| {
+                let mut t = s.class.clone();
+                if s.bytes > 0 {
+                    t += &format!(" {}", bytes(s.bytes));
                 }
-                if cost.seconds > 0.0 {
-                    s += &format!(" {}", seconds(cost.seconds));
+                if s.seconds > 0.0 {
+                    t += &format!(" {}", seconds(s.seconds));
                 }
-                s
+                t
             })
             .collect();
         lines.push(format!("still in step 1: {}", parts.join(", ")));
     }
     VerdictView {
-        label,
+        label: v.label.to_uppercase(),
         tone,
-        summary,
+        summary: format!("{}; cost: {}", model::moved_text(v), model::costs_text(&v.costs)),
         lines,
     }
 }
 
-fn signed_delta(d: f64) -> String {
-    if d >= 0.0 {
-        format!("+{}", bytes(d as u64))
-    } else {
-        format!("-{}", bytes((-d) as u64))
-    }
-}
-
 /// The matrix part of the dashboard.
-pub fn matrix_view(m: &MatrixAccount, attempts: &[AttemptView]) -> MatrixView {
+fn matrix_view(m: &model::MatrixView, attempts: &[AttemptView]) -> MatrixView {
     let rows = m
         .variants
         .iter()
         .map(|v| VariantRow {
             name: v.name.clone(),
             prewarms: v.prewarms.clone(),
-            runs: format!("{}/{}", v.attempts.len(), v.expected_attempts),
+            is_baseline: v.is_baseline,
+            runs: format!("{}/{}", v.runs, v.expected),
             step1_peak: v.step1_device_peak,
             step1_out_of_pool: v.step1_out_of_pool,
             step1_headroom: v.step1_tightest_headroom,
@@ -287,7 +274,10 @@ pub fn matrix_view(m: &MatrixAccount, attempts: &[AttemptView]) -> MatrixView {
                 .iter()
                 .find(|x| x.variant == v.name)
                 .map(verdict_view),
-            first_attempt: attempts.iter().position(|a| a.variant == v.name),
+            first_attempt: attempts
+                .iter()
+                .position(|a| a.variant == v.name && a.status != "interrupted")
+                .or_else(|| attempts.iter().position(|a| a.variant == v.name)),
         })
         .collect();
     MatrixView {
@@ -300,7 +290,7 @@ pub fn matrix_view(m: &MatrixAccount, attempts: &[AttemptView]) -> MatrixView {
 }
 
 /// The attempt part of the dashboard; `running` marks the attempt in progress.
-pub fn attempt_view(a: &AttemptAccount, running: bool) -> AttemptView {
+fn attempt_view(a: &model::AttemptView, running: bool) -> AttemptView {
     let (status, status_tone) = if running {
         ("running".to_string(), Tone::Warn)
     } else if a.interrupted {
@@ -313,7 +303,7 @@ pub fn attempt_view(a: &AttemptAccount, running: bool) -> AttemptView {
         }
     };
     let spread = a
-        .ranks
+        .spread
         .as_ref()
         .map(|s| {
             crate::report::spread_lines(s)
@@ -322,12 +312,8 @@ pub fn attempt_view(a: &AttemptAccount, running: bool) -> AttemptView {
                 .collect()
         })
         .unwrap_or_default();
-    let mut notes: Vec<String> = a.host_notices.clone();
-    if let Some(line) = a
-        .ranks
-        .as_ref()
-        .and_then(crate::report::missing_ranks_line)
-    {
+    let mut notes: Vec<String> = a.notices.clone();
+    if let Some(line) = a.spread.as_ref().and_then(crate::report::missing_ranks_line) {
         notes.push(line);
     }
     AttemptView {
@@ -335,72 +321,71 @@ pub fn attempt_view(a: &AttemptAccount, running: bool) -> AttemptView {
         attempt: a.attempt.clone(),
         status,
         status_tone,
-        ranks: a.processes.iter().map(|p| rank_view(p, running)).collect(),
+        ranks: a.ranks.iter().map(|r| rank_view(r, running)).collect(),
         spread,
         notes,
     }
 }
 
-fn rank_label(p: &ProcessAccount) -> String {
-    match p.rank {
-        Some(r) => format!("rank {r}"),
-        None => format!("pid {}", p.pid),
-    }
-}
-
-/// Where a process is: the step in progress, or its phase.
+/// Where a process is: the step in progress, or how it ended.
 fn now_label(p: &ProcessAccount, running: bool) -> String {
     let started = p.phases.iter().any(|ph| ph.phase == Phase::Step1);
+    let failed = !p.forensics.is_empty() || !p.exceptions.is_empty();
     match (started, running) {
-        (false, _) if !p.forensics.is_empty() => "failed in setup".into(),
+        (false, _) if failed => "failed before step 1".into(),
         (false, true) => "setup".into(),
         (false, false) => "no step".into(),
         (true, true) => format!("step {}", p.steps.count + 1),
-        (true, false) if !p.forensics.is_empty() => {
-            format!("failed in step {}", p.steps.count + 1)
-        }
+        (true, false) if failed => format!("failed in step {}", p.steps.count + 1),
         (true, false) => format!("done, {} steps", p.steps.count),
     }
 }
 
-fn rank_view(p: &ProcessAccount, running: bool) -> RankView {
-    let bands: Vec<Band> = p
+fn rank_view(r: &model::RankView, running: bool) -> RankView {
+    let t = &r.timeline;
+    let bands: Vec<Band> = t
         .phases
         .iter()
-        .map(|ph| Band {
-            phase: ph.phase,
-            start_s: ph.start_s,
-            end_s: ph.end_s,
+        .map(|b| Band {
+            phase: b.phase,
+            start_s: b.start_s,
+            end_s: b.end_s,
         })
         .collect();
-    let end_s = bands.iter().map(|b| b.end_s).fold(0.0, f64::max);
     RankView {
-        label: rank_label(p),
-        host: p.host.clone(),
-        pid: p.pid,
-        is_rank: is_rank(p),
-        step1_peak: step1_peak(p),
-        step1_out_of_pool: step1_out_of_pool(p),
-        step1_s: p.steps.step1_s,
-        step1_comms: step1_comm_count(p),
-        comms: p.nccl.len() as u32,
-        now: now_label(p, running),
-        steps: p.steps.count,
+        label: r.label.clone(),
+        name: r
+            .rank
+            .map_or_else(|| format!("pid {}", r.pid), |n| format!("rank {n}")),
+        host: r.host.clone(),
+        pid: r.pid,
+        is_rank: r.is_rank,
+        step1_peak: r.step1_peak,
+        step1_out_of_pool: r.step1_out_of_pool,
+        step1_s: r.step1_s,
+        step1_comms: r.step1_comms,
+        comms: r.account.nccl.len() as u32,
+        now: now_label(&r.account, running),
         bands,
-        end_s,
-        events: events_of(p),
-        account: account_of(p),
-        series: series_of(p),
-        oom: !p.forensics.is_empty(),
+        end_s: t.end_s.max(bands_end(t)),
+        events: events_of(&r.account),
+        markers: t.markers.iter().map(marker_row).collect(),
+        account: account_of(r),
+        series: series_of(t),
+        oom: !r.forensics().is_empty(),
     }
 }
 
-fn account_of(p: &ProcessAccount) -> Option<AccountView> {
-    let ph = p
-        .phases
+fn bands_end(t: &Timeline) -> f64 {
+    t.phases.iter().map(|b| b.end_s).fold(0.0, f64::max)
+}
+
+fn account_of(r: &model::RankView) -> Option<AccountView> {
+    let phases = &r.account.phases;
+    let ph = phases
         .iter()
-        .find(|ph| ph.phase == Phase::Step1)
-        .or_else(|| p.phases.first())?;
+        .find(|p| p.phase == Phase::Step1)
+        .or(phases.iter().find(|p| p.phase == Phase::Setup))?;
     let g = ph.gap_end.as_ref()?;
     let mut parts = vec![("PyTorch pool".to_string(), g.pool_reserved as i64, false)];
     parts.extend(g.parts.iter().map(|x| (x.name.clone(), x.bytes, x.inferred)));
@@ -413,39 +398,38 @@ fn account_of(p: &ProcessAccount) -> Option<AccountView> {
     })
 }
 
-/// Memory series the account holds without the timeline model: the device
-/// and pool at every out-of-pool request, and the phase ends.
-fn series_of(p: &ProcessAccount) -> Vec<SeriesView> {
-    let mut used = Vec::new();
-    let mut pool = Vec::new();
-    let mut oop = Vec::new();
-    for e in &p.exposures {
-        if let Some(d) = e.device_used_before {
-            used.push((e.t_s, d as f64));
-            oop.push((e.t_s, d.saturating_sub(e.pool_reserved) as f64));
-        }
-        pool.push((e.t_s, e.pool_reserved as f64));
-    }
-    for ph in &p.phases {
-        if let Some(g) = &ph.gap_end {
-            used.push((g.at_s, g.device_used as f64));
-            pool.push((g.at_s, g.pool_reserved as f64));
-            oop.push((g.at_s, g.out_of_pool as f64));
-        }
-    }
-    let mut out = Vec::new();
-    for (name, mut points) in [
-        ("device used", used),
-        ("pool reserved", pool),
-        ("out of pool", oop),
-    ] {
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        out.push(SeriesView {
-            name: name.to_string(),
-            points,
-        });
-    }
-    out
+fn to_f(points: &[Point]) -> Vec<(f64, f64)> {
+    points.iter().map(|p| (p.0, p.1 as f64)).collect()
+}
+
+/// The sum of step series, at every instant any of them changes.
+fn sum_series(series: &[&[Point]]) -> Vec<(f64, f64)> {
+    let mut times: Vec<f64> = series.iter().flat_map(|s| s.iter().map(|p| p.0)).collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    times
+        .into_iter()
+        .map(|t| (t, series.iter().map(|s| value_at(s, t)).sum::<u64>() as f64))
+        .collect()
+}
+
+fn series_of(t: &Timeline) -> Vec<SeriesView> {
+    let mut outside: Vec<&[Point]> = t.out_of_pool.iter().map(|s| &s.points[..]).collect();
+    outside.push(&t.local_memory);
+    vec![
+        SeriesView {
+            name: "device used".into(),
+            points: to_f(&t.device_used),
+        },
+        SeriesView {
+            name: "pool reserved".into(),
+            points: to_f(&t.pool_reserved),
+        },
+        SeriesView {
+            name: "out of pool".into(),
+            points: sum_series(&outside),
+        },
+    ]
 }
 
 fn kv(k: &str, v: impl Into<String>) -> (String, String) {
@@ -454,6 +438,63 @@ fn kv(k: &str, v: impl Into<String>) -> (String, String) {
 
 fn opt_bytes(b: Option<u64>) -> String {
     b.map_or("?".into(), bytes)
+}
+
+/// A timeline marker as an event with its detail.
+fn marker_row(m: &Marker) -> EventRow {
+    let kind = match m.kind {
+        MarkerKind::Allocation => EventKind::Allocation,
+        MarkerKind::LocalMemory => EventKind::LocalMemory,
+        MarkerKind::NcclComm => EventKind::Nccl,
+        MarkerKind::Autotune => EventKind::Autotune,
+        MarkerKind::Compile => EventKind::Compile,
+        MarkerKind::Oom => EventKind::OutOfMemory,
+    };
+    let mut detail = vec![kv("what", m.what.clone()), kv("source", m.source.clone())];
+    if m.bytes > 0 {
+        detail.push(kv("bytes", bytes(m.bytes)));
+    }
+    if m.count > 1 {
+        detail.push(kv("events", format!("{} merged into this marker", m.count)));
+    }
+    if let Some(k) = &m.key {
+        detail.push(kv(
+            if kind == EventKind::Nccl { "communicator id" } else { "key" },
+            k.clone(),
+        ));
+    }
+    if let Some(c) = &m.config {
+        detail.push(kv(
+            if kind == EventKind::LocalMemory { "autotune candidate" } else { "chosen config" },
+            c.clone(),
+        ));
+    }
+    if !m.libraries.is_empty() {
+        detail.push(kv("libraries", m.libraries.join(", ")));
+    }
+    if let Some(e) = m.end_s {
+        detail.push(kv("took", seconds((e - m.t_s).max(0.0))));
+    }
+    if m.failed {
+        detail.push(kv("failed", "yes"));
+    }
+    let key = match (&m.key, &m.config) {
+        (Some(k), _) if kind == EventKind::Autotune => format!("{} {k}", m.what),
+        (_, Some(c)) if kind == EventKind::LocalMemory => format!("{} [{c}]", m.what),
+        _ => m.what.clone(),
+    };
+    EventRow {
+        t_s: m.t_s,
+        phase: m.phase.unwrap_or(Phase::Setup),
+        step: m.step,
+        kind,
+        library: m.source.clone(),
+        bytes: (m.bytes > 0).then_some(m.bytes),
+        key,
+        seconds: m.end_s.map(|e| (e - m.t_s).max(0.0)),
+        failed: m.failed,
+        detail,
+    }
 }
 
 /// Every event of a process, time-ordered.
@@ -655,15 +696,11 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
     rows
 }
 
-/// The dashboard of an analysed run.
-pub fn dashboard(
-    title: String,
-    root: PathBuf,
-    attempts: &[AttemptAccount],
-    matrix: Option<&MatrixAccount>,
-    running: Option<(&str, &str)>,
-) -> Dashboard {
-    let views: Vec<AttemptView> = attempts
+/// The dashboard of a run's report model; `running` is the attempt in
+/// progress ("variant", "attempt"), if any.
+pub fn dashboard(model: &ReportModel, root: PathBuf, running: Option<(&str, &str)>) -> Dashboard {
+    let attempts: Vec<AttemptView> = model
+        .attempts
         .iter()
         .map(|a| {
             attempt_view(
@@ -672,20 +709,27 @@ pub fn dashboard(
             )
         })
         .collect();
-    let problems = attempts
+    let problems = model
+        .attempts
         .iter()
         .flat_map(|a| {
             a.problems
                 .iter()
-                .chain(a.processes.iter().flat_map(|p| p.problems.iter()))
+                .chain(a.ranks.iter().flat_map(|r| r.account.problems.iter()))
         })
         .map(|p| format!("{}: {}", p.file, p.what))
         .collect();
+    let title = model.run.name.clone().unwrap_or_else(|| {
+        root.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    });
     Dashboard {
         title,
+        matrix: model.matrix.as_ref().map(|m| matrix_view(m, &attempts)),
+        attempts,
         root,
-        matrix: matrix.map(|m| matrix_view(m, &views)),
-        attempts: views,
         live: None,
         problems,
     }

@@ -73,7 +73,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             .take(if ranks.len() > shown { shown - 1 } else { shown })
             .map(|r| {
                 Line::from(vec![
-                    Span::styled(format!("{:<8}", r.label), t.heading()),
+                    Span::styled(format!("{:<10}", r.name), t.heading()),
                     Span::styled(format!("{:<14}", r.now), t.text()),
                     Span::styled(
                         format!(
@@ -102,11 +102,13 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             height: 1,
             ..gpu_area
         };
+        let peak = g.history.iter().copied().max().unwrap_or(0);
         let label = format!(
-            "GPU{} {:>5}/{:<5} ",
+            "GPU{} {:>5}/{:<5} last min ≤{:<5} ",
             g.index,
             short_bytes(g.used as f64),
-            short_bytes(g.total as f64)
+            short_bytes(g.total as f64),
+            short_bytes(peak as f64)
         );
         let [l, s] = Layout::horizontal([
             Constraint::Length(label.chars().count() as u16),
@@ -116,10 +118,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         frame.render_widget(Paragraph::new(Span::styled(label, t.heading())), l);
         let take = usize::from(s.width);
         let hist = &g.history[g.history.len().saturating_sub(take)..];
+        // Scaled to the last minute's peak, so a few GiB on a 140 GiB device still show their shape.
+        let peak = hist.iter().copied().max().unwrap_or(0);
         frame.render_widget(
             Sparkline::default()
                 .data(hist)
-                .max(g.total.max(1))
+                .max(peak.max(1))
                 .style(t.series(0)),
             s,
         );

@@ -2,7 +2,7 @@
 //! (for a single-variant run: its attempts).
 
 use super::{clip, scroll_offset, short_bytes, short_secs};
-use crate::analysis::matrix::Stat;
+use crate::report::model::Spread;
 use crate::tui::app::App;
 use crate::tui::view::MatrixView;
 use ratatui::Frame;
@@ -10,23 +10,34 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
 
-/// "968M ±2M" (the spread is half the range over repeats), or the median alone.
-pub fn stat_bytes(s: Option<Stat>) -> String {
+/// "968M ±2.0M" (the spread is half the range over repeats), or the median alone.
+pub fn stat_bytes(s: Option<Spread>) -> String {
     match s {
         Some(s) if s.n > 1 => format!(
             "{} ±{}",
             short_bytes(s.median),
-            short_bytes(s.spread() / 2.0)
+            short_bytes(s.range() / 2.0)
         ),
         Some(s) => short_bytes(s.median),
         None => "?".into(),
     }
 }
 
+/// A spread of seconds in at most five characters: "1.6s", "19ms", "0".
+fn short_spread(s: f64) -> String {
+    if s >= 0.1 {
+        format!("{s:.1}s")
+    } else if s >= 0.0005 {
+        format!("{:.0}ms", s * 1000.0)
+    } else {
+        "0".into()
+    }
+}
+
 /// "10.4s ±1.6s", or the median alone.
-pub fn stat_secs(s: Option<Stat>) -> String {
+pub fn stat_secs(s: Option<Spread>) -> String {
     match s {
-        Some(s) if s.n > 1 => format!("{} ±{}", short_secs(s.median), short_secs(s.spread() / 2.0)),
+        Some(s) if s.n > 1 => format!("{} ±{}", short_secs(s.median), short_spread(s.range() / 2.0)),
         Some(s) => short_secs(s.median),
         None => "?".into(),
     }
@@ -53,7 +64,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
             Span::styled(format!("{} variants", m.rows.len()), t.heading()),
             Span::styled(
                 format!(
-                    " · cache {}{} · baseline '{}' · step-1 figures, median ± half-range",
+                    " · cache {}{} · vs '{}' · step 1: median ±half-range",
                     m.cache,
                     if m.isolated { "" } else { " (NOT isolated)" },
                     m.baseline
@@ -94,7 +105,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
             cells.push(Cell::from(stat_secs(r.setup_s)));
             cells.push(match &r.verdict {
                 Some(v) => Cell::from(Span::styled(v.label.clone(), t.tone(v.tone))),
-                None if r.name == m.baseline => Cell::from(Span::styled("baseline", t.dim())),
+                None if r.is_baseline => Cell::from(Span::styled("baseline", t.dim())),
                 None => Cell::from(Span::styled("-", t.dim())),
             });
             let row = Row::new(cells);
@@ -105,8 +116,9 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
             }
         })
         .collect();
+    let longest = m.rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(7);
     let mut widths = vec![
-        Constraint::Min(8),
+        Constraint::Length(longest.clamp(7, 24) as u16),
         Constraint::Length(4),
         Constraint::Length(10),
         Constraint::Length(11),
@@ -118,6 +130,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
         Constraint::Length(11),
         Constraint::Length(11),
         Constraint::Length(10),
+        Constraint::Min(0),
     ]);
     frame.render_widget(
         Table::new(rows, widths)
@@ -142,7 +155,7 @@ fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rec
                 ]));
                 lines.push(Line::from(v.summary.clone()));
             }
-            None if r.name == m.baseline => lines.push(Line::from(Span::styled(
+            None if r.is_baseline => lines.push(Line::from(Span::styled(
                 format!("{}: the baseline every prewarm is judged against", r.name),
                 t.dim(),
             ))),
@@ -167,10 +180,7 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(format!("{} attempt(s)", app.data.attempts.len()), t.heading()),
-            Span::styled(
-                " · one variant: nothing to compare (declare variants to get verdicts) · worst rank shown",
-                t.dim(),
-            ),
+            Span::styled(" · one variant, so no verdicts · worst rank's figures", t.dim()),
         ])),
         head,
     );

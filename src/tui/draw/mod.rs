@@ -82,7 +82,10 @@ fn draw_context(frame: &mut Frame, app: &App, area: Rect) {
             if let Some(r) = app.rank() {
                 spans.push(Span::styled(" · ", t.dim()));
                 spans.push(Span::styled(r.label.clone(), t.heading()));
-                spans.push(Span::styled(format!(" on {}", r.host), t.dim()));
+                spans.push(Span::styled(
+                    format!(" ({}/{})", app.rank + 1, a.ranks.len()),
+                    t.dim(),
+                ));
             }
         }
         None => spans.push(Span::styled(

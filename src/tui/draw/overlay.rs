@@ -3,6 +3,7 @@
 
 use super::{centered, timeline::event_line};
 use crate::tui::app::{App, Overlay};
+use crate::tui::view::EventRow;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -42,7 +43,8 @@ pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
             KEYS.len() as u16 + 2,
         ),
         Overlay::Verdict => verdict(app),
-        Overlay::Event(i) => event(app, i),
+        Overlay::Event(i) => event(app, app.rank().and_then(|r| r.events.get(i))),
+        Overlay::Marker(i) => event(app, app.rank().and_then(|r| r.markers.get(i))),
         Overlay::ConfirmQuit => (
             "the run is still going".into(),
             vec![
@@ -123,9 +125,9 @@ fn verdict(app: &App) -> (String, Vec<Line<'static>>, u16, u16) {
     (format!("verdict: {}", row.name), lines, area.0, h)
 }
 
-fn event(app: &App, i: usize) -> (String, Vec<Line<'static>>, u16, u16) {
+fn event(app: &App, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, u16, u16) {
     let t = app.theme;
-    let Some(e) = app.rank().and_then(|r| r.events.get(i)) else {
+    let Some(e) = e else {
         return ("event".into(), vec![], 60, 3);
     };
     let mut lines = vec![Line::from(event_line(e)), Line::from("")];

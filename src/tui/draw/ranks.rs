@@ -44,7 +44,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .map(|(i, r)| {
             let peak = r.step1_peak.map_or("?".into(), |b| short_bytes(b as f64));
             let row = Row::new(vec![
-                Cell::from(r.label.clone()),
+                Cell::from(r.name.clone()),
                 Cell::from(r.host.clone()),
                 Cell::from(Span::styled(
                     peak,

@@ -11,6 +11,9 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
 
+/// How each series is drawn (also its legend), told apart without colour.
+const GLYPHS: [&str; 3] = ["⣿", "•", "▞"];
+
 /// Width of the y-axis labels left of the chart.
 const GUTTER: u16 = 7;
 
@@ -66,6 +69,18 @@ pub fn downsample(points: &[(f64, f64)], a: f64, b: f64, buckets: usize) -> Vec<
     out
 }
 
+/// A step series as line segments: each value holds until the next point.
+pub fn as_steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    for (i, p) in points.iter().enumerate() {
+        if i > 0 {
+            out.push((p.0, points[i - 1].1));
+        }
+        out.push(*p);
+    }
+    out
+}
+
 /// The column of time `t` in a strip `width` cells wide showing [a, b].
 fn column(t: f64, a: f64, b: f64, width: u16) -> u16 {
     if width <= 1 || b <= a {
@@ -97,7 +112,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         t.dim(),
     ));
     for (i, s) in rank.series.iter().enumerate() {
-        spans.push(Span::styled("━ ", t.series(i)));
+        spans.push(Span::styled(format!("{} ", GLYPHS[i % GLYPHS.len()]), t.series(i)));
         spans.push(Span::styled(format!("{}  ", s.name), t.text()));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), title);
@@ -108,7 +123,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let sampled: Vec<Vec<(f64, f64)>> = rank
         .series
         .iter()
-        .map(|s| downsample(&s.points, a, b, buckets))
+        .map(|s| as_steps(&downsample(&s.points, a, b, buckets)))
         .collect();
     let ymax = sampled
         .iter()
@@ -117,7 +132,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .fold(0.0, f64::max)
         .max(1.0)
         * 1.05;
-    let markers_kind = [Marker::Braille, Marker::Dot, Marker::Braille, Marker::Dot];
+    let markers_kind = [Marker::Braille, Marker::Dot, Marker::Quadrant];
     let datasets: Vec<Dataset> = sampled
         .iter()
         .enumerate()
@@ -203,14 +218,14 @@ fn draw_markers(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, a
     let t = app.theme;
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
-    let lo = rank.events.partition_point(|e| e.t_s < a);
-    let hi = rank.events.partition_point(|e| e.t_s <= b);
-    for e in &rank.events[lo..hi] {
+    let lo = rank.markers.partition_point(|e| e.t_s < a);
+    let hi = rank.markers.partition_point(|e| e.t_s <= b);
+    for e in &rank.markers[lo..hi] {
         cells[usize::from(column(e.t_s, a, b, w))] = if e.failed { '✖' } else { '▲' };
     }
     let cursor = app
         .cursor
-        .and_then(|c| rank.events.get(c))
+        .and_then(|c| rank.markers.get(c))
         .map(|e| usize::from(column(e.t_s, a, b, w)));
     let mut spans = Vec::new();
     let text: String = cells.iter().collect();
@@ -230,10 +245,13 @@ fn draw_markers(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, a
 /// One line about an event: when, where, what and how much.
 pub fn event_line(e: &EventRow) -> String {
     let mut s = format!("{} · {}", short_secs(e.t_s), e.phase.label());
-    if let Some(n) = e.step {
+    if let Some(n) = e.step.filter(|_| e.phase != crate::analysis::phases::Phase::Step1) {
         s += &format!(" (step {n})");
     }
-    s += &format!(" · {} · {}", e.kind.label(), e.library);
+    s += &format!(" · {}", e.kind.label());
+    if !e.library.is_empty() && e.library != e.kind.label() && e.library != "compile" {
+        s += &format!(" · {}", e.library);
+    }
     if let Some(b) = e.bytes.filter(|b| *b > 0) {
         s += &format!(" · {}", crate::report::bytes(b));
     }
@@ -246,7 +264,7 @@ pub fn event_line(e: &EventRow) -> String {
 fn draw_detail(frame: &mut Frame, app: &App, rank: &RankView, area: Rect) {
     let t = app.theme;
     let w = usize::from(area.width);
-    let lines = match app.cursor.and_then(|c| rank.events.get(c)) {
+    let lines = match app.cursor.and_then(|c| rank.markers.get(c)) {
         Some(e) => {
             let total = app.in_window_count();
             let pos = app.cursor_position().map_or(0, |p| p + 1);
