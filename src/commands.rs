@@ -109,7 +109,10 @@ fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), Varia
 
 fn run(args: RunArgs) -> i32 {
     if args.tui
-        && let Err(e) = crate::tui::require_terminal("run --tui")
+        && let Err(e) = crate::tui::require_terminal(
+            "run --tui",
+            "drop --tui (the run prints its summary at the end, and `prewarm-doctor tui RUN` replays it later)",
+        )
     {
         eprintln!("prewarm-doctor: {e}");
         return exit::DOCTOR_FAILED;
@@ -230,11 +233,18 @@ fn run(args: RunArgs) -> i32 {
         }
     };
     let results = match live {
-        Some(live) => live.show(
-            &out,
-            || run_matrix(&plan, |_| {}),
-            |r| run_exit_code(r, single),
-        ),
+        Some(live) => {
+            let log = live.log();
+            live.show(
+                &out,
+                || {
+                    run_matrix(&plan, |p| {
+                        log.attempt_started(&p.variant, &p.attempt, p.index, p.total)
+                    })
+                },
+                |r| run_exit_code(r, single),
+            )
+        }
         None => run_matrix(&plan, print_progress),
     };
     let mut worst = 0;
@@ -284,7 +294,9 @@ fn run_exit_code(results: &[crate::capture::matrix::AttemptResult], single: bool
         Err(_) => exit::DOCTOR_FAILED,
     };
     if single {
-        results.first().map_or(exit::DOCTOR_FAILED, |(_, o)| code(o))
+        results
+            .first()
+            .map_or(exit::DOCTOR_FAILED, |(_, o)| code(o))
     } else if results.iter().any(|(_, o)| code(o) != 0) {
         MATRIX_RUN_FAILED
     } else {

@@ -114,12 +114,11 @@ fn events_view() {
     key(&mut a, KeyCode::Enter);
     let rank = a.rank().unwrap();
     assert!(!a.events.rows.is_empty());
-    assert!(
-        a.events
-            .rows
-            .iter()
-            .all(|&i| format!("{:?}", rank.events[i]).to_lowercase().contains("nccl"))
-    );
+    assert!(a.events.rows.iter().all(|&i| {
+        format!("{:?}", rank.events[i])
+            .to_lowercase()
+            .contains("nccl")
+    }));
     // Sort by bytes, largest first.
     while prewarm_doctor::tui::app::Column::ALL[a.events.sort]
         != prewarm_doctor::tui::app::Column::Bytes
@@ -160,7 +159,10 @@ fn account_view() {
     let mut a = app(MATRIX);
     a.tab = Tab::Account;
     let s = screen(&a, 80, 24);
-    assert!(s.contains("unexplained") && s.contains("= device used"), "{s}");
+    assert!(
+        s.contains("unexplained") && s.contains("= device used"),
+        "{s}"
+    );
     insta::assert_snapshot!("account_80x24", s);
 }
 
@@ -210,7 +212,10 @@ fn live_view_of_a_run_in_progress() {
     meta["exit"] = serde_json::Value::Null;
     std::fs::write(&host, meta.to_string()).unwrap();
     let mut d = load_once(dir.path(), false).unwrap();
-    let live = d.live.as_mut().expect("an attempt without exit status is live");
+    let live = d
+        .live
+        .as_mut()
+        .expect("an attempt without exit status is live");
     assert_eq!(live.current.as_deref(), Some("all/2"));
     assert_eq!(live.total, 15);
     assert_eq!(live.done, 10);
@@ -220,7 +225,11 @@ fn live_view_of_a_run_in_progress() {
     live.eta_s = Some(377.0);
     let mut a = App::new(d, Theme::plain(), RunState::Running);
     assert_eq!(a.tab, Tab::Live);
-    assert_eq!(a.attempt().unwrap().name(), "all/2", "follows the running attempt");
+    assert_eq!(
+        a.attempt().unwrap().name(),
+        "all/2",
+        "follows the running attempt"
+    );
     let console = std::fs::read_to_string(src.join("console-stdout.txt")).unwrap();
     for line in console.lines() {
         a.push_log(line.to_string());
@@ -247,7 +256,13 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn colours_are_foreground_accents_only_and_plain_has_none() {
     let mut a = app(MATRIX);
-    for tab in [Tab::Matrix, Tab::Timeline, Tab::Events, Tab::Ranks, Tab::Account] {
+    for tab in [
+        Tab::Matrix,
+        Tab::Timeline,
+        Tab::Events,
+        Tab::Ranks,
+        Tab::Account,
+    ] {
         a.tab = tab;
         for (theme, coloured) in [(Theme { color: true }, true), (Theme::plain(), false)] {
             a.theme = theme;
@@ -269,7 +284,13 @@ fn colours_are_foreground_accents_only_and_plain_has_none() {
 #[test]
 fn tabs_cycle_both_ways() {
     let mut a = app(MATRIX);
-    let order = [Tab::Timeline, Tab::Events, Tab::Ranks, Tab::Account, Tab::Matrix];
+    let order = [
+        Tab::Timeline,
+        Tab::Events,
+        Tab::Ranks,
+        Tab::Account,
+        Tab::Matrix,
+    ];
     for t in order {
         key(&mut a, KeyCode::Tab);
         assert_eq!(a.tab, t);
@@ -370,7 +391,10 @@ fn the_filter_is_edited_and_cleared() {
     key(&mut a, KeyCode::Char('/'));
     assert!(a.events.editing);
     keys(&mut a, "q");
-    assert!(a.events.editing, "q types into the filter, it does not quit");
+    assert!(
+        a.events.editing,
+        "q types into the filter, it does not quit"
+    );
     key(&mut a, KeyCode::Backspace);
     keys(&mut a, "autotune");
     assert!(a.events.rows.len() < all && !a.events.rows.is_empty());

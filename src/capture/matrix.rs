@@ -5,9 +5,9 @@
 use super::env::CacheMode;
 use super::layout::AttemptDir;
 use super::meta::VariantSpec;
+use super::output::OutputSink;
 use super::{AttemptOutcome, AttemptPlan, CaptureError, run_attempt};
 use crate::probe::Assets;
-use super::output::OutputSink;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

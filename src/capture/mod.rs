@@ -150,7 +150,8 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     if plan.output.is_some() {
         // Piped, Python would hold the output back in 8 KiB blocks: the
         // dashboard's log pane shows it as it comes.
-        env.entry("PYTHONUNBUFFERED".into()).or_insert_with(|| "1".into());
+        env.entry("PYTHONUNBUFFERED".into())
+            .or_insert_with(|| "1".into());
     }
     for n in env_notices {
         notices.push(match n {
@@ -213,7 +214,8 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     });
     let result = run_child(&plan.command, &env, capture.as_ref(), |_| {});
     if let Some(e) = capture.as_ref().and_then(|c| c.error()) {
-        meta.notices.push(format!("the command's output is incomplete: {e}"));
+        meta.notices
+            .push(format!("the command's output is incomplete: {e}"));
     }
     meta.t_end_ns = Some(monotonic_ns());
     if let Some(s) = sampler {

@@ -78,8 +78,14 @@ impl OutputCapture {
         };
         let mut threads = Vec::new();
         let streams: [(Option<Box<dyn Read + Send>>, Stream); 2] = [
-            (child.stdout.take().map(|s| Box::new(s) as _), Stream::Stdout),
-            (child.stderr.take().map(|s| Box::new(s) as _), Stream::Stderr),
+            (
+                child.stdout.take().map(|s| Box::new(s) as _),
+                Stream::Stdout,
+            ),
+            (
+                child.stderr.take().map(|s| Box::new(s) as _),
+                Stream::Stderr,
+            ),
         ];
         for (pipe, stream) in streams {
             let Some(mut pipe) = pipe else { continue };
@@ -130,7 +136,10 @@ mod tests {
     fn both_streams_reach_the_file_and_the_sink() {
         let dir = tempfile::tempdir().unwrap();
         let sink = Arc::new(Collect::default());
-        let cap = Arc::new(OutputCapture::new(dir.path().join(OUTPUT_FILE), sink.clone()));
+        let cap = Arc::new(OutputCapture::new(
+            dir.path().join(OUTPUT_FILE),
+            sink.clone(),
+        ));
         let mut child = Command::new("sh")
             .args(["-c", "echo out; echo err >&2"])
             .stdout(Stdio::piped())
@@ -143,8 +152,14 @@ mod tests {
         let file = std::fs::read_to_string(dir.path().join(OUTPUT_FILE)).unwrap();
         assert!(file.contains("out\n") && file.contains("err\n"), "{file:?}");
         let got = sink.0.lock().unwrap();
-        assert!(got.iter().any(|(s, b)| *s == Stream::Stdout && b == b"out\n"));
-        assert!(got.iter().any(|(s, b)| *s == Stream::Stderr && b == b"err\n"));
+        assert!(
+            got.iter()
+                .any(|(s, b)| *s == Stream::Stdout && b == b"out\n")
+        );
+        assert!(
+            got.iter()
+                .any(|(s, b)| *s == Stream::Stderr && b == b"err\n")
+        );
         assert_eq!(cap.error(), None);
     }
 }

@@ -226,7 +226,13 @@ impl App {
         if self.has_live() {
             t.push(Tab::Live);
         }
-        t.extend([Tab::Matrix, Tab::Timeline, Tab::Events, Tab::Ranks, Tab::Account]);
+        t.extend([
+            Tab::Matrix,
+            Tab::Timeline,
+            Tab::Events,
+            Tab::Ranks,
+            Tab::Account,
+        ]);
         t
     }
 
@@ -523,7 +529,10 @@ impl App {
         let last = w.end.saturating_sub(1);
         match key.code {
             KeyCode::Right | KeyCode::Char('l') => {
-                self.cursor = self.cursor.map(|c| (c + 1).min(last)).filter(|c| w.contains(c))
+                self.cursor = self
+                    .cursor
+                    .map(|c| (c + 1).min(last))
+                    .filter(|c| w.contains(c))
             }
             KeyCode::Left | KeyCode::Char('h') => {
                 self.cursor = self

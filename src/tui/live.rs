@@ -125,6 +125,19 @@ impl OutputSink for LogSink {
     }
 }
 
+/// Marks in the log pane where each attempt's output begins.
+#[derive(Clone)]
+pub struct AttemptLog(Sender<Update>);
+
+impl AttemptLog {
+    /// Called by the matrix before attempt `index` of `total` starts.
+    pub fn attempt_started(&self, variant: &str, attempt: &str, index: usize, total: usize) {
+        let _ = self.0.send(Update::Log(format!(
+            "── attempt {index}/{total}: {variant}/{attempt} ──"
+        )));
+    }
+}
+
 /// The dashboard side of `run --tui`, created before the run starts.
 pub struct LiveRun {
     tx: Sender<Update>,
@@ -166,6 +179,11 @@ impl LiveRun {
         }
     }
 
+    /// Where the matrix announces each attempt.
+    pub fn log(&self) -> AttemptLog {
+        AttemptLog(self.tx.clone())
+    }
+
     /// Where the run sends the training's output.
     pub fn sink(&self) -> Arc<dyn OutputSink> {
         self.sink.clone()
@@ -196,7 +214,8 @@ impl LiveRun {
             });
             let ending = match term::Screen::enter() {
                 Ok(mut screen) => {
-                    let mut app = App::new(Default::default(), Theme::from_env(), RunState::Running);
+                    let mut app =
+                        App::new(Default::default(), Theme::from_env(), RunState::Running);
                     let control = Control(&stop);
                     let ending = event_loop(&mut screen.terminal, &mut app, &rx, Some(&control));
                     drop(screen);
@@ -207,7 +226,9 @@ impl LiveRun {
             sink.release();
             let still_running = !worker.is_finished();
             match ending {
-                Err(e) => eprintln!("prewarm-doctor: the dashboard failed ({e}); the run goes on with plain output"),
+                Err(e) => eprintln!(
+                    "prewarm-doctor: the dashboard failed ({e}); the run goes on with plain output"
+                ),
                 Ok(Ending::Signal(s)) if still_running => eprintln!(
                     "[prewarm-doctor] signal {s}: dashboard closed; the signal was forwarded to the training, which is stopping"
                 ),
@@ -216,7 +237,9 @@ impl LiveRun {
                 ),
                 _ => {}
             }
-            let r = worker.join().expect("the run's worker thread does not panic");
+            let r = worker
+                .join()
+                .expect("the run's worker thread does not panic");
             loader.finish();
             r
         })

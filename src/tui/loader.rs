@@ -181,7 +181,11 @@ pub fn load_once(root: &Path, ours: bool) -> Result<Dashboard, String> {
 
 fn live_view(run: &RunData, current: Option<&(String, String)>) -> LiveView {
     let total = run.meta.as_ref().map_or(run.attempts.len(), |m| {
-        let warm = if m.cache == CacheMode::Warm { m.variants.len() } else { 0 };
+        let warm = if m.cache == CacheMode::Warm {
+            m.variants.len()
+        } else {
+            0
+        };
         m.variants.len() * m.repeat as usize + warm
     });
     let done = run
@@ -202,8 +206,7 @@ fn live_view(run: &RunData, current: Option<&(String, String)>) -> LiveView {
         .map(|c| (chrono::Local::now().fixed_offset() - c).num_milliseconds() as f64 / 1000.0)
         .unwrap_or(0.0)
         .max(0.0);
-    let eta_s = (done > 0 && total > done)
-        .then(|| elapsed_s / done as f64 * (total - done) as f64);
+    let eta_s = (done > 0 && total > done).then(|| elapsed_s / done as f64 * (total - done) as f64);
     let attempt = current.and_then(|(v, a)| {
         run.attempts
             .iter()

@@ -35,9 +35,9 @@ pub use term::require_terminal;
 #[derive(Debug, thiserror::Error)]
 pub enum TuiError {
     #[error(
-        "{what} needs an interactive terminal, and standard input or output is not one here (CI, a pipe, a redirect); use `prewarm-doctor report RUN` for text, or run without --tui"
+        "{what} needs an interactive terminal, and standard input or output is not one here (CI, a pipe, a redirect); {instead}"
     )]
-    NoTerminal { what: String },
+    NoTerminal { what: String, instead: String },
     #[error("cannot set up the terminal: {0}")]
     Terminal(std::io::Error),
     #[error("{0}")]
@@ -135,7 +135,8 @@ pub fn event_loop<B: Backend>(
                 // kill -INT from outside: the run's forwarder passes it on.
                 if app.run == RunState::Running {
                     app.run = RunState::Stopping;
-                    app.status = Some("SIGINT forwarded to the training; Ctrl-C again kills it".into());
+                    app.status =
+                        Some("SIGINT forwarded to the training; Ctrl-C again kills it".into());
                 }
                 dirty = true;
             } else {
@@ -184,7 +185,10 @@ pub fn event_loop<B: Backend>(
 /// `prewarm-doctor tui RUN`: the dashboard over a run folder. Returns the
 /// exit code (0, or 128+N after signal N).
 pub fn replay(root: &Path) -> Result<i32, TuiError> {
-    require_terminal("prewarm-doctor tui")?;
+    require_terminal(
+        "prewarm-doctor tui",
+        "`prewarm-doctor report RUN` prints the same account as text",
+    )?;
     // Refuse what is not a run before taking the terminal; a folder whose
     // run.json exists but has no attempt yet is a run just starting.
     let first = match loader::load_once(root, false) {

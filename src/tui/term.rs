@@ -14,13 +14,15 @@ use ratatui::crossterm::terminal::{
 use std::io::{IsTerminal, Stdout};
 use std::sync::Once;
 
-/// Refuses when standard input or output is not a terminal (CI, pipes).
-pub fn require_terminal(what: &str) -> Result<(), TuiError> {
+/// Refuses when standard input or output is not a terminal (CI, pipes);
+/// `instead` says what to do there.
+pub fn require_terminal(what: &str, instead: &str) -> Result<(), TuiError> {
     if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
         Ok(())
     } else {
         Err(TuiError::NoTerminal {
             what: what.to_string(),
+            instead: instead.to_string(),
         })
     }
 }

@@ -249,7 +249,11 @@ pub fn verdict_view(v: &model::VerdictView) -> VerdictView {
     VerdictView {
         label: v.label.to_uppercase(),
         tone,
-        summary: format!("{}; cost: {}", model::moved_text(v), model::costs_text(&v.costs)),
+        summary: format!(
+            "{}; cost: {}",
+            model::moved_text(v),
+            model::costs_text(&v.costs)
+        ),
         lines,
     }
 }
@@ -313,7 +317,11 @@ fn attempt_view(a: &model::AttemptView, running: bool) -> AttemptView {
         })
         .unwrap_or_default();
     let mut notes: Vec<String> = a.notices.clone();
-    if let Some(line) = a.spread.as_ref().and_then(crate::report::missing_ranks_line) {
+    if let Some(line) = a
+        .spread
+        .as_ref()
+        .and_then(crate::report::missing_ranks_line)
+    {
         notes.push(line);
     }
     AttemptView {
@@ -388,7 +396,11 @@ fn account_of(r: &model::RankView) -> Option<AccountView> {
         .or(phases.iter().find(|p| p.phase == Phase::Setup))?;
     let g = ph.gap_end.as_ref()?;
     let mut parts = vec![("PyTorch pool".to_string(), g.pool_reserved as i64, false)];
-    parts.extend(g.parts.iter().map(|x| (x.name.clone(), x.bytes, x.inferred)));
+    parts.extend(
+        g.parts
+            .iter()
+            .map(|x| (x.name.clone(), x.bytes, x.inferred)),
+    );
     Some(AccountView {
         phase: ph.phase,
         at_s: g.at_s,
@@ -459,13 +471,21 @@ fn marker_row(m: &Marker) -> EventRow {
     }
     if let Some(k) = &m.key {
         detail.push(kv(
-            if kind == EventKind::Nccl { "communicator id" } else { "key" },
+            if kind == EventKind::Nccl {
+                "communicator id"
+            } else {
+                "key"
+            },
             k.clone(),
         ));
     }
     if let Some(c) = &m.config {
         detail.push(kv(
-            if kind == EventKind::LocalMemory { "autotune candidate" } else { "chosen config" },
+            if kind == EventKind::LocalMemory {
+                "autotune candidate"
+            } else {
+                "chosen config"
+            },
             c.clone(),
         ));
     }
@@ -653,7 +673,10 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
             key: e.kind.clone(),
             seconds: None,
             failed: true,
-            detail: vec![kv("exception", e.kind.clone()), kv("message", e.message.clone())],
+            detail: vec![
+                kv("exception", e.kind.clone()),
+                kv("message", e.message.clone()),
+            ],
         });
     }
     for f in &p.forensics {

@@ -21,7 +21,10 @@ fn bar_span(from: i64, to: i64, scale: f64, width: usize) -> (usize, usize) {
     let cell = |b: i64| ((b.max(0) as f64 / scale).round() as usize).min(width);
     let (a, b) = (cell(from.min(to)), cell(from.max(to)));
     if a == b && from != to {
-        (a.min(width.saturating_sub(1)), a.min(width.saturating_sub(1)) + 1)
+        (
+            a.min(width.saturating_sub(1)),
+            a.min(width.saturating_sub(1)) + 1,
+        )
     } else {
         (a, b)
     }
@@ -51,7 +54,13 @@ pub fn waterfall(acc: &AccountView, width: usize) -> Vec<(String, String, String
         };
         out.push((
             clip(&label, NAME),
-            bar(at, at + bytes, scale, bar_w, if *bytes < 0 { '░' } else { '█' }),
+            bar(
+                at,
+                at + bytes,
+                scale,
+                bar_w,
+                if *bytes < 0 { '░' } else { '█' },
+            ),
             short_bytes(*bytes as f64),
             Tone::Neutral,
         ));
@@ -80,7 +89,10 @@ pub fn waterfall(acc: &AccountView, width: usize) -> Vec<(String, String, String
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme;
     let Some(rank) = app.rank() else {
-        frame.render_widget(Paragraph::new(Span::styled("no process in this attempt", t.dim())), area);
+        frame.render_widget(
+            Paragraph::new(Span::styled("no process in this attempt", t.dim())),
+            area,
+        );
         return;
     };
     let Some(acc) = &rank.account else {

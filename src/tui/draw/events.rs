@@ -68,7 +68,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 Cell::from(e.bytes.map_or(String::new(), |b| short_bytes(b as f64))),
                 Cell::from(e.key.clone()),
             ]);
-            let row = if e.failed { row.style(t.tone(crate::tui::theme::Tone::Bad)) } else { row };
+            let row = if e.failed {
+                row.style(t.tone(crate::tui::theme::Tone::Bad))
+            } else {
+                row
+            };
             if i == ev.selected {
                 row.style(t.selected())
             } else {

@@ -17,7 +17,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .attempts
         .iter()
         .find(|a| live.current.as_deref() == Some(&a.name()))
-        .map(|a| a.ranks.iter().filter(|r| r.is_rank || a.ranks.len() == 1).collect())
+        .map(|a| {
+            a.ranks
+                .iter()
+                .filter(|r| r.is_rank || a.ranks.len() == 1)
+                .collect()
+        })
         .unwrap_or_default();
     let rank_rows = (ranks.len() as u16).clamp(1, 4);
     let gpu_rows = (live.gpus.len() as u16).min(4);
@@ -38,7 +43,13 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let running = live
         .current
         .as_ref()
-        .map(|c| format!("attempt {}/{} {c}", (live.done + 1).min(live.total.max(1)), live.total))
+        .map(|c| {
+            format!(
+                "attempt {}/{} {c}",
+                (live.done + 1).min(live.total.max(1)),
+                live.total
+            )
+        })
         .unwrap_or_else(|| format!("{}/{} attempts done", live.done, live.total));
     let eta = live
         .eta_s
@@ -49,7 +60,10 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(running, t.heading()),
-            Span::styled(format!(" · elapsed {}{eta}", clock(live.elapsed_s)), t.dim()),
+            Span::styled(
+                format!(" · elapsed {}{eta}", clock(live.elapsed_s)),
+                t.dim(),
+            ),
         ])),
         text,
     );
@@ -70,7 +84,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         let shown = usize::from(rank_rows);
         let mut v: Vec<Line> = ranks
             .iter()
-            .take(if ranks.len() > shown { shown - 1 } else { shown })
+            .take(if ranks.len() > shown {
+                shown - 1
+            } else {
+                shown
+            })
             .map(|r| {
                 Line::from(vec![
                     Span::styled(format!("{:<10}", r.name), t.heading()),

@@ -37,7 +37,11 @@ fn short_spread(s: f64) -> String {
 /// "10.4s ±1.6s", or the median alone.
 pub fn stat_secs(s: Option<Spread>) -> String {
     match s {
-        Some(s) if s.n > 1 => format!("{} ±{}", short_secs(s.median), short_spread(s.range() / 2.0)),
+        Some(s) if s.n > 1 => format!(
+            "{} ±{}",
+            short_secs(s.median),
+            short_spread(s.range() / 2.0)
+        ),
         Some(s) => short_secs(s.median),
         None => "?".into(),
     }
@@ -116,7 +120,12 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
             }
         })
         .collect();
-    let longest = m.rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(7);
+    let longest = m
+        .rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(7);
     let mut widths = vec![
         Constraint::Length(longest.clamp(7, 24) as u16),
         Constraint::Length(4),
@@ -160,7 +169,10 @@ fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rec
                 t.dim(),
             ))),
             None => lines.push(Line::from(Span::styled(
-                format!("{}: names no known prewarm, so it is compared but not judged", r.name),
+                format!(
+                    "{}: names no known prewarm, so it is compared but not judged",
+                    r.name
+                ),
                 t.dim(),
             ))),
         }
@@ -175,12 +187,17 @@ fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rec
 /// A single-variant run: one row per attempt with its worst-rank figures.
 fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme;
-    let [head, table] =
-        Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
+    let [head, table] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     frame.render_widget(
         Paragraph::new(Line::from(vec![
-            Span::styled(format!("{} attempt(s)", app.data.attempts.len()), t.heading()),
-            Span::styled(" · one variant, so no verdicts · worst rank's figures", t.dim()),
+            Span::styled(
+                format!("{} attempt(s)", app.data.attempts.len()),
+                t.heading(),
+            ),
+            Span::styled(
+                " · one variant, so no verdicts · worst rank's figures",
+                t.dim(),
+            ),
         ])),
         head,
     );
@@ -226,8 +243,15 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
             ],
         )
         .header(
-            Row::new(["attempt", "status", "ranks", "s1 peak", "s1 outside", "step 1"])
-                .style(t.heading()),
+            Row::new([
+                "attempt",
+                "status",
+                "ranks",
+                "s1 peak",
+                "s1 outside",
+                "step 1",
+            ])
+            .style(t.heading()),
         ),
         table,
     );

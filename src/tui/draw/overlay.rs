@@ -14,15 +14,24 @@ pub const KEYS: &[(&str, &str)] = &[
     ("q / Esc", "leave (asks first while a run is going)"),
     ("?", "this help"),
     ("Tab / Shift-Tab", "next / previous view"),
-    ("↑↓ / j k", "move in a list; change rank in Timeline, Account"),
-    ("← → / h l", "Timeline: previous / next event; Events: sort column"),
+    (
+        "↑↓ / j k",
+        "move in a list; change rank in Timeline, Account",
+    ),
+    (
+        "← → / h l",
+        "Timeline: previous / next event; Events: sort column",
+    ),
     ("g / G", "first / last (row, event, log line)"),
     ("Enter", "verdict evidence, event detail, rank's timeline"),
     ("[ / ]", "previous / next attempt"),
     ("1 2 3 / z", "Timeline zoom: setup, step 1, everything"),
     ("/", "Events: filter (Enter keeps, Esc clears)"),
     ("s / r", "Events: sort by next column / reverse"),
-    ("Ctrl-C", "live run: forward to the training; again: kill it"),
+    (
+        "Ctrl-C",
+        "live run: forward to the training; again: kill it",
+    ),
 ];
 
 pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
@@ -58,10 +67,7 @@ pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
                     Span::styled("  d ", t.heading()),
                     Span::raw("leave, let it finish (its output continues here)"),
                 ]),
-                Line::from(vec![
-                    Span::styled("  n ", t.heading()),
-                    Span::raw("stay"),
-                ]),
+                Line::from(vec![Span::styled("  n ", t.heading()), Span::raw("stay")]),
             ],
             62,
             7,
@@ -131,7 +137,12 @@ fn event(app: &App, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, u16, u
         return ("event".into(), vec![], 60, 3);
     };
     let mut lines = vec![Line::from(event_line(e)), Line::from("")];
-    let key_w = e.detail.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    let key_w = e
+        .detail
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
     for (k, v) in &e.detail {
         lines.push(Line::from(vec![
             Span::styled(format!("{k:<key_w$}  "), t.heading()),

@@ -13,7 +13,10 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme;
     let Some(attempt) = app.attempt() else {
-        frame.render_widget(Paragraph::new(Span::styled("no attempt yet", t.dim())), area);
+        frame.render_widget(
+            Paragraph::new(Span::styled("no attempt yet", t.dim())),
+            area,
+        );
         return;
     };
     let extra = (attempt.spread.len() + attempt.notes.len()) as u16;
@@ -23,9 +26,21 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     ])
     .areas(area);
     let ranks = &attempt.ranks;
-    let worst_peak = ranks.iter().filter(|r| r.is_rank).filter_map(|r| r.step1_peak).max();
-    let worst_oop = ranks.iter().filter(|r| r.is_rank).map(|r| r.step1_out_of_pool).max();
-    let slowest = ranks.iter().filter(|r| r.is_rank).filter_map(|r| r.step1_s).reduce(f64::max);
+    let worst_peak = ranks
+        .iter()
+        .filter(|r| r.is_rank)
+        .filter_map(|r| r.step1_peak)
+        .max();
+    let worst_oop = ranks
+        .iter()
+        .filter(|r| r.is_rank)
+        .map(|r| r.step1_out_of_pool)
+        .max();
+    let slowest = ranks
+        .iter()
+        .filter(|r| r.is_rank)
+        .filter_map(|r| r.step1_s)
+        .reduce(f64::max);
     let several = ranks.iter().filter(|r| r.is_rank).count() > 1;
     let mark = |is_worst: bool| {
         if is_worst && several {
@@ -59,7 +74,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                     mark(r.is_rank && r.step1_s.is_some() && r.step1_s == slowest),
                 )),
                 Cell::from(format!("{}/{}", r.step1_comms, r.comms)),
-                Cell::from(if r.is_rank { r.now.clone() } else { "helper".into() }),
+                Cell::from(if r.is_rank {
+                    r.now.clone()
+                } else {
+                    "helper".into()
+                }),
             ]);
             if i == app.rank {
                 row.style(t.selected())
@@ -82,8 +101,16 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             ],
         )
         .header(
-            Row::new(["rank", "host", "s1 peak", "s1 outside", "step 1", "comms", "now"])
-                .style(t.heading()),
+            Row::new([
+                "rank",
+                "host",
+                "s1 peak",
+                "s1 outside",
+                "step 1",
+                "comms",
+                "now",
+            ])
+            .style(t.heading()),
         )
         .column_spacing(1),
         table,

@@ -37,7 +37,9 @@ pub fn downsample(points: &[(f64, f64)], a: f64, b: f64, buckets: usize) -> Vec<
             let bucket = (((inside[i].0 - a) / width) as usize).min(buckets - 1);
             let mut j = i;
             let (mut min, mut max) = (inside[i], inside[i]);
-            while j < inside.len() && (((inside[j].0 - a) / width) as usize).min(buckets - 1) == bucket {
+            while j < inside.len()
+                && (((inside[j].0 - a) / width) as usize).min(buckets - 1) == bucket
+            {
                 if inside[j].1 < min.1 {
                     min = inside[j];
                 }
@@ -86,7 +88,9 @@ fn column(t: f64, a: f64, b: f64, width: u16) -> u16 {
     if width <= 1 || b <= a {
         return 0;
     }
-    (((t - a) / (b - a)) * f64::from(width - 1)).round().clamp(0.0, f64::from(width - 1)) as u16
+    (((t - a) / (b - a)) * f64::from(width - 1))
+        .round()
+        .clamp(0.0, f64::from(width - 1)) as u16
 }
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
@@ -106,13 +110,19 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(3),
     ])
     .areas(area);
-    let mut spans = vec![Span::styled(format!("zoom {} ", app.zoom.label()), t.heading())];
+    let mut spans = vec![Span::styled(
+        format!("zoom {} ", app.zoom.label()),
+        t.heading(),
+    )];
     spans.push(Span::styled(
         format!("{}–{}  ", short_secs(a), short_secs(b)),
         t.dim(),
     ));
     for (i, s) in rank.series.iter().enumerate() {
-        spans.push(Span::styled(format!("{} ", GLYPHS[i % GLYPHS.len()]), t.series(i)));
+        spans.push(Span::styled(
+            format!("{} ", GLYPHS[i % GLYPHS.len()]),
+            t.series(i),
+        ));
         spans.push(Span::styled(format!("{}  ", s.name), t.text()));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), title);
@@ -146,10 +156,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .collect();
     if sampled.iter().all(|s| s.is_empty()) {
         frame.render_widget(
-            Paragraph::new(Span::styled(
-                "no memory samples in this window",
-                t.dim(),
-            )),
+            Paragraph::new(Span::styled("no memory samples in this window", t.dim())),
             plot,
         );
     } else {
@@ -245,7 +252,10 @@ fn draw_markers(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, a
 /// One line about an event: when, where, what and how much.
 pub fn event_line(e: &EventRow) -> String {
     let mut s = format!("{} · {}", short_secs(e.t_s), e.phase.label());
-    if let Some(n) = e.step.filter(|_| e.phase != crate::analysis::phases::Phase::Step1) {
+    if let Some(n) = e
+        .step
+        .filter(|_| e.phase != crate::analysis::phases::Phase::Step1)
+    {
         s += &format!(" (step {n})");
     }
     s += &format!(" · {}", e.kind.label());
