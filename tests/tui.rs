@@ -198,6 +198,20 @@ fn help_lists_the_keys() {
     insta::assert_snapshot!("help_80x24", s);
 }
 
+/// The README's key table lists what the help panel lists.
+#[test]
+fn the_readme_lists_every_key() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .unwrap()
+        .replace('`', "");
+    for (k, _) in prewarm_doctor::tui::draw::KEYS {
+        assert!(
+            readme.contains(&format!("| {k} |")),
+            "README lacks the key {k}"
+        );
+    }
+}
+
 /// A run still being written: a copy of a real recording whose last attempt
 /// has no exit status yet (as `host.json` looks while the command runs), and
 /// the training's real console output in the log pane.
@@ -276,6 +290,35 @@ fn colours_are_foreground_accents_only_and_plain_has_none() {
             }
             assert_eq!(any_fg, coloured, "{tab:?} coloured={coloured}");
         }
+    }
+}
+
+/// A hostile kernel name (escape sequences, a bell) draws as inert text.
+#[test]
+fn hostile_names_cannot_drive_the_terminal() {
+    let mut d = dashboard(MATRIX);
+    let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[2J<script>x</script>\r\n";
+    for r in d.attempts.iter_mut().flat_map(|a| a.ranks.iter_mut()) {
+        for e in r.events.iter_mut().chain(r.markers.iter_mut()) {
+            e.key = hostile.into();
+            e.library = hostile.into();
+            e.detail.push(("kernel".into(), hostile.into()));
+        }
+    }
+    let mut a = App::new(d, Theme::plain(), RunState::Replay);
+    for tab in [Tab::Timeline, Tab::Events] {
+        a.tab = tab;
+        key(&mut a, KeyCode::Enter);
+        let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        term.draw(|f| draw(f, &a)).unwrap();
+        for cell in term.backend().buffer().content() {
+            assert!(
+                !cell.symbol().contains(char::is_control),
+                "{tab:?}: {:?}",
+                cell.symbol()
+            );
+        }
+        key(&mut a, KeyCode::Esc);
     }
 }
 

@@ -170,6 +170,28 @@ fn sigterm_restores_the_terminal() {
     assert!(cooked(&t));
 }
 
+#[test]
+fn a_closed_terminal_ends_the_dashboard() {
+    let Some(t) = Tmux::start("hangup", &format!("{} tui reports/h200-matrix", doctor())) else {
+        return;
+    };
+    t.wait_for("Matrix");
+    let pid = t.child_pid().expect("the dashboard is running");
+    t.tmux(&["kill-server"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.contains(") Z ") {
+            break; // exited, not yet reaped
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dashboard is still running after its terminal closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn fresh_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pd-tui-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);

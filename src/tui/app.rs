@@ -383,6 +383,9 @@ impl App {
                         );
                         Effect::Stop
                     } else {
+                        self.status = Some(
+                            "already stopping: Ctrl-C kills the training now; q then d leaves it finishing".into(),
+                        );
                         Effect::None
                     }
                 }
@@ -670,11 +673,10 @@ impl App {
     }
 }
 
-/// Whether an event matches a (lower-case) filter: any of its columns contains it.
+/// Whether an event matches a (lower-case) filter: its kind, phase, library
+/// or key contains it.
 fn matches_filter(e: &EventRow, needle: &str) -> bool {
-    [e.kind.label(), e.phase.label(), &e.library, &e.key]
-        .iter()
-        .any(|s| s.to_lowercase().contains(needle))
+    e.search.contains(needle)
 }
 
 /// Moves a list selection for up/down/j/k/PgUp/PgDn/g/G; None for other keys.

@@ -104,6 +104,9 @@ pub fn apply(app: &mut App, update: Update) -> Effect {
             if app.run == RunState::Watching && app.data.live.is_none() {
                 app.run = RunState::Replay;
                 app.status = Some("the run finished".into());
+                if app.tab == app::Tab::Live {
+                    app.tab = app::Tab::Matrix;
+                }
             }
         }
         Update::Error(e) => app.error = Some(e),
@@ -122,12 +125,16 @@ pub fn event_loop<B: Backend>(
     control: Option<&dyn RunControl>,
 ) -> std::io::Result<Ending> {
     let signals = SignalWatch::new(&[libc::SIGTERM, libc::SIGHUP, libc::SIGINT]);
+    let resized = SignalWatch::new(&[libc::SIGWINCH]);
     let mut dirty = true;
     loop {
         let mut effects = Vec::new();
         while let Ok(u) = rx.try_recv() {
             effects.push(apply(app, u));
             dirty = true;
+        }
+        if resized.take().is_some() {
+            dirty = true; // drawing resizes to the new window
         }
         if let Some(sig) = signals.take() {
             if sig == libc::SIGINT && control.is_some() {
@@ -149,13 +156,16 @@ pub fn event_loop<B: Backend>(
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             dirty = false;
         }
-        if event::poll(Duration::from_millis(100))? {
+        let input = term::wait_input(Duration::from_millis(100));
+        if input == term::Input::HangUp {
+            return Ok(Ending::Signal(libc::SIGHUP));
+        }
+        if input == term::Input::Ready && event::poll(Duration::ZERO)? {
             match event::read()? {
                 Event::Key(k) => {
                     effects.push(app.on_key(k));
                     dirty = true;
                 }
-                Event::Resize(..) => dirty = true,
                 _ => {}
             }
         } else if app.data.live.is_some() {

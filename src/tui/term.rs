@@ -27,6 +27,45 @@ pub fn require_terminal(what: &str, instead: &str) -> Result<(), TuiError> {
     }
 }
 
+/// What waiting for input found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// A key, paste or resize is ready to read.
+    Ready,
+    Timeout,
+    /// The terminal is gone (its window closed, ssh dropped).
+    HangUp,
+}
+
+/// Waits up to `timeout` for input on the terminal (standard input). A
+/// hung-up terminal is reported instead of read: crossterm would spin
+/// forever on its end-of-file.
+pub fn wait_input(timeout: std::time::Duration) -> Input {
+    let mut fds = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe {
+        libc::poll(
+            &mut fds,
+            1,
+            timeout.as_millis().min(i32::MAX as u128) as i32,
+        )
+    };
+    if n < 0 {
+        return Input::Timeout; // EINTR: a signal; the caller checks its flags.
+    }
+    if fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        Input::HangUp
+    } else if fds.revents & libc::POLLIN != 0 {
+        Input::Ready
+    } else {
+        Input::Timeout
+    }
+}
+
 /// Puts the terminal back: cooked mode, main screen, cursor shown.
 pub fn restore() {
     let _ = disable_raw_mode();

@@ -139,6 +139,23 @@ pub struct EventRow {
     pub failed: bool,
     /// Every field, for the detail panel.
     pub detail: Vec<(String, String)>,
+    /// Kind, phase, library and key in lower case, for the `/` filter.
+    pub search: String,
+}
+
+impl EventRow {
+    /// Fills `search` from the columns the filter looks at.
+    fn indexed(mut self) -> EventRow {
+        self.search = format!(
+            "{} {} {} {}",
+            self.kind.label(),
+            self.phase.label(),
+            self.library,
+            self.key
+        )
+        .to_lowercase();
+        self
+    }
 }
 
 /// The memory account at one instant: device used split by holder.
@@ -167,6 +184,8 @@ pub struct RankView {
     pub label: String,
     /// "rank 0" or "pid 123".
     pub name: String,
+    /// The process has a rank (RANK was set), even before its first step.
+    pub has_rank: bool,
     pub host: String,
     pub pid: u32,
     pub is_rank: bool,
@@ -365,6 +384,7 @@ fn rank_view(r: &model::RankView, running: bool) -> RankView {
         name: r
             .rank
             .map_or_else(|| format!("pid {}", r.pid), |n| format!("rank {n}")),
+        has_rank: r.rank.is_some(),
         host: r.host.clone(),
         pid: r.pid,
         is_rank: r.is_rank,
@@ -514,37 +534,43 @@ fn marker_row(m: &Marker) -> EventRow {
         seconds: m.end_s.map(|e| (e - m.t_s).max(0.0)),
         failed: m.failed,
         detail,
+        search: String::new(),
     }
+    .indexed()
 }
 
 /// Every event of a process, time-ordered.
 pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
     let mut rows = Vec::new();
     for e in p.exposures.iter().filter(|e| e.kind != "local memory") {
-        rows.push(EventRow {
-            t_s: e.t_s,
-            phase: e.phase,
-            step: e.step,
-            kind: EventKind::Allocation,
-            library: e.source.clone(),
-            bytes: Some(e.bytes),
-            key: e.what.clone(),
-            seconds: None,
-            failed: !e.succeeded,
-            detail: vec![
-                kv("what", e.what.clone()),
-                kv("source", e.source.clone()),
-                kv("bytes", bytes(e.bytes)),
-                kv("device used before", opt_bytes(e.device_used_before)),
-                kv("pool reserved", bytes(e.pool_reserved)),
-                kv("free before", opt_bytes(e.device_free_before)),
-                kv(
-                    "headroom after",
-                    e.headroom_after.map_or("?".into(), signed_bytes),
-                ),
-                kv("succeeded", if e.succeeded { "yes" } else { "NO" }),
-            ],
-        });
+        rows.push(
+            EventRow {
+                t_s: e.t_s,
+                phase: e.phase,
+                step: e.step,
+                kind: EventKind::Allocation,
+                library: e.source.clone(),
+                bytes: Some(e.bytes),
+                key: e.what.clone(),
+                seconds: None,
+                failed: !e.succeeded,
+                detail: vec![
+                    kv("what", e.what.clone()),
+                    kv("source", e.source.clone()),
+                    kv("bytes", bytes(e.bytes)),
+                    kv("device used before", opt_bytes(e.device_used_before)),
+                    kv("pool reserved", bytes(e.pool_reserved)),
+                    kv("free before", opt_bytes(e.device_free_before)),
+                    kv(
+                        "headroom after",
+                        e.headroom_after.map_or("?".into(), signed_bytes),
+                    ),
+                    kv("succeeded", if e.succeeded { "yes" } else { "NO" }),
+                ],
+                search: String::new(),
+            }
+            .indexed(),
+        );
     }
     for l in &p.local_memory {
         let mut detail = vec![
@@ -562,21 +588,25 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
         if l.failed {
             detail.push(kv("failed", "the driver could not grow the reservation"));
         }
-        rows.push(EventRow {
-            t_s: l.t_s,
-            phase: l.phase,
-            step: l.step,
-            kind: EventKind::LocalMemory,
-            library: "local memory".into(),
-            bytes: Some(l.device_growth),
-            key: match &l.autotune_config {
-                Some(c) => format!("{} [{c}]", l.kernel),
-                None => l.kernel.clone(),
-            },
-            seconds: None,
-            failed: l.failed,
-            detail,
-        });
+        rows.push(
+            EventRow {
+                t_s: l.t_s,
+                phase: l.phase,
+                step: l.step,
+                kind: EventKind::LocalMemory,
+                library: "local memory".into(),
+                bytes: Some(l.device_growth),
+                key: match &l.autotune_config {
+                    Some(c) => format!("{} [{c}]", l.kernel),
+                    None => l.kernel.clone(),
+                },
+                seconds: None,
+                failed: l.failed,
+                detail,
+                search: String::new(),
+            }
+            .indexed(),
+        );
     }
     for c in &p.nccl {
         let mut detail = vec![
@@ -595,18 +625,22 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
             kv("inferred (no allocation call)", bytes(c.inferred_bytes)),
         ];
         detail.extend(c.timings.iter().map(|(k, v)| kv(k, seconds(*v))));
-        rows.push(EventRow {
-            t_s: c.start_s.unwrap_or(0.0),
-            phase: c.phase.unwrap_or(Phase::Setup),
-            step: c.step,
-            kind: EventKind::Nccl,
-            library: "NCCL".into(),
-            bytes: Some(c.bytes + c.inferred_bytes),
-            key: c.comm.clone(),
-            seconds: c.init_seconds,
-            failed: false,
-            detail,
-        });
+        rows.push(
+            EventRow {
+                t_s: c.start_s.unwrap_or(0.0),
+                phase: c.phase.unwrap_or(Phase::Setup),
+                step: c.step,
+                kind: EventKind::Nccl,
+                library: "NCCL".into(),
+                bytes: Some(c.bytes + c.inferred_bytes),
+                key: c.comm.clone(),
+                seconds: c.init_seconds,
+                failed: false,
+                detail,
+                search: String::new(),
+            }
+            .indexed(),
+        );
     }
     for a in &p.autotune {
         let mut detail = vec![
@@ -624,60 +658,72 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
         if !a.spilling_configs.is_empty() {
             detail.push(kv("spilling candidates", a.spilling_configs.join("; ")));
         }
-        rows.push(EventRow {
-            t_s: a.start_s,
-            phase: a.phase,
-            step: a.step,
-            kind: EventKind::Autotune,
-            library: a.source.clone(),
-            bytes: Some(a.local_memory_growth + a.out_of_pool_bytes),
-            key: format!("{} {}", a.kernel, a.key),
-            seconds: Some(a.seconds),
-            failed: false,
-            detail,
-        });
+        rows.push(
+            EventRow {
+                t_s: a.start_s,
+                phase: a.phase,
+                step: a.step,
+                kind: EventKind::Autotune,
+                library: a.source.clone(),
+                bytes: Some(a.local_memory_growth + a.out_of_pool_bytes),
+                key: format!("{} {}", a.kernel, a.key),
+                seconds: Some(a.seconds),
+                failed: false,
+                detail,
+                search: String::new(),
+            }
+            .indexed(),
+        );
     }
     for c in &p.compiles {
-        rows.push(EventRow {
-            t_s: c.start_s,
-            phase: c.phase,
-            step: c.step,
-            kind: EventKind::Compile,
-            library: "triton".into(),
-            bytes: None,
-            key: c.kernel.clone(),
-            seconds: Some(c.seconds),
-            failed: false,
-            detail: vec![
-                kv("kernel", c.kernel.clone()),
-                kv("time", seconds(c.seconds)),
-                kv(
-                    "cache",
-                    match c.cache_hit {
-                        Some(true) => "hit",
-                        Some(false) => "miss",
-                        None => "?",
-                    },
-                ),
-            ],
-        });
+        rows.push(
+            EventRow {
+                t_s: c.start_s,
+                phase: c.phase,
+                step: c.step,
+                kind: EventKind::Compile,
+                library: "triton".into(),
+                bytes: None,
+                key: c.kernel.clone(),
+                seconds: Some(c.seconds),
+                failed: false,
+                detail: vec![
+                    kv("kernel", c.kernel.clone()),
+                    kv("time", seconds(c.seconds)),
+                    kv(
+                        "cache",
+                        match c.cache_hit {
+                            Some(true) => "hit",
+                            Some(false) => "miss",
+                            None => "?",
+                        },
+                    ),
+                ],
+                search: String::new(),
+            }
+            .indexed(),
+        );
     }
     for e in &p.exceptions {
-        rows.push(EventRow {
-            t_s: e.t_s,
-            phase: e.phase,
-            step: None,
-            kind: EventKind::Exception,
-            library: "python".into(),
-            bytes: None,
-            key: e.kind.clone(),
-            seconds: None,
-            failed: true,
-            detail: vec![
-                kv("exception", e.kind.clone()),
-                kv("message", e.message.clone()),
-            ],
-        });
+        rows.push(
+            EventRow {
+                t_s: e.t_s,
+                phase: e.phase,
+                step: None,
+                kind: EventKind::Exception,
+                library: "python".into(),
+                bytes: None,
+                key: e.kind.clone(),
+                seconds: None,
+                failed: true,
+                detail: vec![
+                    kv("exception", e.kind.clone()),
+                    kv("message", e.message.clone()),
+                ],
+                search: String::new(),
+            }
+            .indexed(),
+        );
     }
     for f in &p.forensics {
         let mut detail = vec![
@@ -702,18 +748,22 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
         if let Some(m) = &f.message {
             detail.push(kv("message", m.clone()));
         }
-        rows.push(EventRow {
-            t_s: f.t_s,
-            phase: f.phase,
-            step: f.step,
-            kind: EventKind::OutOfMemory,
-            library: f.library.clone(),
-            bytes: Some(f.bytes),
-            key: f.request.clone(),
-            seconds: None,
-            failed: true,
-            detail,
-        });
+        rows.push(
+            EventRow {
+                t_s: f.t_s,
+                phase: f.phase,
+                step: f.step,
+                kind: EventKind::OutOfMemory,
+                library: f.library.clone(),
+                bytes: Some(f.bytes),
+                key: f.request.clone(),
+                seconds: None,
+                failed: true,
+                detail,
+                search: String::new(),
+            }
+            .indexed(),
+        );
     }
     rows.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     rows

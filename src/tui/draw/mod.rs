@@ -8,6 +8,8 @@ mod events;
 mod live;
 mod matrix;
 mod overlay;
+
+pub use overlay::KEYS;
 mod ranks;
 mod timeline;
 

@@ -15,7 +15,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("?", "this help"),
     ("Tab / Shift-Tab", "next / previous view"),
     (
-        "↑↓ / j k",
+        "↑ ↓ / j k",
         "move in a list; change rank in Timeline, Account",
     ),
     (
