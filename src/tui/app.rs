@@ -148,6 +148,9 @@ pub struct EventsTable {
     pub descending: bool,
     /// Indices into the rank's events, filtered and sorted.
     pub rows: Vec<usize>,
+    /// Every event of the rank in `sort` order (ascending), kept so that a
+    /// filter keystroke only filters; dropped when the rank or data changes.
+    order: Option<(usize, Vec<usize>)>,
 }
 
 /// Lines of training output kept for the log pane.
@@ -281,6 +284,7 @@ impl App {
         if !self.tabs().contains(&self.tab) {
             self.tab = Tab::Matrix;
         }
+        self.events.order = None;
         self.refresh_events();
         self.fix_cursor();
     }
@@ -428,6 +432,7 @@ impl App {
         self.attempt = i.clamp(0, n as isize - 1) as usize;
         let ranks = self.attempt().map_or(0, |a| a.ranks.len());
         self.rank = self.rank.min(ranks.saturating_sub(1));
+        self.events.order = None;
         self.refresh_events();
         self.cursor = None;
         self.fix_cursor();
@@ -441,6 +446,7 @@ impl App {
         }
         self.rank = i.clamp(0, n as isize - 1) as usize;
         self.events.selected = 0;
+        self.events.order = None;
         self.refresh_events();
         self.cursor = None;
         self.fix_cursor();
@@ -633,44 +639,55 @@ impl App {
         }
     }
 
-    /// Recomputes the events table's rows (after a filter, sort, rank or data change).
+    /// Recomputes the events table's rows (after a filter, sort, rank or
+    /// data change). The sorted order is computed once per column; a filter
+    /// keystroke then only walks it.
     pub fn refresh_events(&mut self) {
-        let Some(rank) = self.attempt().and_then(|a| a.ranks.get(self.rank)) else {
+        let (ai, ri) = (self.attempt, self.rank);
+        let Some(rank) = self.data.attempts.get(ai).and_then(|a| a.ranks.get(ri)) else {
             self.events.rows.clear();
             self.events.selected = 0;
             return;
         };
+        let col = self.events.sort;
+        let order = match self.events.order.take() {
+            Some((c, o)) if c == col => o,
+            _ => sorted_order(&rank.events, Column::ALL[col]),
+        };
         let needle = self.events.filter.to_lowercase();
-        let mut rows: Vec<usize> = rank
-            .events
+        let mut rows: Vec<usize> = order
             .iter()
-            .enumerate()
-            .filter(|(_, e)| needle.is_empty() || matches_filter(e, &needle))
-            .map(|(i, _)| i)
+            .copied()
+            .filter(|&i| needle.is_empty() || matches_filter(&rank.events[i], &needle))
             .collect();
-        let col = Column::ALL[self.events.sort];
-        let ev = &rank.events;
-        rows.sort_by(|&a, &b| {
-            let (x, y) = (&ev[a], &ev[b]);
-            let o = match col {
-                Column::Time => x.t_s.total_cmp(&y.t_s),
-                Column::Phase => x.phase.cmp(&y.phase),
-                Column::Kind => x.kind.cmp(&y.kind),
-                Column::Library => x.library.cmp(&y.library),
-                Column::Bytes => x.bytes.cmp(&y.bytes),
-                Column::Key => x.key.cmp(&y.key),
-            };
-            o.then(a.cmp(&b))
-        });
         if self.events.descending {
             rows.reverse();
         }
+        self.events.order = Some((col, order));
         self.events.rows = rows;
         self.events.selected = self
             .events
             .selected
             .min(self.events.rows.len().saturating_sub(1));
     }
+}
+
+/// Indices of `events` sorted by one column (ties in time order). Events are
+/// time-ordered already, so sorting by time costs nothing.
+fn sorted_order(events: &[EventRow], col: Column) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..events.len()).collect();
+    let by = |f: fn(&EventRow, &EventRow) -> std::cmp::Ordering| {
+        move |a: &usize, b: &usize| f(&events[*a], &events[*b]).then(a.cmp(b))
+    };
+    match col {
+        Column::Time => {}
+        Column::Phase => order.sort_by(by(|x, y| x.phase.cmp(&y.phase))),
+        Column::Kind => order.sort_by(by(|x, y| x.kind.cmp(&y.kind))),
+        Column::Library => order.sort_by(by(|x, y| x.library.cmp(&y.library))),
+        Column::Bytes => order.sort_by(by(|x, y| x.bytes.cmp(&y.bytes))),
+        Column::Key => order.sort_by(by(|x, y| x.key.cmp(&y.key))),
+    }
+    order
 }
 
 /// Whether an event matches a (lower-case) filter: its kind, phase, library
