@@ -161,12 +161,9 @@ pub fn event_loop<B: Backend>(
             return Ok(Ending::Signal(libc::SIGHUP));
         }
         if input == term::Input::Ready && event::poll(Duration::ZERO)? {
-            match event::read()? {
-                Event::Key(k) => {
-                    effects.push(app.on_key(k));
-                    dirty = true;
-                }
-                _ => {}
+            if let Event::Key(k) = event::read()? {
+                effects.push(app.on_key(k));
+                dirty = true;
             }
         } else if app.data.live.is_some() {
             // The clock and estimate move even when nothing arrives.
