@@ -171,6 +171,18 @@ fn sigterm_restores_the_terminal() {
 }
 
 #[test]
+fn a_folder_that_is_not_a_run_is_refused_before_the_screen_changes() {
+    let Some(t) = Tmux::start("notarun", &format!("{} tui /nonexistent/run", doctor())) else {
+        return;
+    };
+    let s = t.wait_for("EXIT=");
+    assert!(
+        s.contains("/nonexistent/run does not exist") && s.contains("EXIT=3"),
+        "{s}"
+    );
+}
+
+#[test]
 fn a_closed_terminal_ends_the_dashboard() {
     let Some(t) = Tmux::start("hangup", &format!("{} tui reports/h200-matrix", doctor())) else {
         return;

@@ -9,7 +9,8 @@ use super::view::{Dashboard, GpuView, LiveView, dashboard};
 use crate::analysis::analyse_run;
 use crate::analysis::matrix::compare;
 use crate::capture::env::CacheMode;
-use crate::load::{RunData, load_run};
+use crate::capture::layout::RUN_FILE;
+use crate::load::{LoadError, RunData, load_run};
 use crate::report::model::{ReportModel, RunInfo};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -89,7 +90,11 @@ fn load_loop(root: &Path, ours: bool, stop: &AtomicBool, tx: &Sender<Update>) {
                 }
                 Err(e) => {
                     live = true;
-                    Update::Error(e)
+                    if just_starting(root, &e) {
+                        Update::Error("waiting for the first attempt to start".into())
+                    } else {
+                        Update::Error(e.to_string())
+                    }
                 }
             };
             if tx.send(update).is_err() {
@@ -157,9 +162,15 @@ fn current_attempt(run: &RunData) -> Option<(String, String)> {
         .map(|a| (a.variant.clone(), a.attempt.clone()))
 }
 
+/// Whether a load failed only because the run has no attempt folder yet
+/// (its run.json is written, its first attempt not started).
+pub fn just_starting(root: &Path, e: &LoadError) -> bool {
+    matches!(e, LoadError::NotARun { .. }) && root.join(RUN_FILE).exists()
+}
+
 /// Reads and analyses the folder once.
-pub fn load_once(root: &Path, ours: bool) -> Result<Dashboard, String> {
-    let run = load_run(root).map_err(|e| e.to_string())?;
+pub fn load_once(root: &Path, ours: bool) -> Result<Dashboard, LoadError> {
+    let run = load_run(root)?;
     let attempts = analyse_run(&run);
     let matrix = compare(run.meta.as_ref(), &attempts);
     let model = ReportModel::build(

@@ -200,11 +200,8 @@ pub fn replay(root: &Path) -> Result<i32, TuiError> {
     // run.json exists but has no attempt yet is a run just starting.
     let first = match loader::load_once(root, false) {
         Ok(d) => Some(d),
-        Err(e) if root.join(crate::capture::layout::RUN_FILE).exists() => {
-            let _ = e;
-            None
-        }
-        Err(e) => return Err(TuiError::Load(e)),
+        Err(e) if loader::just_starting(root, &e) => None,
+        Err(e) => return Err(TuiError::Load(e.to_string())),
     };
     let run = match &first {
         Some(d) if d.live.is_none() => RunState::Replay,
