@@ -107,6 +107,12 @@ pub enum FormatArg {
     Md,
     /// Tidy CSV, one measurement per row (report only).
     Csv,
+    /// One self-contained HTML file with charts; opens offline (report only).
+    Html,
+    /// PNG charts, one file per chart, into the folder given with -o (report only).
+    Png,
+    /// Chrome trace-event JSON for ui.perfetto.dev (report only).
+    Perfetto,
 }
 
 #[derive(Debug, Args)]
@@ -116,7 +122,7 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Text)]
     pub format: FormatArg,
-    /// Write to this file instead of standard output.
+    /// Write to this file instead of standard output (for png: the folder for the charts).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Text: show this attempt's full story (VARIANT or VARIANT/ATTEMPT).

@@ -441,6 +441,12 @@ fn report(args: ReportArgs) -> i32 {
     };
     let attempts = analyse_run(&run);
     let matrix = compare(run.meta.as_ref(), &attempts);
+    let visual = match args.format {
+        FormatArg::Html => Some(crate::report::render::Visual::Html),
+        FormatArg::Png => Some(crate::report::render::Visual::Png),
+        FormatArg::Perfetto => Some(crate::report::render::Visual::Perfetto),
+        _ => None,
+    };
     let bytes = match args.format {
         FormatArg::Text => {
             let selection = match (&args.attempt, args.all) {
@@ -463,6 +469,7 @@ fn report(args: ReportArgs) -> i32 {
             &attempts,
         ),
         FormatArg::Csv => crate::report::csv_out::render(&attempts),
+        FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => Vec::new(),
         FormatArg::Md => {
             let selection = match (&args.attempt, args.all) {
                 (Some(a), _) => Selection::One(a),
@@ -482,10 +489,24 @@ fn report(args: ReportArgs) -> i32 {
             }
         }
     };
-    let written = match &args.output {
-        Some(path) => std::fs::write(path, &bytes)
+    let written = match (visual, &args.output) {
+        (Some(v), out) => crate::report::render::write_visual(
+            v,
+            &args.run,
+            &run,
+            &attempts,
+            matrix.as_ref(),
+            out.as_deref(),
+        )
+        .map(|paths| {
+            paths
+                .iter()
+                .for_each(|p| eprintln!("wrote {}", p.display()))
+        })
+        .map_err(|e| e.to_string()),
+        (None, Some(path)) => std::fs::write(path, &bytes)
             .map_err(|e| format!("cannot write {}: {e}", path.display())),
-        None => std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
+        (None, None) => std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
             .map_err(|e| format!("cannot write to standard output: {e}")),
     };
     if let Err(e) = written {
@@ -553,9 +574,10 @@ fn diff(args: DiffArgs) -> i32 {
             old_m.as_ref(),
             new_m.as_ref(),
         ),
-        FormatArg::Csv => {
+        FormatArg::Csv | FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => {
+            let f = format!("{:?}", args.format).to_lowercase();
             eprintln!(
-                "prewarm-doctor: diff has no CSV form; use --format json (or report --format csv on each run)"
+                "prewarm-doctor: diff has no {f} form; use --format json (or report --format {f} on each run)"
             );
             return exit::BAD_GATE;
         }

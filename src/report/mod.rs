@@ -1,12 +1,17 @@
 //! Outputs: each format renders the analysis account to bytes; none prints.
 
+pub mod charts;
 pub mod csv_out;
 pub mod diff;
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod matrix;
 pub mod model;
+pub mod perfetto;
+pub mod png;
 pub mod render;
+pub mod svg;
 pub mod terminal;
 
 /// Human-readable byte counts (binary units).

@@ -32,3 +32,59 @@ pub fn render_to_vec(r: &dyn Renderer, model: &ReportModel) -> Result<Vec<u8>, R
     r.render(model, &mut buf)?;
     Ok(buf)
 }
+
+/// The picture formats of `report` (the text formats predate this trait).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visual {
+    /// One self-contained HTML file.
+    Html,
+    /// A folder of PNG charts.
+    Png,
+    /// Chrome trace-event JSON for ui.perfetto.dev.
+    Perfetto,
+}
+
+/// Builds the model of an analysed run and writes it in a picture format:
+/// to `output` (a file; a folder for PNG), or standard output for HTML and
+/// Perfetto. Returns what was written, for the user.
+pub fn write_visual(
+    format: Visual,
+    run_path: &std::path::Path,
+    run: &crate::load::RunData,
+    attempts: &[crate::analysis::AttemptAccount],
+    matrix: Option<&crate::analysis::matrix::MatrixAccount>,
+    output: Option<&std::path::Path>,
+) -> Result<Vec<std::path::PathBuf>, ReportError> {
+    let info = super::model::RunInfo::from_run(&run_path.display().to_string(), run);
+    let model = ReportModel::build(info, attempts, matrix);
+    let renderer: Box<dyn Renderer> = match format {
+        Visual::Png => {
+            let dir = output.ok_or_else(|| {
+                ReportError::Output(
+                    "--format png writes one file per chart: give a folder with -o DIR".into(),
+                )
+            })?;
+            return super::png::write_all(&model, dir);
+        }
+        Visual::Html => Box::new(super::html::Html),
+        Visual::Perfetto => Box::new(super::perfetto::Perfetto),
+    };
+    match output {
+        Some(path) => {
+            let file = std::fs::File::create(path).map_err(|e| {
+                ReportError::Output(format!("cannot write {}: {e}", path.display()))
+            })?;
+            let mut out = std::io::BufWriter::new(file);
+            renderer.render(&model, &mut out)?;
+            out.flush()?;
+            Ok(vec![path.to_path_buf()])
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            renderer.render(&model, &mut out)?;
+            out.flush()?;
+            Ok(Vec::new())
+        }
+    }
+}

@@ -1,0 +1,626 @@
+//! The self-contained HTML report (`report RUN --format html`): one file that
+//! opens offline (CSS inline, charts as inline SVG, no script, no font or
+//! image fetched; a Content-Security-Policy forbids any fetch). The page is an
+//! askama template (templates/report.html): checked at compile time, and
+//! every value it prints is HTML-escaped; the charts are SVG written by
+//! plotters and svg.rs, which escape their own text.
+
+use super::charts::{Chart, hex, marker_color};
+use super::model::{
+    AttemptView, Figure, RankView, ReportModel, SHOWN_RANKS, Spread, costs_text, marker_kind_label,
+    marker_text, moved_text,
+};
+use super::render::{Renderer, ReportError};
+use super::svg::{chart_svg, inert, kind_class};
+use super::{bytes, seconds, signed_bytes, spread_lines};
+use crate::analysis::timeline::MarkerKind;
+use askama::Template;
+use std::io::Write;
+
+/// The HTML renderer.
+pub struct Html;
+
+/// A headline sentence with its verdict class for colouring.
+struct Sentence {
+    css: String,
+    text: String,
+}
+
+struct VariantLine {
+    name: String,
+    prewarms: String,
+    baseline: bool,
+    runs: String,
+    peak: String,
+    oop: String,
+    headroom: String,
+    step1: String,
+    setup: String,
+    verdict: String,
+    verdict_css: String,
+}
+
+struct VerdictBlock {
+    variant: String,
+    prewarms: String,
+    label: String,
+    css: String,
+    moved: String,
+    costs: String,
+    confidence: Option<String>,
+    still: Vec<String>,
+    evidence: Vec<String>,
+}
+
+struct EventLine {
+    t: String,
+    phase: String,
+    kind: String,
+    css: String,
+    bytes: String,
+    text: String,
+}
+
+struct TimelineBlock {
+    variant: String,
+    subtitle: String,
+    svg: String,
+    events: Vec<EventLine>,
+    merged: u64,
+    waterfall: Option<String>,
+    unexplained: Option<String>,
+}
+
+struct RankLine {
+    attempt: String,
+    label: String,
+    worst: bool,
+    peak: String,
+    oop: String,
+    step1: String,
+    setup: String,
+    comms: String,
+    exit: String,
+}
+
+struct SpreadText {
+    attempt: String,
+    lines: Vec<String>,
+}
+
+struct DistLine {
+    attempt: String,
+    figure: String,
+    n: u32,
+    cells: Vec<String>,
+    worst: String,
+}
+
+struct ForensicLine {
+    place: String,
+    when: String,
+    request: String,
+    library: String,
+    free: String,
+    message: String,
+    preceded: String,
+    prewarms: String,
+}
+
+struct LateLine {
+    place: String,
+    class: String,
+    what: String,
+    when: String,
+    seconds: String,
+    bytes: String,
+}
+
+struct KeyValue {
+    key: String,
+    value: String,
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+struct Page {
+    title: String,
+    legend: Vec<(String, String)>,
+    headline: Vec<Sentence>,
+    variants: Vec<VariantLine>,
+    verdicts: Vec<VerdictBlock>,
+    notes: Vec<String>,
+    moved_chart: Option<String>,
+    timelines: Vec<TimelineBlock>,
+    ranks: Vec<RankLine>,
+    ranks_hidden: usize,
+    spreads: Vec<SpreadText>,
+    distribution: Vec<DistLine>,
+    forensics: Vec<ForensicLine>,
+    late: Vec<LateLine>,
+    how: Vec<KeyValue>,
+    variant_specs: Vec<KeyValue>,
+    hosts: Vec<KeyValue>,
+    problems: Vec<String>,
+    tool: String,
+}
+
+fn spread_text(s: &Option<Spread>, fmt: &dyn Fn(f64) -> String) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!("{} ±{}", fmt(s.median), fmt(s.range() / 2.0)),
+        Some(s) => fmt(s.median),
+        None => "–".into(),
+    }
+}
+
+fn class_css(class: &str) -> String {
+    format!(
+        "v-{}",
+        class.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+    )
+}
+
+fn opt_bytes(v: Option<u64>) -> String {
+    v.map_or("–".into(), bytes)
+}
+
+fn opt_secs(v: Option<f64>) -> String {
+    v.map_or("–".into(), seconds)
+}
+
+/// "setup", "step 1", "step 7", "after last step".
+fn when(phase: crate::analysis::phases::Phase, step: Option<u32>) -> String {
+    use crate::analysis::phases::Phase;
+    match (phase, step) {
+        (Phase::Steady, Some(s)) => format!("step {s}"),
+        (p, _) => p.label().to_string(),
+    }
+}
+
+fn place(a: &AttemptView, r: &RankView) -> String {
+    format!("{}, {}", a.id(), r.label)
+}
+
+fn timeline_block(
+    model: &ReportModel,
+    variant: &str,
+) -> Result<Option<TimelineBlock>, ReportError> {
+    let Some((a, r)) = model.representative(variant) else {
+        return Ok(None);
+    };
+    if r.timeline.is_empty() {
+        return Ok(None);
+    }
+    let svg = chart_svg(
+        model,
+        &Chart::Timeline {
+            variant: variant.to_string(),
+        },
+    )?;
+    let waterfall = match r.step1_account() {
+        Some(_) => Some(chart_svg(
+            model,
+            &Chart::Waterfall {
+                variant: variant.to_string(),
+            },
+        )?),
+        None => None,
+    };
+    let events = r
+        .timeline
+        .markers
+        .iter()
+        .map(|m| EventLine {
+            t: format!("{:.3}", m.t_s),
+            phase: m.phase.map_or("–".into(), |p| p.label().to_string()),
+            kind: marker_kind_label(m.kind).to_string(),
+            css: kind_class(m.kind).to_string(),
+            bytes: if m.bytes > 0 {
+                bytes(m.bytes)
+            } else {
+                String::new()
+            },
+            text: marker_text(m),
+        })
+        .collect();
+    Ok(Some(TimelineBlock {
+        variant: variant.to_string(),
+        subtitle: format!(
+            "{}, {} (the rank with the highest step-1 peak of the variant's first complete attempt)",
+            a.id(),
+            r.label
+        ),
+        svg,
+        events,
+        merged: r.timeline.merged_markers,
+        waterfall,
+        unexplained: r.step1_account().map(|g| {
+            format!(
+                "{} of {} unexplained",
+                signed_bytes(g.unexplained),
+                bytes(g.device_used)
+            )
+        }),
+    }))
+}
+
+fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Vec<DistLine>) {
+    let mut lines = Vec::new();
+    let mut hidden = 0;
+    let mut spreads = Vec::new();
+    let mut dist = Vec::new();
+    for a in model.attempts.iter().filter(|a| !a.warmup) {
+        let shown = a.shown_ranks(SHOWN_RANKS);
+        hidden += a.ranks.len() - shown.len();
+        let worst = a.worst_rank().map(|w| (w.host.clone(), w.pid));
+        for r in shown {
+            lines.push(RankLine {
+                attempt: a.id(),
+                label: r.label.clone(),
+                worst: a.ranks.len() > 1 && worst == Some((r.host.clone(), r.pid)),
+                peak: opt_bytes(r.step1_peak),
+                oop: bytes(r.step1_out_of_pool),
+                step1: opt_secs(r.step1_s),
+                setup: opt_secs(r.setup_s),
+                comms: r.step1_comms.to_string(),
+                exit: match (a.exit_code, a.interrupted) {
+                    (_, true) => "interrupted".into(),
+                    (Some(c), _) => c.to_string(),
+                    (None, _) => "–".into(),
+                },
+            });
+        }
+        if let Some(s) = &a.spread {
+            let mut text: Vec<String> = spread_lines(s)
+                .into_iter()
+                .map(|l| format!("{}: {} ({}), skew {}", l.label, l.owner, l.value, l.skew))
+                .collect();
+            text.extend(super::missing_ranks_line(s));
+            if !text.is_empty() {
+                spreads.push(SpreadText {
+                    attempt: a.id(),
+                    lines: text,
+                });
+            }
+        }
+        if a.at_scale() {
+            for d in &a.distribution {
+                let f = d.figure;
+                dist.push(DistLine {
+                    attempt: a.id(),
+                    figure: f.label().to_string(),
+                    n: d.n,
+                    cells: [d.min, d.p25, d.p50, d.p75, d.p90, d.p99, d.max]
+                        .iter()
+                        .map(|v| f.format(*v))
+                        .collect(),
+                    worst: d
+                        .worst
+                        .iter()
+                        .filter_map(|&i| a.ranks.get(i))
+                        .map(|r| format!("{} ({})", r.label, f.format(f.of(r).unwrap_or(0.0))))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+    }
+    let _ = Figure::ALL;
+    (lines, hidden, spreads, dist)
+}
+
+fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
+    model
+        .forensics()
+        .into_iter()
+        .map(|(a, r, f)| ForensicLine {
+            place: place(a, r),
+            when: format!("{:.3} s, {}", f.t_s, when(f.phase, f.step)),
+            request: f.request.clone(),
+            library: if f.library.is_empty() {
+                f.source.clone()
+            } else {
+                format!("{} ({})", f.library, f.source)
+            },
+            free: match (f.device_free_before, f.device_total) {
+                (Some(free), Some(total)) => format!("{} of {}", bytes(free), bytes(total)),
+                (Some(free), None) => bytes(free),
+                _ => "–".into(),
+            },
+            message: f.message.clone().unwrap_or_default(),
+            preceded: f
+                .preceded_by
+                .iter()
+                .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            prewarms: f.prewarms.join(", "),
+        })
+        .collect()
+}
+
+fn late_lines(model: &ReportModel) -> Vec<LateLine> {
+    let mut out = Vec::new();
+    for v in model.variants() {
+        let Some((a, r)) = model.representative(v) else {
+            continue;
+        };
+        for w in r.late_warmups() {
+            out.push(LateLine {
+                place: place(a, r),
+                class: w.class.label().to_string(),
+                what: w.what.clone(),
+                when: when(w.phase, w.step),
+                seconds: if w.seconds > 0.0 {
+                    seconds(w.seconds)
+                } else {
+                    String::new()
+                },
+                bytes: if w.bytes > 0 {
+                    bytes(w.bytes)
+                } else {
+                    String::new()
+                },
+            });
+        }
+    }
+    out
+}
+
+fn kv(key: &str, value: impl Into<String>) -> KeyValue {
+    KeyValue {
+        key: key.to_string(),
+        value: value.into(),
+    }
+}
+
+fn how_lines(model: &ReportModel) -> (Vec<KeyValue>, Vec<KeyValue>, Vec<KeyValue>) {
+    let r = &model.run;
+    let mut how = vec![kv("run folder", r.path.clone())];
+    if let Some(n) = &r.name {
+        how.push(kv("name", n.clone()));
+    }
+    if !r.command.is_empty() {
+        how.push(kv(
+            "command",
+            shlex::try_join(r.command.iter().map(String::as_str))
+                .unwrap_or_else(|_| r.command.join(" ")),
+        ));
+    }
+    if let Some(c) = &r.created {
+        how.push(kv("started", c.clone()));
+    }
+    if let Some(c) = &r.cache {
+        how.push(kv("cache mode", c.clone()));
+    }
+    if let Some(n) = r.repeat {
+        how.push(kv("repeats per variant", n.to_string()));
+    }
+    if let Some(b) = &r.baseline {
+        how.push(kv("baseline", b.clone()));
+    }
+    if let Some(k) = r.kernel_steps {
+        how.push(kv("kernel records for", format!("{k} optimizer steps")));
+    }
+    if let Some(m) = &r.step_marker {
+        how.push(kv("step marker", m.clone()));
+    }
+    if let Some(v) = &r.doctor_version {
+        how.push(kv("prewarm-doctor", v.clone()));
+    }
+    for (k, v) in &r.versions {
+        how.push(kv(k, v.clone()));
+    }
+    let specs = r
+        .variants
+        .iter()
+        .map(|v| {
+            let mut parts = Vec::new();
+            if !v.args.is_empty() {
+                parts.push(format!("args: {}", v.args.join(" ")));
+            }
+            if !v.env.is_empty() {
+                parts.push(format!(
+                    "env: {}",
+                    v.env
+                        .iter()
+                        .map(|(k, x)| format!("{k}={x}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+            }
+            if !v.prewarms.is_empty() {
+                parts.push(format!("prewarms: {}", v.prewarms.join(", ")));
+            }
+            if parts.is_empty() {
+                parts.push("the command as is".into());
+            }
+            kv(&v.name, parts.join("; "))
+        })
+        .collect();
+    let hosts = r
+        .hosts
+        .iter()
+        .map(|h| {
+            let gpus: Vec<String> = h
+                .gpus
+                .iter()
+                .map(|g| {
+                    format!(
+                        "GPU {} {} ({}, {} in use before)",
+                        g.index,
+                        g.name,
+                        bytes(g.total_bytes),
+                        bytes(g.used_before_bytes)
+                    )
+                })
+                .collect();
+            kv(
+                &h.host,
+                format!(
+                    "{}; driver {}, CUDA {}; {}{}",
+                    h.hostname,
+                    h.driver_version.as_deref().unwrap_or("?"),
+                    h.cuda_driver_version.as_deref().unwrap_or("?"),
+                    if gpus.is_empty() {
+                        "no GPU listed".to_string()
+                    } else {
+                        gpus.join("; ")
+                    },
+                    h.cupti_path
+                        .as_ref()
+                        .map_or(String::new(), |c| format!("; CUPTI {c}"))
+                ),
+            )
+        })
+        .collect();
+    (how, specs, hosts)
+}
+
+fn page(model: &ReportModel) -> Result<Page, ReportError> {
+    let verdict_of = |name: &str| model.verdict(name);
+    let variants = match &model.matrix {
+        Some(m) => m
+            .variants
+            .iter()
+            .map(|v| {
+                let verdict = verdict_of(&v.name);
+                VariantLine {
+                    name: v.name.clone(),
+                    prewarms: v.prewarms.join(", "),
+                    baseline: v.is_baseline,
+                    runs: format!("{}/{}", v.runs, v.expected),
+                    peak: spread_text(&v.step1_device_peak, &|x| bytes(x.max(0.0) as u64)),
+                    oop: spread_text(&v.step1_out_of_pool, &|x| bytes(x.max(0.0) as u64)),
+                    headroom: spread_text(&v.step1_tightest_headroom, &|x| signed_bytes(x as i64)),
+                    step1: spread_text(&v.step1_s, &seconds),
+                    setup: spread_text(&v.setup_s, &seconds),
+                    verdict: verdict.map_or(
+                        if v.is_baseline {
+                            "baseline"
+                        } else {
+                            "not judged"
+                        }
+                        .to_string(),
+                        |x| x.label.clone(),
+                    ),
+                    verdict_css: verdict.map_or("v-none".into(), |x| class_css(&x.class)),
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let verdicts = model
+        .matrix
+        .iter()
+        .flat_map(|m| &m.verdicts)
+        .map(|v| VerdictBlock {
+            variant: v.variant.clone(),
+            prewarms: v.prewarms.join(", "),
+            label: v.label.clone(),
+            css: class_css(&v.class),
+            moved: moved_text(v),
+            costs: costs_text(&v.costs),
+            confidence: v.confidence.clone(),
+            still: v
+                .still_in_step1
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{}: {}, {} ({} events)",
+                        s.class,
+                        bytes(s.bytes),
+                        seconds(s.seconds),
+                        s.events
+                    )
+                })
+                .collect(),
+            evidence: v.evidence.clone(),
+        })
+        .collect();
+    let moved_chart = if model
+        .matrix
+        .as_ref()
+        .is_some_and(|m| !m.verdicts.is_empty())
+    {
+        Some(chart_svg(model, &Chart::MovedVsCost)?)
+    } else {
+        None
+    };
+    let mut timelines = Vec::new();
+    for v in model.variants() {
+        if let Some(t) = timeline_block(model, v)? {
+            timelines.push(t);
+        }
+    }
+    let (ranks, ranks_hidden, spreads, distribution) = rank_lines(model);
+    let (how, variant_specs, hosts) = how_lines(model);
+    let mut problems: Vec<String> = Vec::new();
+    for a in &model.attempts {
+        for p in a
+            .problems
+            .iter()
+            .chain(a.ranks.iter().flat_map(|r| &r.account.problems))
+        {
+            problems.push(format!(
+                "{}: {}: {}{}",
+                a.id(),
+                p.file,
+                p.what,
+                if p.damaged { " (damaged)" } else { "" }
+            ));
+        }
+        problems.extend(a.notices.iter().map(|n| format!("{}: {n}", a.id())));
+    }
+    Ok(Page {
+        title: format!(
+            "prewarm-doctor: {}",
+            model
+                .run
+                .name
+                .clone()
+                .unwrap_or_else(|| model.run.path.clone())
+        ),
+        legend: MarkerKind::ALL
+            .iter()
+            .map(|k| (marker_kind_label(*k).to_string(), hex(marker_color(*k))))
+            .collect(),
+        headline: model
+            .headline
+            .iter()
+            .map(|h| Sentence {
+                css: h.class.as_deref().map_or("v-none".into(), class_css),
+                text: h.text.clone(),
+            })
+            .collect(),
+        variants,
+        verdicts,
+        notes: model.matrix.iter().flat_map(|m| m.notes.clone()).collect(),
+        moved_chart,
+        timelines,
+        ranks,
+        ranks_hidden,
+        spreads,
+        distribution,
+        forensics: forensic_lines(model),
+        late: late_lines(model),
+        how,
+        variant_specs,
+        hosts,
+        problems,
+        tool: format!("prewarm-doctor {}", env!("CARGO_PKG_VERSION")),
+    })
+}
+
+impl Renderer for Html {
+    fn render(&self, model: &ReportModel, out: &mut dyn Write) -> Result<(), ReportError> {
+        let html = page(model)?
+            .render()
+            .map_err(|e| ReportError::Template(e.to_string()))?;
+        // Control characters and bidirectional overrides anywhere on the
+        // page (kernel names, commands) are made visible and inert.
+        let html: String = html.chars().map(inert).collect();
+        out.write_all(html.as_bytes())?;
+        Ok(())
+    }
+}

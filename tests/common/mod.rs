@@ -1,0 +1,125 @@
+//! Helpers shared by the integration tests (and the report benchmark).
+#![allow(dead_code)]
+
+pub mod synthetic;
+
+use prewarm_doctor::analysis::analyse_run;
+use prewarm_doctor::analysis::matrix::compare;
+use prewarm_doctor::load::load_run;
+use prewarm_doctor::report::model::{ReportModel, RunInfo};
+use std::path::Path;
+
+/// The report model of a run folder, named `label` in the report.
+pub fn model_of(path: &Path, label: &str) -> ReportModel {
+    let run = load_run(path).unwrap();
+    let attempts = analyse_run(&run);
+    let matrix = compare(run.meta.as_ref(), &attempts);
+    ReportModel::build(RunInfo::from_run(label, &run), &attempts, matrix.as_ref())
+}
+
+/// The path of a file in this repository.
+pub fn repo(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// Checks a Chrome trace-event document: required fields, `dur` on complete
+/// events, numeric counters, named processes, and complete events on one
+/// thread properly nested. Returns the number of events.
+pub fn check_trace(bytes: &[u8]) -> usize {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).expect("the trace is valid JSON");
+    let events = doc["traceEvents"]
+        .as_array()
+        .expect("traceEvents is an array");
+    let mut named = std::collections::BTreeSet::new();
+    let mut used = std::collections::BTreeSet::new();
+    let mut slices: std::collections::BTreeMap<(u64, u64), Vec<(f64, f64)>> = Default::default();
+    for e in events {
+        let ph = e["ph"].as_str().expect("ph is a string");
+        assert!(e["name"].is_string(), "name missing: {e}");
+        let pid = e["pid"].as_u64().expect("pid is an integer");
+        let tid = e["tid"].as_u64().expect("tid is an integer");
+        let ts = e["ts"].as_f64().expect("ts is a number");
+        assert!(ts >= 0.0, "negative ts: {e}");
+        match ph {
+            "M" => {
+                assert!(e["args"].is_object(), "{e}");
+                if e["name"] == "process_name" {
+                    assert!(e["args"]["name"].is_string());
+                    named.insert(pid);
+                }
+            }
+            "X" => {
+                let dur = e["dur"].as_f64().expect("complete events carry dur");
+                assert!(dur >= 0.0, "{e}");
+                slices.entry((pid, tid)).or_default().push((ts, ts + dur));
+                used.insert(pid);
+            }
+            "i" => {
+                assert!(matches!(e["s"].as_str(), Some("t" | "p" | "g")), "{e}");
+                assert!(e.get("dur").is_none());
+                used.insert(pid);
+            }
+            "C" => {
+                let args = e["args"].as_object().expect("counter args");
+                assert!(!args.is_empty());
+                assert!(
+                    args.values().all(|v| v.is_number()),
+                    "counters are numeric: {e}"
+                );
+                used.insert(pid);
+            }
+            other => panic!("unexpected phase {other}: {e}"),
+        }
+    }
+    assert!(used.is_subset(&named), "every process is named");
+    for ((pid, tid), mut s) in slices {
+        s.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        let mut open: Vec<f64> = Vec::new();
+        for (a, b) in s {
+            while open.last().is_some_and(|&end| end <= a + 1e-3) {
+                open.pop();
+            }
+            if let Some(&end) = open.last() {
+                assert!(
+                    b <= end + 1e-6,
+                    "slices on pid {pid} tid {tid} overlap without nesting"
+                );
+            }
+            open.push(b);
+        }
+    }
+    events.len()
+}
+
+/// Decodes a PNG; returns (width, height, RGB pixels).
+pub fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+    let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut reader = decoder.read_info().expect("a PNG header");
+    let mut buf = vec![0; reader.output_buffer_size().expect("sized")];
+    let info = reader.next_frame(&mut buf).expect("a PNG frame");
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    buf.truncate(info.buffer_size());
+    (info.width, info.height, buf)
+}
+
+/// Whether an image is a picture, not a blank: several distinct colours and
+/// real variance of brightness.
+pub fn not_blank(rgb: &[u8]) -> bool {
+    let px: Vec<f64> = rgb
+        .chunks(3)
+        .map(|p| (p[0] as f64 + p[1] as f64 + p[2] as f64) / 3.0)
+        .collect();
+    let mean = px.iter().sum::<f64>() / px.len() as f64;
+    let var = px.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / px.len() as f64;
+    let colours: std::collections::HashSet<&[u8]> = rgb.chunks(3).collect();
+    var > 100.0 && colours.len() > 50
+}
+
+/// Whether an image has a pixel close to `c`.
+pub fn has_colour(rgb: &[u8], c: (u8, u8, u8)) -> bool {
+    rgb.chunks(3).any(|p| {
+        (p[0] as i32 - c.0 as i32).abs() <= 6
+            && (p[1] as i32 - c.1 as i32).abs() <= 6
+            && (p[2] as i32 - c.2 as i32).abs() <= 6
+    })
+}

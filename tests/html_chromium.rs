@@ -1,0 +1,195 @@
+//! The HTML report opened in a real headless Chromium: it renders (a
+//! screenshot with content), its DOM carries the verdicts, the console stays
+//! empty (a blocked fetch or an injected script would log a Content-Security-
+//! Policy violation there), and hostile names stay text.
+//!
+//! Needs Debian's `chromium` (.ci/run installs it). Without it the tests
+//! fail with instructions; set PD_SKIP_CHROMIUM=1 to skip them knowingly.
+
+mod common;
+
+use common::synthetic::{self, Shape};
+use common::{decode_png, model_of, not_blank, repo};
+use prewarm_doctor::report::html::Html;
+use prewarm_doctor::report::render::render_to_vec;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn chromium() -> Option<PathBuf> {
+    if std::env::var_os("PD_SKIP_CHROMIUM").is_some_and(|v| v == "1") {
+        eprintln!("PD_SKIP_CHROMIUM=1: the headless-Chromium checks are skipped");
+        return None;
+    }
+    let candidates = [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ];
+    let found = std::env::var_os("PD_CHROMIUM")
+        .map(PathBuf::from)
+        .or_else(|| {
+            candidates.iter().find_map(|c| {
+                std::env::var_os("PATH").and_then(|paths| {
+                    std::env::split_paths(&paths)
+                        .map(|p| p.join(c))
+                        .find(|p| p.is_file())
+                })
+            })
+        });
+    match found {
+        Some(p) => Some(p),
+        None => panic!(
+            "headless Chromium is needed to test the HTML report and none was found on PATH: \
+             install it (`apt-get install -y chromium`, as .ci/run does), point PD_CHROMIUM at \
+             a Chrome/Chromium binary, or set PD_SKIP_CHROMIUM=1 to skip these tests"
+        ),
+    }
+}
+
+/// Runs Chromium headless on a local file with the flags that work in a
+/// sandbox-less container; returns (stdout, stderr).
+fn run_chromium(bin: &Path, page: &Path, action: &[String]) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(action)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium starts");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Console messages Chromium logged (errors, CSP violations, script output).
+fn console_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains(":CONSOLE")).collect()
+}
+
+fn write_page(dir: &Path, name: &str, html: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, html).unwrap();
+    path
+}
+
+#[test]
+fn the_bundled_matrix_report_renders_in_chromium_with_its_verdicts() {
+    let Some(bin) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let m = model_of(&repo("reports/h200-matrix"), "reports/h200-matrix");
+    let page = write_page(
+        dir.path(),
+        "matrix.html",
+        &render_to_vec(&Html, &m).unwrap(),
+    );
+
+    let (dom, stderr) = run_chromium(&bin, &page, &["--dump-dom".to_string()]);
+    assert!(
+        console_lines(&stderr).is_empty(),
+        "console: {:?}",
+        console_lines(&stderr)
+    );
+    for verdict in &m.matrix.as_ref().unwrap().verdicts {
+        assert!(
+            dom.contains(&format!("{} ({}): ", verdict.variant, verdict.label)),
+            "the DOM lacks the headline of {}",
+            verdict.variant
+        );
+    }
+    assert!(dom.contains("<span class=\"badge v-regression\">regression</span>"));
+    assert!(dom.contains("<span class=\"badge v-works\">works</span>"));
+    assert_eq!(
+        dom.matches("<svg class=\"chart\"").count(),
+        11,
+        "every chart is in the DOM"
+    );
+
+    let shot = dir.path().join("shot.png");
+    let (_, stderr) = run_chromium(
+        &bin,
+        &page,
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,2400".to_string(),
+        ],
+    );
+    assert!(
+        console_lines(&stderr).is_empty(),
+        "console: {:?}",
+        console_lines(&stderr)
+    );
+    let (w, h, rgb) = decode_png(&std::fs::read(&shot).expect("a screenshot was written"));
+    assert_eq!((w, h), (1280, 2400));
+    assert!(not_blank(&rgb), "the screenshot is blank");
+    // The verdict badges' colours are on screen.
+    assert!(
+        common::has_colour(&rgb, (0x2e, 0x85, 0x40)),
+        "no green 'works' badge"
+    );
+    assert!(
+        common::has_colour(&rgb, (0xc6, 0x28, 0x28)),
+        "no red 'regression' badge"
+    );
+}
+
+#[test]
+fn hostile_names_stay_text_in_chromium() {
+    let Some(bin) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    synthetic::write_run(
+        &run,
+        Shape {
+            ranks: 2,
+            events: 400,
+            hostile: true,
+        },
+    );
+    let m = model_of(&run, "synthetic-run");
+    let page = write_page(
+        dir.path(),
+        "hostile.html",
+        &render_to_vec(&Html, &m).unwrap(),
+    );
+    let (dom, stderr) = run_chromium(&bin, &page, &["--dump-dom".to_string()]);
+    // An injected <script> or onerror handler would run, or be blocked by
+    // the CSP; either way the console would show it.
+    assert!(
+        console_lines(&stderr).is_empty(),
+        "console: {:?}",
+        console_lines(&stderr)
+    );
+    let lower = dom.to_ascii_lowercase();
+    assert!(
+        !lower.contains("<script"),
+        "a script element made it into the DOM"
+    );
+    assert!(
+        !lower.contains("<img"),
+        "an img element made it into the DOM"
+    );
+    assert!(!lower.contains("<b onmouseover"));
+    // The names are there, as text.
+    assert!(dom.contains("&lt;script&gt;alert('kernel')&lt;/script&gt;"));
+    assert!(dom.contains("\u{241b}[31mred"));
+}

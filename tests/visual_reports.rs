@@ -1,0 +1,315 @@
+//! The picture formats (HTML, PNG, Perfetto) on the H200 recordings and on
+//! a SYNTHETIC run with hostile names (tests/common/synthetic.rs writes it;
+//! it is not a recording).
+
+mod common;
+
+use common::synthetic::{self, HOSTILE_KERNEL, SECRET_VALUE, Shape};
+use common::{check_trace, decode_png, has_colour, model_of, not_blank, repo};
+use prewarm_doctor::analysis::timeline::MarkerKind;
+use prewarm_doctor::report::charts::{Chart, marker_color};
+use prewarm_doctor::report::html::Html;
+use prewarm_doctor::report::model::ReportModel;
+use prewarm_doctor::report::perfetto::Perfetto;
+use prewarm_doctor::report::png::PngChart;
+use prewarm_doctor::report::render::{Renderer, render_to_vec};
+
+fn hostile_model() -> (tempfile::TempDir, ReportModel) {
+    let dir = tempfile::tempdir().unwrap();
+    synthetic::write_run(
+        dir.path(),
+        Shape {
+            ranks: 2,
+            events: 400,
+            hostile: true,
+        },
+    );
+    let m = model_of(dir.path(), "synthetic-run");
+    (dir, m)
+}
+
+fn html_of(m: &ReportModel) -> String {
+    String::from_utf8(render_to_vec(&Html, m).unwrap()).unwrap()
+}
+
+/// Any `src=`/`href=` pointing at the network.
+fn network_refs(html: &str) -> Vec<String> {
+    let re = regex::Regex::new(r#"(?i)\b(src|href|xlink:href|action)\s*=\s*["']?\s*(https?:|//)"#)
+        .unwrap();
+    re.find_iter(html).map(|m| m.as_str().to_string()).collect()
+}
+
+/// The page with its style sheet and each inline SVG shortened, for snapshots.
+fn without_svg(html: &str) -> String {
+    let re = regex::Regex::new(r"(?s)<svg .*?</svg>").unwrap();
+    let html = re.replace_all(html, |c: &regex::Captures| {
+        format!("[svg: {} bytes]", c[0].len())
+    });
+    let style = regex::Regex::new(r"(?s)<style>.*?</style>").unwrap();
+    style
+        .replace(&html, "<style>[the report's CSS]</style>")
+        .into_owned()
+}
+
+#[test]
+fn hostile_names_are_escaped_everywhere_in_the_html() {
+    let (_dir, m) = hostile_model();
+    let html = html_of(&m);
+    assert!(
+        html.contains("content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\"")
+    );
+    // No markup from the data survives: the only tags are the template's.
+    assert!(
+        !html.to_ascii_lowercase().contains("<script"),
+        "a <script> tag got through"
+    );
+    assert!(!html.contains("<img"), "an <img> tag got through");
+    assert!(!html.contains("<b onmouseover"));
+    assert!(html.contains("&lt;script&gt;alert(&#39;kernel&#39;)&lt;/script&gt;"));
+    // Terminal escapes and bidi overrides are shown, not obeyed.
+    assert!(!html.contains('\u{1b}') && !html.contains('\u{202e}'));
+    assert!(html.contains("\u{241b}[31mred"));
+    // Hover titles in the SVG carry the escaped kernel name.
+    assert!(
+        html.contains("<title>local-memory growth of"),
+        "markers have titles"
+    );
+    // Secrets from the variant environment and the command line stay out.
+    assert!(!html.contains(SECRET_VALUE), "a secret reached the report");
+    assert!(network_refs(&html).is_empty(), "{:?}", network_refs(&html));
+    // The OOM is there, with its hostile library and message escaped.
+    assert!(html.contains("OutOfMemoryError") || html.contains("CUDA out of memory"));
+    insta::assert_snapshot!("synthetic_hostile_html", without_svg(&html));
+}
+
+#[test]
+fn every_marker_of_the_synthetic_run_is_described_once_with_its_detail() {
+    let (_dir, m) = hostile_model();
+    let (_, r) = m.representative("baseline").unwrap();
+    let texts: Vec<String> = r
+        .timeline
+        .markers
+        .iter()
+        .map(prewarm_doctor::report::model::marker_text)
+        .collect();
+    let shown: String = texts
+        .join("\n")
+        .chars()
+        .map(prewarm_doctor::report::svg::inert)
+        .collect();
+    insta::assert_snapshot!("synthetic_marker_texts", shown);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains(HOSTILE_KERNEL) && t.contains("autotune candidate"))
+    );
+}
+
+#[test]
+fn the_perfetto_trace_follows_the_format_and_names_every_track() {
+    let (_dir, m) = hostile_model();
+    let bytes = render_to_vec(&Perfetto, &m).unwrap();
+    let n = check_trace(&bytes);
+    assert!(n > 100);
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    // A summary of everything but the counter values, for review.
+    let mut lines: Vec<String> = events
+        .iter()
+        .filter(|e| e["ph"] != "C")
+        .map(|e| {
+            format!(
+                "{} pid {} tid {} {} {}",
+                e["ph"].as_str().unwrap(),
+                e["pid"],
+                e["tid"],
+                e["name"],
+                if e["ph"] == "M" {
+                    e["args"]["name"].to_string()
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect();
+    let counters = events.iter().filter(|e| e["ph"] == "C").count();
+    lines.push(format!("{counters} counter events"));
+    insta::assert_snapshot!("synthetic_perfetto_outline", lines.join("\n"));
+    for name in [
+        "phases",
+        "Triton autotune",
+        "compile",
+        "local-memory growth",
+        "out of memory",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["name"] == "thread_name" && e["args"]["name"] == name),
+            "no {name} thread"
+        );
+    }
+    for counter in [
+        "device used (MiB)",
+        "pool reserved (MiB)",
+        "out of pool (MiB)",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "C" && e["name"] == counter),
+            "{counter}"
+        );
+    }
+}
+
+#[test]
+fn pngs_of_the_synthetic_run_are_pictures_of_the_right_size() {
+    let (_dir, m) = hostile_model();
+    let charts = Chart::all(&m);
+    assert!(charts.contains(&Chart::MovedVsCost));
+    for chart in charts {
+        let bytes = render_to_vec(&PngChart(chart.clone()), &m).unwrap();
+        let (w, h, rgb) = decode_png(&bytes);
+        assert_eq!((w, h), chart.size(&m), "{chart:?}");
+        assert!(not_blank(&rgb), "{chart:?} is blank");
+        if let Chart::Timeline { .. } = chart {
+            let c = marker_color(MarkerKind::LocalMemory);
+            assert!(
+                has_colour(&rgb, (c.0, c.1, c.2)),
+                "local-memory marker drawn"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_bundled_matrix_renders_in_every_format_within_its_budgets() {
+    let m = model_of(&repo("reports/h200-matrix"), "reports/h200-matrix");
+    let html = html_of(&m);
+    assert!(html.len() <= 2 << 20, "HTML is {} bytes", html.len());
+    assert!(network_refs(&html).is_empty());
+    for needle in [
+        "cublas (works): moved 128.3 MiB",
+        "nccl_comm (regression)",
+        "step-1 peak +390.0 MiB",
+        "rowwise_mix",
+        "the account at the end of step 1",
+    ] {
+        assert!(html.contains(needle), "HTML lacks {needle:?}");
+    }
+    // One timeline and one waterfall per variant, plus moved-vs-cost.
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 11);
+    assert!(
+        html.matches("<title>").count() > 20,
+        "markers carry hover text"
+    );
+    let trace = render_to_vec(&Perfetto, &m).unwrap();
+    check_trace(&trace);
+    assert!(trace.len() < 2 << 20);
+    for chart in Chart::all(&m) {
+        let (w, h, rgb) = decode_png(&render_to_vec(&PngChart(chart.clone()), &m).unwrap());
+        assert_eq!((w, h), chart.size(&m));
+        assert!(not_blank(&rgb), "{chart:?}");
+    }
+}
+
+#[test]
+fn every_h200_recording_renders_in_every_format() {
+    let dir = repo("tests/fixtures/h200");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.is_dir() {
+            continue;
+        }
+        let m = model_of(&path, "fixture");
+        let html = html_of(&m);
+        assert!(html.contains("How the run was made"), "{}", path.display());
+        assert!(network_refs(&html).is_empty());
+        check_trace(&render_to_vec(&Perfetto, &m).unwrap());
+        let charts = Chart::all(&m);
+        assert!(
+            charts.iter().any(|c| matches!(c, Chart::Timeline { .. })),
+            "{}: no timeline",
+            path.display()
+        );
+        for chart in charts {
+            let mut out = Vec::new();
+            PngChart(chart).render(&m, &mut out).unwrap();
+            assert!(out.starts_with(b"\x89PNG"));
+        }
+        n += 1;
+    }
+    assert!(n >= 10, "found {n} recordings");
+}
+
+#[test]
+fn the_oom_recording_shows_its_forensics_in_html_and_a_cross_on_the_timeline() {
+    let m = model_of(&repo("tests/fixtures/h200/oom-triton-baseline"), "oom");
+    let html = html_of(&m);
+    assert!(!html.contains("No rank ran out of memory."));
+    assert!(
+        html.contains("local-memory growth of"),
+        "the failing request is named"
+    );
+    assert!(
+        html.contains("class=\"ev ev-oom\""),
+        "an OOM marker on the timeline"
+    );
+}
+
+#[test]
+fn the_cli_writes_html_png_and_perfetto() {
+    let out = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_prewarm-doctor");
+    let run = repo("tests/fixtures/h200/examples-nccl-baseline");
+    let html = out.path().join("r.html");
+    let st = std::process::Command::new(bin)
+        .args(["report"])
+        .arg(&run)
+        .args(["--format", "html", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(&html)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
+    let pngs = out.path().join("png");
+    let st = std::process::Command::new(bin)
+        .args(["report"])
+        .arg(&run)
+        .args(["--format", "png", "-o"])
+        .arg(&pngs)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let stderr = String::from_utf8_lossy(&st.stderr);
+    assert!(stderr.contains("timeline-default.png"), "{stderr}");
+    assert!(pngs.join("timeline-default.png").exists());
+    // PNG needs a folder.
+    let st = std::process::Command::new(bin)
+        .args(["report"])
+        .arg(&run)
+        .args(["--format", "png"])
+        .output()
+        .unwrap();
+    assert!(!st.status.success());
+    assert!(String::from_utf8_lossy(&st.stderr).contains("-o DIR"));
+    // Perfetto to standard output is a trace.
+    let st = std::process::Command::new(bin)
+        .args(["report"])
+        .arg(&run)
+        .args(["--format", "perfetto"])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    check_trace(&st.stdout);
+}
