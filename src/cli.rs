@@ -24,6 +24,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the raw records of one event file (for debugging the probe).
     Dump(DumpArgs),
+    /// Interactive dashboard over a run folder (finished, or still being written).
+    Tui(TuiArgs),
     /// Internal: the child process `check` uses to test injection.
     #[command(name = "__injection-selftest", hide = true)]
     InjectionSelftest,
@@ -86,6 +88,9 @@ pub struct RunArgs {
     /// Keep the per-attempt caches instead of deleting them after each run.
     #[arg(long)]
     pub keep_caches: bool,
+    /// Show the interactive dashboard while it runs (the command's output goes to its log pane and output.log).
+    #[arg(long)]
+    pub tui: bool,
     /// The command to run, after `--`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
@@ -159,4 +164,10 @@ pub struct CheckArgs {
 pub struct DumpArgs {
     /// An `.events` file from a run directory.
     pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct TuiArgs {
+    /// A run directory written by `prewarm-doctor run`.
+    pub run: PathBuf,
 }

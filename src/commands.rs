@@ -10,7 +10,7 @@ use crate::capture::matrix::{MatrixPlan, run_matrix};
 use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
 use crate::capture::{CaptureError, default_host_tag};
 use crate::cli::{
-    CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs,
+    CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs, TuiArgs,
 };
 use crate::load::load_run;
 use crate::prewarm::variants::{self, VariantError};
@@ -45,6 +45,7 @@ pub fn dispatch(command: Command) -> i32 {
         Command::Diff(args) => diff(args),
         Command::Check(args) => check(args),
         Command::Dump(args) => dump(args),
+        Command::Tui(args) => tui(args),
         Command::InjectionSelftest => selftest_child(),
     }
 }
@@ -107,6 +108,15 @@ fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), Varia
 }
 
 fn run(args: RunArgs) -> i32 {
+    if args.tui
+        && let Err(e) = crate::tui::require_terminal(
+            "run --tui",
+            "drop --tui (the run prints its summary at the end, and `prewarm-doctor tui RUN` replays it later)",
+        )
+    {
+        eprintln!("prewarm-doctor: {e}");
+        return exit::DOCTOR_FAILED;
+    }
     if let Some(m) = &args.step_marker
         && let Err(e) = regex::Regex::new(m)
     {
@@ -180,6 +190,7 @@ fn run(args: RunArgs) -> i32 {
         }
     };
     let (cupti, _) = find_cupti();
+    let live = args.tui.then(crate::tui::live::LiveRun::new);
     let plan = MatrixPlan {
         run: out.clone(),
         host: safe_component(&args.host_tag.clone().unwrap_or_else(default_host_tag)),
@@ -192,8 +203,10 @@ fn run(args: RunArgs) -> i32 {
         cupti,
         kernel_steps: args.kernel_steps,
         step_marker: args.step_marker.clone(),
+        output: live.as_ref().map(|l| l.sink()),
+        stop: live.as_ref().map(|l| l.stop_flag()),
     };
-    let results = run_matrix(&plan, |p| {
+    let print_progress = |p: &crate::capture::matrix::Progress| {
         if !single {
             let eta = p
                 .eta
@@ -218,7 +231,22 @@ fn run(args: RunArgs) -> i32 {
                 eta
             );
         }
-    });
+    };
+    let results = match live {
+        Some(live) => {
+            let log = live.log();
+            live.show(
+                &out,
+                || {
+                    run_matrix(&plan, |p| {
+                        log.attempt_started(&p.variant, &p.attempt, p.index, p.total)
+                    })
+                },
+                |r| run_exit_code(r, single),
+            )
+        }
+        None => run_matrix(&plan, print_progress),
+    };
     let mut worst = 0;
     let mut first_code = None;
     for (planned, outcome) in &results {
@@ -252,6 +280,27 @@ fn run(args: RunArgs) -> i32 {
         first_code.unwrap_or(exit::DOCTOR_FAILED)
     } else {
         worst
+    }
+}
+
+/// The code `run` exits with: the command's for a single run, else 0 or
+/// MATRIX_RUN_FAILED.
+fn run_exit_code(results: &[crate::capture::matrix::AttemptResult], single: bool) -> i32 {
+    let code = |o: &Result<crate::capture::AttemptOutcome, CaptureError>| match o {
+        Ok(o) => o.exit.code,
+        Err(CaptureError::Child(crate::capture::child::ChildError::Spawn { .. })) => {
+            exit::COMMAND_NOT_FOUND
+        }
+        Err(_) => exit::DOCTOR_FAILED,
+    };
+    if single {
+        results
+            .first()
+            .map_or(exit::DOCTOR_FAILED, |(_, o)| code(o))
+    } else if results.iter().any(|(_, o)| code(o) != 0) {
+        MATRIX_RUN_FAILED
+    } else {
+        0
     }
 }
 
@@ -561,6 +610,20 @@ fn diff(args: DiffArgs) -> i32 {
         Err(e) => {
             eprintln!("prewarm-doctor: {e}");
             exit::BAD_GATE
+        }
+    }
+}
+
+fn tui(args: TuiArgs) -> i32 {
+    match crate::tui::replay(&args.run) {
+        Ok(code) => code,
+        Err(e @ crate::tui::TuiError::Load(_)) => {
+            eprintln!("prewarm-doctor: {e}");
+            exit::BAD_INPUT
+        }
+        Err(e) => {
+            eprintln!("prewarm-doctor: {e}");
+            exit::DOCTOR_FAILED
         }
     }
 }

@@ -11,3 +11,4 @@ pub mod load;
 pub mod prewarm;
 pub mod probe;
 pub mod report;
+pub mod tui;

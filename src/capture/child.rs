@@ -6,7 +6,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::collections::BTreeMap;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -48,10 +48,13 @@ pub fn exit_code(status: ExitStatus) -> (i32, Option<i32>) {
 }
 
 /// Runs `argv` with exactly `env`, forwarding signals, and waits for it.
-/// `on_start` gets the child's pid right after it started.
+/// `on_start` gets the child's pid right after it started. With `output`
+/// (`run --tui`) its stdout and stderr are captured and its stdin is empty
+/// (the dashboard owns the terminal); otherwise it has the doctor's streams.
 pub fn run_child(
     argv: &[String],
     env: &BTreeMap<String, String>,
+    output: Option<&Arc<super::output::OutputCapture>>,
     on_start: impl FnOnce(u32),
 ) -> Result<ChildExit, ChildError> {
     let (program, args) = argv.split_first().ok_or(ChildError::Empty)?;
@@ -59,10 +62,16 @@ pub fn run_child(
     let handle = signals.handle();
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().envs(env).process_group(0);
+    if output.is_some() {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+    }
     let mut child = cmd.spawn().map_err(|source| ChildError::Spawn {
         program: program.clone(),
         source,
     })?;
+    let pumps = output.map(|o| o.pump(&mut child));
     let pgid = child.id() as i32;
     on_start(child.id());
 
@@ -91,6 +100,9 @@ pub fn run_child(
         })
     };
     let status = child.wait();
+    if let Some(p) = pumps {
+        p.join();
+    }
     done.store(true, Ordering::SeqCst);
     handle.close();
     let _ = forwarder.join();

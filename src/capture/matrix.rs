@@ -5,9 +5,12 @@
 use super::env::CacheMode;
 use super::layout::AttemptDir;
 use super::meta::VariantSpec;
+use super::output::OutputSink;
 use super::{AttemptOutcome, AttemptPlan, CaptureError, run_attempt};
 use crate::probe::Assets;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// One planned attempt.
@@ -67,6 +70,10 @@ pub struct MatrixPlan<'a> {
     pub cupti: Option<PathBuf>,
     pub kernel_steps: u32,
     pub step_marker: Option<String>,
+    /// `run --tui`: where each attempt's output goes besides its `output.log`.
+    pub output: Option<Arc<dyn OutputSink>>,
+    /// Set to stop before the next attempt (the dashboard's "stop the run").
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// One attempt's result (a failure to even start is kept, not raised).
@@ -78,6 +85,9 @@ pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> 
     let started = Instant::now();
     let mut results = Vec::new();
     for (i, planned) in order.iter().enumerate() {
+        if plan.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+            break;
+        }
         let variant = &plan.variants[planned.variant];
         let elapsed = started.elapsed();
         let eta = (i > 0).then(|| elapsed.mul_f64((order.len() - i) as f64 / i as f64));
@@ -110,6 +120,7 @@ pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> 
             kernel_steps: plan.kernel_steps,
             step_marker: plan.step_marker.clone(),
             extra_env: variant.env.clone(),
+            output: plan.output.clone(),
         };
         let outcome = run_attempt(&attempt);
         if plan.cache == CacheMode::Cold && !plan.keep_caches {

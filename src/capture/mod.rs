@@ -8,6 +8,7 @@ pub mod layout;
 pub mod matrix;
 pub mod meta;
 pub mod nvml;
+pub mod output;
 
 use crate::probe::Assets;
 use child::{ChildError, ChildExit, run_child};
@@ -16,6 +17,7 @@ use layout::{AttemptDir, HOST_FILE, NVML_FILE};
 use meta::{HostMeta, META_SCHEMA};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Everything one attempt needs.
 pub struct AttemptPlan<'a> {
@@ -30,6 +32,8 @@ pub struct AttemptPlan<'a> {
     pub kernel_steps: u32,
     pub step_marker: Option<String>,
     pub extra_env: Vec<(String, String)>,
+    /// `run --tui`: where the command's output goes besides `output.log`.
+    pub output: Option<Arc<dyn output::OutputSink>>,
 }
 
 /// Why an attempt could not produce a host folder.
@@ -142,7 +146,13 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         step_marker: plan.step_marker.as_deref(),
         extra: &plan.extra_env,
     };
-    let (env, env_notices) = build_env(&parent, &env_plan);
+    let (mut env, env_notices) = build_env(&parent, &env_plan);
+    if plan.output.is_some() {
+        // Piped, Python would hold the output back in 8 KiB blocks: the
+        // dashboard's log pane shows it as it comes.
+        env.entry("PYTHONUNBUFFERED".into())
+            .or_insert_with(|| "1".into());
+    }
     for n in env_notices {
         notices.push(match n {
             EnvNotice::InjectionTaken(p) => format!(
@@ -196,7 +206,17 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let meta_path = host_dir.join(HOST_FILE);
     write_meta(&meta_path, &meta)?;
 
-    let result = run_child(&plan.command, &env, |_| {});
+    let capture = plan.output.as_ref().map(|sink| {
+        Arc::new(output::OutputCapture::new(
+            host_dir.join(output::OUTPUT_FILE),
+            sink.clone(),
+        ))
+    });
+    let result = run_child(&plan.command, &env, capture.as_ref(), |_| {});
+    if let Some(e) = capture.as_ref().and_then(|c| c.error()) {
+        meta.notices
+            .push(format!("the command's output is incomplete: {e}"));
+    }
     meta.t_end_ns = Some(monotonic_ns());
     if let Some(s) = sampler {
         let (n, err) = s.stop();

@@ -1,0 +1,173 @@
+//! The Account tab: device memory at the end of step 1 as a waterfall — the
+//! pool, the CUDA context, each library, local-memory growth, what NCCL loaded
+//! without allocation calls — down to the unexplained remainder.
+
+use super::{clip, short_bytes};
+use crate::tui::app::App;
+use crate::tui::theme::Tone;
+use crate::tui::view::AccountView;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+/// Width of the name column.
+const NAME: usize = 26;
+/// Width of the value column.
+const VALUE: usize = 8;
+
+/// The cells [start, end) a bar from `from` to `to` bytes covers, at `scale` bytes per cell.
+fn bar_span(from: i64, to: i64, scale: f64, width: usize) -> (usize, usize) {
+    let cell = |b: i64| ((b.max(0) as f64 / scale).round() as usize).min(width);
+    let (a, b) = (cell(from.min(to)), cell(from.max(to)));
+    if a == b && from != to {
+        (
+            a.min(width.saturating_sub(1)),
+            a.min(width.saturating_sub(1)) + 1,
+        )
+    } else {
+        (a, b)
+    }
+}
+
+fn bar(from: i64, to: i64, scale: f64, width: usize, glyph: char) -> String {
+    let (a, b) = bar_span(from, to, scale, width);
+    let mut s = " ".repeat(a);
+    s.extend(std::iter::repeat_n(glyph, b - a));
+    s.extend(std::iter::repeat_n(' ', width - b));
+    s
+}
+
+/// The waterfall's lines: each part starts where the one before ended.
+pub fn waterfall(acc: &AccountView, width: usize) -> Vec<(String, String, String, Tone)> {
+    let bar_w = width.saturating_sub(NAME + VALUE + 2).max(4);
+    let named: i64 = acc.parts.iter().map(|p| p.1).sum();
+    let top = (acc.device_used as i64).max(named).max(1);
+    let scale = top as f64 / bar_w as f64;
+    let mut out = Vec::new();
+    let mut at = 0i64;
+    for (name, bytes, inferred) in &acc.parts {
+        let label = if *inferred {
+            format!("{name} (inferred)")
+        } else {
+            name.clone()
+        };
+        out.push((
+            clip(&label, NAME),
+            bar(
+                at,
+                at + bytes,
+                scale,
+                bar_w,
+                if *bytes < 0 { '░' } else { '█' },
+            ),
+            short_bytes(*bytes as f64),
+            Tone::Neutral,
+        ));
+        at += bytes;
+    }
+    let tone = if acc.unexplained.unsigned_abs() > (acc.device_used / 20).max(64 << 20) {
+        Tone::Warn
+    } else {
+        Tone::Neutral
+    };
+    out.push((
+        "unexplained".into(),
+        bar(at, at + acc.unexplained, scale, bar_w, '▒'),
+        short_bytes(acc.unexplained as f64),
+        tone,
+    ));
+    out.push((
+        "= device used".into(),
+        bar(0, acc.device_used as i64, scale, bar_w, '█'),
+        short_bytes(acc.device_used as f64),
+        Tone::Neutral,
+    ));
+    out
+}
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme;
+    let Some(rank) = app.rank() else {
+        frame.render_widget(
+            Paragraph::new(Span::styled("no process in this attempt", t.dim())),
+            area,
+        );
+        return;
+    };
+    let Some(acc) = &rank.account else {
+        frame.render_widget(
+            Paragraph::new(Span::styled(
+                format!("{}: no device-memory figure at the end of step 1 (no NVML timeline and no probe reading)", rank.label),
+                t.dim(),
+            )),
+            area,
+        );
+        return;
+    };
+    let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(vec![
+                Span::styled(
+                    format!("device memory at the end of {} ", acc.phase.label()),
+                    t.heading(),
+                ),
+                Span::styled(
+                    format!(
+                        "({:.2} s): {}",
+                        acc.at_s,
+                        crate::report::bytes(acc.device_used)
+                    ),
+                    t.dim(),
+                ),
+            ]),
+            Line::from(Span::styled(
+                "each part starts where the one above ends; ░ given back, ▒ unexplained",
+                t.dim(),
+            )),
+        ]),
+        head,
+    );
+    let lines: Vec<Line> = waterfall(acc, usize::from(body.width))
+        .into_iter()
+        .map(|(name, bar, value, tone)| {
+            Line::from(vec![
+                Span::styled(format!("{name:<NAME$} "), t.text()),
+                Span::styled(bar, t.series(0)),
+                Span::styled(format!(" {value:>VALUE$}"), t.tone(tone)),
+            ])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), body);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::phases::Phase;
+
+    #[test]
+    fn waterfall_steps_and_ends_at_device_used() {
+        let acc = AccountView {
+            phase: Phase::Step1,
+            at_s: 1.0,
+            device_used: 100,
+            parts: vec![("pool".into(), 50, false), ("ctx".into(), 40, false)],
+            unexplained: 10,
+        };
+        let rows = waterfall(&acc, NAME + VALUE + 2 + 10);
+        assert_eq!(rows[0].1, "█████     ");
+        assert_eq!(rows[1].1, "     ████ ");
+        assert_eq!(rows[2].1, "         ▒");
+        assert_eq!(rows[3].1, "██████████");
+        assert_eq!(rows[2].0, "unexplained");
+    }
+
+    #[test]
+    fn tiny_parts_stay_visible() {
+        assert_eq!(bar_span(0, 1, 100.0, 10), (0, 1));
+        assert_eq!(bar_span(500, 490, 100.0, 10), (5, 6));
+        assert_eq!(bar_span(0, 5000, 100.0, 10), (0, 10));
+    }
+}

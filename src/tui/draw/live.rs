@@ -1,0 +1,183 @@
+//! The Live tab: how far the matrix is (attempt i/N, elapsed, estimate left),
+//! each rank's phase and step, a memory sparkline per GPU, and the training's
+//! output as it comes.
+
+use super::{clip, clock, short_bytes};
+use crate::tui::app::App;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Gauge, Paragraph, Sparkline};
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme;
+    let live = app.data.live.clone().unwrap_or_default();
+    let ranks: Vec<_> = app
+        .data
+        .attempts
+        .iter()
+        .find(|a| live.current.as_deref() == Some(&a.name()))
+        .map(|a| {
+            a.ranks
+                .iter()
+                .filter(|r| r.is_rank || a.ranks.len() == 1)
+                .collect()
+        })
+        .unwrap_or_default();
+    let rank_rows = (ranks.len() as u16).clamp(1, 4);
+    let gpu_rows = (live.gpus.len() as u16).min(4);
+    let [progress, rank_area, gpu_area, log_head, log] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(rank_rows),
+        Constraint::Length(gpu_rows),
+        Constraint::Length(1),
+        Constraint::Min(1),
+    ])
+    .areas(area);
+
+    let ratio = if live.total > 0 {
+        (live.done as f64 / live.total as f64).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let running = live
+        .current
+        .as_ref()
+        .map(|c| {
+            format!(
+                "attempt {}/{} {c}",
+                (live.done + 1).min(live.total.max(1)),
+                live.total
+            )
+        })
+        .unwrap_or_else(|| format!("{}/{} attempts done", live.done, live.total));
+    let eta = live
+        .eta_s
+        .map(|s| format!(" · about {} left", clock(s)))
+        .unwrap_or_default();
+    let [text, gauge] =
+        Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(progress);
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(running, t.heading()),
+            Span::styled(
+                format!(" · elapsed {}{eta}", clock(live.elapsed_s)),
+                t.dim(),
+            ),
+        ])),
+        text,
+    );
+    frame.render_widget(
+        Gauge::default()
+            .ratio(ratio)
+            .label(format!("{}/{}", live.done, live.total))
+            .gauge_style(t.series(1)),
+        gauge,
+    );
+
+    let rank_lines: Vec<Line> = if ranks.is_empty() {
+        vec![Line::from(Span::styled(
+            "no rank has started CUDA yet in this attempt",
+            t.dim(),
+        ))]
+    } else {
+        let shown = usize::from(rank_rows);
+        let mut v: Vec<Line> = ranks
+            .iter()
+            .take(if ranks.len() > shown {
+                shown - 1
+            } else {
+                shown
+            })
+            .map(|r| {
+                Line::from(vec![
+                    Span::styled(format!("{:<10}", r.name), t.heading()),
+                    Span::styled(format!("{:<14}", r.now), t.text()),
+                    Span::styled(
+                        format!(
+                            "step-1 peak {}  outside pool {}",
+                            r.step1_peak.map_or("-".into(), |b| short_bytes(b as f64)),
+                            short_bytes(r.step1_out_of_pool as f64)
+                        ),
+                        t.dim(),
+                    ),
+                ])
+            })
+            .collect();
+        if ranks.len() > shown {
+            v.push(Line::from(Span::styled(
+                format!("… and {} more ranks (Ranks tab)", ranks.len() - (shown - 1)),
+                t.dim(),
+            )));
+        }
+        v
+    };
+    frame.render_widget(Paragraph::new(rank_lines), rank_area);
+
+    for (i, g) in live.gpus.iter().take(usize::from(gpu_rows)).enumerate() {
+        let row = Rect {
+            y: gpu_area.y + i as u16,
+            height: 1,
+            ..gpu_area
+        };
+        let peak = g.history.iter().copied().max().unwrap_or(0);
+        let label = format!(
+            "GPU{} {:>5}/{:<5} last min ≤{:<5} ",
+            g.index,
+            short_bytes(g.used as f64),
+            short_bytes(g.total as f64),
+            short_bytes(peak as f64)
+        );
+        let [l, s] = Layout::horizontal([
+            Constraint::Length(label.chars().count() as u16),
+            Constraint::Min(1),
+        ])
+        .areas(row);
+        frame.render_widget(Paragraph::new(Span::styled(label, t.heading())), l);
+        let take = usize::from(s.width);
+        let hist = &g.history[g.history.len().saturating_sub(take)..];
+        // Scaled to the last minute's peak, so a few GiB on a 140 GiB device still show their shape.
+        let peak = hist.iter().copied().max().unwrap_or(0);
+        frame.render_widget(
+            Sparkline::default()
+                .data(hist)
+                .max(peak.max(1))
+                .style(t.series(0)),
+            s,
+        );
+    }
+
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled("training output", t.heading()),
+            Span::styled(
+                if app.log_back > 0 {
+                    format!(" · {} lines back (G: follow)", app.log_back)
+                } else {
+                    " · also in output.log in each attempt's folder".into()
+                },
+                t.dim(),
+            ),
+        ])),
+        log_head,
+    );
+    let h = usize::from(log.height);
+    let end = app.log.len().saturating_sub(app.log_back);
+    let start = end.saturating_sub(h);
+    let lines: Vec<Line> = if app.log.is_empty() {
+        vec![Line::from(Span::styled(
+            if app.run == crate::tui::app::RunState::Watching {
+                "another doctor runs this command: its output is on that terminal"
+            } else {
+                "no output yet"
+            },
+            t.dim(),
+        ))]
+    } else {
+        app.log
+            .range(start..end)
+            .map(|l| Line::from(clip(l, usize::from(log.width))))
+            .collect()
+    };
+    frame.render_widget(Paragraph::new(lines), log);
+}

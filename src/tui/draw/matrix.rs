@@ -1,0 +1,258 @@
+//! The Matrix tab: variants with medians ± spread and each prewarm's verdict
+//! (for a single-variant run: its attempts).
+
+use super::{clip, scroll_offset, short_bytes, short_secs};
+use crate::report::model::Spread;
+use crate::tui::app::App;
+use crate::tui::view::MatrixView;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
+
+/// "968M ±2.0M" (the spread is half the range over repeats), or the median alone.
+pub fn stat_bytes(s: Option<Spread>) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!(
+            "{} ±{}",
+            short_bytes(s.median),
+            short_bytes(s.range() / 2.0)
+        ),
+        Some(s) => short_bytes(s.median),
+        None => "?".into(),
+    }
+}
+
+/// A spread of seconds in at most five characters: "1.6s", "19ms", "0".
+fn short_spread(s: f64) -> String {
+    if s >= 0.1 {
+        format!("{s:.1}s")
+    } else if s >= 0.0005 {
+        format!("{:.0}ms", s * 1000.0)
+    } else {
+        "0".into()
+    }
+}
+
+/// "10.4s ±1.6s", or the median alone.
+pub fn stat_secs(s: Option<Spread>) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!(
+            "{} ±{}",
+            short_secs(s.median),
+            short_spread(s.range() / 2.0)
+        ),
+        Some(s) => short_secs(s.median),
+        None => "?".into(),
+    }
+}
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+    match &app.data.matrix {
+        Some(m) => draw_matrix(frame, app, m, area),
+        None => draw_attempts(frame, app, area),
+    }
+}
+
+fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
+    let t = app.theme;
+    let table_h = (m.rows.len() as u16 + 1).min(area.height.saturating_sub(4).max(2));
+    let [head, table, below] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(table_h),
+        Constraint::Min(0),
+    ])
+    .areas(area);
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(format!("{} variants", m.rows.len()), t.heading()),
+            Span::styled(
+                format!(
+                    " · cache {}{} · vs '{}' · step 1: median ±half-range",
+                    m.cache,
+                    if m.isolated { "" } else { " (NOT isolated)" },
+                    m.baseline
+                ),
+                t.dim(),
+            ),
+        ])),
+        head,
+    );
+    let wide = area.width >= 92;
+    let mut header = vec!["variant", "runs", "peak", "out of pool"];
+    if wide {
+        header.push("headroom");
+    }
+    header.extend(["step 1", "setup", "verdict"]);
+    let visible = table.height.saturating_sub(1) as usize;
+    let offset = scroll_offset(app.matrix_row, visible);
+    let rows: Vec<Row> = m
+        .rows
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(visible)
+        .map(|(i, r)| {
+            let mut cells = vec![
+                Cell::from(r.name.clone()),
+                Cell::from(r.runs.clone()),
+                Cell::from(stat_bytes(r.step1_peak)),
+                Cell::from(stat_bytes(r.step1_out_of_pool)),
+            ];
+            if wide {
+                cells.push(Cell::from(
+                    r.step1_headroom
+                        .map_or("-".into(), |s| short_bytes(s.median)),
+                ));
+            }
+            cells.push(Cell::from(stat_secs(r.step1_s)));
+            cells.push(Cell::from(stat_secs(r.setup_s)));
+            cells.push(match &r.verdict {
+                Some(v) => Cell::from(Span::styled(v.label.clone(), t.tone(v.tone))),
+                None if r.is_baseline => Cell::from(Span::styled("baseline", t.dim())),
+                None => Cell::from(Span::styled("-", t.dim())),
+            });
+            let row = Row::new(cells);
+            if i == app.matrix_row {
+                row.style(t.selected())
+            } else {
+                row
+            }
+        })
+        .collect();
+    let longest = m
+        .rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(7);
+    let mut widths = vec![
+        Constraint::Length(longest.clamp(7, 24) as u16),
+        Constraint::Length(4),
+        Constraint::Length(10),
+        Constraint::Length(11),
+    ];
+    if wide {
+        widths.push(Constraint::Length(8));
+    }
+    widths.extend([
+        Constraint::Length(11),
+        Constraint::Length(11),
+        Constraint::Length(10),
+        Constraint::Min(0),
+    ]);
+    frame.render_widget(
+        Table::new(rows, widths)
+            .header(Row::new(header).style(t.heading()))
+            .column_spacing(1),
+        table,
+    );
+    draw_selected_verdict(frame, app, m, below);
+}
+
+fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
+    let t = app.theme;
+    let mut lines = Vec::new();
+    if let Some(r) = m.rows.get(app.matrix_row) {
+        match &r.verdict {
+            Some(v) => {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("{} ", r.name), t.heading()),
+                    Span::styled(format!("[{}] ", r.prewarms.join(", ")), t.dim()),
+                    Span::styled(v.label.clone(), t.tone(v.tone)),
+                    Span::styled("  (Enter: evidence and costs)", t.dim()),
+                ]));
+                lines.push(Line::from(v.summary.clone()));
+            }
+            None if r.is_baseline => lines.push(Line::from(Span::styled(
+                format!("{}: the baseline every prewarm is judged against", r.name),
+                t.dim(),
+            ))),
+            None => lines.push(Line::from(Span::styled(
+                format!(
+                    "{}: names no known prewarm, so it is compared but not judged",
+                    r.name
+                ),
+                t.dim(),
+            ))),
+        }
+    }
+    for n in &m.notes {
+        lines.push(Line::from(Span::styled(format!("note: {n}"), t.dim())));
+    }
+    let [_, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), rest);
+}
+
+/// A single-variant run: one row per attempt with its worst-rank figures.
+fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme;
+    let [head, table] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(
+                format!("{} attempt(s)", app.data.attempts.len()),
+                t.heading(),
+            ),
+            Span::styled(
+                " · one variant, so no verdicts · worst rank's figures",
+                t.dim(),
+            ),
+        ])),
+        head,
+    );
+    let visible = table.height.saturating_sub(1) as usize;
+    let offset = scroll_offset(app.matrix_row, visible);
+    let rows: Vec<Row> = app
+        .data
+        .attempts
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(visible)
+        .map(|(i, a)| {
+            let ranks: Vec<_> = a.ranks.iter().filter(|r| r.is_rank).collect();
+            let peak = ranks.iter().filter_map(|r| r.step1_peak).max();
+            let oop = ranks.iter().map(|r| r.step1_out_of_pool).max();
+            let s1 = ranks.iter().filter_map(|r| r.step1_s).reduce(f64::max);
+            let row = Row::new(vec![
+                Cell::from(clip(&a.name(), 24)),
+                Cell::from(Span::styled(a.status.clone(), t.tone(a.status_tone))),
+                Cell::from(ranks.len().to_string()),
+                Cell::from(peak.map_or("?".into(), |b| short_bytes(b as f64))),
+                Cell::from(oop.map_or("?".into(), |b| short_bytes(b as f64))),
+                Cell::from(s1.map_or("?".into(), short_secs)),
+            ]);
+            if i == app.matrix_row {
+                row.style(t.selected())
+            } else {
+                row
+            }
+        })
+        .collect();
+    frame.render_widget(
+        Table::new(
+            rows,
+            [
+                Constraint::Min(10),
+                Constraint::Length(12),
+                Constraint::Length(5),
+                Constraint::Length(10),
+                Constraint::Length(11),
+                Constraint::Length(8),
+            ],
+        )
+        .header(
+            Row::new([
+                "attempt",
+                "status",
+                "ranks",
+                "s1 peak",
+                "s1 outside",
+                "step 1",
+            ])
+            .style(t.heading()),
+        ),
+        table,
+    );
+}

@@ -1,0 +1,154 @@
+//! Panels over the current view: help, a verdict's evidence, an event's
+//! detail, and the question asked before leaving a live run.
+
+use super::{centered, timeline::event_line};
+use crate::tui::app::{App, Overlay};
+use crate::tui::view::EventRow;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+/// The keys, as the help panel and the README list them.
+pub const KEYS: &[(&str, &str)] = &[
+    ("q / Esc", "leave (asks first while a run is going)"),
+    ("?", "this help"),
+    ("Tab / Shift-Tab", "next / previous view"),
+    (
+        "↑ ↓ / j k",
+        "move in a list; change rank in Timeline, Account",
+    ),
+    (
+        "← → / h l",
+        "Timeline: previous / next event; Events: sort column",
+    ),
+    ("g / G", "first / last (row, event, log line)"),
+    ("Enter", "verdict evidence, event detail, rank's timeline"),
+    ("[ / ]", "previous / next attempt"),
+    ("1 2 3 / z", "Timeline zoom: setup, step 1, everything"),
+    ("/", "Events: filter (Enter keeps, Esc clears)"),
+    ("s / r", "Events: sort by next column / reverse"),
+    (
+        "Ctrl-C",
+        "live run: forward to the training; again: kill it",
+    ),
+];
+
+pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
+    let t = app.theme;
+    let area = frame.area();
+    let (title, lines, w, h): (String, Vec<Line>, u16, u16) = match overlay {
+        Overlay::Help => (
+            "keys".into(),
+            KEYS.iter()
+                .map(|(k, v)| {
+                    Line::from(vec![
+                        Span::styled(format!("{k:<16}"), t.heading()),
+                        Span::raw(*v),
+                    ])
+                })
+                .collect(),
+            76,
+            KEYS.len() as u16 + 2,
+        ),
+        Overlay::Verdict => verdict(app),
+        Overlay::Event(i) => event(app, app.rank().and_then(|r| r.events.get(i))),
+        Overlay::Marker(i) => event(app, app.rank().and_then(|r| r.markers.get(i))),
+        Overlay::ConfirmQuit => (
+            "the run is still going".into(),
+            vec![
+                Line::from("Leaving the dashboard does not have to stop the training."),
+                Line::from(""),
+                Line::from(vec![
+                    Span::styled("  y ", t.heading()),
+                    Span::raw("stop it: Ctrl-C to the training, no further attempts"),
+                ]),
+                Line::from(vec![
+                    Span::styled("  d ", t.heading()),
+                    Span::raw("leave, let it finish (its output continues here)"),
+                ]),
+                Line::from(vec![Span::styled("  n ", t.heading()), Span::raw("stay")]),
+            ],
+            62,
+            7,
+        ),
+    };
+    let rect: Rect = centered(area, w, h.max(3));
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(format!(" {title} "), t.heading()))
+        .title_bottom(Span::styled(" Esc closes · j k scroll ", t.dim()));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((app.overlay_scroll as u16, 0))
+            .block(block),
+        rect,
+    );
+}
+
+fn verdict(app: &App) -> (String, Vec<Line<'static>>, u16, u16) {
+    let t = app.theme;
+    let area = (120u16, 30u16);
+    let Some(row) = app
+        .data
+        .matrix
+        .as_ref()
+        .and_then(|m| m.rows.get(app.matrix_row))
+    else {
+        return ("verdict".into(), vec![], area.0, 3);
+    };
+    let mut lines = Vec::new();
+    match &row.verdict {
+        Some(v) => {
+            lines.push(Line::from(vec![
+                Span::styled(format!("{} ", row.name), t.heading()),
+                Span::styled(v.label.clone(), t.tone(v.tone)),
+            ]));
+            lines.push(Line::from(v.summary.clone()));
+            lines.push(Line::from(""));
+            lines.extend(v.lines.iter().map(|l| Line::from(format!("- {l}"))));
+        }
+        None => lines.push(Line::from(Span::styled(
+            "no verdict for this variant (the baseline, or no known prewarm)",
+            t.dim(),
+        ))),
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        format!(
+            "medians over {} runs: step-1 peak {}, out of pool {}, step 1 {}, setup {}",
+            row.runs,
+            super::matrix::stat_bytes(row.step1_peak),
+            super::matrix::stat_bytes(row.step1_out_of_pool),
+            super::matrix::stat_secs(row.step1_s),
+            super::matrix::stat_secs(row.setup_s)
+        ),
+        t.dim(),
+    )));
+    let h = (lines.len() as u16 + 6).min(area.1);
+    (format!("verdict: {}", row.name), lines, area.0, h)
+}
+
+fn event(app: &App, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, u16, u16) {
+    let t = app.theme;
+    let Some(e) = e else {
+        return ("event".into(), vec![], 60, 3);
+    };
+    let mut lines = vec![Line::from(event_line(e)), Line::from("")];
+    let key_w = e
+        .detail
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (k, v) in &e.detail {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{k:<key_w$}  "), t.heading()),
+            Span::raw(v.clone()),
+        ]));
+    }
+    let h = (lines.len() as u16 + 4).min(30);
+    (format!("{} event", e.kind.label()), lines, 110, h)
+}

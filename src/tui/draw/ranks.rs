@@ -1,0 +1,136 @@
+//! The Ranks tab: every process of the attempt with its step-1 figures, the
+//! worst rank of each marked, and the skew across ranks. The selected rank is
+//! the one the Timeline, Events and Account tabs show.
+
+use super::{scroll_offset, short_bytes, short_secs};
+use crate::tui::app::App;
+use crate::tui::theme::Tone;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme;
+    let Some(attempt) = app.attempt() else {
+        frame.render_widget(
+            Paragraph::new(Span::styled("no attempt yet", t.dim())),
+            area,
+        );
+        return;
+    };
+    let extra = (attempt.spread.len() + attempt.notes.len()) as u16;
+    let [table, below] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(extra.min(area.height / 2)),
+    ])
+    .areas(area);
+    let ranks = &attempt.ranks;
+    let worst_peak = ranks
+        .iter()
+        .filter(|r| r.is_rank)
+        .filter_map(|r| r.step1_peak)
+        .max();
+    let worst_oop = ranks
+        .iter()
+        .filter(|r| r.is_rank)
+        .map(|r| r.step1_out_of_pool)
+        .max();
+    let slowest = ranks
+        .iter()
+        .filter(|r| r.is_rank)
+        .filter_map(|r| r.step1_s)
+        .reduce(f64::max);
+    let several = ranks.iter().filter(|r| r.is_rank).count() > 1;
+    let mark = |is_worst: bool| {
+        if is_worst && several {
+            t.tone(Tone::Bad)
+        } else {
+            t.text()
+        }
+    };
+    let visible = usize::from(table.height.saturating_sub(1));
+    let offset = scroll_offset(app.rank, visible);
+    let rows: Vec<Row> = ranks
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(visible)
+        .map(|(i, r)| {
+            let peak = r.step1_peak.map_or("?".into(), |b| short_bytes(b as f64));
+            let row = Row::new(vec![
+                Cell::from(r.name.clone()),
+                Cell::from(r.host.clone()),
+                Cell::from(Span::styled(
+                    peak,
+                    mark(r.is_rank && r.step1_peak.is_some() && r.step1_peak == worst_peak),
+                )),
+                Cell::from(Span::styled(
+                    short_bytes(r.step1_out_of_pool as f64),
+                    mark(r.is_rank && Some(r.step1_out_of_pool) == worst_oop),
+                )),
+                Cell::from(Span::styled(
+                    r.step1_s.map_or("?".into(), short_secs),
+                    mark(r.is_rank && r.step1_s.is_some() && r.step1_s == slowest),
+                )),
+                Cell::from(format!("{}/{}", r.step1_comms, r.comms)),
+                Cell::from(if r.is_rank {
+                    r.now.clone()
+                } else {
+                    "helper".into()
+                }),
+            ]);
+            if i == app.rank {
+                row.style(t.selected())
+            } else {
+                row
+            }
+        })
+        .collect();
+    frame.render_widget(
+        Table::new(
+            rows,
+            [
+                Constraint::Length(9),
+                Constraint::Min(6),
+                Constraint::Length(7),
+                Constraint::Length(10),
+                Constraint::Length(7),
+                Constraint::Length(7),
+                Constraint::Length(16),
+            ],
+        )
+        .header(
+            Row::new([
+                "rank",
+                "host",
+                "s1 peak",
+                "s1 outside",
+                "step 1",
+                "comms",
+                "now",
+            ])
+            .style(t.heading()),
+        )
+        .column_spacing(1),
+        table,
+    );
+    let mut lines: Vec<Line> = attempt
+        .spread
+        .iter()
+        .map(|(label, owner, value, skew)| {
+            Line::from(vec![
+                Span::styled(format!("{label}: "), t.dim()),
+                Span::styled(format!("{owner} {value}"), t.heading()),
+                Span::styled(format!(", skew {skew}"), t.dim()),
+            ])
+        })
+        .collect();
+    lines.extend(
+        attempt
+            .notes
+            .iter()
+            .map(|n| Line::from(Span::styled(n.clone(), t.dim()))),
+    );
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), below);
+}
