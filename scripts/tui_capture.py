@@ -82,12 +82,17 @@ class Session:
     def text(self):
         return "\n".join(line.rstrip() for line in self.screen.display)
 
-    def wait_for(self, pattern, timeout):
+    def wait_for(self, pattern, timeout, unless=None):
+        """Until the screen matches `pattern`; gives up early once it
+        matches `unless` (a later moment: the run ended)."""
         regex = re.compile(pattern, re.M)
+        later = re.compile(unless, re.M) if unless else None
         end = time.monotonic() + timeout
         while time.monotonic() < end and self.status is None:
             if regex.search(self.text()):
                 return True
+            if later and later.search(self.text()):
+                break
             self.pump(0.2)
         found = bool(regex.search(self.text()))
         if not found:
@@ -118,14 +123,15 @@ def main():
     with open(os.path.join(a.out, "tui-capture.log"), "w") as log:
         s = Session(cmd, a.width, a.height, log)
         s.say(f"started in a {a.width}x{a.height} pseudo-terminal: {' '.join(cmd)}")
-        if s.wait_for(r"^rank 0 +setup", a.timeout):
+        ended = r" EXIT [0-9]+ "
+        if s.wait_for(r"^rank 0 +setup", a.timeout, unless=ended):
             s.capture(a.out, "01-setup")
-        if s.wait_for(r"^rank 0 +step 1 ", a.timeout):
+        if s.wait_for(r"^rank 0 +step 1 ", a.timeout, unless=ended):
             s.capture(a.out, "02-step1")
             s.keys("Tab", "Tab", "3")
             s.capture(a.out, "02-step1-timeline")
             s.keys("BTab", "BTab")
-        if s.wait_for(r" EXIT [0-9]+ ", a.timeout):
+        if s.wait_for(ended, a.timeout):
             s.pump(1.5)  # the loader's final read
             s.keys("Tab")
             s.capture(a.out, "03-verdicts")
