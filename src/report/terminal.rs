@@ -71,7 +71,7 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     if !a.problems.is_empty() {
         let _ = writeln!(o, "-- problems reading the run");
         for pr in &a.problems {
-            let _ = writeln!(o, "   {}: {}", pr.file, pr.what);
+            let _ = writeln!(o, "   {pr}");
         }
     }
     o
@@ -465,6 +465,6 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         p.memory_source
     );
     for pr in &p.problems {
-        let _ = writeln!(o, "   problem: {}: {}", pr.file, pr.what);
+        let _ = writeln!(o, "   problem: {pr}");
     }
 }
