@@ -45,7 +45,7 @@ where
 /// command that starts with `-` as the unknown option it is.
 fn check_command(cli: Cli) -> Result<Cli, clap::Error> {
     if let Command::Run(run) = &cli.command
-        && let Some(first) = run.command.first()
+        && let Some(first) = run.command.first().map(|c| c.to_string_lossy())
         && first.starts_with('-')
     {
         use clap::CommandFactory;
@@ -145,9 +145,9 @@ pub struct RunArgs {
     /// matrix, or a folder that is not a run at all (refused without it).
     #[arg(long)]
     pub force: bool,
-    /// The command to run, after `--`.
+    /// The command to run, after `--` (its arguments reach it byte for byte, UTF-8 or not).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 /// Output formats of `report`.

@@ -203,17 +203,15 @@ fn run(args: RunArgs) -> i32 {
             return exit::DOCTOR_FAILED;
         }
     };
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| default_name(&args.command));
+    let command = crate::capture::lossy(&args.command);
+    let name = args.name.clone().unwrap_or_else(|| default_name(&command));
     let cache = cache_mode(args.cache);
     let single = variants.len() == 1 && args.repeat == 1 && cache != CacheMode::Warm;
     let mut meta = RunMeta {
         schema: META_SCHEMA,
         doctor_version: env!("CARGO_PKG_VERSION").into(),
         name: name.clone(),
-        command: crate::capture::env::redact_args(&args.command),
+        command: crate::capture::env::redact_args(&command),
         created: chrono::Local::now().to_rfc3339(),
         variants: variants.clone(),
         repeat: args.repeat,

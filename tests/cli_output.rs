@@ -674,3 +674,32 @@ fn a_run_cut_short_is_not_damage_and_prints_nothing_on_stderr() {
         .stderr("")
         .stdout(predicate::str::contains("at byte offset"));
 }
+
+// ---- bytes that are not UTF-8 ----
+
+#[test]
+fn arguments_and_environment_that_are_not_utf8_reach_the_command_byte_for_byte() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = raw_doctor(&[
+        "run",
+        "--no-probe",
+        "--out",
+        dir.path().join("r").to_str().unwrap(),
+    ])
+    .args(["--", "sh", "-c", "printf '%s|%s' \"$ODD\" \"$1\"", "sh"])
+    .arg(OsStr::from_bytes(b"a\xfeb"))
+    .env("ODD", OsStr::from_bytes(b"\xff\x1b[31m"))
+    .stderr(Stdio::null())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"\xff\x1b[31m|a\xfeb");
+    // The run folder records them as text (U+FFFD for the bytes), still readable.
+    doctor()
+        .arg("report")
+        .arg(dir.path().join("r"))
+        .assert()
+        .success();
+}

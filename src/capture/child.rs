@@ -10,7 +10,7 @@
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus};
 use std::sync::Arc;
@@ -83,11 +83,15 @@ pub fn exit_code(status: ExitStatus) -> (i32, Option<i32>) {
 
 /// Runs `argv` with exactly `env`, forwarding signals, and waits for it.
 /// `on_start` gets the child's pid right after it started.
-pub fn run_child(
-    argv: &[String],
-    env: &BTreeMap<String, String>,
+pub fn run_child<K, V>(
+    argv: &[impl AsRef<OsStr>],
+    env: impl IntoIterator<Item = (K, V)>,
     on_start: impl FnOnce(u32),
-) -> Result<ChildExit, ChildError> {
+) -> Result<ChildExit, ChildError>
+where
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
+{
     let (program, args) = argv.split_first().ok_or(ChildError::Empty)?;
     let mut signals = Signals::new(forwarded_signals()).map_err(ChildError::Signals)?;
     let handle = signals.handle();
@@ -105,7 +109,7 @@ pub fn run_child(
         }
     }
     let mut child = cmd.spawn().map_err(|source| ChildError::Spawn {
-        program: program.clone(),
+        program: program.as_ref().to_string_lossy().into_owned(),
         source,
     })?;
     let pgid = child.id() as i32;

@@ -65,7 +65,8 @@ pub struct Progress {
 pub struct MatrixPlan<'a> {
     pub run: PathBuf,
     pub host: String,
-    pub command: Vec<String>,
+    /// The command as given (need not be UTF-8); each variant's args are appended.
+    pub command: Vec<std::ffi::OsString>,
     pub variants: Vec<VariantSpec>,
     pub repeat: u32,
     /// Number of the first repeat (1 unless the folder already holds attempts of this host).
@@ -112,7 +113,7 @@ pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> 
         };
         let cache_dir = dir.cache_dir(plan.cache);
         let mut command = plan.command.clone();
-        command.extend(variant.args.iter().cloned());
+        command.extend(variant.args.iter().map(std::ffi::OsString::from));
         let attempt = AttemptPlan {
             dir,
             command,

@@ -15,12 +15,14 @@ use env::{CacheMode, EnvNotice, EnvPlan, build_env, redact_args, redacted};
 use layout::{AttemptDir, HOST_FILE, NVML_FILE};
 use meta::{HostMeta, META_SCHEMA};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// Everything one attempt needs.
 pub struct AttemptPlan<'a> {
     pub dir: AttemptDir,
-    pub command: Vec<String>,
+    /// The command as given (arguments need not be UTF-8; they reach it byte for byte).
+    pub command: Vec<OsString>,
     pub assets: Option<&'a Assets>,
     pub cupti: Option<PathBuf>,
     pub cache: CacheMode,
@@ -73,6 +75,59 @@ pub fn default_host_tag() -> String {
         .unwrap_or_else(hostname)
 }
 
+/// Arguments as text for run metadata and messages (bytes that are not UTF-8
+/// become U+FFFD there; the command itself gets the original bytes).
+pub fn lossy(args: &[OsString]) -> Vec<String> {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The doctor's environment, split: the variables it can read and edit
+/// (UTF-8 names and values), and the rest, which the command gets byte for
+/// byte (`std::env::vars` would panic on them).
+fn split_environment(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+) -> (BTreeMap<String, String>, Vec<(OsString, OsString)>) {
+    let mut text = BTreeMap::new();
+    let mut foreign = Vec::new();
+    for (k, v) in vars {
+        match (k.to_str(), v.to_str()) {
+            (Some(k), Some(v)) => {
+                text.insert(k.to_string(), v.to_string());
+            }
+            _ => foreign.push((k, v)),
+        }
+    }
+    (text, foreign)
+}
+
+/// The command's environment: what the doctor built, plus the variables that
+/// are not UTF-8, unchanged. Where the doctor also sets such a variable
+/// (PYTHONPATH), the user's bytes win and a notice says what is not applied.
+fn child_environment(
+    built: &BTreeMap<String, String>,
+    foreign: Vec<(OsString, OsString)>,
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let mut env: Vec<(OsString, OsString)> = built
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    let mut notices = Vec::new();
+    for (k, v) in foreign {
+        if let Some(name) = k.to_str()
+            && built.contains_key(name)
+        {
+            notices.push(format!(
+                "{name} holds bytes that are not UTF-8: passed on unchanged, so the doctor's own setting of it is not applied and capture may be incomplete"
+            ));
+            env.retain(|(key, _)| *key != k);
+        }
+        env.push((k, v));
+    }
+    (env, notices)
+}
+
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -105,7 +160,7 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             source,
         })?;
     }
-    let parent: BTreeMap<String, String> = std::env::vars().collect();
+    let (parent, foreign) = split_environment(std::env::vars_os());
     let mut notices = Vec::new();
 
     let visible = parent.get("CUDA_VISIBLE_DEVICES").cloned();
@@ -153,6 +208,8 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             }
         });
     }
+    let (child_env, foreign_notices) = child_environment(&env, foreign);
+    notices.extend(foreign_notices);
     if plan.assets.is_none() {
         notices.push("the probe could not be prepared: this run is not instrumented".to_string());
     }
@@ -170,11 +227,21 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         hostname: hostname(),
         variant: plan.dir.variant.clone(),
         attempt: plan.dir.attempt.clone(),
-        command: redact_args(&plan.command),
+        command: redact_args(&lossy(&plan.command)),
         cwd: std::env::current_dir()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
-        env: redacted(&env),
+        env: redacted(
+            &child_env
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect(),
+        ),
         started: chrono::Local::now().to_rfc3339(),
         started_unix_ns: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -196,7 +263,7 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let meta_path = host_dir.join(HOST_FILE);
     write_meta(&meta_path, &meta)?;
 
-    let result = run_child(&plan.command, &env, |_| {});
+    let result = run_child(&plan.command, child_env.iter().map(|(k, v)| (k, v)), |_| {});
     meta.t_end_ns = Some(monotonic_ns());
     if let Some(s) = sampler {
         let (n, err) = s.stop();
