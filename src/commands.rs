@@ -20,6 +20,7 @@ use crate::load::{Problem, load_run};
 use crate::output::{self, Delivery};
 use crate::prewarm::variants::{self, VariantError};
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
+use crate::report::escape::{json_controls, markdown_code_block, terminal, terminal_block};
 use crate::report::matrix::render_matrix;
 use crate::report::seconds;
 use crate::report::terminal::render_attempt;
@@ -398,9 +399,12 @@ fn summarise(out: &Path) {
             let attempts = analyse_run(&run);
             let matrix = compare(run.meta.as_ref(), &attempts);
             if let Ok(text) = render_text(&attempts, matrix.as_ref(), Selection::Default) {
-                output::stderr_text(&text);
+                output::stderr_text(&terminal_block(&text));
             }
-            output::stderr_text(&format!("   run folder: {}\n", out.display()));
+            output::stderr_text(&format!(
+                "   run folder: {}\n",
+                terminal(&out.display().to_string())
+            ));
         }
         Err(e) => output::error(format_args!("no summary: {e}")),
     }
@@ -420,13 +424,13 @@ fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
 /// Prints gate results to stderr and returns whether any failed.
 fn report_gates(results: &[GateResult]) -> bool {
     for r in results {
-        output::stderr_text(&format!(
+        output::stderr_text(&terminal_block(&format!(
             "[prewarm-doctor] --fail-if '{}' on '{}': {} ({})\n",
-            r.gate,
-            r.variant,
+            terminal(&r.gate.to_string()),
+            terminal(&r.variant),
             if r.failed { "FAILED" } else { "ok" },
-            r.detail
-        ));
+            terminal(&r.detail)
+        )));
     }
     results.iter().any(|r| r.failed)
 }
@@ -441,7 +445,10 @@ fn report_damage(run_dir: &Path, attempts: &[AttemptAccount]) -> bool {
                 file: run_dir.join(&p.file).display().to_string(),
                 ..p.clone()
             };
-            output::error(format_args!("damaged file: {located}"));
+            output::error(format_args!(
+                "damaged file: {}",
+                terminal(&located.to_string())
+            ));
         }
     }
     !seen.is_empty()
@@ -507,18 +514,19 @@ fn report(args: ReportArgs) -> i32 {
     }
     let bytes = match args.format {
         FormatArg::Text => match render_text(&attempts, matrix.as_ref(), chosen) {
-            Ok(t) => t.into_bytes(),
+            Ok(t) => terminal_block(&t).into_owned().into_bytes(),
             Err(e) => {
                 output::error(e);
                 return exit::NO_SUCH_ATTEMPT;
             }
         },
-        FormatArg::Json => crate::report::json::render(
+        FormatArg::Json => json_controls(&crate::report::json::render(
             &args.run.display().to_string(),
             run.meta.as_ref(),
             matrix.as_ref(),
             &attempts,
-        ),
+        ))
+        .into_owned(),
         FormatArg::Csv => crate::report::csv_out::render(&attempts),
         FormatArg::Md => match select_attempts(&attempts, matrix.as_ref(), &chosen) {
             Ok(picked) => {
@@ -587,17 +595,21 @@ fn diff(args: DiffArgs) -> i32 {
     let text =
         || crate::report::diff::render_text(&old_sum, &new_sum, old_m.as_ref(), new_m.as_ref());
     let bytes = match args.format {
-        FormatArg::Text | FormatArg::Csv => text().into_bytes(),
-        FormatArg::Json => crate::report::diff::render_json(
+        FormatArg::Text | FormatArg::Csv => terminal_block(&text()).into_owned().into_bytes(),
+        FormatArg::Json => json_controls(&crate::report::diff::render_json(
             &args.old.display().to_string(),
             &args.new.display().to_string(),
             &old_sum,
             &new_sum,
             old_m.as_ref(),
             new_m.as_ref(),
-        ),
+        ))
+        .into_owned(),
         FormatArg::Md => {
-            let md = format!("## prewarm-doctor diff\n\n```text\n{}```\n", text());
+            let md = format!(
+                "## prewarm-doctor diff\n\n{}",
+                markdown_code_block("text", &text())
+            );
             append_step_summary(&md);
             md.into_bytes()
         }
@@ -647,7 +659,7 @@ fn check(args: CheckArgs) -> i32 {
         t.push_str(&format!("probe: {}\n", assets.probe.display()));
         t
     };
-    if let Err(e) = deliver(None, text.as_bytes()) {
+    if let Err(e) = deliver(None, terminal_block(&text).as_bytes()) {
         output::error(e);
         return exit::DOCTOR_FAILED;
     }
@@ -671,11 +683,11 @@ fn dump(args: DumpArgs) -> i32 {
         failed: None,
     };
     let outcome = crate::load::stream_records(std::io::BufReader::new(file), |r| {
-        sink.line(format_args!("{r:?}"))
+        sink.line(format_args!("{}", terminal(&format!("{r:?}"))))
     });
     if let Some(h) = &outcome.header {
         for (k, v) in &h.fields {
-            sink.line(format_args!("# {k} = {v:?}"));
+            sink.line(format_args!("# {} = {}", terminal(k), terminal(v)));
         }
     }
     if let Some(e) = sink.finish()

@@ -11,20 +11,30 @@
 //! child it spawns), exactly as it would without the doctor;
 //! `tests/cli_output.rs` checks both sides.
 
+use crate::report::escape::{terminal, terminal_block};
 use std::fmt::Display;
 use std::io::{ErrorKind, Write};
 
 /// Prefix of every message the doctor writes about itself.
 pub const PREFIX: &str = "prewarm-doctor: ";
 
-/// One message line on stderr, `prewarm-doctor: MSG`. Write errors are ignored:
-/// there is nowhere left to report them.
+/// One message line on stderr, `prewarm-doctor: MSG`. Messages quote paths,
+/// flags and names from the user or a run folder, so the message is kept on
+/// one line with every control character shown as an escape
+/// (`crate::report::escape`). Write errors are ignored: there is nowhere
+/// left to report them.
 pub fn error(msg: impl Display) {
-    stderr_text(&format!("{PREFIX}{msg}\n"));
+    let line = format!("{PREFIX}{}\n", terminal(&msg.to_string()));
+    write_stderr(&line);
 }
 
-/// Text on stderr as it is (progress lines, the end-of-run summary); errors ignored.
+/// Text on stderr (progress lines, the end-of-run summary), its newlines kept
+/// and any other control character shown as an escape; errors ignored.
 pub fn stderr_text(text: &str) {
+    write_stderr(&terminal_block(text));
+}
+
+fn write_stderr(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes());
     let _ = err.flush();

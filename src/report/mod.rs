@@ -2,6 +2,7 @@
 
 pub mod csv_out;
 pub mod diff;
+pub mod escape;
 pub mod json;
 pub mod markdown;
 pub mod matrix;

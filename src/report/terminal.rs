@@ -1,6 +1,7 @@
 //! The terminal summary printed at the end of every run and by `report`:
 //! the step-1 story of each rank, headline first.
 
+use super::escape::{command_line, terminal};
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
 use crate::analysis::model::{GapAccount, PhaseAccount, ProcessAccount};
@@ -12,8 +13,8 @@ use std::fmt::Write;
 fn who(p: &ProcessAccount) -> String {
     let dev = p.device.map(|d| format!(", cuda:{d}")).unwrap_or_default();
     match p.rank {
-        Some(r) => format!("rank {r} (host {}, pid {}{dev})", p.host, p.pid),
-        None => format!("process {} (host {}{dev})", p.pid, p.host),
+        Some(r) => format!("rank {r} (host {}, pid {}{dev})", terminal(&p.host), p.pid),
+        None => format!("process {} (host {}{dev})", p.pid, terminal(&p.host)),
     }
 }
 
@@ -36,8 +37,8 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     let _ = writeln!(
         o,
         "== prewarm-doctor: variant '{}', attempt {}{}{}",
-        a.variant,
-        a.attempt,
+        terminal(&a.variant),
+        terminal(&a.attempt),
         if a.warmup {
             " (cache warm-up, untimed)"
         } else {
@@ -48,10 +49,10 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
             .unwrap_or_default()
     );
     if !a.command.is_empty() {
-        let _ = writeln!(o, "   command: {}", a.command.join(" "));
+        let _ = writeln!(o, "   command: {}", command_line(&a.command));
     }
     for n in &a.host_notices {
-        let _ = writeln!(o, "   note: {n}");
+        let _ = writeln!(o, "   note: {}", terminal(n));
     }
     if a.processes.is_empty() {
         let _ = writeln!(
@@ -71,7 +72,7 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     if !a.problems.is_empty() {
         let _ = writeln!(o, "-- problems reading the run");
         for pr in &a.problems {
-            let _ = writeln!(o, "   {pr}");
+            let _ = writeln!(o, "   {}", terminal(&pr.to_string()));
         }
     }
     o
@@ -274,10 +275,10 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             },
             step_label_in(p, l.phase, l.step),
             l.t_s,
-            l.kernel,
+            terminal(&l.kernel),
             l.autotune_config
                 .as_ref()
-                .map(|c| format!(" [autotune candidate {c}]"))
+                .map(|c| format!(" [autotune candidate {}]", terminal(c)))
                 .unwrap_or_default(),
             l.registers
         );
@@ -301,28 +302,28 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             let _ = writeln!(
                 o,
                 "   Triton autotune of {} was interrupted by the failure while benchmarking candidate {}",
-                a.kernel,
-                a.spilling_configs.join(" | ")
+                terminal(&a.kernel),
+                terminal(&a.spilling_configs.join(" | "))
             );
             continue;
         }
         let _ = writeln!(
             o,
             "   Triton autotune {} key {} in {}: {}, {}/{} configs benchmarked ({}), chose {}{}",
-            a.kernel,
-            a.key,
+            terminal(&a.kernel),
+            terminal(&a.key),
             step_label_in(p, a.phase, a.step),
             seconds(a.seconds),
             a.benchmarked,
             a.configs,
             a.source,
-            a.chosen,
+            terminal(&a.chosen),
             if a.spilling_configs.is_empty() {
                 String::new()
             } else {
                 format!(
                     "; local memory grew while benchmarking {}{}",
-                    a.spilling_configs.join(" | "),
+                    terminal(&a.spilling_configs.join(" | ")),
                     if a.local_memory_growth > 0 {
                         format!(" (+{})", bytes(a.local_memory_growth))
                     } else {
@@ -353,7 +354,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             "   tightest out-of-pool moment in {}: {} {} of {} with {} free{}",
             t.phase.label(),
             t.source,
-            t.what,
+            terminal(&t.what),
             bytes(t.bytes),
             t.device_free_before
                 .map(bytes)
@@ -387,7 +388,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
                 o,
                 "     - [{}] {} in {}{}",
                 w.class.label(),
-                w.what,
+                terminal(&w.what),
                 step_label_in(p, w.phase, w.step),
                 if cost.is_empty() {
                     String::new()
@@ -403,7 +404,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             "   OUT OF MEMORY in {} at {:.2}s: {} with {} free",
             step_label_in(p, f.phase, f.step),
             f.t_s,
-            f.request,
+            terminal(&f.request),
             f.device_free_before
                 .map(bytes)
                 .unwrap_or_else(|| "?".into())
@@ -434,7 +435,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             let _ = writeln!(
                 o,
                 "     the process died with: {}",
-                first.chars().take(200).collect::<String>()
+                terminal(&first.chars().take(200).collect::<String>())
             );
         }
     }
@@ -465,6 +466,6 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         p.memory_source
     );
     for pr in &p.problems {
-        let _ = writeln!(o, "   problem: {pr}");
+        let _ = writeln!(o, "   problem: {}", terminal(&pr.to_string()));
     }
 }
