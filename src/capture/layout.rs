@@ -234,6 +234,32 @@ mod tests {
     }
 
     #[test]
+    fn the_nodes_of_one_job_run_the_same_command() {
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            job_command(&words("torchrun --nnodes 2 --node_rank 0 t.py")),
+            job_command(&words("torchrun --nnodes 2 --node_rank 1 t.py"))
+        );
+        assert_eq!(
+            job_command(&words("accelerate launch --machine-rank=3 t.py")),
+            job_command(&words("accelerate launch --machine-rank=0 t.py"))
+        );
+        assert_ne!(
+            job_command(&words("torchrun --nnodes 2 --node_rank 0 a.py")),
+            job_command(&words("torchrun --nnodes 2 --node_rank 0 b.py"))
+        );
+    }
+
+    #[test]
+    fn default_run_folders_never_repeat() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = create_default_run_dir(dir.path(), "x y").unwrap();
+        let b = create_default_run_dir(dir.path(), "x y").unwrap();
+        assert_ne!(a, b);
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with("x_y-"));
+    }
+
+    #[test]
     fn paths_nest_variant_attempt_host() {
         let a = AttemptDir {
             run: "/r".into(),

@@ -37,6 +37,10 @@ pub struct AttemptPlan<'a> {
 /// Why an attempt could not produce a host folder.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    #[error(
+        "{path} already exists: another doctor with the same host tag is writing this attempt (give each node of a job its own --host-tag, or each run its own --out)"
+    )]
+    HostTaken { path: PathBuf },
     #[error("cannot create the run folder {path}: {source}")]
     Folder {
         path: PathBuf,
@@ -146,13 +150,31 @@ fn write_meta(path: &Path, meta: &HostMeta) -> Result<(), CaptureError> {
     })
 }
 
+/// Creates this attempt's host folder, which must not exist yet: `run`
+/// numbers attempts after the ones already there, so an existing folder means
+/// another doctor with the same host tag is writing it right now, and the two
+/// would mix their files.
+fn claim_host_dir(host_dir: &Path) -> Result<(), CaptureError> {
+    let folder = |source| CaptureError::Folder {
+        path: host_dir.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = host_dir.parent() {
+        std::fs::create_dir_all(parent).map_err(folder)?;
+    }
+    match std::fs::create_dir(host_dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(CaptureError::HostTaken {
+            path: host_dir.to_path_buf(),
+        }),
+        Err(e) => Err(folder(e)),
+    }
+}
+
 /// Runs the command once under capture.
 pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let host_dir = plan.dir.host_dir();
-    std::fs::create_dir_all(&host_dir).map_err(|source| CaptureError::Folder {
-        path: host_dir.clone(),
-        source,
-    })?;
+    claim_host_dir(&host_dir)?;
     let cache_dir = plan.cache_dir.clone();
     if plan.cache != CacheMode::User {
         std::fs::create_dir_all(&cache_dir).map_err(|source| CaptureError::Folder {
@@ -284,5 +306,21 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             write_meta(&meta_path, &meta)?;
             Err(e.into())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_folder_is_claimed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("run/default/1/h");
+        claim_host_dir(&host).unwrap();
+        assert!(host.is_dir());
+        let err = claim_host_dir(&host).unwrap_err();
+        assert!(matches!(err, CaptureError::HostTaken { .. }));
+        assert!(err.to_string().contains("--host-tag"), "{err}");
     }
 }
