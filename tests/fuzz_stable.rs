@@ -321,3 +321,33 @@ fn escape() {
         3_000,
     );
 }
+
+#[test]
+fn report_pipeline() {
+    // Seeds: each replaceable file of the recording, behind its selector byte.
+    let run = root().join("tests/fixtures/h200/examples-cublas-baseline");
+    let nccl =
+        root().join("tests/fixtures/h200/examples-nccl-baseline/default/1/vm/nccl.vm.780.log");
+    let files = [
+        run.join("default/1/vm/proc.pid-427.events"),
+        run.join("default/1/vm/proc.pid-427.shim.jsonl"),
+        run.join("default/1/vm/nvml.events"),
+        run.join("default/1/vm/host.json"),
+        nccl,
+        run.join("run.json"),
+    ];
+    let corpus: Vec<Vec<u8>> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| [vec![i as u8], std::fs::read(f).unwrap()].concat())
+        .collect();
+    // Each input runs the whole report path (milliseconds): fewer of them.
+    drive(
+        "report_pipeline",
+        targets::report_pipeline,
+        corpus,
+        &[b"\x00\x00\x00\x00"],
+        500,
+    );
+    targets::report_pipeline_cleanup();
+}

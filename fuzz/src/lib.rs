@@ -134,3 +134,108 @@ pub fn escape(data: &[u8]) {
     let inner = &block[fence_len..block.len() - fence_len - 1];
     assert!(!inner.contains(&"`".repeat(fence_len)), "{block:?}");
 }
+
+/// The host folder the pipeline target rewrites: a copy of the real H200
+/// recording `examples-cublas-baseline`, made once per process.
+const PIPELINE_FIXTURE: &str = "tests/fixtures/h200/examples-cublas-baseline";
+const PIPELINE_FILES: [&str; 6] = [
+    "default/1/vm/proc.pid-427.events",
+    "default/1/vm/proc.pid-427.shim.jsonl",
+    "default/1/vm/nvml.events",
+    "default/1/vm/host.json",
+    "default/1/vm/nccl.vm.427.log",
+    "run.json",
+];
+
+struct Pipeline {
+    run: std::path::PathBuf,
+    pristine: Vec<(&'static str, Vec<u8>)>,
+}
+
+fn pipeline() -> &'static Pipeline {
+    static ONCE: std::sync::OnceLock<Pipeline> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let fixture = [
+            here.join(PIPELINE_FIXTURE),
+            here.join("..").join(PIPELINE_FIXTURE),
+        ]
+        .into_iter()
+        .find(|p| p.is_dir())
+        .expect("the H200 fixture is in the repository");
+        let base = Path::new("/dev/shm");
+        let base = if base.is_dir() {
+            base.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let run = base.join(format!("prewarm-fuzz-pipeline-{}", std::process::id()));
+        let host = run.join("default/1/vm");
+        std::fs::create_dir_all(&host).expect("a scratch folder");
+        let pristine = PIPELINE_FILES
+            .iter()
+            .map(|name| {
+                let bytes = std::fs::read(fixture.join(name)).unwrap_or_default();
+                (*name, bytes)
+            })
+            .collect();
+        Pipeline { run, pristine }
+    })
+}
+
+/// Removes the pipeline target's scratch folder (the stable driver calls it
+/// when done; a libFuzzer process leaves its small folder behind).
+pub fn report_pipeline_cleanup() {
+    let _ = std::fs::remove_dir_all(&pipeline().run);
+}
+
+/// The whole `report` path (load → analysis → matrix → every renderer →
+/// gates) on the real recording with one of its files replaced by the input
+/// (the first byte picks which: probe events, shim lines, NVML timeline,
+/// host.json, an NCCL log, run.json). Never panics; every problem it reports
+/// lies inside the file it names.
+pub fn report_pipeline(data: &[u8]) {
+    use prewarm_doctor::analysis::gate::{Gate, evaluate};
+    use prewarm_doctor::analysis::matrix::{compare, summaries};
+    use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
+    use prewarm_doctor::commands::{Selection, render_text};
+    use prewarm_doctor::report::{csv_out, json, markdown};
+    let Some((&which, content)) = data.split_first() else {
+        return;
+    };
+    let p = pipeline();
+    for (name, bytes) in &p.pristine {
+        if !bytes.is_empty() {
+            std::fs::write(p.run.join(name), bytes).expect("scratch write");
+        } else {
+            let _ = std::fs::remove_file(p.run.join(name));
+        }
+    }
+    let target = PIPELINE_FILES[which as usize % PIPELINE_FILES.len()];
+    std::fs::write(p.run.join(target), content).expect("scratch write");
+    let Ok(run) = prewarm_doctor::load::load_run(&p.run) else {
+        return;
+    };
+    let attempts = analyse_run(&run);
+    let matrix = compare(run.meta.as_ref(), &attempts);
+    let _ = render_text(&attempts, matrix.as_ref(), Selection::All);
+    let _ = json::render("run", run.meta.as_ref(), matrix.as_ref(), &attempts);
+    let _ = csv_out::render(&attempts);
+    let shown: Vec<&AttemptAccount> = attempts.iter().collect();
+    let _ = markdown::render(&shown, matrix.as_ref());
+    let sums = summaries(run.meta.as_ref(), &attempts);
+    let gates: Vec<Gate> = ["step1_peak>+5%", "step1_oop>0", "default:setup_s>1"]
+        .iter()
+        .filter_map(|g| Gate::parse(g).ok())
+        .collect();
+    let _ = evaluate(&gates, &sums, matrix.as_ref(), Some(&sums));
+    for a in &attempts {
+        for problem in a.all_problems() {
+            if let Some(offset) = problem.offset {
+                let len =
+                    std::fs::metadata(p.run.join(&problem.file)).map_or(u64::MAX, |m| m.len());
+                assert!(offset <= len, "{problem} (file is {len} bytes)");
+            }
+        }
+    }
+}
