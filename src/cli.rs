@@ -49,7 +49,12 @@ fn check_command(cli: Cli) -> Result<Cli, clap::Error> {
         && first.starts_with('-')
     {
         use clap::CommandFactory;
-        return Err(Cli::command().error(
+        let mut cli_command = Cli::command();
+        cli_command.build();
+        let run_command = cli_command
+            .find_subcommand_mut("run")
+            .expect("`run` is a subcommand");
+        return Err(run_command.error(
             clap::error::ErrorKind::UnknownArgument,
             format!(
                 "unexpected argument '{first}' for `run` (see `prewarm-doctor run --help`; the command goes after `--`)"
