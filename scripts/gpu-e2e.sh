@@ -26,6 +26,7 @@ run() { # section name, then doctor options, then -- command
   local section=$1 name=$2; shift 2
   echo "=== $section-$name: $*"
   local t0=$(date +%s%N)
+  rm -rf "$RUNS/$section-$name" # a second run of the same command would add attempts to it
   timeout ${RUN_TIMEOUT:-600} "$BIN" run --out "$RUNS/$section-$name" "$@" > "$RUNS/$section-$name.stdout" 2> "$RUNS/$section-$name.stderr"
   local rc=$?
   echo "exit=$rc wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"
@@ -89,6 +90,7 @@ for section in $SECTIONS; do
     # node, one shared run folder; `report` merges the nodes.
     echo "=== multinode-fsdp2: 2 nodes x 1 GPU, baseline and nccl_comm"
     t0=$(date +%s%N)
+    rm -rf "$RUNS/multinode-fsdp2"
     for node in 0 1; do
       CUDA_VISIBLE_DEVICES=$node timeout ${RUN_TIMEOUT:-400} "$BIN" run --out "$RUNS/multinode-fsdp2" --host-tag node$node --preset env:nccl_comm -- \
         $PY -m torch.distributed.run --nnodes 2 --node_rank $node --nproc_per_node 1 --master_addr 127.0.0.1 --master_port ${NODE_PORT:-29611} \

@@ -2,7 +2,67 @@
 //! converts them into plain configuration for the core, which never prints.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
 use std::path::PathBuf;
+
+/// Exit code of a usage error (unknown flag, missing argument) of `run`: the
+/// code `env`, `timeout` and `nohup` use for "the wrapper itself failed", so it
+/// is not mistaken for the training command's own code (which is often 1 or 2).
+pub const RUN_USAGE_ERROR: i32 = 125;
+/// Exit code of a usage error of every other verb (clap's and most tools').
+pub const USAGE_ERROR: i32 = 2;
+
+/// Parses the command line. `Err` holds the exit code after help, the version
+/// or a usage error was printed (a closed stdout/stderr is ignored, never a panic).
+pub fn parse<I, T>(args: I) -> Result<Cli, i32>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    match Cli::try_parse_from(&args).and_then(check_command) {
+        Ok(cli) => Ok(cli),
+        Err(e) => {
+            let _ = e.print();
+            if !e.use_stderr() {
+                return Err(0); // --help, --version
+            }
+            let verb = args
+                .iter()
+                .skip(1)
+                .find(|a| !a.to_string_lossy().starts_with('-'));
+            Err(if verb.is_some_and(|v| v == "run") {
+                RUN_USAGE_ERROR
+            } else {
+                USAGE_ERROR
+            })
+        }
+    }
+}
+
+/// `run`'s command takes every word after the doctor's own options, so a
+/// misspelt option (`--reapeat 3`) would become the program to run: refuse a
+/// command that starts with `-` as the unknown option it is.
+fn check_command(cli: Cli) -> Result<Cli, clap::Error> {
+    if let Command::Run(run) = &cli.command
+        && let Some(first) = run.command.first().map(|c| c.to_string_lossy())
+        && first.starts_with('-')
+    {
+        use clap::CommandFactory;
+        let mut cli_command = Cli::command();
+        cli_command.build();
+        let run_command = cli_command
+            .find_subcommand_mut("run")
+            .expect("`run` is a subcommand");
+        return Err(run_command.error(
+            clap::error::ErrorKind::UnknownArgument,
+            format!(
+                "unexpected argument '{first}' for `run` (see `prewarm-doctor run --help`; the command goes after `--`)"
+            ),
+        ));
+    }
+    Ok(cli)
+}
 
 /// Prove what each CUDA/Triton/NCCL prewarm moves out of training step 1.
 #[derive(Debug, Parser)]
@@ -91,9 +151,13 @@ pub struct RunArgs {
     /// Show the interactive dashboard while it runs (the command's output goes to its log pane and output.log).
     #[arg(long)]
     pub tui: bool,
-    /// The command to run, after `--`.
+    /// Write into an --out folder that holds a run of a different command or
+    /// matrix, or a folder that is not a run at all (refused without it).
+    #[arg(long)]
+    pub force: bool,
+    /// The command to run, after `--` (its arguments reach it byte for byte, UTF-8 or not).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 /// Output formats of `report`.
@@ -122,7 +186,8 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Text)]
     pub format: FormatArg,
-    /// Write to this file instead of standard output (for png: the folder for the charts).
+    /// Write to this file instead of standard output (`-`: standard output; the folder must
+    /// exist); for png: the folder for the charts.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Text: show this attempt's full story (VARIANT or VARIANT/ATTEMPT).

@@ -1,40 +1,60 @@
 //! The subcommands: turn parsed arguments into core calls, print what comes
-//! back, and choose the exit code.
+//! back, and choose the exit code (one table: [`exit`], and README "Exit codes").
+//! Everything the doctor prints goes through [`crate::output`]: a closed
+//! stdout or stderr never panics and never changes the code.
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
 use crate::analysis::matrix::{MatrixAccount, compare, summaries};
 use crate::analysis::{AttemptAccount, analyse_run};
 use crate::capture::env::CacheMode;
-use crate::capture::layout::{RUN_FILE, default_run_dir, safe_component};
+use crate::capture::layout::{
+    OutFolder, RUN_FILE, classify_out, create_default_run_dir, next_repeat, safe_component,
+};
 use crate::capture::matrix::{MatrixPlan, run_matrix};
 use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
 use crate::capture::{CaptureError, default_host_tag};
 use crate::cli::{
     CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs, TuiArgs,
 };
-use crate::load::load_run;
+use crate::load::{Problem, load_run};
+use crate::output::{self, Delivery};
 use crate::prewarm::variants::{self, VariantError};
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
+use crate::report::escape::{json_controls, markdown_code_block, terminal, terminal_block};
 use crate::report::matrix::render_matrix;
 use crate::report::seconds;
 use crate::report::terminal::render_attempt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Exit codes of the doctor's own (not the child's) outcomes.
+/// Exit codes of the doctor's own outcomes (the README's "Exit codes" table).
+/// `run` otherwise exits with the command's own code.
 pub mod exit {
-    /// The doctor could not start the command (bad arguments, unwritable run folder).
-    pub const DOCTOR_FAILED: i32 = 125;
-    /// The command was not found or not executable.
-    pub const COMMAND_NOT_FOUND: i32 = 127;
-    /// `report`: the input is not a usable run directory.
+    /// `check`: this machine cannot capture (each line says why).
+    pub const CANNOT_CAPTURE: i32 = 1;
+    /// `report`, `diff`, `check`, `dump`: bad usage (unknown flag, malformed
+    /// `--fail-if`, a format the verb does not have). `run` uses 125 instead.
+    pub const USAGE: i32 = crate::cli::USAGE_ERROR;
+    /// A `--fail-if` expression is malformed (a usage error).
+    pub const BAD_GATE: i32 = USAGE;
+    /// `report`, `diff`: the input is not a usable run directory; `dump`: the file cannot be opened.
     pub const BAD_INPUT: i32 = 3;
-    /// `report`: the run has damaged files (the report was still produced).
+    /// The run has damaged files (the report was still produced; stderr names each file).
     pub const DAMAGED_INPUT: i32 = 4;
-    /// A `--fail-if` expression is malformed.
-    pub const BAD_GATE: i32 = 2;
+    /// `report --attempt`: no such attempt in the run (stderr lists the ones there are).
+    pub const NO_SUCH_ATTEMPT: i32 = 5;
+    /// `run` of a matrix: at least one attempt's command failed.
+    pub const MATRIX_RUN_FAILED: i32 = 10;
     /// A `--fail-if` threshold was crossed.
     pub const GATE_FAILED: i32 = 11;
+    /// The doctor itself failed: `run` before the command started (bad flags,
+    /// unwritable or conflicting run folder); any verb that cannot write its
+    /// own output (`report -o` into a missing folder, a full disk).
+    pub const DOCTOR_FAILED: i32 = crate::cli::RUN_USAGE_ERROR;
+    /// `run`: the command exists but cannot be executed (permissions).
+    pub const COMMAND_NOT_EXECUTABLE: i32 = 126;
+    /// `run`: the command was not found.
+    pub const COMMAND_NOT_FOUND: i32 = 127;
 }
 
 /// Runs one subcommand and returns the process exit code.
@@ -75,9 +95,6 @@ pub fn default_name(command: &[String]) -> String {
         .unwrap_or_else(|| "run".into())
 }
 
-/// Exit code of a matrix run in which some attempt's command failed.
-pub const MATRIX_RUN_FAILED: i32 = 10;
-
 fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), VariantError> {
     let mut variants = Vec::new();
     let mut baseline = args.baseline.clone();
@@ -107,6 +124,71 @@ fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), Varia
     Ok((variants, base))
 }
 
+/// The run folder `run` writes into: `--out` (checked against what it holds)
+/// or a new default folder.
+fn prepare_out(args: &RunArgs, name: &str, meta: &RunMeta) -> Result<PathBuf, String> {
+    let Some(out) = &args.out else {
+        return create_default_run_dir(Path::new("prewarm-runs"), name)
+            .map_err(|e| format!("cannot create a run folder under prewarm-runs: {e}"));
+    };
+    if let OutFolder::Conflict(why) = classify_out(out, meta) {
+        if !args.force {
+            return Err(format!(
+                "--out: {why}; choose another --out, or add --force to write into it anyway"
+            ));
+        }
+        output::error(format_args!("--force: writing into it anyway: {why}"));
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|e| format!("cannot create the run folder {}: {e}", out.display()))?;
+    Ok(out.clone())
+}
+
+/// Writes run.json. Every node of a multi-node job writes the same description
+/// into the shared folder: write-then-rename, so a reader never sees half a file.
+fn write_run_meta(out: &Path, meta: &RunMeta) -> Result<(), String> {
+    let staged = out.join(format!(".{RUN_FILE}.{}", std::process::id()));
+    std::fs::write(
+        &staged,
+        serde_json::to_string_pretty(meta).expect("run metadata serialises"),
+    )
+    .and_then(|()| std::fs::rename(&staged, out.join(RUN_FILE)))
+    .map_err(|e| format!("cannot write {}: {e}", out.join(RUN_FILE).display()))
+}
+
+fn progress_line(p: &crate::capture::matrix::Progress) -> String {
+    let eta = p
+        .eta
+        .map(|d| format!(", about {} left", seconds(d.as_secs_f64())))
+        .unwrap_or_default();
+    let elapsed = if p.index > 1 {
+        format!(" after {}", seconds(p.elapsed.as_secs_f64()))
+    } else {
+        String::new()
+    };
+    let what = if p.warmup {
+        "cache warm-up (untimed)".to_string()
+    } else {
+        format!("repeat {}", p.attempt)
+    };
+    format!(
+        "[prewarm-doctor] {}/{}: variant '{}' {what}{elapsed}{eta}\n",
+        p.index, p.total, p.variant
+    )
+}
+
+/// The code `run` exits with when the command could not be started.
+fn spawn_failure_code(e: &crate::capture::child::ChildError) -> i32 {
+    match e {
+        crate::capture::child::ChildError::Spawn { source, .. } => match source.kind() {
+            std::io::ErrorKind::NotFound => exit::COMMAND_NOT_FOUND,
+            std::io::ErrorKind::PermissionDenied => exit::COMMAND_NOT_EXECUTABLE,
+            _ => exit::DOCTOR_FAILED,
+        },
+        _ => exit::DOCTOR_FAILED,
+    }
+}
+
 fn run(args: RunArgs) -> i32 {
     if args.tui
         && let Err(e) = crate::tui::require_terminal(
@@ -114,46 +196,33 @@ fn run(args: RunArgs) -> i32 {
             "drop --tui (the run prints its summary at the end, and `prewarm-doctor tui RUN` replays it later)",
         )
     {
-        eprintln!("prewarm-doctor: {e}");
+        output::error(e);
         return exit::DOCTOR_FAILED;
     }
     if let Some(m) = &args.step_marker
         && let Err(e) = regex::Regex::new(m)
     {
-        eprintln!("prewarm-doctor: --step-marker '{m}' is not a valid regular expression: {e}");
+        output::error(format_args!(
+            "--step-marker '{m}' is not a valid regular expression: {e}"
+        ));
         return exit::DOCTOR_FAILED;
     }
     let (variants, baseline) = match declared_variants(&args) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("prewarm-doctor: {e}");
+            output::error(e);
             return exit::DOCTOR_FAILED;
         }
     };
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| default_name(&args.command));
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| default_run_dir(Path::new("prewarm-runs"), &name));
-    if let Err(e) = std::fs::create_dir_all(&out) {
-        eprintln!(
-            "prewarm-doctor: cannot create the run folder {}: {e}",
-            out.display()
-        );
-        return exit::DOCTOR_FAILED;
-    }
-    // Absolute, so children that change directory still find it.
-    let out = std::fs::canonicalize(&out).unwrap_or(out);
+    let command = crate::capture::lossy(&args.command);
+    let name = args.name.clone().unwrap_or_else(|| default_name(&command));
     let cache = cache_mode(args.cache);
     let single = variants.len() == 1 && args.repeat == 1 && cache != CacheMode::Warm;
-    let meta = RunMeta {
+    let mut meta = RunMeta {
         schema: META_SCHEMA,
         doctor_version: env!("CARGO_PKG_VERSION").into(),
         name: name.clone(),
-        command: crate::capture::env::redact_args(&args.command),
+        command: crate::capture::env::redact_args(&command),
         created: chrono::Local::now().to_rfc3339(),
         variants: variants.clone(),
         repeat: args.repeat,
@@ -163,19 +232,28 @@ fn run(args: RunArgs) -> i32 {
         baseline: Some(baseline),
         label: None,
     };
-    // Every node of a multi-node job writes the same description into the
-    // shared folder: write-then-rename, so a reader never sees half a file.
-    let staged = out.join(format!(".{RUN_FILE}.{}", std::process::id()));
-    if let Err(e) = std::fs::write(
-        &staged,
-        serde_json::to_string_pretty(&meta).expect("serialises"),
-    )
-    .and_then(|()| std::fs::rename(&staged, out.join(RUN_FILE)))
-    {
-        eprintln!(
-            "prewarm-doctor: cannot write {}: {e}",
-            out.join(RUN_FILE).display()
-        );
+    let out = match prepare_out(&args, &name, &meta) {
+        Ok(o) => o,
+        Err(e) => {
+            output::error(e);
+            return exit::DOCTOR_FAILED;
+        }
+    };
+    // Absolute, so children that change directory still find it.
+    let out = std::fs::canonicalize(&out).unwrap_or(out);
+    let host = safe_component(&args.host_tag.clone().unwrap_or_else(default_host_tag));
+    let names: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
+    let first_repeat = next_repeat(&out, &names, &host);
+    meta.repeat = (first_repeat - 1).saturating_add(args.repeat);
+    if first_repeat > 1 {
+        output::error(format_args!(
+            "{} already holds attempts of this command from host '{host}': adding attempts {first_repeat}..{}",
+            out.display(),
+            meta.repeat
+        ));
+    }
+    if let Err(e) = write_run_meta(&out, &meta) {
+        output::error(e);
         return exit::DOCTOR_FAILED;
     }
     let assets = if args.no_probe {
@@ -184,7 +262,7 @@ fn run(args: RunArgs) -> i32 {
         match extract_assets(&cache_root()) {
             Ok(a) => Some(a),
             Err(e) => {
-                eprintln!("prewarm-doctor: {e}; running the command without the probe");
+                output::error(format_args!("{e}; running the command without the probe"));
                 None
             }
         }
@@ -193,10 +271,11 @@ fn run(args: RunArgs) -> i32 {
     let live = args.tui.then(crate::tui::live::LiveRun::new);
     let plan = MatrixPlan {
         run: out.clone(),
-        host: safe_component(&args.host_tag.clone().unwrap_or_else(default_host_tag)),
+        host,
         command: args.command.clone(),
         variants,
         repeat: args.repeat,
+        first_repeat,
         cache,
         keep_caches: args.keep_caches,
         assets: assets.as_ref(),
@@ -208,28 +287,7 @@ fn run(args: RunArgs) -> i32 {
     };
     let print_progress = |p: &crate::capture::matrix::Progress| {
         if !single {
-            let eta = p
-                .eta
-                .map(|d| format!(", about {} left", seconds(d.as_secs_f64())))
-                .unwrap_or_default();
-            let elapsed = if p.index > 1 {
-                format!(" after {}", seconds(p.elapsed.as_secs_f64()))
-            } else {
-                String::new()
-            };
-            eprintln!(
-                "[prewarm-doctor] {}/{}: variant '{}' {}{}{}",
-                p.index,
-                p.total,
-                p.variant,
-                if p.warmup {
-                    "cache warm-up (untimed)".to_string()
-                } else {
-                    format!("repeat {}", p.attempt)
-                },
-                elapsed,
-                eta
-            );
+            output::stderr_text(&progress_line(p));
         }
     };
     let results = match live {
@@ -254,23 +312,19 @@ fn run(args: RunArgs) -> i32 {
             Ok(o) => {
                 first_code.get_or_insert(o.exit.code);
                 if o.exit.code != 0 {
-                    worst = MATRIX_RUN_FAILED;
+                    worst = exit::MATRIX_RUN_FAILED;
                 }
             }
             Err(CaptureError::Child(e)) => {
-                eprintln!(
-                    "prewarm-doctor: variant '{}' attempt {}: {e}",
+                output::error(format_args!(
+                    "variant '{}' attempt {}: {e}",
                     plan.variants[planned.variant].name, planned.attempt
-                );
-                let code = match e {
-                    crate::capture::child::ChildError::Spawn { .. } => exit::COMMAND_NOT_FOUND,
-                    _ => exit::DOCTOR_FAILED,
-                };
-                first_code.get_or_insert(code);
-                worst = MATRIX_RUN_FAILED;
+                ));
+                first_code.get_or_insert(spawn_failure_code(e));
+                worst = exit::MATRIX_RUN_FAILED;
             }
             Err(e) => {
-                eprintln!("prewarm-doctor: {e}");
+                output::error(e);
                 return exit::DOCTOR_FAILED;
             }
         }
@@ -288,9 +342,7 @@ fn run(args: RunArgs) -> i32 {
 fn run_exit_code(results: &[crate::capture::matrix::AttemptResult], single: bool) -> i32 {
     let code = |o: &Result<crate::capture::AttemptOutcome, CaptureError>| match o {
         Ok(o) => o.exit.code,
-        Err(CaptureError::Child(crate::capture::child::ChildError::Spawn { .. })) => {
-            exit::COMMAND_NOT_FOUND
-        }
+        Err(CaptureError::Child(e)) => spawn_failure_code(e),
         Err(_) => exit::DOCTOR_FAILED,
     };
     if single {
@@ -298,7 +350,7 @@ fn run_exit_code(results: &[crate::capture::matrix::AttemptResult], single: bool
             .first()
             .map_or(exit::DOCTOR_FAILED, |(_, o)| code(o))
     } else if results.iter().any(|(_, o)| code(o) != 0) {
-        MATRIX_RUN_FAILED
+        exit::MATRIX_RUN_FAILED
     } else {
         0
     }
@@ -336,7 +388,7 @@ pub fn select_attempts<'a>(
                     .map(|a| format!("{}/{}", a.variant, a.attempt))
                     .collect();
                 return Err(format!(
-                    "--attempt {spec}: no such attempt in this run (it has: {})",
+                    "--attempt {spec}: no such attempt in this run (it has: {}; give VARIANT or VARIANT/N)",
                     known.join(", ")
                 ));
             }
@@ -379,10 +431,10 @@ fn append_step_summary(md: &str) {
             .open(&path)
             .and_then(|mut f| f.write_all(md.as_bytes()));
         if let Err(e) = written {
-            eprintln!(
-                "prewarm-doctor: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
+            output::error(format_args!(
+                "cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
                 path.to_string_lossy()
-            );
+            ));
         }
     }
 }
@@ -394,11 +446,14 @@ fn summarise(out: &Path) {
             let attempts = analyse_run(&run);
             let matrix = compare(run.meta.as_ref(), &attempts);
             if let Ok(text) = render_text(&attempts, matrix.as_ref(), Selection::Default) {
-                eprint!("{text}");
+                output::stderr_text(&terminal_block(&text));
             }
-            eprintln!("   run folder: {}", out.display());
+            output::stderr_text(&format!(
+                "   run folder: {}\n",
+                terminal(&out.display().to_string())
+            ));
         }
-        Err(e) => eprintln!("prewarm-doctor: no summary: {e}"),
+        Err(e) => output::error(format_args!("no summary: {e}")),
     }
 }
 
@@ -408,7 +463,7 @@ fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
         .map(|e| Gate::parse(e))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| {
-            eprintln!("prewarm-doctor: {e}");
+            output::error(e);
             exit::BAD_GATE
         })
 }
@@ -416,9 +471,104 @@ fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
 /// Prints gate results to stderr and returns whether any failed.
 fn report_gates(results: &[GateResult]) -> bool {
     for r in results {
-        eprintln!("{}", crate::report::gates::gate_line(r));
+        output::stderr_text(&format!("{}\n", crate::report::gates::gate_line(r)));
     }
     results.iter().any(|r| r.failed)
+}
+
+/// One stderr line per damaged or unreadable file of a run (the file under
+/// `run_dir`, the byte offset and what is wrong); returns whether there were any.
+fn report_damage(run_dir: &Path, attempts: &[AttemptAccount]) -> bool {
+    let mut seen = std::collections::BTreeSet::new();
+    for p in attempts.iter().flat_map(|a| a.all_problems()) {
+        if p.damaged && seen.insert(p.file.clone()) {
+            let located = Problem {
+                file: run_dir.join(&p.file).display().to_string(),
+                ..p.clone()
+            };
+            output::error(format_args!(
+                "damaged file: {}",
+                terminal(&located.to_string())
+            ));
+        }
+    }
+    !seen.is_empty()
+}
+
+/// Writes the rendered output to stdout (`None` or `-`) or a file. A reader
+/// that went away on stdout is not an error; anything else is, with the path.
+fn deliver(output_path: Option<&Path>, bytes: &[u8]) -> Result<(), String> {
+    match output_path.filter(|p| *p != Path::new("-")) {
+        None => match output::stdout_bytes(bytes) {
+            Ok(Delivery::Written | Delivery::ReaderGone) => Ok(()),
+            Err(e) => Err(format!("cannot write to standard output: {e}")),
+        },
+        Some(path) => {
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            if let Some(dir) = parent
+                && !dir.is_dir()
+            {
+                return Err(format!(
+                    "-o {}: the folder {} does not exist (create it first, or use -o - for standard output)",
+                    path.display(),
+                    dir.display()
+                ));
+            }
+            std::fs::write(path, bytes)
+                .map_err(|e| format!("-o {}: cannot write: {e}", path.display()))?;
+            output::error(format_args!(
+                "wrote {} ({} bytes)",
+                path.display(),
+                bytes.len()
+            ));
+            Ok(())
+        }
+    }
+}
+
+/// Writes a picture format (HTML, PNG charts, Perfetto trace) where `-o`
+/// says (`-` or none: standard output, except PNG, which needs a folder), and
+/// says what it wrote; a reader that went away is not an error.
+fn deliver_visual(
+    format: crate::report::render::Visual,
+    args: &ReportArgs,
+    run: &crate::load::RunData,
+    attempts: &[AttemptAccount],
+    matrix: Option<&MatrixAccount>,
+) -> Result<(), String> {
+    let out = args.output.as_deref().filter(|p| *p != Path::new("-"));
+    if let Some(dir) = out
+        .and_then(|p| p.parent())
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        return Err(format!(
+            "-o {}: the folder {} does not exist (create it first)",
+            args.output.as_deref().unwrap_or(Path::new("")).display(),
+            dir.display()
+        ));
+    }
+    match crate::report::render::write_visual(format, &args.run, run, attempts, matrix, out) {
+        Ok(paths) => {
+            for p in paths {
+                output::error(format_args!("wrote {}", p.display()));
+            }
+            Ok(())
+        }
+        Err(crate::report::render::ReportError::Io(e))
+            if e.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn selection<'a>(attempt: Option<&'a str>, all: bool) -> Selection<'a> {
+    match (attempt, all) {
+        (Some(a), _) => Selection::One(a),
+        (None, true) => Selection::All,
+        (None, false) => Selection::Default,
+    }
 }
 
 fn report(args: ReportArgs) -> i32 {
@@ -429,7 +579,7 @@ fn report(args: ReportArgs) -> i32 {
     let run = match load_run(&args.run) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("prewarm-doctor: {e}");
+            output::error(e);
             return exit::BAD_INPUT;
         }
     };
@@ -441,72 +591,49 @@ fn report(args: ReportArgs) -> i32 {
         FormatArg::Perfetto => Some(crate::report::render::Visual::Perfetto),
         _ => None,
     };
+    let chosen = selection(args.attempt.as_deref(), args.all);
+    if let Err(e) = select_attempts(&attempts, matrix.as_ref(), &chosen) {
+        output::error(e);
+        return exit::NO_SUCH_ATTEMPT;
+    }
     let bytes = match args.format {
-        FormatArg::Text => {
-            let selection = match (&args.attempt, args.all) {
-                (Some(a), _) => Selection::One(a),
-                (None, true) => Selection::All,
-                (None, false) => Selection::Default,
-            };
-            match render_text(&attempts, matrix.as_ref(), selection) {
-                Ok(t) => t.into_bytes(),
-                Err(e) => {
-                    eprintln!("prewarm-doctor: {e}");
-                    return exit::BAD_INPUT;
-                }
+        FormatArg::Text => match render_text(&attempts, matrix.as_ref(), chosen) {
+            Ok(t) => terminal_block(&t).into_owned().into_bytes(),
+            Err(e) => {
+                output::error(e);
+                return exit::NO_SUCH_ATTEMPT;
             }
-        }
-        FormatArg::Json => crate::report::json::render(
+        },
+        FormatArg::Json => json_controls(&crate::report::json::render(
             &args.run.display().to_string(),
             run.meta.as_ref(),
             matrix.as_ref(),
             &attempts,
-        ),
+        ))
+        .into_owned(),
         FormatArg::Csv => crate::report::csv_out::render(&attempts),
         FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => Vec::new(),
-        FormatArg::Md => {
-            let selection = match (&args.attempt, args.all) {
-                (Some(a), _) => Selection::One(a),
-                (None, true) => Selection::All,
-                (None, false) => Selection::Default,
-            };
-            match select_attempts(&attempts, matrix.as_ref(), &selection) {
-                Ok(chosen) => {
-                    let md = crate::report::markdown::render(&chosen, matrix.as_ref());
-                    append_step_summary(&md);
-                    md.into_bytes()
-                }
-                Err(e) => {
-                    eprintln!("prewarm-doctor: {e}");
-                    return exit::BAD_INPUT;
-                }
+        FormatArg::Md => match select_attempts(&attempts, matrix.as_ref(), &chosen) {
+            Ok(picked) => {
+                let md = crate::report::markdown::render(&picked, matrix.as_ref());
+                append_step_summary(&md);
+                md.into_bytes()
             }
-        }
+            Err(e) => {
+                output::error(e);
+                return exit::NO_SUCH_ATTEMPT;
+            }
+        },
     };
-    let written = match (visual, &args.output) {
-        (Some(v), out) => crate::report::render::write_visual(
-            v,
-            &args.run,
-            &run,
-            &attempts,
-            matrix.as_ref(),
-            out.as_deref(),
-        )
-        .map(|paths| {
-            paths
-                .iter()
-                .for_each(|p| eprintln!("wrote {}", p.display()))
-        })
-        .map_err(|e| e.to_string()),
-        (None, Some(path)) => std::fs::write(path, &bytes)
-            .map_err(|e| format!("cannot write {}: {e}", path.display())),
-        (None, None) => std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
-            .map_err(|e| format!("cannot write to standard output: {e}")),
+    let delivered = match visual {
+        Some(v) => deliver_visual(v, &args, &run, &attempts, matrix.as_ref()),
+        None => deliver(args.output.as_deref(), &bytes),
     };
-    if let Err(e) = written {
-        eprintln!("prewarm-doctor: {e}");
+    if let Err(e) = delivered {
+        output::error(e);
         return exit::DOCTOR_FAILED;
     }
+    let damaged = report_damage(&args.run, &attempts);
     if !gates.is_empty() {
         let summaries = summaries(run.meta.as_ref(), &attempts);
         let runs = Runs {
@@ -522,17 +649,11 @@ fn report(args: ReportArgs) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("prewarm-doctor: {e}");
+                output::error(e);
                 return exit::BAD_GATE;
             }
         }
     }
-    let damaged = attempts.iter().any(|a| {
-        a.problems.iter().any(|p| p.damaged)
-            || a.processes
-                .iter()
-                .any(|p| p.problems.iter().any(|q| q.damaged))
-    });
     if damaged { exit::DAMAGED_INPUT } else { 0 }
 }
 
@@ -541,12 +662,22 @@ fn diff(args: DiffArgs) -> i32 {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let load = |p: &Path| match load_run(p) {
-        Ok(r) => Ok(r),
-        Err(e) => {
-            eprintln!("prewarm-doctor: {e}");
-            Err(exit::BAD_INPUT)
-        }
+    if matches!(
+        args.format,
+        FormatArg::Csv | FormatArg::Html | FormatArg::Png | FormatArg::Perfetto
+    ) {
+        let f = format!("{:?}", args.format).to_lowercase();
+        output::error(format_args!(
+            "diff has no {} form; use --format json (or report --format {f} on each run)",
+            f.to_uppercase()
+        ));
+        return exit::USAGE;
+    }
+    let load = |p: &Path| {
+        load_run(p).map_err(|e| {
+            output::error(e);
+            exit::BAD_INPUT
+        })
     };
     let (old, new) = match (load(&args.old), load(&args.new)) {
         (Ok(a), Ok(b)) => (a, b),
@@ -561,43 +692,36 @@ fn diff(args: DiffArgs) -> i32 {
         compare(old.meta.as_ref(), &old_attempts),
         compare(new.meta.as_ref(), &new_attempts),
     );
+    let text =
+        || crate::report::diff::render_text(&old_sum, &new_sum, old_m.as_ref(), new_m.as_ref());
     let bytes = match args.format {
-        FormatArg::Text => {
-            crate::report::diff::render_text(&old_sum, &new_sum, old_m.as_ref(), new_m.as_ref())
-                .into_bytes()
+        FormatArg::Text | FormatArg::Csv | FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => {
+            terminal_block(&text()).into_owned().into_bytes()
         }
-        FormatArg::Json => crate::report::diff::render_json(
+        FormatArg::Json => json_controls(&crate::report::diff::render_json(
             &args.old.display().to_string(),
             &args.new.display().to_string(),
             &old_sum,
             &new_sum,
             old_m.as_ref(),
             new_m.as_ref(),
-        ),
-        FormatArg::Csv | FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => {
-            let f = format!("{:?}", args.format).to_lowercase();
-            eprintln!(
-                "prewarm-doctor: diff has no {} form; use --format json (or report --format {f} on each run)",
-                f.to_uppercase()
-            );
-            return exit::BAD_GATE;
-        }
+        ))
+        .into_owned(),
         FormatArg::Md => {
-            let text = crate::report::diff::render_text(
-                &old_sum,
-                &new_sum,
-                old_m.as_ref(),
-                new_m.as_ref(),
+            let md = format!(
+                "## prewarm-doctor diff\n\n{}",
+                markdown_code_block("text", &text())
             );
-            let md = format!("## prewarm-doctor diff\n\n```text\n{text}```\n");
             append_step_summary(&md);
             md.into_bytes()
         }
     };
-    if let Err(e) = std::io::stdout().lock().write_all(&bytes) {
-        eprintln!("prewarm-doctor: cannot write to standard output: {e}");
+    if let Err(e) = deliver(None, &bytes) {
+        output::error(e);
         return exit::DOCTOR_FAILED;
     }
+    let damaged_old = report_damage(&args.old, &old_attempts);
+    let damaged_new = report_damage(&args.new, &new_attempts);
     let runs = Runs {
         new: &new_sum,
         new_matrix: new_m.as_ref(),
@@ -606,9 +730,10 @@ fn diff(args: DiffArgs) -> i32 {
     };
     match evaluate(&gates, &runs) {
         Ok(results) if report_gates(&results) => exit::GATE_FAILED,
+        Ok(_) if damaged_old || damaged_new => exit::DAMAGED_INPUT,
         Ok(_) => 0,
         Err(e) => {
-            eprintln!("prewarm-doctor: {e}");
+            output::error(e);
             exit::BAD_GATE
         }
     }
@@ -618,11 +743,11 @@ fn tui(args: TuiArgs) -> i32 {
     match crate::tui::replay(&args.run) {
         Ok(code) => code,
         Err(e @ crate::tui::TuiError::Load(_)) => {
-            eprintln!("prewarm-doctor: {e}");
+            output::error(e);
             exit::BAD_INPUT
         }
         Err(e) => {
-            eprintln!("prewarm-doctor: {e}");
+            output::error(e);
             exit::DOCTOR_FAILED
         }
     }
@@ -632,60 +757,100 @@ fn check(args: CheckArgs) -> i32 {
     let assets = match extract_assets(&cache_root()) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("prewarm-doctor: {e}");
+            output::error(e);
             return exit::DOCTOR_FAILED;
         }
     };
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("prewarm-doctor"));
     let report = run_check(&exe, &assets);
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("serialises")
-        );
+    let text = if args.json {
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&report).expect("the check report serialises")
+        )
     } else {
+        let mut t = String::new();
         for item in &report.items {
-            println!(
-                "{} {:<12} {}",
+            t.push_str(&format!(
+                "{} {:<12} {}\n",
                 if item.ok { "ok  " } else { "FAIL" },
                 item.name,
                 item.detail
-            );
+            ));
         }
-        println!("probe: {}", assets.probe.display());
+        t.push_str(&format!("probe: {}\n", assets.probe.display()));
+        t
+    };
+    if let Err(e) = deliver(None, terminal_block(&text).as_bytes()) {
+        output::error(e);
+        return exit::DOCTOR_FAILED;
     }
-    if report.all_ok() { 0 } else { 1 }
+    if report.all_ok() {
+        0
+    } else {
+        exit::CANNOT_CAPTURE
+    }
 }
 
 fn dump(args: DumpArgs) -> i32 {
     let file = match std::fs::File::open(&args.file) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("prewarm-doctor: cannot open {}: {e}", args.file.display());
+            output::error(format_args!("cannot open {}: {e}", args.file.display()));
             return exit::BAD_INPUT;
         }
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut broken = false;
+    let mut sink = LineSink {
+        out: std::io::BufWriter::new(std::io::stdout().lock()),
+        failed: None,
+    };
     let outcome = crate::load::stream_records(std::io::BufReader::new(file), |r| {
-        if !broken {
-            broken = writeln!(out, "{r:?}").is_err();
-        }
+        sink.line(format_args!("{}", terminal(&format!("{r:?}"))))
     });
     if let Some(h) = &outcome.header {
         for (k, v) in &h.fields {
-            if !broken {
-                broken = writeln!(out, "# {k} = {v}").is_err();
-            }
+            sink.line(format_args!("# {} = {}", terminal(k), terminal(v)));
         }
     }
-    let _ = out.flush();
-    match outcome.problem(Path::new(""), &args.file) {
-        Some(p) => {
-            eprintln!("prewarm-doctor: {}: {}", p.file, p.what);
-            if p.damaged { exit::DAMAGED_INPUT } else { 0 }
+    if let Some(e) = sink.finish()
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        output::error(format_args!("cannot write to standard output: {e}"));
+        return exit::DOCTOR_FAILED;
+    }
+    let problems = outcome.problems(Path::new(""), &args.file);
+    for p in &problems {
+        output::error(p);
+    }
+    if problems.iter().any(|p| p.damaged) {
+        exit::DAMAGED_INPUT
+    } else {
+        0
+    }
+}
+
+/// Lines to stdout that stop at the first write error (a closed pipe ends `dump` quietly).
+struct LineSink<W: Write> {
+    out: W,
+    failed: Option<std::io::Error>,
+}
+
+impl<W: Write> LineSink<W> {
+    fn line(&mut self, text: std::fmt::Arguments) {
+        if self.failed.is_none()
+            && let Err(e) = writeln!(self.out, "{text}")
+        {
+            self.failed = Some(e);
         }
-        None => 0,
+    }
+
+    /// Flushes; the first error met, if any.
+    fn finish(mut self) -> Option<std::io::Error> {
+        if self.failed.is_none()
+            && let Err(e) = self.out.flush()
+        {
+            self.failed = Some(e);
+        }
+        self.failed
     }
 }

@@ -8,6 +8,7 @@ pub mod capture;
 pub mod cli;
 pub mod commands;
 pub mod load;
+pub mod output;
 pub mod prewarm;
 pub mod probe;
 pub mod report;

@@ -127,7 +127,7 @@ fn replay_walks_every_view_and_gives_the_terminal_back() {
     let Some(t) = Tmux::start("replay", &cmd) else {
         return;
     };
-    let s = t.wait_for("REGRESSION");
+    let s = t.wait_for("nccl_comm       2/3");
     assert!(s.contains("triton_autotune") && s.contains("WORKS"), "{s}");
     t.keys(&["j", "j", "j", "Enter"]);
     t.wait_for("verdict: nccl_comm");

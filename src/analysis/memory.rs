@@ -28,7 +28,8 @@ impl Series {
     /// The largest value in force during [a, b].
     pub fn peak(&self, a: u64, b: u64) -> Option<u64> {
         let lo = self.points.partition_point(|p| p.0 < a);
-        let hi = self.points.partition_point(|p| p.0 <= b);
+        // A window that ends before it starts (damaged timestamps) holds nothing.
+        let hi = self.points.partition_point(|p| p.0 <= b).max(lo);
         self.points[lo..hi]
             .iter()
             .map(|p| p.1)

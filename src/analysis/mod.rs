@@ -42,6 +42,22 @@ pub struct AttemptAccount {
     pub problems: Vec<Problem>,
 }
 
+impl AttemptAccount {
+    /// Every problem met reading this attempt's files: host-level ones (host.json,
+    /// NVML, NCCL logs) and each process's (event and shim files).
+    pub fn all_problems(&self) -> impl Iterator<Item = &Problem> {
+        self.problems
+            .iter()
+            .chain(self.processes.iter().flat_map(|p| p.problems.iter()))
+    }
+
+    /// The damaged or unreadable files of this attempt: its numbers are
+    /// incomplete, so comparisons should leave it out and say so.
+    pub fn damaged_files(&self) -> Vec<&Problem> {
+        self.all_problems().filter(|p| p.damaged).collect()
+    }
+}
+
 /// Analyses a host's processes, one per worker thread at a time (ranks are
 /// independent, and large runs have many).
 fn analyse_processes(

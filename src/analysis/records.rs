@@ -2,7 +2,7 @@
 //! the compact collections the analysis works on.
 
 use crate::load::shim::ShimEvent;
-use crate::load::{Problem, ProcessFiles, read_shim, stream_records};
+use crate::load::{Problem, ProcessFiles, read_shim, stream_records, unreadable};
 use prewarm_events::*;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -61,22 +61,9 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                 if let Some(h) = &outcome.header {
                     r.header = h.fields.iter().cloned().collect();
                 }
-                if let Some(p) = outcome.problem(root, path) {
-                    r.problems.push(p);
-                }
-                if outcome.unknown_records > 0 {
-                    r.problems.push(Problem {
-                        file: path.strip_prefix(root).unwrap_or(path).display().to_string(),
-                        what: format!("{} records of kinds this version does not know were skipped (written by a newer probe)", outcome.unknown_records),
-                        damaged: false,
-                    });
-                }
+                r.problems.extend(outcome.problems(root, path));
             }
-            Err(e) => r.problems.push(Problem {
-                file: path.display().to_string(),
-                what: e.to_string(),
-                damaged: true,
-            }),
+            Err(e) => r.problems.push(unreadable(root, path, &e)),
         }
     }
     if let Some(path) = &files.shim {

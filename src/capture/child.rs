@@ -1,14 +1,48 @@
 //! Running the training command: its own process group, output untouched,
 //! SIGINT/SIGTERM/SIGHUP forwarded to the whole group (a second SIGINT kills
 //! it), and the exit status turned into the code the doctor exits with.
+//!
+//! Signal dispositions reach the command as they would without the doctor:
+//! SIGPIPE as the doctor's caller left it (default, or ignored), although the
+//! Rust runtime ignores SIGPIPE inside the doctor (see `crate::output`); a signal
+//! the caller ignored (`nohup` ignores SIGHUP, a shell's background job SIGINT)
+//! is neither caught nor forwarded, so the command inherits it ignored.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// Whether SIGPIPE was ignored when the doctor started, before the Rust
+/// runtime set it to ignored (recorded by [`record_inherited_sigpipe`]).
+static SIGPIPE_INHERITED_IGNORED: AtomicBool = AtomicBool::new(false);
+
+fn is_ignored(sig: i32) -> bool {
+    // SAFETY: a null new action only reads the current disposition into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Records how the doctor's caller left SIGPIPE. `main` calls it from a
+/// constructor that runs before the Rust runtime ignores SIGPIPE; without
+/// that call commands get the default disposition (what a shell gives them).
+pub fn record_inherited_sigpipe() {
+    SIGPIPE_INHERITED_IGNORED.store(is_ignored(libc::SIGPIPE), Ordering::Relaxed);
+}
+
+/// The signals forwarded to the command: those of SIGINT, SIGTERM and SIGHUP
+/// that the doctor's caller did not ignore.
+fn forwarded_signals() -> Vec<i32> {
+    [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&s| !is_ignored(s))
+        .collect()
+}
 
 /// Why the command could not run.
 #[derive(Debug, thiserror::Error)]
@@ -51,14 +85,18 @@ pub fn exit_code(status: ExitStatus) -> (i32, Option<i32>) {
 /// `on_start` gets the child's pid right after it started. With `output`
 /// (`run --tui`) its stdout and stderr are captured and its stdin is empty
 /// (the dashboard owns the terminal); otherwise it has the doctor's streams.
-pub fn run_child(
-    argv: &[String],
-    env: &BTreeMap<String, String>,
+pub fn run_child<K, V>(
+    argv: &[impl AsRef<OsStr>],
+    env: impl IntoIterator<Item = (K, V)>,
     output: Option<&Arc<super::output::OutputCapture>>,
     on_start: impl FnOnce(u32),
-) -> Result<ChildExit, ChildError> {
+) -> Result<ChildExit, ChildError>
+where
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
+{
     let (program, args) = argv.split_first().ok_or(ChildError::Empty)?;
-    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(ChildError::Signals)?;
+    let mut signals = Signals::new(forwarded_signals()).map_err(ChildError::Signals)?;
     let handle = signals.handle();
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().envs(env).process_group(0);
@@ -67,8 +105,19 @@ pub fn run_child(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
     }
+    // The standard library resets SIGPIPE to the default in the child (and
+    // empties its signal mask); put back an ignored SIGPIPE the caller gave us.
+    if SIGPIPE_INHERITED_IGNORED.load(Ordering::Relaxed) {
+        // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
     let mut child = cmd.spawn().map_err(|source| ChildError::Spawn {
-        program: program.clone(),
+        program: program.as_ref().to_string_lossy().into_owned(),
         source,
     })?;
     let pumps = output.map(|o| o.pump(&mut child));

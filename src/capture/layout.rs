@@ -9,6 +9,7 @@
 //! <run>/<variant>/<attempt>/<host>/nccl.*.log      NCCL INIT debug output
 //! ```
 
+use super::meta::RunMeta;
 use std::path::{Path, PathBuf};
 
 /// File name of the run-level description.
@@ -73,10 +74,151 @@ pub fn safe_component(name: &str) -> String {
     }
 }
 
-/// A default run folder: `prewarm-runs/<name>-<YYYYmmdd-HHMMSS>`.
-pub fn default_run_dir(base: &Path, name: &str) -> PathBuf {
+/// Creates a new default run folder `base/<name>-<YYYYmmdd-HHMMSS>-<suffix>`.
+/// The random suffix and `create_dir` (which fails on an existing folder, so a
+/// taken name is never reused) keep two runs started in the same second apart.
+pub fn create_default_run_dir(base: &Path, name: &str) -> std::io::Result<PathBuf> {
+    use std::hash::{BuildHasher, Hasher};
+    std::fs::create_dir_all(base)?;
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
-    base.join(format!("{}-{stamp}", safe_component(name)))
+    let mut last = None;
+    for _ in 0..64 {
+        // RandomState is seeded randomly per process and per call.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let suffix = h.finish() & 0xffff;
+        let dir = base.join(format!("{}-{stamp}-{suffix:04x}", safe_component(name)));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free run folder name")))
+}
+
+/// The repeat number this host's next attempt gets: one above the highest
+/// numbered `<variant>/<N>/<host>` folder already in the run, so a second
+/// `run` of the same command into the same `--out` adds attempts instead of
+/// writing over the earlier ones (other hosts' folders do not count: the
+/// nodes of one multi-node job all start at 1).
+pub fn next_repeat(run: &Path, variants: &[String], host: &str) -> u32 {
+    let mut highest = 0u32;
+    for v in variants {
+        let Ok(entries) = std::fs::read_dir(run.join(v)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if let Ok(n) = e.file_name().to_string_lossy().parse::<u32>()
+                && e.path().join(host).exists()
+            {
+                highest = highest.max(n);
+            }
+        }
+    }
+    highest.saturating_add(1)
+}
+
+/// Command-line flags whose value differs between the nodes of one job
+/// (torchrun's, deepspeed's and accelerate's node rank): two doctors of one
+/// multi-node job share a run folder although their commands differ there.
+const PER_NODE_FLAGS: &[&str] = &[
+    "--node_rank",
+    "--node-rank",
+    "--machine_rank",
+    "--machine-rank",
+];
+
+/// A command with the values of per-node flags blanked, for comparing runs.
+fn job_command(command: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(command.len());
+    let mut blank_next = false;
+    for arg in command {
+        if blank_next {
+            out.push("<per-node>".to_string());
+            blank_next = false;
+        } else if PER_NODE_FLAGS.contains(&arg.as_str()) {
+            out.push(arg.clone());
+            blank_next = true;
+        } else if let Some((flag, _)) = arg.split_once('=')
+            && PER_NODE_FLAGS.contains(&flag)
+        {
+            out.push(format!("{flag}=<per-node>"));
+        } else {
+            out.push(arg.clone());
+        }
+    }
+    out
+}
+
+/// What an `--out` folder holds before `run` writes into it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OutFolder {
+    /// Missing or empty: a new run.
+    Fresh,
+    /// A run of the same command and matrix (another node of the job, or more attempts).
+    SameRun,
+    /// Something `run` must not mix into without `--force`; the text says what and why.
+    Conflict(String),
+}
+
+/// Decides whether `run` may write a run described by `new` into `out`.
+pub fn classify_out(out: &Path, new: &RunMeta) -> OutFolder {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return OutFolder::Fresh;
+    };
+    // Hidden files are run.json copies being staged by another node.
+    let visible = entries
+        .flatten()
+        .any(|e| !e.file_name().to_string_lossy().starts_with('.'));
+    if !visible {
+        return OutFolder::Fresh;
+    }
+    let run_file = out.join(RUN_FILE);
+    let old: RunMeta = match std::fs::read_to_string(&run_file)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(m) => m,
+        Err(_) if !run_file.exists() => {
+            return OutFolder::Conflict(format!(
+                "{} is not empty and holds no prewarm-doctor run (no {RUN_FILE})",
+                out.display()
+            ));
+        }
+        Err(e) => {
+            return OutFolder::Conflict(format!("{} cannot be read ({e})", run_file.display()));
+        }
+    };
+    let shell = |c: &[String]| {
+        shlex::try_join(c.iter().map(String::as_str)).unwrap_or_else(|_| c.join(" "))
+    };
+    if job_command(&old.command) != job_command(&new.command) {
+        return OutFolder::Conflict(format!(
+            "{} holds a run of another command: `{}` (this run: `{}`)",
+            out.display(),
+            shell(&old.command),
+            shell(&new.command)
+        ));
+    }
+    if old.variants != new.variants || old.cache != new.cache {
+        let names = |m: &RunMeta| {
+            m.variants
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return OutFolder::Conflict(format!(
+            "{} holds a run of this command with another matrix: variants {} with {:?} caches (this run: variants {} with {:?} caches)",
+            out.display(),
+            names(&old),
+            old.cache,
+            names(new),
+            new.cache
+        ));
+    }
+    OutFolder::SameRun
 }
 
 #[cfg(test)]
@@ -89,6 +231,32 @@ mod tests {
         assert_eq!(safe_component("../../etc"), "_.._etc");
         assert_eq!(safe_component(""), "_");
         assert_eq!(safe_component("a b/c"), "a_b_c");
+    }
+
+    #[test]
+    fn the_nodes_of_one_job_run_the_same_command() {
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            job_command(&words("torchrun --nnodes 2 --node_rank 0 t.py")),
+            job_command(&words("torchrun --nnodes 2 --node_rank 1 t.py"))
+        );
+        assert_eq!(
+            job_command(&words("accelerate launch --machine-rank=3 t.py")),
+            job_command(&words("accelerate launch --machine-rank=0 t.py"))
+        );
+        assert_ne!(
+            job_command(&words("torchrun --nnodes 2 --node_rank 0 a.py")),
+            job_command(&words("torchrun --nnodes 2 --node_rank 0 b.py"))
+        );
+    }
+
+    #[test]
+    fn default_run_folders_never_repeat() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = create_default_run_dir(dir.path(), "x y").unwrap();
+        let b = create_default_run_dir(dir.path(), "x y").unwrap();
+        assert_ne!(a, b);
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with("x_y-"));
     }
 
     #[test]

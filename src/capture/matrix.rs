@@ -21,19 +21,26 @@ pub struct PlannedAttempt {
     pub warmup: bool,
 }
 
-/// The order attempts run in: warm-ups first (warm mode), then repeats round-robin.
-pub fn schedule(variants: usize, repeat: u32, cache: CacheMode) -> Vec<PlannedAttempt> {
+/// The order attempts run in: warm-ups first (warm mode), then repeats
+/// round-robin, numbered from `first` (above the attempts an earlier run of
+/// the same command left in the folder, which are never overwritten).
+pub fn schedule(variants: usize, first: u32, repeat: u32, cache: CacheMode) -> Vec<PlannedAttempt> {
     let mut out = Vec::new();
     if cache == CacheMode::Warm {
+        let name = if first > 1 {
+            format!("warmup-{first}")
+        } else {
+            "warmup".into()
+        };
         for v in 0..variants {
             out.push(PlannedAttempt {
                 variant: v,
-                attempt: "warmup".into(),
+                attempt: name.clone(),
                 warmup: true,
             });
         }
     }
-    for r in 1..=repeat {
+    for r in first..first.saturating_add(repeat) {
         for v in 0..variants {
             out.push(PlannedAttempt {
                 variant: v,
@@ -61,9 +68,12 @@ pub struct Progress {
 pub struct MatrixPlan<'a> {
     pub run: PathBuf,
     pub host: String,
-    pub command: Vec<String>,
+    /// The command as given (need not be UTF-8); each variant's args are appended.
+    pub command: Vec<std::ffi::OsString>,
     pub variants: Vec<VariantSpec>,
     pub repeat: u32,
+    /// Number of the first repeat (1 unless the folder already holds attempts of this host).
+    pub first_repeat: u32,
     pub cache: CacheMode,
     pub keep_caches: bool,
     pub assets: Option<&'a Assets>,
@@ -81,7 +91,12 @@ pub type AttemptResult = (PlannedAttempt, Result<AttemptOutcome, CaptureError>);
 
 /// Runs the whole matrix; `on_progress` is called before each attempt.
 pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> Vec<AttemptResult> {
-    let order = schedule(plan.variants.len(), plan.repeat, plan.cache);
+    let order = schedule(
+        plan.variants.len(),
+        plan.first_repeat,
+        plan.repeat,
+        plan.cache,
+    );
     let started = Instant::now();
     let mut results = Vec::new();
     for (i, planned) in order.iter().enumerate() {
@@ -108,7 +123,7 @@ pub fn run_matrix(plan: &MatrixPlan, mut on_progress: impl FnMut(&Progress)) -> 
         };
         let cache_dir = dir.cache_dir(plan.cache);
         let mut command = plan.command.clone();
-        command.extend(variant.args.iter().cloned());
+        command.extend(variant.args.iter().map(std::ffi::OsString::from));
         let attempt = AttemptPlan {
             dir,
             command,
@@ -153,11 +168,18 @@ mod tests {
 
     #[test]
     fn schedule_interleaves_and_warms_first() {
-        let s = schedule(2, 2, CacheMode::Cold);
+        let s = schedule(2, 1, 2, CacheMode::Cold);
         let order: Vec<(usize, &str)> = s.iter().map(|a| (a.variant, a.attempt.as_str())).collect();
         assert_eq!(order, vec![(0, "1"), (1, "1"), (0, "2"), (1, "2")]);
-        let w = schedule(2, 1, CacheMode::Warm);
+        let w = schedule(2, 1, 1, CacheMode::Warm);
         assert!(w[0].warmup && w[1].warmup && !w[2].warmup);
         assert_eq!(w.len(), 4);
+    }
+
+    #[test]
+    fn a_continued_run_numbers_after_the_existing_attempts() {
+        let s = schedule(1, 3, 2, CacheMode::Warm);
+        let names: Vec<&str> = s.iter().map(|a| a.attempt.as_str()).collect();
+        assert_eq!(names, vec!["warmup-3", "3", "4"]);
     }
 }

@@ -16,13 +16,15 @@ use env::{CacheMode, EnvNotice, EnvPlan, build_env, redact_args, redacted};
 use layout::{AttemptDir, HOST_FILE, NVML_FILE};
 use meta::{HostMeta, META_SCHEMA};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Everything one attempt needs.
 pub struct AttemptPlan<'a> {
     pub dir: AttemptDir,
-    pub command: Vec<String>,
+    /// The command as given (arguments need not be UTF-8; they reach it byte for byte).
+    pub command: Vec<OsString>,
     pub assets: Option<&'a Assets>,
     pub cupti: Option<PathBuf>,
     pub cache: CacheMode,
@@ -39,6 +41,10 @@ pub struct AttemptPlan<'a> {
 /// Why an attempt could not produce a host folder.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    #[error(
+        "{path} already exists: another doctor with the same host tag is writing this attempt (give each node of a job its own --host-tag, or each run its own --out)"
+    )]
+    HostTaken { path: PathBuf },
     #[error("cannot create the run folder {path}: {source}")]
     Folder {
         path: PathBuf,
@@ -77,6 +83,59 @@ pub fn default_host_tag() -> String {
         .unwrap_or_else(hostname)
 }
 
+/// Arguments as text for run metadata and messages (bytes that are not UTF-8
+/// become U+FFFD there; the command itself gets the original bytes).
+pub fn lossy(args: &[OsString]) -> Vec<String> {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The doctor's environment, split: the variables it can read and edit
+/// (UTF-8 names and values), and the rest, which the command gets byte for
+/// byte (`std::env::vars` would panic on them).
+fn split_environment(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+) -> (BTreeMap<String, String>, Vec<(OsString, OsString)>) {
+    let mut text = BTreeMap::new();
+    let mut foreign = Vec::new();
+    for (k, v) in vars {
+        match (k.to_str(), v.to_str()) {
+            (Some(k), Some(v)) => {
+                text.insert(k.to_string(), v.to_string());
+            }
+            _ => foreign.push((k, v)),
+        }
+    }
+    (text, foreign)
+}
+
+/// The command's environment: what the doctor built, plus the variables that
+/// are not UTF-8, unchanged. Where the doctor also sets such a variable
+/// (PYTHONPATH), the user's bytes win and a notice says what is not applied.
+fn child_environment(
+    built: &BTreeMap<String, String>,
+    foreign: Vec<(OsString, OsString)>,
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let mut env: Vec<(OsString, OsString)> = built
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    let mut notices = Vec::new();
+    for (k, v) in foreign {
+        if let Some(name) = k.to_str()
+            && built.contains_key(name)
+        {
+            notices.push(format!(
+                "{name} holds bytes that are not UTF-8: passed on unchanged, so the doctor's own setting of it is not applied and capture may be incomplete"
+            ));
+            env.retain(|(key, _)| *key != k);
+        }
+        env.push((k, v));
+    }
+    (env, notices)
+}
+
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -95,13 +154,31 @@ fn write_meta(path: &Path, meta: &HostMeta) -> Result<(), CaptureError> {
     })
 }
 
+/// Creates this attempt's host folder, which must not exist yet: `run`
+/// numbers attempts after the ones already there, so an existing folder means
+/// another doctor with the same host tag is writing it right now, and the two
+/// would mix their files.
+fn claim_host_dir(host_dir: &Path) -> Result<(), CaptureError> {
+    let folder = |source| CaptureError::Folder {
+        path: host_dir.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = host_dir.parent() {
+        std::fs::create_dir_all(parent).map_err(folder)?;
+    }
+    match std::fs::create_dir(host_dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(CaptureError::HostTaken {
+            path: host_dir.to_path_buf(),
+        }),
+        Err(e) => Err(folder(e)),
+    }
+}
+
 /// Runs the command once under capture.
 pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let host_dir = plan.dir.host_dir();
-    std::fs::create_dir_all(&host_dir).map_err(|source| CaptureError::Folder {
-        path: host_dir.clone(),
-        source,
-    })?;
+    claim_host_dir(&host_dir)?;
     let cache_dir = plan.cache_dir.clone();
     if plan.cache != CacheMode::User {
         std::fs::create_dir_all(&cache_dir).map_err(|source| CaptureError::Folder {
@@ -109,7 +186,7 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             source,
         })?;
     }
-    let parent: BTreeMap<String, String> = std::env::vars().collect();
+    let (parent, foreign) = split_environment(std::env::vars_os());
     let mut notices = Vec::new();
 
     let visible = parent.get("CUDA_VISIBLE_DEVICES").cloned();
@@ -163,6 +240,8 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             }
         });
     }
+    let (child_env, foreign_notices) = child_environment(&env, foreign);
+    notices.extend(foreign_notices);
     if plan.assets.is_none() {
         notices.push("the probe could not be prepared: this run is not instrumented".to_string());
     }
@@ -180,11 +259,21 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         hostname: hostname(),
         variant: plan.dir.variant.clone(),
         attempt: plan.dir.attempt.clone(),
-        command: redact_args(&plan.command),
+        command: redact_args(&lossy(&plan.command)),
         cwd: std::env::current_dir()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
-        env: redacted(&env),
+        env: redacted(
+            &child_env
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect(),
+        ),
         started: chrono::Local::now().to_rfc3339(),
         started_unix_ns: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -212,7 +301,12 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             sink.clone(),
         ))
     });
-    let result = run_child(&plan.command, &env, capture.as_ref(), |_| {});
+    let result = run_child(
+        &plan.command,
+        child_env.iter().map(|(k, v)| (k, v)),
+        capture.as_ref(),
+        |_| {},
+    );
     if let Some(e) = capture.as_ref().and_then(|c| c.error()) {
         meta.notices
             .push(format!("the command's output is incomplete: {e}"));
@@ -237,5 +331,21 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             write_meta(&meta_path, &meta)?;
             Err(e.into())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_folder_is_claimed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("run/default/1/h");
+        claim_host_dir(&host).unwrap();
+        assert!(host.is_dir());
+        let err = claim_host_dir(&host).unwrap_err();
+        assert!(matches!(err, CaptureError::HostTaken { .. }));
+        assert!(err.to_string().contains("--host-tag"), "{err}");
     }
 }

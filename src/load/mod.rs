@@ -27,13 +27,48 @@ pub enum LoadError {
     BadMeta { path: PathBuf, what: String },
 }
 
-/// A problem inside an otherwise usable run.
+/// A problem inside an otherwise usable run: which file, where in it, and
+/// what is wrong. Structured so renderers, the JSON account and the matrix can
+/// name damaged attempts without parsing messages.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Problem {
+    /// The file, relative to the run directory.
     pub file: String,
+    /// Byte offset in the file where the problem starts, when one place is to blame.
+    pub offset: Option<u64>,
+    /// 1-based line, for line-oriented files (shim JSON lines).
+    pub line: Option<u64>,
+    /// What is wrong and what was done about it.
     pub what: String,
-    /// True for damage (corrupt data); false for expected loss such as a truncated tail.
+    /// True for damage (corrupt or unreadable data); false for expected loss
+    /// such as a tail cut short by a crashed process.
     pub damaged: bool,
+}
+
+impl Problem {
+    /// A problem with the file as a whole (cannot be opened, not valid JSON, ...).
+    pub fn whole_file(file: String, what: String, damaged: bool) -> Self {
+        Problem {
+            file,
+            offset: None,
+            line: None,
+            what,
+            damaged,
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:", self.file)?;
+        match (self.offset, self.line) {
+            (Some(o), Some(l)) => write!(f, " line {l} (byte offset {o}):")?,
+            (Some(o), None) => write!(f, " at byte offset {o}:")?,
+            (None, Some(l)) => write!(f, " line {l}:")?,
+            (None, None) => {}
+        }
+        write!(f, " {}", self.what)
+    }
 }
 
 /// One process's probe event file, not yet decoded (analysis streams it).
@@ -189,26 +224,25 @@ pub fn parse_process_file_name(name: &str) -> Option<(Option<u32>, u32, bool)> {
 fn load_host(root: &Path, dir: &Path) -> HostData {
     let mut problems = Vec::new();
     let meta_path = dir.join(HOST_FILE);
-    let meta =
-        match std::fs::read_to_string(&meta_path).map(|t| serde_json::from_str::<HostMeta>(&t)) {
-            Ok(Ok(m)) => Some(m),
-            Ok(Err(e)) => {
-                problems.push(Problem {
+    let meta = match std::fs::read_to_string(&meta_path)
+        .map(|t| serde_json::from_str::<HostMeta>(&t))
+    {
+        Ok(Ok(m)) => Some(m),
+        Ok(Err(e)) => {
+            problems.push(Problem {
                     file: rel(root, &meta_path),
-                    what: format!("not a valid host.json ({e})"),
+                    offset: None,
+                    line: Some(e.line() as u64),
+                    what: format!("not a valid host.json ({e}); this host's exit status, GPUs and notices are unknown"),
                     damaged: true,
                 });
-                None
-            }
-            Err(e) => {
-                problems.push(Problem {
-                    file: rel(root, &meta_path),
-                    what: e.to_string(),
-                    damaged: true,
-                });
-                None
-            }
-        };
+            None
+        }
+        Err(e) => {
+            problems.push(unreadable(root, &meta_path, &e));
+            None
+        }
+    };
     let mut by_pid: BTreeMap<u32, ProcessFiles> = BTreeMap::new();
     let mut nccl_files = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir) {
@@ -241,16 +275,13 @@ fn load_host(root: &Path, dir: &Path) -> HostData {
     nccl_files.sort();
     let mut nccl = Vec::new();
     for f in nccl_files {
-        match std::fs::read_to_string(&f) {
-            Ok(text) => nccl.extend(nccl::parse_nccl_log(
-                &text,
+        // NCCL's own output: bytes that are not UTF-8 are replaced, not fatal.
+        match std::fs::read(&f) {
+            Ok(bytes) => nccl.extend(nccl::parse_nccl_log(
+                &String::from_utf8_lossy(&bytes),
                 &f.file_name().unwrap_or_default().to_string_lossy(),
             )),
-            Err(e) => problems.push(Problem {
-                file: rel(root, &f),
-                what: e.to_string(),
-                damaged: true,
-            }),
+            Err(e) => problems.push(unreadable(root, &f, &e)),
         }
     }
     HostData {
@@ -271,11 +302,7 @@ fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimel
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) => {
-            problems.push(Problem {
-                file: rel(root, path),
-                what: e.to_string(),
-                damaged: true,
-            });
+            problems.push(unreadable(root, path, &e));
             return t;
         }
     };
@@ -284,9 +311,7 @@ fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimel
         Record::NvmlProcess(s) => t.processes.push(s),
         _ => {}
     });
-    if let Some(p) = outcome.problem(root, path) {
-        problems.push(p);
-    }
+    problems.extend(outcome.problems(root, path));
     for v in t.devices.values_mut() {
         v.sort_by_key(|s| s.t);
     }
@@ -305,30 +330,50 @@ pub struct StreamOutcome {
 }
 
 impl StreamOutcome {
-    /// The problem to report, if any.
-    pub fn problem(&self, root: &Path, path: &Path) -> Option<Problem> {
+    /// What went wrong reading the file, if anything: at most one problem for
+    /// damage or a cut-short tail, plus one for records of unknown kinds.
+    pub fn problems(&self, root: &Path, path: &Path) -> Vec<Problem> {
         let file = rel(root, path);
+        let mut out = Vec::new();
         if let Some(e) = &self.error {
-            return Some(Problem {
-                file,
+            out.push(Problem {
+                file: file.clone(),
+                offset: Some(e.offset),
+                line: None,
                 what: format!(
-                    "{e}; {} records before it were used, the rest of the file was ignored",
-                    self.records
+                    "{}; the {} records before it were used, the rest of the file was ignored",
+                    e.what, self.records
                 ),
                 damaged: true,
             });
-        }
-        match self.tail {
-            Some(Tail::Truncated { offset, bytes }) => Some(Problem {
-                file,
+        } else if let Some(Tail::Truncated { offset, bytes }) = self.tail {
+            out.push(Problem {
+                file: file.clone(),
+                offset: Some(offset),
+                line: None,
                 what: format!(
-                    "ends mid-record at byte offset {offset} ({bytes} trailing bytes ignored): the process stopped while writing; everything before was used"
+                    "ends mid-record ({bytes} trailing bytes ignored): the process stopped while writing; everything before was used"
                 ),
                 damaged: false,
-            }),
-            _ => None,
+            });
         }
+        if self.unknown_records > 0 {
+            out.push(Problem::whole_file(
+                file,
+                format!(
+                    "{} records of kinds this version does not know were skipped (written by a newer probe)",
+                    self.unknown_records
+                ),
+                false,
+            ));
+        }
+        out
     }
+}
+
+/// A file that exists but cannot be read (permissions, I/O error).
+pub fn unreadable(root: &Path, path: &Path, e: &std::io::Error) -> Problem {
+    Problem::whole_file(rel(root, path), format!("cannot be read: {e}"), true)
 }
 
 /// Streams every record of an event file through `f`.
@@ -375,32 +420,40 @@ pub fn stream_records<R: std::io::Read>(input: R, mut f: impl FnMut(Record)) -> 
     }
 }
 
-/// Reads a shim file; problems name the file and line.
+/// Reads a shim file. Its problems are folded into at most one per file (the
+/// first bad line with its byte offset, and how many more there were).
 pub fn read_shim(root: &Path, path: &Path) -> (Vec<ShimEvent>, Vec<Problem>) {
     match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let (events, problems) = parse_shim(&text);
-            let file = rel(root, path);
-            let problems = problems
-                .into_iter()
-                .map(|what| Problem {
-                    damaged: !what.contains("cut short"),
-                    file: file.clone(),
-                    what,
-                })
-                .collect();
-            (events, problems)
-        }
-        Err(e) => (
-            Vec::new(),
-            vec![Problem {
-                file: rel(root, path),
-                what: e.to_string(),
-                damaged: true,
-            }],
-        ),
+        Ok(bytes) => shim_from_bytes(&rel(root, path), &bytes),
+        Err(e) => (Vec::new(), vec![unreadable(root, path, &e)]),
     }
+}
+
+/// Parses the bytes of a shim file named `file` (relative to the run): the
+/// events, and at most one problem for the file.
+pub fn shim_from_bytes(file: &str, bytes: &[u8]) -> (Vec<ShimEvent>, Vec<Problem>) {
+    let (events, bad) = parse_shim(bytes);
+    let Some(first) = bad.first() else {
+        return (events, Vec::new());
+    };
+    let damaged = bad.iter().any(|b| !b.cut_short);
+    let mut what = first.what.clone();
+    if bad.len() > 1 {
+        what.push_str(&format!(
+            " (and {} more bad lines; every good line was used)",
+            bad.len() - 1
+        ));
+    } else if damaged {
+        what.push_str(" (the line was skipped; every other line was used)");
+    }
+    let problem = Problem {
+        file: file.to_string(),
+        offset: Some(first.offset),
+        line: Some(first.line),
+        what,
+        damaged,
+    };
+    (events, vec![problem])
 }
 
 #[cfg(test)]

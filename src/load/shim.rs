@@ -112,34 +112,58 @@ pub enum ShimEvent {
     Unknown,
 }
 
-/// Parses a shim file. Returns the events plus problems (line number and why);
-/// a truncated last line (crashed process) is reported, not fatal.
-pub fn parse_shim(text: &str) -> (Vec<ShimEvent>, Vec<String>) {
+/// One line of a shim file that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: u64,
+    /// Byte offset of the line's first byte in the file.
+    pub offset: u64,
+    pub what: String,
+    /// The last line, without its newline: the process ended while writing it.
+    pub cut_short: bool,
+}
+
+/// Parses the bytes of a shim file: the events, and every line that could not
+/// be used (line, byte offset, why). A truncated last line (crashed process)
+/// is reported as cut short, not as damage. Bytes that are not UTF-8 are
+/// replaced (the shim writes ASCII JSON, so such a line then fails to parse
+/// only if the damage hit its structure).
+pub fn parse_shim(bytes: &[u8]) -> (Vec<ShimEvent>, Vec<BadLine>) {
     let mut events = Vec::new();
-    let mut problems = Vec::new();
-    let ends_clean = text.ends_with('\n') || text.is_empty();
-    let lines: Vec<&str> = text.lines().collect();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    let mut bad = Vec::new();
+    let ends_clean = bytes.is_empty() || bytes.ends_with(b"\n");
+    let mut offset = 0u64;
+    let mut lines = bytes.split(|&b| b == b'\n').peekable();
+    let mut number = 0u64;
+    while let Some(raw) = lines.next() {
+        number += 1;
+        let start = offset;
+        offset += raw.len() as u64 + 1;
+        let is_last = lines.peek().is_none();
+        let text = String::from_utf8_lossy(raw);
+        if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<ShimEvent>(line) {
+        match serde_json::from_str::<ShimEvent>(&text) {
             Ok(ShimEvent::Unknown) => {}
             Ok(e) => events.push(e),
             Err(e) => {
-                let last = i + 1 == lines.len();
-                if last && !ends_clean {
-                    problems.push(format!(
-                        "line {} is cut short (the process ended while writing it)",
-                        i + 1
-                    ));
-                } else {
-                    problems.push(format!("line {}: {e}", i + 1));
-                }
+                let cut_short = is_last && !ends_clean;
+                bad.push(BadLine {
+                    line: number,
+                    offset: start,
+                    what: if cut_short {
+                        "the last line is cut short (the process ended while writing it)".into()
+                    } else {
+                        format!("not a shim event ({e})")
+                    },
+                    cut_short,
+                });
             }
         }
     }
-    (events, problems)
+    (events, bad)
 }
 
 #[cfg(test)]
@@ -149,7 +173,7 @@ mod tests {
     #[test]
     fn parses_known_skips_unknown_and_reports_truncation() {
         let text = "{\"ev\":\"step_end\",\"t\":5,\"step\":1,\"reserved\":10}\n{\"ev\":\"future_thing\",\"t\":1}\n{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\n{\"ev\":\"step_e";
-        let (events, problems) = parse_shim(text);
+        let (events, problems) = parse_shim(text.as_bytes());
         assert_eq!(events.len(), 2);
         assert!(matches!(
             events[0],
@@ -160,14 +184,18 @@ mod tests {
             }
         ));
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].contains("line 4 is cut short"));
+        assert_eq!(problems[0].line, 4);
+        assert!(problems[0].cut_short);
+        assert_eq!(problems[0].offset, text.rfind('\n').unwrap() as u64 + 1);
     }
 
     #[test]
     fn garbage_in_the_middle_names_the_line() {
         let (events, problems) =
-            parse_shim("not json\n{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\n");
+            parse_shim(b"{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\nnot json\n");
         assert_eq!(events.len(), 1);
-        assert!(problems[0].starts_with("line 1:"));
+        assert_eq!((problems[0].line, problems[0].offset), (2, 38));
+        assert!(!problems[0].cut_short);
+        assert!(problems[0].what.starts_with("not a shim event"));
     }
 }

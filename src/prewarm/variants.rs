@@ -187,7 +187,17 @@ pub fn from_file(path: &Path) -> Result<(Vec<VariantSpec>, Option<String>), Vari
         file: file.clone(),
         why: e.to_string(),
     })?;
-    let parsed: VariantFile = toml::from_str(&text).map_err(|e| VariantError::File {
+    from_toml(&text, &file)
+}
+
+/// Parses the text of a TOML matrix file; `file` names it in errors. Separate
+/// from [`from_file`] so the parser can be fuzzed without touching the disk.
+pub fn from_toml(
+    text: &str,
+    file: &str,
+) -> Result<(Vec<VariantSpec>, Option<String>), VariantError> {
+    let file = file.to_string();
+    let parsed: VariantFile = toml::from_str(text).map_err(|e| VariantError::File {
         file: file.clone(),
         why: e.to_string(),
     })?;

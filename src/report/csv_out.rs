@@ -1,6 +1,7 @@
 //! Tidy CSV: one measurement per row (variant, attempt, host, rank, pid,
 //! phase, metric, source, value, unit), for spreadsheets and dataframes.
 
+use super::escape::csv_field;
 use crate::analysis::AttemptAccount;
 use crate::analysis::model::ProcessAccount;
 
@@ -25,14 +26,14 @@ impl Rows<'_> {
     ) {
         let rank = p.rank.map(|r| r.to_string()).unwrap_or_default();
         let _ = self.w.write_record([
-            self.a.variant.as_str(),
-            self.a.attempt.as_str(),
-            p.host.as_str(),
+            &*csv_field(&self.a.variant),
+            &*csv_field(&self.a.attempt),
+            &*csv_field(&p.host),
             rank.as_str(),
             &p.pid.to_string(),
             phase,
             metric,
-            source,
+            &*csv_field(source),
             &value.to_string(),
             unit,
         ]);

@@ -10,20 +10,9 @@ use crate::analysis::phases::Phase;
 use crate::analysis::ranks::RankSpread;
 use std::fmt::Write;
 
-/// Escapes text for a Markdown table cell or line.
+/// Escapes text for a Markdown table cell or line (see [`super::escape::markdown`]).
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '|' | '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '~' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\n' | '\r' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    super::escape::markdown(text)
 }
 
 fn stat_bytes(s: Option<Stat>) -> String {

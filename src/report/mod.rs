@@ -3,6 +3,7 @@
 pub mod charts;
 pub mod csv_out;
 pub mod diff;
+pub mod escape;
 pub mod gates;
 pub mod html;
 pub mod json;

@@ -1,6 +1,7 @@
 //! The terminal summary printed at the end of every run and by `report`:
 //! the step-1 story of each rank, headline first.
 
+use super::escape::{command_line, terminal};
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::AttemptAccount;
 use crate::analysis::model::{Forensic, GapAccount, ProcessAccount};
@@ -12,8 +13,8 @@ use std::fmt::Write;
 fn who(p: &ProcessAccount) -> String {
     let dev = p.device.map(|d| format!(", cuda:{d}")).unwrap_or_default();
     match p.rank {
-        Some(r) => format!("rank {r} (host {}, pid {}{dev})", p.host, p.pid),
-        None => format!("process {} (host {}{dev})", p.pid, p.host),
+        Some(r) => format!("rank {r} (host {}, pid {}{dev})", terminal(&p.host), p.pid),
+        None => format!("process {} (host {}{dev})", p.pid, terminal(&p.host)),
     }
 }
 
@@ -34,8 +35,8 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     let _ = writeln!(
         o,
         "== prewarm-doctor: variant '{}', attempt {}{}{}",
-        a.variant,
-        a.attempt,
+        terminal(&a.variant),
+        terminal(&a.attempt),
         if a.warmup {
             " (cache warm-up, untimed)"
         } else {
@@ -46,10 +47,10 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
             .unwrap_or_default()
     );
     if !a.command.is_empty() {
-        let _ = writeln!(o, "   command: {}", a.command.join(" "));
+        let _ = writeln!(o, "   command: {}", command_line(&a.command));
     }
     for n in &a.host_notices {
-        let _ = writeln!(o, "   note: {n}");
+        let _ = writeln!(o, "   note: {}", terminal(n));
     }
     if a.processes.is_empty() {
         let _ = writeln!(
@@ -69,7 +70,7 @@ pub fn render_attempt(a: &AttemptAccount) -> String {
     if !a.problems.is_empty() {
         let _ = writeln!(o, "-- problems reading the run");
         for pr in &a.problems {
-            let _ = writeln!(o, "   {}: {}", pr.file, pr.what);
+            let _ = writeln!(o, "   {}", terminal(&pr.to_string()));
         }
     }
     o
@@ -242,7 +243,7 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
     );
     for w in p.late_warmups.iter().filter(|w| !w.minor) {
         let t = super::warmup_text(w);
-        let mut items = vec![format!("[{}] {}", t.class, t.what)];
+        let mut items = vec![format!("[{}] {}", t.class, terminal(&t.what))];
         if !t.cost.is_empty() {
             items.push(t.cost);
         }
@@ -298,7 +299,7 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
     print_wrapped(
         o,
         &head,
-        &[f.request.clone(), format!("with {free} free")],
+        &[terminal(&f.request).into_owned(), format!("with {free} free")],
         " ",
     );
     if let Some(m) = &f.message {
@@ -494,16 +495,16 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             step_label_in(p, l.phase, l.step),
             l.t_s,
         );
-        let mut items = vec![format!("{} ({} regs)", l.kernel, l.registers)];
+        let mut items = vec![format!("{} ({} regs)", terminal(&l.kernel), l.registers)];
         if let Some(c) = &l.autotune_config {
-            items.push(format!("autotune candidate {c}"));
+            items.push(format!("autotune candidate {}", terminal(c)));
         }
         print_wrapped(o, &head, &items, ", ");
     }
     for c in &p.nccl {
         let head = format!(
             "   NCCL communicator {} ({} ranks) created in {}: ",
-            c.comm_id.clone().unwrap_or_else(|| c.comm.clone()),
+            terminal(&c.comm_id.clone().unwrap_or_else(|| c.comm.clone())),
             c.nranks.map_or("?".into(), |n| n.to_string()),
             c.phase
                 .map(|ph| step_label_in(p, ph, c.step))
@@ -520,20 +521,20 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
         if a.configs == 0 {
             let head = format!(
                 "   Triton autotune of {} was interrupted by the failure while benchmarking ",
-                a.kernel
+                terminal(&a.kernel)
             );
             let items: Vec<String> = a
                 .spilling_configs
                 .iter()
-                .map(|c| format!("candidate {c}"))
+                .map(|c| format!("candidate {}", terminal(c)))
                 .collect();
             print_wrapped(o, &head, &items, " | ");
             continue;
         }
         let head = format!(
             "   Triton autotune {} key {} in {}: ",
-            a.kernel,
-            super::shorten(&a.key, super::KEY_WIDTH),
+            terminal(&a.kernel),
+            terminal(&super::shorten(&a.key, super::KEY_WIDTH)),
             step_label_in(p, a.phase, a.step),
         );
         let mut items = vec![
@@ -542,12 +543,12 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
                 "{}/{} configs benchmarked ({})",
                 a.benchmarked, a.configs, a.source
             ),
-            format!("chose {}", a.chosen),
+            format!("chose {}", terminal(&a.chosen)),
         ];
         if !a.spilling_configs.is_empty() {
             items.push(format!(
                 "local memory grew while benchmarking {}{}",
-                a.spilling_configs.join(" | "),
+                terminal(&a.spilling_configs.join(" | ")),
                 if a.local_memory_growth > 0 {
                     format!(" (+{})", bytes(a.local_memory_growth))
                 } else {
@@ -578,7 +579,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             phase_name(p, t.phase)
         );
         let items = [
-            format!("{} {} of {}", t.source, t.what, bytes(t.bytes)),
+            format!("{} {} of {}", t.source, terminal(&t.what), bytes(t.bytes)),
             format!(
                 "with {} free{}",
                 t.device_free_before
@@ -646,7 +647,7 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
     ];
     print_wrapped(o, "   probe: ", &items, "; ");
     for pr in &p.problems {
-        let _ = writeln!(o, "   problem: {}: {}", pr.file, pr.what);
+        let _ = writeln!(o, "   problem: {}", terminal(&pr.to_string()));
     }
 }
 

@@ -226,14 +226,14 @@ impl LiveRun {
             sink.release();
             let still_running = !worker.is_finished();
             match ending {
-                Err(e) => eprintln!(
-                    "prewarm-doctor: the dashboard failed ({e}); the run goes on with plain output"
-                ),
-                Ok(Ending::Signal(s)) if still_running => eprintln!(
-                    "[prewarm-doctor] signal {s}: dashboard closed; the signal was forwarded to the training, which is stopping"
-                ),
-                Ok(Ending::Detached) | Ok(Ending::Quit) if still_running => eprintln!(
-                    "[prewarm-doctor] dashboard closed; the run goes on and its output follows (all of it is in output.log of each attempt folder)"
+                Err(e) => crate::output::error(format_args!(
+                    "the dashboard failed ({e}); the run goes on with plain output"
+                )),
+                Ok(Ending::Signal(s)) if still_running => crate::output::stderr_text(&format!(
+                    "[prewarm-doctor] signal {s}: dashboard closed; the signal was forwarded to the training, which is stopping\n"
+                )),
+                Ok(Ending::Detached) | Ok(Ending::Quit) if still_running => crate::output::stderr_text(
+                    "[prewarm-doctor] dashboard closed; the run goes on and its output follows (all of it is in output.log of each attempt folder)\n",
                 ),
                 _ => {}
             }
