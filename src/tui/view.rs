@@ -243,10 +243,10 @@ pub fn verdict_view(v: &model::VerdictView) -> VerdictView {
         "partial" | "no_effect" | "inconclusive" => Tone::Warn,
         _ => Tone::Neutral,
     };
-    let mut lines = vec![format!("prewarms: {}", v.prewarms.join(", "))];
-    if let Some(c) = &v.confidence {
-        lines.push(format!("confidence: {c}"));
-    }
+    let mut lines = vec![
+        format!("prewarms: {}", v.prewarms.join(", ")),
+        v.class_line.clone(),
+    ];
     lines.extend(v.evidence.iter().cloned());
     if !v.still_in_step1.is_empty() {
         let parts: Vec<String> = v
@@ -268,11 +268,7 @@ pub fn verdict_view(v: &model::VerdictView) -> VerdictView {
     VerdictView {
         label: v.label.to_uppercase(),
         tone,
-        summary: format!(
-            "{}; cost: {}",
-            model::moved_text(v),
-            model::costs_text(&v.costs)
-        ),
+        summary: v.headline.clone(),
         lines,
     }
 }
