@@ -134,6 +134,17 @@ pub struct OopAlloc {
     pub freed: Option<u64>,
 }
 
+/// Remembers which library files a source's calls came from (once each).
+fn note_library(by_source: &mut BTreeMap<String, Vec<String>>, source: &str, library: &str) {
+    if library.is_empty() {
+        return;
+    }
+    let libs = by_source.entry(source.to_string()).or_default();
+    if !libs.iter().any(|l| l == library) {
+        libs.push(library.to_string());
+    }
+}
+
 /// Everything the replay produces.
 #[derive(Debug, Default)]
 pub struct Replay {
@@ -665,14 +676,8 @@ pub fn replay(
             }
             Item::Pool(p) => {
                 let (source, in_pool, library) = lib(p.library);
-                if seen_libraries.insert(p.library) && !library.is_empty() {
-                    let libs = out
-                        .libraries_by_source
-                        .entry(source.to_string())
-                        .or_default();
-                    if !libs.iter().any(|l| **l == *library) {
-                        libs.push(library.to_string());
-                    }
+                if seen_libraries.insert(p.library) {
+                    note_library(&mut out.libraries_by_source, &source, &library);
                 }
                 let seen = pools_seen.entry(p.pool_id).or_default();
                 let acc = out.phases.entry(phase).or_default();
@@ -691,14 +696,8 @@ pub fn replay(
             }
             Item::Mem(m) => {
                 let (source, in_pool, library) = lib(m.library);
-                if seen_libraries.insert(m.library) && !library.is_empty() {
-                    let libs = out
-                        .libraries_by_source
-                        .entry(source.to_string())
-                        .or_default();
-                    if !libs.iter().any(|l| **l == *library) {
-                        libs.push(library.to_string());
-                    }
+                if seen_libraries.insert(m.library) {
+                    note_library(&mut out.libraries_by_source, &source, &library);
                 }
                 let effect = m.api.effect();
                 let acc = out.phases.entry(phase).or_default();
