@@ -17,6 +17,7 @@ use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
+use crate::capture::meta::RunMeta;
 use crate::load::{Problem, RunData};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -40,6 +41,10 @@ pub struct ReportModel {
     pub headline: Vec<HeadlineSentence>,
     pub matrix: Option<MatrixView>,
     pub attempts: Vec<AttemptView>,
+    /// The comparison as the analysis made it, for the JSON account
+    /// (docs/json-schema.md keeps its layout); the other formats read `matrix`.
+    #[serde(skip)]
+    pub matrix_account: Option<MatrixAccount>,
 }
 
 /// How the run was made.
@@ -61,6 +66,9 @@ pub struct RunInfo {
     pub hosts: Vec<HostInfo>,
     /// torch / Triton / NCCL / CUDA versions as the first rank saw them.
     pub versions: BTreeMap<String, String>,
+    /// run.json as written, for the JSON account.
+    #[serde(skip)]
+    pub meta: Option<RunMeta>,
 }
 
 /// One variant as declared.
@@ -100,6 +108,7 @@ impl RunInfo {
             path: path.to_string(),
             ..Default::default()
         };
+        info.meta = run.meta.clone();
         if let Some(m) = &run.meta {
             info.name = Some(m.name.clone());
             info.created = Some(m.created.clone());
@@ -202,7 +211,10 @@ pub struct MatrixView {
     pub isolated: bool,
     pub variants: Vec<VariantRow>,
     pub verdicts: Vec<VerdictView>,
+    /// What the comparison could not do as asked (attempts missing, caches shared, ...).
     pub notes: Vec<String>,
+    /// Attempts left out of the medians, and why ("baseline/3: interrupted ...").
+    pub excluded: Vec<String>,
 }
 
 /// One variant over its repeats.
@@ -345,6 +357,10 @@ pub struct AttemptView {
     pub spread: Option<RankSpread>,
     /// Quantiles and worst ranks per figure, over the training ranks.
     pub distribution: Vec<FigureDistribution>,
+    /// Position in the analysis' order (variant folder, attempt number),
+    /// which the JSON and CSV keep.
+    #[serde(skip)]
+    pub run_order: usize,
 }
 
 /// One process of an attempt: its figures, full account and timeline.
@@ -494,7 +510,7 @@ fn distribution(ranks: &[RankView], figure: Figure) -> Option<FigureDistribution
 }
 
 impl AttemptView {
-    fn from_account(a: &AttemptAccount) -> AttemptView {
+    fn from_account(run_order: usize, a: &AttemptAccount) -> AttemptView {
         let ranks: Vec<RankView> = a
             .processes
             .iter()
@@ -539,6 +555,7 @@ impl AttemptView {
             ranks,
             spread: a.ranks.clone(),
             distribution,
+            run_order,
         }
     }
 
@@ -599,6 +616,7 @@ impl ReportModel {
         attempts: &[AttemptAccount],
         matrix: Option<&MatrixAccount>,
     ) -> ReportModel {
+        let matrix_account = matrix;
         let matrix = matrix.map(|m| MatrixView {
             baseline: m.baseline.clone(),
             cache: m.cache.clone(),
@@ -609,21 +627,24 @@ impl ReportModel {
                 .map(|v| variant_row(v, &m.baseline))
                 .collect(),
             verdicts: m.verdicts.iter().map(verdict_view).collect(),
-            notes: m
-                .notes
+            notes: verdict_text::note_texts(&m.notes),
+            excluded: m
+                .variants
                 .iter()
-                .map(verdict_text::note_text)
-                .chain(m.variants.iter().flat_map(|v| {
+                .flat_map(|v| {
                     v.excluded.iter().map(move |e| {
                         let why: Vec<String> =
                             e.reasons.iter().map(verdict_text::exclusion_text).collect();
-                        format!("excluded: {}/{}: {}", v.name, e.attempt, why.join("; "))
+                        format!("{}/{}: {}", v.name, e.attempt, why.join("; "))
                     })
-                }))
+                })
                 .collect(),
         });
-        let mut attempts: Vec<AttemptView> =
-            attempts.iter().map(AttemptView::from_account).collect();
+        let mut attempts: Vec<AttemptView> = attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| AttemptView::from_account(i, a))
+            .collect();
         let mut run = run;
         if run.versions.is_empty()
             && let Some(r) = attempts.iter().flat_map(|a| a.training_ranks()).next()
@@ -652,7 +673,16 @@ impl ReportModel {
             headline,
             matrix,
             attempts,
+            matrix_account: matrix_account.cloned(),
         }
+    }
+
+    /// The attempts in the analysis' order (variant folder, then attempt
+    /// number), as the JSON and CSV list them.
+    pub fn attempts_in_run_order(&self) -> Vec<&AttemptView> {
+        let mut out: Vec<&AttemptView> = self.attempts.iter().collect();
+        out.sort_by_key(|a| a.run_order);
+        out
     }
 
     /// Variant names in display order (declared order, then any others).

@@ -404,6 +404,40 @@ pub fn note_text(n: &MatrixNote) -> String {
     }
 }
 
+/// The matrix notes as sentences, variants with the same number of missing
+/// attempts named in one sentence ("variants 'a' and 'b' have 2 of 3 attempts").
+pub fn note_texts(notes: &[MatrixNote]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut missing: Vec<((u32, u32), Vec<&str>)> = Vec::new();
+    for n in notes {
+        match n {
+            MatrixNote::AttemptsMissing {
+                variant,
+                recorded,
+                expected,
+            } => match missing.iter_mut().find(|(k, _)| *k == (*recorded, *expected)) {
+                Some((_, names)) => names.push(variant),
+                None => missing.push(((*recorded, *expected), vec![variant])),
+            },
+            other => out.push(note_text(other)),
+        }
+    }
+    let mut first = Vec::new();
+    for ((recorded, expected), names) in missing {
+        let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        let text = match quoted.split_last() {
+            Some((last, [])) => format!("variant {last} has"),
+            Some((last, rest)) => format!("variants {} and {last} have", rest.join(", ")),
+            None => continue,
+        };
+        first.push(format!(
+            "{text} {recorded} of {expected} attempts (the run was stopped early)"
+        ));
+    }
+    first.extend(out);
+    first
+}
+
 /// Word-wraps `text` to `width` columns: `first` before the first line,
 /// `rest` before the others. Words longer than a line stay whole.
 pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
