@@ -14,6 +14,18 @@ use std::path::{Path, PathBuf};
 
 const MIB: u64 = 1 << 20;
 
+/// The terminal report of a run folder: every attempt told (`--all`).
+fn terminal_text(path: &Path) -> String {
+    let model = prewarm_doctor::report::pipeline::Analysed::load(path)
+        .unwrap()
+        .model();
+    prewarm_doctor::report::terminal::Terminal {
+        selection: prewarm_doctor::report::select::Selection::All,
+    }
+    .text(&model)
+    .unwrap()
+}
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/h200")
@@ -262,7 +274,7 @@ fn a_node_missing_from_the_run_folder_is_named() {
         assert_eq!(s.world_size, Some(2));
         assert_eq!(s.missing_ranks, vec![1]);
     }
-    let text = prewarm_doctor::report::terminal::render_attempt(&all[0]);
+    let text = terminal_text(dir.path());
     assert!(
         text.contains("missing: rank(s) 1 of world size 2 have no capture in this run folder"),
         "{text}"

@@ -21,6 +21,18 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The terminal report of a run folder: every attempt told (`--all`).
+fn terminal_text(path: &Path) -> String {
+    let model = prewarm_doctor::report::pipeline::Analysed::load(path)
+        .unwrap()
+        .model();
+    prewarm_doctor::report::terminal::Terminal {
+        selection: prewarm_doctor::report::select::Selection::All,
+    }
+    .text(&model)
+    .unwrap()
+}
+
 fn attempts(path: &Path) -> Vec<AttemptAccount> {
     analyse_run(&load_run(path).unwrap())
 }
@@ -167,7 +179,7 @@ fn cublas_first_backward_lands_in_step_1_without_the_prewarm_and_in_setup_with_i
         .filter(|w| w.class == EventClass::Cublas)
         .collect();
     assert!(left.iter().all(|w| w.minor && w.bytes == 0), "{left:?}");
-    let text = prewarm_doctor::report::terminal::render_attempt(&rank("examples-cublas-prewarm").0);
+    let text = terminal_text(&fixture("examples-cublas-prewarm"));
     assert!(
         text.contains("- and 1 more under 50.0 ms / 1.0 MiB each"),
         "{text}"
@@ -372,9 +384,9 @@ fn copy_tree(from: &Path, to: &Path) {
 /// records, so its step 1 cannot be placed: one phase, never "setup".
 #[test]
 fn a_run_whose_step_one_cannot_be_placed_is_not_called_setup() {
-    let (a, p) = rank("oom-triton-baseline");
+    let (_, p) = rank("oom-triton-baseline");
     assert_eq!(p.steps.step1_s, None);
-    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    let text = terminal_text(&fixture("oom-triton-baseline"));
     assert!(text.contains("   before any step "), "{text}");
     assert!(!text.contains("   setup "), "{text}");
     assert!(text.contains("lazy initialisation before the failure (step 1's start unknown)"));
@@ -415,7 +427,7 @@ fn a_process_that_died_in_step_one_gets_step_one_from_the_shims_records() {
         f.preceded_by
     );
     assert_eq!(source_bytes(p, Phase::Step1, "cublas"), 67_240_960);
-    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    let text = terminal_text(dir.path());
     assert!(
         text.contains("OUT OF MEMORY in step 1 at 123.13s"),
         "{text}"
@@ -499,7 +511,7 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
         }
         other => panic!("{other:?}"),
     }
-    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    let text = terminal_text(&fixture("oom-triton-baseline"));
     assert!(
         text.contains("triton_autotune: still short by 1.6 GiB"),
         "{text}"
@@ -604,7 +616,7 @@ fn a_damaged_attempt_is_excluded_and_named() {
         panic!("{:?}", cublas.excluded)
     };
     assert!(problems.iter().all(|p| p.damaged));
-    let text = prewarm_doctor::report::matrix::render_matrix(&m);
+    let text = terminal_text(dir.path());
     assert!(
         text.contains("excluded: cublas/2: damaged files:"),
         "{text}"

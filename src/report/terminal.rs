@@ -152,20 +152,13 @@ fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
     step_lines(o, p, &who);
     late_warmups(o, p);
     for f in &p.forensics {
-        let head = format!(
-            "   OUT OF MEMORY in {}{}: ",
+        let text = format!(
+            "OUT OF MEMORY in {}{}: {}; what led to it, and whether a prewarm would have saved it: below",
             step_label_in(p, f.phase, f.step),
-            if f.recovered { " (recovered)" } else { "" }
+            if f.recovered { " (recovered)" } else { "" },
+            terminal(&f.request)
         );
-        print_wrapped(
-            o,
-            &head,
-            &[
-                terminal(&f.request).into_owned(),
-                "(what led to it, and whether a prewarm would have saved it: below)".to_string(),
-            ],
-            " ",
-        );
+        print_text(o, &text, "   ", "     ");
     }
 }
 
