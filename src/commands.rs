@@ -424,7 +424,12 @@ fn report(args: ReportArgs) -> i32 {
     };
     let selection = Selection::from_flags(args.attempt.as_deref(), args.all);
     let model = run.model();
-    match write_report(format(args.format), &model, selection, args.output.as_deref()) {
+    match write_report(
+        format(args.format),
+        &model,
+        selection,
+        args.output.as_deref(),
+    ) {
         Ok(said) => said.iter().for_each(output::error),
         Err(e @ ReportError::NoSuchAttempt(_)) => {
             output::error(e);

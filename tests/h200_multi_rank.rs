@@ -3,6 +3,9 @@
 //! example under torchrun with 2 ranks on one host, and the same job as two
 //! `prewarm-doctor run` invocations acting as two nodes of one torchrun job.
 
+mod common;
+
+use common::{copy_tree, terminal_text};
 use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::model::ProcessAccount;
 use prewarm_doctor::analysis::phases::Phase;
@@ -13,18 +16,6 @@ use prewarm_doctor::prewarm::catalog::EventClass;
 use std::path::{Path, PathBuf};
 
 const MIB: u64 = 1 << 20;
-
-/// The terminal report of a run folder: every attempt told (`--all`).
-fn terminal_text(path: &Path) -> String {
-    let model = prewarm_doctor::report::pipeline::Analysed::load(path)
-        .unwrap()
-        .model();
-    prewarm_doctor::report::terminal::Terminal {
-        selection: prewarm_doctor::report::select::Selection::All,
-    }
-    .text(&model)
-    .unwrap()
-}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -243,19 +234,6 @@ fn two_nodes_in_one_run_folder_are_merged_per_attempt() {
     // at step-1 end (the inferred NCCL part grew by what the unexplained
     // remainder shrank; one source, no cost).
     assert_eq!(v.costs.held_extra, 0.0, "{:?}", v.costs.held_increases());
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
 }
 
 /// The common multi-node mistake: a node's doctor wrote into its own local

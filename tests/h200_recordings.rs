@@ -2,6 +2,9 @@
 //! real recordings from an H200 (tests/fixtures/h200/README.md says how each
 //! was made).
 
+mod common;
+
+use common::{copy_tree, terminal_text};
 use prewarm_doctor::analysis::framework::class_costs;
 use prewarm_doctor::analysis::matrix::{Exclusion, MatrixNote, compare};
 use prewarm_doctor::analysis::model::{ProcessAccount, Remedy};
@@ -19,18 +22,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/h200")
         .join(name)
-}
-
-/// The terminal report of a run folder: every attempt told (`--all`).
-fn terminal_text(path: &Path) -> String {
-    let model = prewarm_doctor::report::pipeline::Analysed::load(path)
-        .unwrap()
-        .model();
-    prewarm_doctor::report::terminal::Terminal {
-        selection: prewarm_doctor::report::select::Selection::All,
-    }
-    .text(&model)
-    .unwrap()
 }
 
 fn attempts(path: &Path) -> Vec<AttemptAccount> {
@@ -364,20 +355,6 @@ fn nccl_oom_forensics_blame_the_step_1_communicator() {
     let (a2, p2) = rank("oom-nccl-prewarm");
     assert_eq!(a2.exit_code, Some(0));
     assert!(p2.forensics.is_empty());
-}
-
-/// Copies a run folder (to add to it in a test).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
 }
 
 /// The Triton OOM recording predates the shim's zero_grad/first_forward

@@ -52,7 +52,7 @@ fn every_recording_matches_the_schema() {
 fn a_damaged_run_matches_the_schema() {
     let dir = tempfile::tempdir().unwrap();
     let src = common::repo("tests/fixtures/h200/examples-cublas-baseline");
-    copy_tree(&src, dir.path());
+    common::copy_tree(&src, dir.path());
     let events = find(dir.path(), ".events").expect("an event file");
     let mut bytes = std::fs::read(&events).unwrap();
     let mid = bytes.len() / 2;
@@ -101,19 +101,6 @@ fn the_schema_notices_what_it_does_not_describe() {
         .unwrap()
         .remove("exit_code");
     assert!(!v.is_valid(&missing), "a required field missing fails");
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
 }
 
 fn find(dir: &Path, suffix: &str) -> Option<std::path::PathBuf> {

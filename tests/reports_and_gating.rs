@@ -502,7 +502,9 @@ fn markdown_goes_to_stdout_and_the_github_step_summary() {
     assert!(md.contains(
         "- **triton\\_autotune**: WORKS (noise measured over 2 baseline and 2 variant attempts)"
     ));
-    assert!(md.contains("<details><summary>baseline/1 — exit code 0: step 1 took 12.02 s</summary>"));
+    assert!(
+        md.contains("<details><summary>baseline/1 — exit code 0: step 1 took 12.02 s</summary>")
+    );
     assert!(md.contains("> excluded: baseline/3: interrupted"));
     assert!(md.contains("#### rank 0 on vm"));
     let appended = std::fs::read_to_string(&summary).unwrap();
@@ -521,7 +523,10 @@ fn markdown_goes_to_stdout_and_the_github_step_summary() {
         .unwrap();
     let diff = String::from_utf8(diff.stdout).unwrap();
     assert!(diff.starts_with("## prewarm-doctor diff\n\n"), "{diff}");
-    assert!(!diff.contains("```"), "real tables, not a code block: {diff}");
+    assert!(
+        !diff.contains("```"),
+        "real tables, not a code block: {diff}"
+    );
     assert!(
         diff.contains("| figure (medians) | old | new | change |\n| --- | ---: | ---: | ---: |\n"),
         "{diff}"

@@ -19,7 +19,11 @@ fn text(rel: &str) -> String {
 /// The pull-request summary of the bundled matrix, as GitHub receives it.
 #[test]
 fn bundled_matrix_markdown() {
-    insta::assert_snapshot!(Markdown::default().text(&model("reports/h200-matrix")).unwrap());
+    insta::assert_snapshot!(
+        Markdown::default()
+            .text(&model("reports/h200-matrix"))
+            .unwrap()
+    );
 }
 
 #[test]

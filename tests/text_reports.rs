@@ -32,9 +32,7 @@ fn model(path: &Path) -> ReportModel {
 }
 
 fn too_wide(text: &str) -> Vec<&str> {
-    text.lines()
-        .filter(|l| l.chars().count() > WIDTH)
-        .collect()
+    text.lines().filter(|l| l.chars().count() > WIDTH).collect()
 }
 
 #[test]
@@ -62,15 +60,24 @@ fn the_first_lines_answer_the_question() {
         .text(&model(&common::repo("reports/h200-matrix")))
         .unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    for (i, prewarm) in ["cublas", "triton_autotune", "nccl_comm"].iter().enumerate() {
+    for (i, prewarm) in ["cublas", "triton_autotune", "nccl_comm"]
+        .iter()
+        .enumerate()
+    {
         let at = lines
             .iter()
             .position(|l| l.starts_with(&format!("   {prewarm} WORKS: moved ")))
             .unwrap_or_else(|| panic!("{prewarm}: {text}"));
-        assert!(at < 12, "{prewarm}'s verdict is on the first screen: line {at}");
+        assert!(
+            at < 12,
+            "{prewarm}'s verdict is on the first screen: line {at}"
+        );
         assert!(i == 0 || at > 1);
     }
-    let table = lines.iter().position(|l| l.starts_with("   variant ")).unwrap();
+    let table = lines
+        .iter()
+        .position(|l| l.starts_with("   variant "))
+        .unwrap();
     assert!(table < 24, "{text}");
     let story = lines
         .iter()
@@ -79,13 +86,20 @@ fn the_first_lines_answer_the_question() {
     assert!(story > table);
 
     let single = Terminal::default()
-        .text(&model(&common::repo("tests/fixtures/h200/examples-nccl-baseline")))
+        .text(&model(&common::repo(
+            "tests/fixtures/h200/examples-nccl-baseline",
+        )))
         .unwrap();
     let first: Vec<&str> = single.lines().take(6).collect();
-    assert!(first[1].starts_with("   step 1 took 1.02 s vs "), "{single}");
+    assert!(
+        first[1].starts_with("   step 1 took 1.02 s vs "),
+        "{single}"
+    );
     assert!(first[2].starts_with("   step-1 time: "), "{single}");
     assert!(
-        first.iter().any(|l| l.contains("[NCCL communicator init]") && l.contains("556.0 MiB")),
+        first
+            .iter()
+            .any(|l| l.contains("[NCCL communicator init]") && l.contains("556.0 MiB")),
         "what landed in step 1, with its cost, comes first: {single}"
     );
 }
@@ -134,7 +148,10 @@ fn hundreds_of_ranks_show_as_worst_ranks_and_distribution() {
     .text(&m)
     .unwrap();
     assert!(too_wide(&text).is_empty(), "{:#?}", too_wide(&text));
-    assert!(text.contains("   256 processes; the worst of each figure"), "{text}");
+    assert!(
+        text.contains("   256 processes; the worst of each figure"),
+        "{text}"
+    );
     assert!(text.contains("over ranks"), "{text}");
     assert!(text.contains("step-1 device peak (256)"), "{text}");
     // One story per attempt (its worst rank), not 256.

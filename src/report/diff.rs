@@ -33,6 +33,9 @@ fn pct(old: f64, new: f64) -> String {
     }
 }
 
+/// A figure of both runs: label, old, new, and how to show a value.
+type FigureRow<'f> = (&'static str, Option<Stat>, Option<Stat>, &'f dyn Fn(f64) -> String);
+
 /// One section of the diff: a variant in both runs, or in one of them.
 enum Section<'a> {
     Both(&'a VariantSummary, &'a VariantSummary),
@@ -69,9 +72,19 @@ impl<'a> Diff<'a> {
         ]);
         let b = |v: f64| bytes(v.max(0.0) as u64);
         let sb = |v: f64| signed_bytes(v as i64);
-        let rows: [(&str, Option<Stat>, Option<Stat>, &dyn Fn(f64) -> String); 5] = [
-            ("step-1 device peak", p.step1_device_peak, n.step1_device_peak, &b),
-            ("step-1 out-of-pool", p.step1_out_of_pool, n.step1_out_of_pool, &b),
+        let rows: [FigureRow; 5] = [
+            (
+                "step-1 device peak",
+                p.step1_device_peak,
+                n.step1_device_peak,
+                &b,
+            ),
+            (
+                "step-1 out-of-pool",
+                p.step1_out_of_pool,
+                n.step1_out_of_pool,
+                &b,
+            ),
             (
                 "step-1 tightest",
                 p.step1_tightest_headroom,

@@ -5,7 +5,7 @@
 //! mid-table. Every name that comes from the run is escaped.
 
 use super::escape;
-use super::model::{AttemptView, MatrixView, RankView, ReportModel};
+use super::model::{AttemptView, MatrixView, ReportModel};
 use super::render::{Renderer, ReportError};
 use super::select::Selection;
 use super::{bytes, seconds, tables};
@@ -169,11 +169,7 @@ fn attempt(a: &AttemptView, open: bool) -> String {
     if a.ranks.len() > 1 {
         ranks(&mut o, a);
     }
-    let told: Vec<&RankView> = if a.at_scale() {
-        worst.into_iter().collect()
-    } else {
-        a.ranks.iter().collect()
-    };
+    let told = a.told_ranks();
     for r in &told {
         let summarised = worst.is_some_and(|w| std::ptr::eq(w, *r));
         process(&mut o, &r.account, summarised);

@@ -11,14 +11,14 @@
 use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
 use crate::analysis::matrix::{MatrixAccount, Stat, VariantSummary};
-use crate::analysis::verdict::Verdict;
-use crate::report::verdict_text;
 use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
+use crate::analysis::verdict::Verdict;
 use crate::capture::meta::RunMeta;
 use crate::load::{Problem, RunData};
+use crate::report::verdict_text;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -579,6 +579,16 @@ impl AttemptView {
                     .then(b.rank.cmp(&a.rank))
             })
             .or(self.ranks.first())
+    }
+
+    /// The ranks whose story a text report tells: every process, or at
+    /// scale the worst rank alone (the JSON keeps every one).
+    pub fn told_ranks(&self) -> Vec<&RankView> {
+        if self.at_scale() {
+            self.worst_rank().into_iter().collect()
+        } else {
+            self.ranks.iter().collect()
+        }
     }
 
     /// Whether a renderer should list every rank (few) or the worst ranks

@@ -94,7 +94,9 @@ impl Table {
                         }
                     })
                     .collect();
-                format!("{indent}{}", cells.join("  ")).trim_end().to_string()
+                format!("{indent}{}", cells.join("  "))
+                    .trim_end()
+                    .to_string()
             })
             .collect()
     }

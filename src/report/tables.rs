@@ -222,7 +222,9 @@ mod tests {
     use super::*;
 
     fn spread(values: &[f64]) -> Option<Spread> {
-        crate::analysis::matrix::Stat::of(values).as_ref().map(Spread::from)
+        crate::analysis::matrix::Stat::of(values)
+            .as_ref()
+            .map(Spread::from)
     }
 
     #[test]

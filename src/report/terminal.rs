@@ -115,11 +115,7 @@ fn write_attempt(o: &mut String, a: &AttemptView) {
     if let Some(line) = a.spread.as_ref().and_then(super::missing_ranks_line) {
         print_text(o, &line, "   ", "     ");
     }
-    let told: Vec<&RankView> = if a.at_scale() {
-        summarised.into_iter().collect()
-    } else {
-        a.ranks.iter().collect()
-    };
+    let told = a.told_ranks();
     for r in &told {
         let is_summarised = summarised.is_some_and(|s| std::ptr::eq(s, *r));
         render_process(o, &r.account, is_summarised);
@@ -401,7 +397,10 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
     print_wrapped(
         o,
         &head,
-        &[terminal(&f.request).into_owned(), format!("with {free} free")],
+        &[
+            terminal(&f.request).into_owned(),
+            format!("with {free} free"),
+        ],
         " ",
     );
     if let Some(m) = &f.message {
@@ -467,7 +466,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         print_wrapped(
             o,
             "   capture: OFF — ",
-            &[format!("{} (the run itself was not affected)", p.capture.detail)],
+            &[format!(
+                "{} (the run itself was not affected)",
+                p.capture.detail
+            )],
             " ",
         );
     }

@@ -415,7 +415,10 @@ pub fn note_texts(notes: &[MatrixNote]) -> Vec<String> {
                 variant,
                 recorded,
                 expected,
-            } => match missing.iter_mut().find(|(k, _)| *k == (*recorded, *expected)) {
+            } => match missing
+                .iter_mut()
+                .find(|(k, _)| *k == (*recorded, *expected))
+            {
                 Some((_, names)) => names.push(variant),
                 None => missing.push(((*recorded, *expected), vec![variant])),
             },
