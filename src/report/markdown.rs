@@ -155,7 +155,7 @@ fn attempt(a: &AttemptView, open: bool) -> String {
         if open { " open" } else { "" },
         html(&a.id()),
         a.exit_code.map_or("?".into(), |c| c.to_string()),
-        if a.warmup { " (cache warm-up)" } else { "" },
+        a.status_suffix(),
     );
     if let Some(r) = worst {
         if a.ranks.len() > 1 {
@@ -266,14 +266,14 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
                 .iter()
                 .map(|k| format!("`{}`", k.replace('`', "'")))
                 .collect();
-            format!(" — keys {}", k.join(", "))
+            format!("; keys {}", k.join(", "))
         };
         let cost = if t.cost.is_empty() {
             String::new()
         } else {
-            format!("{}; ", t.cost)
+            format!("{}, ", t.cost)
         };
-        let _ = writeln!(o, "- [{}] {}: {cost}{}{keys}", t.class, md(&t.what), t.when);
+        let _ = writeln!(o, "- [{}] {} — {cost}{}{keys}", t.class, md(&t.what), t.when);
     }
     if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
         let _ = writeln!(o, "- {line}");

@@ -1,6 +1,9 @@
 //! The one report model every renderer reads: built once from the analysis
 //! (run description, comparison, per attempt and rank the account, timelines)
-//! so that HTML, PNG, Perfetto and the dashboard show the same numbers.
+//! so that the terminal summary, Markdown, JSON, CSV, HTML, PNG, Perfetto and
+//! the dashboard show the same numbers. The JSON keeps the analysis' own
+//! layout (docs/json-schema.md): the model carries run.json and the
+//! comparison as analysed for it.
 //!
 //! Plain serialisable structs. Phrasing that several renderers share (the
 //! headline sentences, owner labels) is done here, once; everything else
@@ -556,6 +559,18 @@ impl AttemptView {
             spread: a.ranks.clone(),
             distribution,
             run_order,
+        }
+    }
+
+    /// " (cache warm-up, untimed)", " (interrupted)" or nothing: why an
+    /// attempt does not count, after its name.
+    pub fn status_suffix(&self) -> &'static str {
+        if self.warmup {
+            " (cache warm-up, untimed)"
+        } else if self.interrupted {
+            " (interrupted)"
+        } else {
+            ""
         }
     }
 

@@ -84,11 +84,7 @@ fn write_attempt(o: &mut String, a: &AttemptView) {
         "== prewarm-doctor: variant '{}', attempt {}{}{}",
         terminal(&a.variant),
         terminal(&a.attempt),
-        if a.warmup {
-            " (cache warm-up, untimed)"
-        } else {
-            ""
-        },
+        a.status_suffix(),
         a.exit_code
             .map(|c| format!(" — exit code {c}"))
             .unwrap_or_default()
