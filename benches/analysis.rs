@@ -140,7 +140,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let run = prewarm_doctor::report::pipeline::Analysed::load(dir.path()).unwrap();
                 let text = prewarm_doctor::report::terminal::Terminal::default()
-                    .text(&run.model())
+                    .text(&run.into_model())
                     .unwrap();
                 assert!(text.contains("rank 7"));
             })

@@ -382,9 +382,8 @@ fn report_gates(results: &[GateResult]) -> bool {
 }
 
 /// Prints each damaged file of a run on stderr; returns whether there were any.
-fn report_damage(run: &Analysed) -> bool {
-    let lines = run.damage_lines();
-    for line in &lines {
+fn report_damage(lines: &[String]) -> bool {
+    for line in lines {
         output::error(line);
     }
     !lines.is_empty()
@@ -423,7 +422,9 @@ fn report(args: ReportArgs) -> i32 {
         }
     };
     let selection = Selection::from_flags(args.attempt.as_deref(), args.all);
-    let model = run.model();
+    let damage = run.damage_lines();
+    let summaries = run.summaries();
+    let model = run.into_model();
     match write_report(
         format(args.format),
         &model,
@@ -440,12 +441,11 @@ fn report(args: ReportArgs) -> i32 {
             return exit::DOCTOR_FAILED;
         }
     }
-    let damaged = report_damage(&run);
+    let damaged = report_damage(&damage);
     if !gates.is_empty() {
-        let summaries = run.summaries();
         let runs = Runs {
             new: &summaries,
-            new_matrix: run.matrix.as_ref(),
+            new_matrix: model.matrix_account.as_ref(),
             old: None,
             allow_missing: false,
         };
@@ -494,8 +494,8 @@ fn diff(args: DiffArgs) -> i32 {
             return exit::DOCTOR_FAILED;
         }
     }
-    let damaged_old = report_damage(&inputs.old);
-    let damaged_new = report_damage(&inputs.new);
+    let damaged_old = report_damage(&inputs.old.damage_lines());
+    let damaged_new = report_damage(&inputs.new.damage_lines());
     let runs = Runs {
         new: &inputs.new_summaries,
         new_matrix: inputs.new.matrix.as_ref(),

@@ -34,7 +34,12 @@ fn pct(old: f64, new: f64) -> String {
 }
 
 /// A figure of both runs: label, old, new, and how to show a value.
-type FigureRow<'f> = (&'static str, Option<Stat>, Option<Stat>, &'f dyn Fn(f64) -> String);
+type FigureRow<'f> = (
+    &'static str,
+    Option<Stat>,
+    Option<Stat>,
+    &'f dyn Fn(f64) -> String,
+);
 
 /// One section of the diff: a variant in both runs, or in one of them.
 enum Section<'a> {

@@ -273,7 +273,13 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
         } else {
             format!("{}, ", t.cost)
         };
-        let _ = writeln!(o, "- [{}] {} — {cost}{}{keys}", t.class, md(&t.what), t.when);
+        let _ = writeln!(
+            o,
+            "- [{}] {} — {cost}{}{keys}",
+            t.class,
+            md(&t.what),
+            t.when
+        );
     }
     if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
         let _ = writeln!(o, "- {line}");

@@ -18,7 +18,7 @@ fn subject(v: &VerdictView) -> String {
 /// Writes the comparison: headline per prewarm, table, notes, evidence.
 pub fn write_matrix(o: &mut String, m: &MatrixView) {
     let title = format!(
-        "== prewarm-doctor: {} variants against '{}', cache '{}'{}",
+        "== prewarm-doctor: {} variants, baseline '{}', cache '{}'{}",
         m.variants.len(),
         m.baseline,
         m.cache,

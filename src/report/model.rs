@@ -513,13 +513,14 @@ fn distribution(ranks: &[RankView], figure: Figure) -> Option<FigureDistribution
 }
 
 impl AttemptView {
-    fn from_account(run_order: usize, a: &AttemptAccount) -> AttemptView {
+    /// Takes one analysed attempt over (its accounts move into the ranks).
+    fn from_account(run_order: usize, a: AttemptAccount) -> AttemptView {
         let ranks: Vec<RankView> = a
             .processes
-            .iter()
-            .map(|p| {
-                let mut account = p.clone();
+            .into_iter()
+            .map(|mut account| {
                 let timeline = std::mem::take(&mut account.timeline);
+                let p = &account;
                 RankView {
                     label: ranks::RankFigure {
                         rank: p.rank,
@@ -547,16 +548,16 @@ impl AttemptView {
             .filter_map(|f| distribution(&ranks, *f))
             .collect();
         AttemptView {
-            variant: a.variant.clone(),
-            attempt: a.attempt.clone(),
-            command: a.command.clone(),
+            variant: a.variant,
+            attempt: a.attempt,
+            command: a.command,
             exit_code: a.exit_code,
             interrupted: a.interrupted,
             warmup: a.warmup,
-            notices: a.host_notices.clone(),
-            problems: a.problems.clone(),
+            notices: a.host_notices,
+            problems: a.problems,
             ranks,
-            spread: a.ranks.clone(),
+            spread: a.ranks,
             distribution,
             run_order,
         }
@@ -641,8 +642,17 @@ impl ReportModel {
         attempts: &[AttemptAccount],
         matrix: Option<&MatrixAccount>,
     ) -> ReportModel {
-        let matrix_account = matrix;
-        let matrix = matrix.map(|m| MatrixView {
+        ReportModel::from_analysis(run, attempts.to_vec(), matrix.cloned())
+    }
+
+    /// [`ReportModel::build`] taking the analysis over instead of copying
+    /// it (the accounts of a large run are not small).
+    pub fn from_analysis(
+        run: RunInfo,
+        attempts: Vec<AttemptAccount>,
+        matrix_account: Option<MatrixAccount>,
+    ) -> ReportModel {
+        let matrix = matrix_account.as_ref().map(|m| MatrixView {
             baseline: m.baseline.clone(),
             cache: m.cache.clone(),
             isolated: m.isolated,
@@ -666,7 +676,7 @@ impl ReportModel {
                 .collect(),
         });
         let mut attempts: Vec<AttemptView> = attempts
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, a)| AttemptView::from_account(i, a))
             .collect();
@@ -698,7 +708,7 @@ impl ReportModel {
             headline,
             matrix,
             attempts,
-            matrix_account: matrix_account.cloned(),
+            matrix_account,
         }
     }
 

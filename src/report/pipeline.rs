@@ -34,10 +34,16 @@ impl Analysed {
         })
     }
 
-    /// The report model every format renders.
+    /// The report model every format renders (a copy of the analysis).
     pub fn model(&self) -> ReportModel {
         let info = RunInfo::from_run(&self.path.display().to_string(), &self.run);
         ReportModel::build(info, &self.attempts, self.matrix.as_ref())
+    }
+
+    /// The report model, taking the analysis over (no copy).
+    pub fn into_model(self) -> ReportModel {
+        let info = RunInfo::from_run(&self.path.display().to_string(), &self.run);
+        ReportModel::from_analysis(info, self.attempts, self.matrix)
     }
 
     /// Each variant over its attempts (for gates and `diff`).
@@ -66,8 +72,7 @@ impl Analysed {
 /// The summary `run` prints at its end: the terminal report's default view
 /// and where the run folder is.
 pub fn end_of_run_summary(out: &Path) -> Result<String, LoadError> {
-    let analysed = Analysed::load(out)?;
-    let model = analysed.model();
+    let model = Analysed::load(out)?.into_model();
     let mut text = super::terminal::Terminal {
         selection: Selection::Default,
     }

@@ -137,7 +137,7 @@ fn write_attempt(o: &mut String, a: &AttemptView) {
 fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
     let p = &r.account;
     let who = if a.ranks.len() > 1 {
-        format!("   worst rank, {}: ", r.label)
+        format!("   {} (highest step-1 peak): ", r.label)
     } else {
         "   ".to_string()
     };
