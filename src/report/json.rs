@@ -2,7 +2,7 @@
 //! docs/json-schema.md and described by docs/report.schema.json. Bump
 //! SCHEMA_VERSION on any incompatible change.
 
-use super::escape::json_controls;
+use super::escape::JsonControls;
 use super::model::{AttemptView, ReportModel};
 use super::render::{Renderer, ReportError};
 use crate::analysis::matrix::MatrixAccount;
@@ -11,6 +11,7 @@ use crate::analysis::ranks::RankSpread;
 use crate::capture::meta::RunMeta;
 use crate::load::Problem;
 use serde::Serialize;
+use std::io::Write;
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -78,9 +79,17 @@ impl Renderer for Json {
                 .map(AttemptJson::from)
                 .collect(),
         };
-        let mut bytes = serde_json::to_vec_pretty(&doc)?;
-        bytes.push(b'\n');
-        out.write_all(&json_controls(&bytes))?;
+        // Written as it is serialised: a large run's account is hundreds of MB.
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, JsonControls::new(out));
+        serde_json::to_writer_pretty(&mut w, &doc).map_err(|e| {
+            if e.is_io() {
+                ReportError::Io(e.into())
+            } else {
+                ReportError::Json(e)
+            }
+        })?;
+        w.write_all(b"\n")?;
+        w.flush()?;
         Ok(())
     }
 }

@@ -105,14 +105,13 @@ pub fn write_report(
             .map(|p| format!("wrote {}", p.display()))
             .collect());
     };
-    if matches!(format, Format::Html | Format::Perfetto) {
+    if format != Format::Md {
         return stream(renderer.as_ref(), model, output);
     }
+    // Markdown is small and also goes to the job summary.
     let mut said = Vec::new();
     let bytes = render_to_vec(renderer.as_ref(), model)?;
-    if format == Format::Md
-        && let Some(warning) = append_step_summary(&bytes)
-    {
+    if let Some(warning) = append_step_summary(&bytes) {
         said.push(warning);
     }
     match output {
@@ -134,8 +133,8 @@ pub fn write_report(
     Ok(said)
 }
 
-/// Writes a large format (HTML, a trace) as it is rendered, to a file or
-/// standard output.
+/// Writes a format as it is rendered (a large run's JSON or trace is
+/// hundreds of MB), to a file or standard output.
 fn stream(
     renderer: &dyn Renderer,
     model: &ReportModel,
@@ -146,10 +145,17 @@ fn stream(
             let file = std::fs::File::create(path).map_err(|e| {
                 ReportError::Output(format!("-o {}: cannot write: {e}", path.display()))
             })?;
-            let mut out = std::io::BufWriter::new(file);
+            let mut out = Counted {
+                inner: std::io::BufWriter::new(file),
+                bytes: 0,
+            };
             renderer.render(model, &mut out)?;
             out.flush()?;
-            Ok(vec![format!("wrote {}", path.display())])
+            Ok(vec![format!(
+                "wrote {} ({} bytes)",
+                path.display(),
+                out.bytes
+            )])
         }
         None => {
             let stdout = std::io::stdout();
@@ -164,6 +170,24 @@ fn stream(
                 other => other.map(|()| Vec::new()),
             }
         }
+    }
+}
+
+/// A writer that counts what passes through (for "wrote FILE (N bytes)").
+struct Counted<W: Write> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
