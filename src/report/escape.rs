@@ -118,22 +118,6 @@ pub fn markdown(s: &str) -> String {
     out
 }
 
-/// A fenced Markdown code block that shows `text` as it is: the fence is longer
-/// than any run of backticks inside, so the text cannot close it; unsafe
-/// characters other than newlines are shown as escapes.
-pub fn markdown_code_block(info: &str, text: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
-    let fence = "`".repeat((longest + 1).max(3));
-    let body = terminal_block(text);
-    let newline = if body.ends_with('\n') { "" } else { "\n" };
-    format!("{fence}{info}\n{body}{newline}{fence}\n")
-}
-
 /// A text field for CSV: unsafe characters shown as escapes (the csv writer
 /// already quotes commas, quotes and newlines, but a raw ESC would still reach
 /// a terminal that shows the file), and a leading `=`, `+`, `-`, `@` (a
@@ -345,13 +329,6 @@ mod tests {
         let m = markdown(HOSTILE);
         assert!(!m.chars().any(is_unsafe));
         assert!(!m.contains('\n'));
-    }
-
-    #[test]
-    fn a_code_block_cannot_be_closed_from_inside() {
-        let block = markdown_code_block("text", "a ``` b\n````\n");
-        assert!(block.starts_with("`````text\n"), "{block}");
-        assert!(block.ends_with("\n`````\n"), "{block}");
     }
 
     #[test]

@@ -40,11 +40,6 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// Whether the table has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     /// The table as terminal lines, each starting with `indent`, two spaces
     /// between columns, at most `width` columns: when too wide, the widest
     /// text column gives way first (its cells shortened with "…"); figures
