@@ -192,3 +192,37 @@ fn markdown_leaves_whole_attempts_out_past_the_budget() {
         md.matches("</details>").count()
     );
 }
+
+/// Hostile names (markup, escape sequences, a bidi override: SYNTHETIC) are
+/// shown as escapes and still fit the width; none reaches the terminal raw.
+#[test]
+fn hostile_names_fit_the_width_as_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    synthetic::write_run(
+        dir.path(),
+        Shape {
+            ranks: 4,
+            events: 200,
+            hostile: true,
+        },
+    );
+    let m = model(dir.path());
+    let mut out = Vec::new();
+    prewarm_doctor::report::render::Renderer::render(
+        &Terminal {
+            selection: Selection::All,
+        },
+        &m,
+        &mut out,
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(too_wide(&text).is_empty(), "{:#?}", too_wide(&text));
+    assert!(
+        !text
+            .chars()
+            .any(|c| c != '\n' && prewarm_doctor::report::escape::is_unsafe(c)),
+        "{text}"
+    );
+    assert!(text.contains("\\x1b[31m"), "{text}");
+}

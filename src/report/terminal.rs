@@ -244,6 +244,16 @@ fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<Stri
     let width = |t: &str| t.chars().count();
     let mut lines = Vec::new();
     let mut line = head.to_string();
+    if width(head) > WIDTH / 2 {
+        // A long head (it names a kernel): wrapped by words first.
+        let lead: String = head.chars().take_while(|c| *c == ' ').collect();
+        let mut wrapped = super::verdict_text::wrap(head, &lead, indent, WIDTH);
+        line = wrapped.pop().unwrap_or_default();
+        if head.ends_with(' ') {
+            line.push(' ');
+        }
+        lines = wrapped;
+    }
     for (i, item) in items.iter().enumerate() {
         let glue = if i == 0 { "" } else { sep };
         // Room for the separator that ends this line if the next item breaks.
@@ -266,7 +276,8 @@ fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<Stri
         if !line.ends_with(' ') {
             line.push(' ');
         }
-        for (k, word) in item.split(' ').enumerate() {
+        let room = WIDTH.saturating_sub(width(indent) + 2).max(1);
+        for (k, word) in super::verdict_text::words(item, room).iter().enumerate() {
             let space = if k == 0 { "" } else { " " };
             if width(&line) + width(space) + width(word) > WIDTH && width(line.trim()) > 0 {
                 lines.push(line.trim_end().to_string());

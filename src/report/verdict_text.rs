@@ -441,13 +441,28 @@ pub fn note_texts(notes: &[MatrixNote]) -> Vec<String> {
     first
 }
 
+/// The words of `text`, a word wider than `room` columns cut into pieces
+/// that fit (a kernel name; figures are never that long).
+pub fn words(text: &str, room: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let chars: Vec<char> = word.chars().collect();
+        for piece in chars.chunks(room.max(1)) {
+            out.push(piece.iter().collect());
+        }
+    }
+    out
+}
+
 /// Word-wraps `text` to `width` columns: `first` before the first line,
-/// `rest` before the others. Words longer than a line stay whole.
+/// `rest` before the others. A word wider than a line is cut to fit.
 pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = first.to_string();
     let mut empty = true;
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
+    let room = width.saturating_sub(first.chars().count().max(rest.chars().count()));
+    for word in words(text, room) {
+        let word = word.as_str();
         let fits = line.chars().count() + 1 + word.chars().count() <= width;
         if !empty && !fits {
             lines.push(std::mem::replace(&mut line, rest.to_string()));
@@ -474,7 +489,7 @@ mod tests {
         assert!(lines.iter().all(|l| l.len() <= 12));
         assert_eq!(
             wrap("averyveryverylongword", "- ", "  ", 8),
-            vec!["- averyveryverylongword"]
+            vec!["- averyv", "  eryver", "  ylongw", "  ord"]
         );
     }
 }
