@@ -24,9 +24,10 @@ fn bench(c: &mut Criterion) {
         format!("8 ranks x {events} events: load + analyse + render"),
         |b| {
             b.iter(|| {
-                let run = prewarm_doctor::load::load_run(dir.path()).unwrap();
-                let attempts = prewarm_doctor::analysis::analyse_run(&run);
-                let text = prewarm_doctor::report::terminal::render_attempt(&attempts[0]);
+                let run = prewarm_doctor::report::pipeline::Analysed::load(dir.path()).unwrap();
+                let text = prewarm_doctor::report::terminal::Terminal::default()
+                    .text(&run.into_model())
+                    .unwrap();
                 assert!(text.contains("rank 7"));
             })
         },

@@ -1,5 +1,5 @@
-//! Rendering speed of the picture formats (HTML, PNG, Perfetto) and of the
-//! report model they share. Targets (issue 11): every format of an 8-rank ×
+//! Rendering speed of every format (terminal, Markdown, JSON, CSV, HTML, PNG,
+//! Perfetto) and of the report model they share. Targets (issue 11): every format of an 8-rank ×
 //! 1M-event run in ≤ 3 s on 2 cores; 1,024 ranks of a real recording's size
 //! in ≤ 2 s for every format.
 //!
@@ -17,11 +17,15 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use prewarm_doctor::analysis::matrix::{MatrixAccount, compare};
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::report::charts::Chart;
+use prewarm_doctor::report::csv_out::Csv;
 use prewarm_doctor::report::html::Html;
+use prewarm_doctor::report::json::Json;
+use prewarm_doctor::report::markdown::Markdown;
 use prewarm_doctor::report::model::{ReportModel, RunInfo};
 use prewarm_doctor::report::perfetto::Perfetto;
 use prewarm_doctor::report::png::PngChart;
 use prewarm_doctor::report::render::Renderer;
+use prewarm_doctor::report::terminal::Terminal;
 use std::path::Path;
 
 struct Analysed {
@@ -65,12 +69,22 @@ fn model(a: &Analysed) -> ReportModel {
     )
 }
 
-/// Every format: the model, the HTML page, every PNG chart, the trace.
+/// The text formats: terminal summary, Markdown, JSON, CSV.
+fn text_formats(m: &ReportModel, out: &mut dyn std::io::Write) {
+    let renderers: [&dyn Renderer; 4] = [&Terminal::default(), &Markdown::default(), &Json, &Csv];
+    for r in renderers {
+        r.render(m, out).unwrap();
+    }
+}
+
+/// Every format: the model, the text formats, the HTML page, every PNG
+/// chart, the trace.
 fn all_formats(a: &Analysed) -> usize {
     let m = model(a);
     let mut sink = std::io::sink();
     let mut n = 0;
     let mut count = CountingSink(&mut sink, 0);
+    text_formats(&m, &mut count);
     Html.render(&m, &mut count).unwrap();
     Perfetto.render(&m, &mut count).unwrap();
     for chart in Chart::all(&m) {
@@ -122,6 +136,15 @@ fn bench(c: &mut Criterion) {
     ] {
         g.bench_function(format!("{name}: model"), |b| b.iter(|| model(a)));
         let m = model(a);
+        g.bench_function(format!("{name}: model + text formats"), |b| {
+            b.iter(|| {
+                let m = model(a);
+                let mut sink = std::io::sink();
+                let mut out = CountingSink(&mut sink, 0);
+                text_formats(&m, &mut out);
+                out.1
+            })
+        });
         g.bench_function(format!("{name}: model + html"), |b| {
             b.iter(|| {
                 let m = model(a);

@@ -190,10 +190,10 @@ pub struct ReportArgs {
     /// exist); for png: the folder for the charts.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    /// Text: show this attempt's full story (VARIANT or VARIANT/ATTEMPT).
+    /// Text and Markdown: tell only this attempt (VARIANT or VARIANT/ATTEMPT).
     #[arg(long, value_name = "VARIANT[/N]")]
     pub attempt: Option<String>,
-    /// Text: show every attempt's full story, not just the baseline's first.
+    /// Text: tell every attempt, not just the baseline's first (Markdown folds every attempt by default).
     #[arg(long)]
     pub all: bool,
     /// Exit with code 11 when this holds, e.g. 'step1_oop>0' or 'cublas:verdict!=works' (docs/gating.md). Repeatable.

@@ -4,8 +4,6 @@
 //! stdout or stderr never panics and never changes the code.
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
-use crate::analysis::matrix::{MatrixAccount, compare, summaries};
-use crate::analysis::{AttemptAccount, analyse_run};
 use crate::capture::env::CacheMode;
 use crate::capture::layout::{
     OutFolder, RUN_FILE, classify_out, create_default_run_dir, next_repeat, safe_component,
@@ -16,14 +14,14 @@ use crate::capture::{CaptureError, default_host_tag};
 use crate::cli::{
     CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs, TuiArgs,
 };
-use crate::load::{Problem, load_run};
 use crate::output::{self, Delivery};
 use crate::prewarm::variants::{self, VariantError};
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
-use crate::report::escape::{json_controls, markdown_code_block, terminal, terminal_block};
-use crate::report::matrix::render_matrix;
+use crate::report::escape::{terminal, terminal_block};
+use crate::report::pipeline::{Analysed, DiffInputs, end_of_run_summary, write_diff};
+use crate::report::render::{Format, ReportError, write_report};
 use crate::report::seconds;
-use crate::report::terminal::render_attempt;
+use crate::report::select::Selection;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -356,103 +354,10 @@ fn run_exit_code(results: &[crate::capture::matrix::AttemptResult], single: bool
     }
 }
 
-/// Which attempts get their full story in the text output.
-pub enum Selection<'a> {
-    /// Single runs: every attempt; matrices: the baseline's first attempt.
-    Default,
-    All,
-    One(&'a str),
-}
-
-/// The attempts whose full story is shown.
-pub fn select_attempts<'a>(
-    attempts: &'a [AttemptAccount],
-    matrix: Option<&MatrixAccount>,
-    selection: &Selection,
-) -> Result<Vec<&'a AttemptAccount>, String> {
-    Ok(match (selection, matrix) {
-        (Selection::All, _) | (Selection::Default, None) => attempts.iter().collect(),
-        (Selection::One(spec), _) => {
-            let (variant, attempt) = match spec.split_once('/') {
-                Some((v, a)) => (v, Some(a)),
-                None => (*spec, None),
-            };
-            let found: Vec<&AttemptAccount> = attempts
-                .iter()
-                .filter(|a| a.variant == variant && attempt.is_none_or(|n| a.attempt == n))
-                .take(if attempt.is_some() { 1 } else { usize::MAX })
-                .collect();
-            if found.is_empty() {
-                let known: Vec<String> = attempts
-                    .iter()
-                    .map(|a| format!("{}/{}", a.variant, a.attempt))
-                    .collect();
-                return Err(format!(
-                    "--attempt {spec}: no such attempt in this run (it has: {}; give VARIANT or VARIANT/N)",
-                    known.join(", ")
-                ));
-            }
-            found
-        }
-        (Selection::Default, Some(m)) => attempts
-            .iter()
-            .filter(|a| a.variant == m.baseline && !a.warmup)
-            .take(1)
-            .collect(),
-    })
-}
-
-/// The text output: the comparison (for matrices) and the selected stories.
-pub fn render_text(
-    attempts: &[AttemptAccount],
-    matrix: Option<&MatrixAccount>,
-    selection: Selection,
-) -> Result<String, String> {
-    let mut out = String::new();
-    let chosen = select_attempts(attempts, matrix, &selection)?;
-    if let Some(m) = matrix {
-        out.push_str(&render_matrix(m));
-        if matches!(selection, Selection::Default) {
-            out.push_str("   (the baseline's first attempt follows; `report RUN --attempt VARIANT[/N]` or `--all` shows others)\n");
-        }
-    }
-    for a in chosen {
-        out.push_str(&render_attempt(a));
-    }
-    Ok(out)
-}
-
-/// GitHub Actions shows Markdown appended to $GITHUB_STEP_SUMMARY on the job page.
-fn append_step_summary(md: &str) {
-    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) {
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(md.as_bytes()));
-        if let Err(e) = written {
-            output::error(format_args!(
-                "cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
-                path.to_string_lossy()
-            ));
-        }
-    }
-}
-
 /// Prints the end-of-run summary to stderr; never changes the exit code.
 fn summarise(out: &Path) {
-    match load_run(out) {
-        Ok(run) => {
-            let attempts = analyse_run(&run);
-            let matrix = compare(run.meta.as_ref(), &attempts);
-            if let Ok(text) = render_text(&attempts, matrix.as_ref(), Selection::Default) {
-                output::stderr_text(&terminal_block(&text));
-            }
-            output::stderr_text(&format!(
-                "   run folder: {}\n",
-                terminal(&out.display().to_string())
-            ));
-        }
+    match end_of_run_summary(out) {
+        Ok(text) => output::stderr_text(&text),
         Err(e) => output::error(format_args!("no summary: {e}")),
     }
 }
@@ -476,98 +381,31 @@ fn report_gates(results: &[GateResult]) -> bool {
     results.iter().any(|r| r.failed)
 }
 
-/// One stderr line per damaged or unreadable file of a run (the file under
-/// `run_dir`, the byte offset and what is wrong); returns whether there were any.
-fn report_damage(run_dir: &Path, attempts: &[AttemptAccount]) -> bool {
-    let mut seen = std::collections::BTreeSet::new();
-    for p in attempts.iter().flat_map(|a| a.all_problems()) {
-        if p.damaged && seen.insert(p.file.clone()) {
-            let located = Problem {
-                file: run_dir.join(&p.file).display().to_string(),
-                ..p.clone()
-            };
-            output::error(format_args!(
-                "damaged file: {}",
-                terminal(&located.to_string())
-            ));
-        }
+/// Prints each damaged file of a run on stderr; returns whether there were any.
+fn report_damage(lines: &[String]) -> bool {
+    for line in lines {
+        output::error(line);
     }
-    !seen.is_empty()
+    !lines.is_empty()
 }
 
-/// Writes the rendered output to stdout (`None` or `-`) or a file. A reader
-/// that went away on stdout is not an error; anything else is, with the path.
-fn deliver(output_path: Option<&Path>, bytes: &[u8]) -> Result<(), String> {
-    match output_path.filter(|p| *p != Path::new("-")) {
-        None => match output::stdout_bytes(bytes) {
-            Ok(Delivery::Written | Delivery::ReaderGone) => Ok(()),
-            Err(e) => Err(format!("cannot write to standard output: {e}")),
-        },
-        Some(path) => {
-            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-            if let Some(dir) = parent
-                && !dir.is_dir()
-            {
-                return Err(format!(
-                    "-o {}: the folder {} does not exist (create it first, or use -o - for standard output)",
-                    path.display(),
-                    dir.display()
-                ));
-            }
-            std::fs::write(path, bytes)
-                .map_err(|e| format!("-o {}: cannot write: {e}", path.display()))?;
-            output::error(format_args!(
-                "wrote {} ({} bytes)",
-                path.display(),
-                bytes.len()
-            ));
-            Ok(())
-        }
+/// Writes standard output; a reader that went away is not an error.
+fn print_stdout(bytes: &[u8]) -> Result<(), String> {
+    match output::stdout_bytes(bytes) {
+        Ok(Delivery::Written | Delivery::ReaderGone) => Ok(()),
+        Err(e) => Err(format!("cannot write to standard output: {e}")),
     }
 }
 
-/// Writes a picture format (HTML, PNG charts, Perfetto trace) where `-o`
-/// says (`-` or none: standard output, except PNG, which needs a folder), and
-/// says what it wrote; a reader that went away is not an error.
-fn deliver_visual(
-    format: crate::report::render::Visual,
-    args: &ReportArgs,
-    run: &crate::load::RunData,
-    attempts: &[AttemptAccount],
-    matrix: Option<&MatrixAccount>,
-) -> Result<(), String> {
-    let out = args.output.as_deref().filter(|p| *p != Path::new("-"));
-    if let Some(dir) = out
-        .and_then(|p| p.parent())
-        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
-    {
-        return Err(format!(
-            "-o {}: the folder {} does not exist (create it first)",
-            args.output.as_deref().unwrap_or(Path::new("")).display(),
-            dir.display()
-        ));
-    }
-    match crate::report::render::write_visual(format, &args.run, run, attempts, matrix, out) {
-        Ok(paths) => {
-            for p in paths {
-                output::error(format_args!("wrote {}", p.display()));
-            }
-            Ok(())
-        }
-        Err(crate::report::render::ReportError::Io(e))
-            if e.kind() == std::io::ErrorKind::BrokenPipe =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn selection<'a>(attempt: Option<&'a str>, all: bool) -> Selection<'a> {
-    match (attempt, all) {
-        (Some(a), _) => Selection::One(a),
-        (None, true) => Selection::All,
-        (None, false) => Selection::Default,
+fn format(f: FormatArg) -> Format {
+    match f {
+        FormatArg::Text => Format::Text,
+        FormatArg::Json => Format::Json,
+        FormatArg::Md => Format::Md,
+        FormatArg::Csv => Format::Csv,
+        FormatArg::Html => Format::Html,
+        FormatArg::Png => Format::Png,
+        FormatArg::Perfetto => Format::Perfetto,
     }
 }
 
@@ -576,69 +414,38 @@ fn report(args: ReportArgs) -> i32 {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let run = match load_run(&args.run) {
+    let run = match Analysed::load(&args.run) {
         Ok(r) => r,
         Err(e) => {
             output::error(e);
             return exit::BAD_INPUT;
         }
     };
-    let attempts = analyse_run(&run);
-    let matrix = compare(run.meta.as_ref(), &attempts);
-    let visual = match args.format {
-        FormatArg::Html => Some(crate::report::render::Visual::Html),
-        FormatArg::Png => Some(crate::report::render::Visual::Png),
-        FormatArg::Perfetto => Some(crate::report::render::Visual::Perfetto),
-        _ => None,
-    };
-    let chosen = selection(args.attempt.as_deref(), args.all);
-    if let Err(e) = select_attempts(&attempts, matrix.as_ref(), &chosen) {
-        output::error(e);
-        return exit::NO_SUCH_ATTEMPT;
+    let selection = Selection::from_flags(args.attempt.as_deref(), args.all);
+    let damage = run.damage_lines();
+    let summaries = run.summaries();
+    let model = run.into_model();
+    match write_report(
+        format(args.format),
+        &model,
+        selection,
+        args.output.as_deref(),
+    ) {
+        Ok(said) => said.iter().for_each(output::error),
+        Err(e @ ReportError::NoSuchAttempt(_)) => {
+            output::error(e);
+            return exit::NO_SUCH_ATTEMPT;
+        }
+        Err(e) => {
+            output::error(e);
+            return exit::DOCTOR_FAILED;
+        }
     }
-    let bytes = match args.format {
-        FormatArg::Text => match render_text(&attempts, matrix.as_ref(), chosen) {
-            Ok(t) => terminal_block(&t).into_owned().into_bytes(),
-            Err(e) => {
-                output::error(e);
-                return exit::NO_SUCH_ATTEMPT;
-            }
-        },
-        FormatArg::Json => json_controls(&crate::report::json::render(
-            &args.run.display().to_string(),
-            run.meta.as_ref(),
-            matrix.as_ref(),
-            &attempts,
-        ))
-        .into_owned(),
-        FormatArg::Csv => crate::report::csv_out::render(&attempts),
-        FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => Vec::new(),
-        FormatArg::Md => match select_attempts(&attempts, matrix.as_ref(), &chosen) {
-            Ok(picked) => {
-                let md = crate::report::markdown::render(&picked, matrix.as_ref());
-                append_step_summary(&md);
-                md.into_bytes()
-            }
-            Err(e) => {
-                output::error(e);
-                return exit::NO_SUCH_ATTEMPT;
-            }
-        },
-    };
-    let delivered = match visual {
-        Some(v) => deliver_visual(v, &args, &run, &attempts, matrix.as_ref()),
-        None => deliver(args.output.as_deref(), &bytes),
-    };
-    if let Err(e) = delivered {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
-    }
-    let damaged = report_damage(&args.run, &attempts);
+    let damaged = report_damage(&damage);
     if !gates.is_empty() {
-        let summaries = summaries(run.meta.as_ref(), &attempts);
         let runs = Runs {
             new: &summaries,
-            new_matrix: matrix.as_ref(),
+            new_matrix: model.matrix_account.as_ref(),
             old: None,
             allow_missing: false,
         };
@@ -673,59 +480,26 @@ fn diff(args: DiffArgs) -> i32 {
         ));
         return exit::USAGE;
     }
-    let load = |p: &Path| {
-        load_run(p).map_err(|e| {
+    let inputs = match DiffInputs::load(&args.old, &args.new) {
+        Ok(i) => i,
+        Err(e) => {
             output::error(e);
-            exit::BAD_INPUT
-        })
-    };
-    let (old, new) = match (load(&args.old), load(&args.new)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(c), _) | (_, Err(c)) => return c,
-    };
-    let (old_attempts, new_attempts) = (analyse_run(&old), analyse_run(&new));
-    let (old_sum, new_sum) = (
-        summaries(old.meta.as_ref(), &old_attempts),
-        summaries(new.meta.as_ref(), &new_attempts),
-    );
-    let (old_m, new_m) = (
-        compare(old.meta.as_ref(), &old_attempts),
-        compare(new.meta.as_ref(), &new_attempts),
-    );
-    let text =
-        || crate::report::diff::render_text(&old_sum, &new_sum, old_m.as_ref(), new_m.as_ref());
-    let bytes = match args.format {
-        FormatArg::Text | FormatArg::Csv | FormatArg::Html | FormatArg::Png | FormatArg::Perfetto => {
-            terminal_block(&text()).into_owned().into_bytes()
-        }
-        FormatArg::Json => json_controls(&crate::report::diff::render_json(
-            &args.old.display().to_string(),
-            &args.new.display().to_string(),
-            &old_sum,
-            &new_sum,
-            old_m.as_ref(),
-            new_m.as_ref(),
-        ))
-        .into_owned(),
-        FormatArg::Md => {
-            let md = format!(
-                "## prewarm-doctor diff\n\n{}",
-                markdown_code_block("text", &text())
-            );
-            append_step_summary(&md);
-            md.into_bytes()
+            return exit::BAD_INPUT;
         }
     };
-    if let Err(e) = deliver(None, &bytes) {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
+    match write_diff(format(args.format), &inputs.diff()) {
+        Ok(said) => said.iter().for_each(output::error),
+        Err(e) => {
+            output::error(e);
+            return exit::DOCTOR_FAILED;
+        }
     }
-    let damaged_old = report_damage(&args.old, &old_attempts);
-    let damaged_new = report_damage(&args.new, &new_attempts);
+    let damaged_old = report_damage(&inputs.old.damage_lines());
+    let damaged_new = report_damage(&inputs.new.damage_lines());
     let runs = Runs {
-        new: &new_sum,
-        new_matrix: new_m.as_ref(),
-        old: Some(&old_sum),
+        new: &inputs.new_summaries,
+        new_matrix: inputs.new.matrix.as_ref(),
+        old: Some(&inputs.old_summaries),
         allow_missing: args.allow_missing,
     };
     match evaluate(&gates, &runs) {
@@ -781,7 +555,7 @@ fn check(args: CheckArgs) -> i32 {
         t.push_str(&format!("probe: {}\n", assets.probe.display()));
         t
     };
-    if let Err(e) = deliver(None, terminal_block(&text).as_bytes()) {
+    if let Err(e) = print_stdout(terminal_block(&text).as_bytes()) {
         output::error(e);
         return exit::DOCTOR_FAILED;
     }

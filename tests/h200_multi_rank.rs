@@ -3,6 +3,9 @@
 //! example under torchrun with 2 ranks on one host, and the same job as two
 //! `prewarm-doctor run` invocations acting as two nodes of one torchrun job.
 
+mod common;
+
+use common::{copy_tree, terminal_text};
 use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::model::ProcessAccount;
 use prewarm_doctor::analysis::phases::Phase;
@@ -233,19 +236,6 @@ fn two_nodes_in_one_run_folder_are_merged_per_attempt() {
     assert_eq!(v.costs.held_extra, 0.0, "{:?}", v.costs.held_increases());
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
 /// The common multi-node mistake: a node's doctor wrote into its own local
 /// folder. The report says which ranks of the world have no capture.
 #[test]
@@ -262,7 +252,7 @@ fn a_node_missing_from_the_run_folder_is_named() {
         assert_eq!(s.world_size, Some(2));
         assert_eq!(s.missing_ranks, vec![1]);
     }
-    let text = prewarm_doctor::report::terminal::render_attempt(&all[0]);
+    let text = terminal_text(dir.path());
     assert!(
         text.contains("missing: rank(s) 1 of world size 2 have no capture in this run folder"),
         "{text}"

@@ -2,6 +2,9 @@
 //! real recordings from an H200 (tests/fixtures/h200/README.md says how each
 //! was made).
 
+mod common;
+
+use common::{copy_tree, terminal_text};
 use prewarm_doctor::analysis::framework::class_costs;
 use prewarm_doctor::analysis::matrix::{Exclusion, MatrixNote, compare};
 use prewarm_doctor::analysis::model::{ProcessAccount, Remedy};
@@ -167,7 +170,7 @@ fn cublas_first_backward_lands_in_step_1_without_the_prewarm_and_in_setup_with_i
         .filter(|w| w.class == EventClass::Cublas)
         .collect();
     assert!(left.iter().all(|w| w.minor && w.bytes == 0), "{left:?}");
-    let text = prewarm_doctor::report::terminal::render_attempt(&rank("examples-cublas-prewarm").0);
+    let text = terminal_text(&fixture("examples-cublas-prewarm"));
     assert!(
         text.contains("- and 1 more under 50.0 ms / 1.0 MiB each"),
         "{text}"
@@ -354,27 +357,13 @@ fn nccl_oom_forensics_blame_the_step_1_communicator() {
     assert!(p2.forensics.is_empty());
 }
 
-/// Copies a run folder (to add to it in a test).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
 /// The Triton OOM recording predates the shim's zero_grad/first_forward
 /// records, so its step 1 cannot be placed: one phase, never "setup".
 #[test]
 fn a_run_whose_step_one_cannot_be_placed_is_not_called_setup() {
-    let (a, p) = rank("oom-triton-baseline");
+    let (_, p) = rank("oom-triton-baseline");
     assert_eq!(p.steps.step1_s, None);
-    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    let text = terminal_text(&fixture("oom-triton-baseline"));
     assert!(text.contains("   before any step "), "{text}");
     assert!(!text.contains("   setup "), "{text}");
     assert!(text.contains("lazy initialisation before the failure (step 1's start unknown)"));
@@ -415,7 +404,7 @@ fn a_process_that_died_in_step_one_gets_step_one_from_the_shims_records() {
         f.preceded_by
     );
     assert_eq!(source_bytes(p, Phase::Step1, "cublas"), 67_240_960);
-    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    let text = terminal_text(dir.path());
     assert!(
         text.contains("OUT OF MEMORY in step 1 at 123.13s"),
         "{text}"
@@ -499,7 +488,7 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
         }
         other => panic!("{other:?}"),
     }
-    let text = prewarm_doctor::report::terminal::render_attempt(&a);
+    let text = terminal_text(&fixture("oom-triton-baseline"));
     assert!(
         text.contains("triton_autotune: still short by 1.6 GiB"),
         "{text}"
@@ -604,7 +593,7 @@ fn a_damaged_attempt_is_excluded_and_named() {
         panic!("{:?}", cublas.excluded)
     };
     assert!(problems.iter().all(|p| p.damaged));
-    let text = prewarm_doctor::report::matrix::render_matrix(&m);
+    let text = terminal_text(dir.path());
     assert!(
         text.contains("excluded: cublas/2: damaged files:"),
         "{text}"

@@ -58,13 +58,13 @@ fn the_bundled_example_renders_its_matrix_and_verdicts() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "-- verdicts (each prewarm against 'baseline'; rules: docs/verdicts.md)",
+            "-- evidence (each prewarm against 'baseline'; rules: docs/verdicts.md)",
         ))
         .stdout(predicate::str::contains(
-            "triton_autotune [triton_autotune]: moved 282.0 MiB and 9.52 s of Triton autotune",
+            "triton_autotune WORKS: moved 282.0 MiB and 9.52 s of Triton autotune",
         ))
         .stdout(predicate::str::contains(
-            "=> WORKS (noise measured over 2 baseline and 2 variant attempts)",
+            "triton_autotune: WORKS (noise measured over 2 baseline and 2 variant attempts)",
         ))
         .stdout(predicate::str::contains(
             "excluded: baseline/3: interrupted",
@@ -498,8 +498,13 @@ fn markdown_goes_to_stdout_and_the_github_step_summary() {
     assert!(out.status.success());
     let md = String::from_utf8(out.stdout).unwrap();
     assert!(md.contains("| variant | runs | step-1 peak |"));
-    assert!(md.contains("- **triton\\_autotune** (triton\\_autotune): moved 282.0 MiB"));
-    assert!(md.contains("  - **WORKS (noise measured over 2 baseline and 2 variant attempts)**"));
+    assert!(md.contains("- **triton\\_autotune** WORKS: moved 282.0 MiB"));
+    assert!(md.contains(
+        "- **triton\\_autotune**: WORKS (noise measured over 2 baseline and 2 variant attempts)"
+    ));
+    assert!(
+        md.contains("<details><summary>baseline/1 — exit code 0: step 1 took 12.02 s</summary>")
+    );
     assert!(md.contains("> excluded: baseline/3: interrupted"));
     assert!(md.contains("#### rank 0 on vm"));
     let appended = std::fs::read_to_string(&summary).unwrap();
@@ -516,10 +521,19 @@ fn markdown_goes_to_stdout_and_the_github_step_summary() {
         .current_dir(root())
         .output()
         .unwrap();
+    let diff = String::from_utf8(diff.stdout).unwrap();
+    assert!(diff.starts_with("## prewarm-doctor diff\n\n"), "{diff}");
     assert!(
-        String::from_utf8(diff.stdout)
-            .unwrap()
-            .starts_with("## prewarm-doctor diff\n\n```text\n")
+        !diff.contains("```"),
+        "real tables, not a code block: {diff}"
+    );
+    assert!(
+        diff.contains("| figure (medians) | old | new | change |\n| --- | ---: | ---: | ---: |\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("| step-1 out-of-pool | 218.3 MiB | 0 B | -100.0% |"),
+        "{diff}"
     );
 }
 

@@ -1,17 +1,29 @@
 //! The terminal summary's exact wording on real recordings (insta snapshots):
 //! any change to what users read shows up in review.
 
-use prewarm_doctor::analysis::analyse_run;
-use prewarm_doctor::analysis::matrix::compare;
-use prewarm_doctor::commands::{Selection, render_text};
-use prewarm_doctor::load::load_run;
+use prewarm_doctor::report::markdown::Markdown;
+use prewarm_doctor::report::pipeline::Analysed;
+use prewarm_doctor::report::terminal::Terminal;
 use std::path::Path;
 
+fn model(rel: &str) -> prewarm_doctor::report::model::ReportModel {
+    Analysed::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel))
+        .unwrap()
+        .model()
+}
+
 fn text(rel: &str) -> String {
-    let run = load_run(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap();
-    let attempts = analyse_run(&run);
-    let matrix = compare(run.meta.as_ref(), &attempts);
-    render_text(&attempts, matrix.as_ref(), Selection::Default).unwrap()
+    Terminal::default().text(&model(rel)).unwrap()
+}
+
+/// The pull-request summary of the bundled matrix, as GitHub receives it.
+#[test]
+fn bundled_matrix_markdown() {
+    insta::assert_snapshot!(
+        Markdown::default()
+            .text(&model("reports/h200-matrix"))
+            .unwrap()
+    );
 }
 
 #[test]

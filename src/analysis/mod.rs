@@ -1,5 +1,6 @@
 //! Analysis: events → phases → attributed account per process → per attempt
-//! → per variant. Pure functions over loaded data; no printing.
+//! → per variant. Pure functions over data src/load decoded: no file I/O,
+//! no printing.
 
 pub mod forensics;
 pub mod framework;
@@ -58,40 +59,6 @@ impl AttemptAccount {
     }
 }
 
-/// Analyses a host's processes, one per worker thread at a time (ranks are
-/// independent, and large runs have many).
-fn analyse_processes(
-    root: &std::path::Path,
-    host: &crate::load::HostData,
-    tag: &str,
-) -> Vec<ProcessAccount> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(host.processes.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(files) = host.processes.get(i) else {
-                        break;
-                    };
-                    let records = records::read_process(root, files);
-                    if let Some(acc) = process::analyse_process(host, files, records, tag) {
-                        results
-                            .lock()
-                            .expect("no worker panics while holding the lock")
-                            .push(acc);
-                    }
-                }
-            });
-        }
-    });
-    results.into_inner().expect("workers finished")
-}
-
 /// Analyses every attempt of a run.
 pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
     let mut out = Vec::new();
@@ -132,7 +99,11 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
                     notices.push(format!("{tag}: no exit status recorded (the doctor itself was stopped while the command ran)"));
                 }
             }
-            processes.extend(analyse_processes(&run.root, host, &tag));
+            // src/load decodes each process (one at a time per worker) and
+            // hands the records over; the analysis itself reads no file.
+            processes.extend(host.map_processes(&run.root, |files, records| {
+                process::analyse_process(host, files, records, &tag)
+            }));
         }
         processes.sort_by_key(|p| (p.rank.unwrap_or(u32::MAX), p.host.clone(), p.pid));
         out.push(AttemptAccount {

@@ -3,6 +3,7 @@
 //! be read is kept and each problem names the file (and offset or line).
 
 pub mod nccl;
+pub mod records;
 pub mod shim;
 
 use crate::capture::layout::{HOST_FILE, NVML_FILE, RUN_FILE};
@@ -71,7 +72,7 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// One process's probe event file, not yet decoded (analysis streams it).
+/// One process's files, not yet decoded ([`HostData::map_processes`] decodes them).
 #[derive(Debug, Clone)]
 pub struct ProcessFiles {
     pub pid: u32,

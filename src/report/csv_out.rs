@@ -2,19 +2,22 @@
 //! phase, metric, source, value, unit), for spreadsheets and dataframes.
 
 use super::escape::csv_field;
-use crate::analysis::AttemptAccount;
+use super::model::{AttemptView, ReportModel};
+use super::render::{Renderer, ReportError};
 use crate::analysis::model::ProcessAccount;
 
 const HEADER: [&str; 10] = [
     "variant", "attempt", "host", "rank", "pid", "phase", "metric", "source", "value", "unit",
 ];
 
-struct Rows<'a> {
-    w: csv::Writer<Vec<u8>>,
-    a: &'a AttemptAccount,
+struct Rows<'a, W: std::io::Write> {
+    w: csv::Writer<W>,
+    a: &'a AttemptView,
+    /// The first write error (rows after it are not written).
+    error: Option<csv::Error>,
 }
 
-impl Rows<'_> {
+impl<W: std::io::Write> Rows<'_, W> {
     fn row(
         &mut self,
         p: &ProcessAccount,
@@ -24,8 +27,11 @@ impl Rows<'_> {
         value: f64,
         unit: &str,
     ) {
+        if self.error.is_some() {
+            return;
+        }
         let rank = p.rank.map(|r| r.to_string()).unwrap_or_default();
-        let _ = self.w.write_record([
+        let written = self.w.write_record([
             &*csv_field(&self.a.variant),
             &*csv_field(&self.a.attempt),
             &*csv_field(&p.host),
@@ -37,16 +43,40 @@ impl Rows<'_> {
             &value.to_string(),
             unit,
         ]);
+        self.error = written.err();
     }
 }
 
-/// Renders every attempt's per-phase figures as tidy CSV.
-pub fn render(attempts: &[AttemptAccount]) -> Vec<u8> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record(HEADER);
-    for a in attempts {
-        let mut rows = Rows { w, a };
-        for p in &a.processes {
+/// `report --format csv`: every attempt's per-phase figures as tidy CSV,
+/// every rank (in the analysis' order, as the JSON).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Csv;
+
+impl Renderer for Csv {
+    fn render(&self, model: &ReportModel, out: &mut dyn std::io::Write) -> Result<(), ReportError> {
+        let mut w = csv::Writer::from_writer(out);
+        w.write_record(HEADER).map_err(csv_error)?;
+        for a in model.attempts_in_run_order() {
+            let mut rows = Rows { w, a, error: None };
+            write_attempt(&mut rows)?;
+            w = rows.w;
+        }
+        w.flush()?;
+        Ok(())
+    }
+}
+
+fn csv_error(e: csv::Error) -> ReportError {
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => ReportError::Io(io),
+        other => ReportError::Output(format!("cannot write CSV: {other:?}")),
+    }
+}
+
+fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), ReportError> {
+    let a = rows.a;
+    {
+        for p in a.ranks.iter().map(|r| &r.account) {
             if let Some(s) = p.steps.step1_s {
                 rows.row(p, "step1", "wall_time", "", s, "s");
             }
@@ -123,16 +153,17 @@ pub fn render(attempts: &[AttemptAccount]) -> Vec<u8> {
                 }
             }
         }
-        w = rows.w;
     }
-    w.into_inner().unwrap_or_default()
+    rows.error.take().map_or(Ok(()), |e| Err(csv_error(e)))
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn header_only_for_nothing() {
-        let out = String::from_utf8(super::render(&[])).unwrap();
+        let model = crate::report::model::ReportModel::build(Default::default(), &[], None);
+        let bytes = crate::report::render::render_to_vec(&super::Csv, &model).unwrap();
+        let out = String::from_utf8(bytes).unwrap();
         assert_eq!(
             out,
             "variant,attempt,host,rank,pid,phase,metric,source,value,unit\n"

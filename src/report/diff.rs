@@ -1,9 +1,21 @@
-//! `diff` output: the same variants in two runs, side by side, with changes.
+//! `diff` output: the same variants in two runs, side by side, with changes;
+//! one table per variant, written aligned (terminal) or as a Markdown table.
 
+use super::table::{Align, Table, WIDTH};
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::matrix::{MatrixAccount, Stat, VariantSummary};
 use serde::Serialize;
 use std::fmt::Write;
+
+/// Two runs' variants, ready to render.
+pub struct Diff<'a> {
+    pub old_run: String,
+    pub new_run: String,
+    pub old: &'a [VariantSummary],
+    pub new: &'a [VariantSummary],
+    pub old_matrix: Option<&'a MatrixAccount>,
+    pub new_matrix: Option<&'a MatrixAccount>,
+}
 
 fn med(s: Option<Stat>) -> Option<f64> {
     s.map(|x| x.median)
@@ -21,108 +33,171 @@ fn pct(old: f64, new: f64) -> String {
     }
 }
 
-fn row(
-    o: &mut String,
-    label: &str,
-    old: Option<f64>,
-    new: Option<f64>,
-    fmt: &dyn Fn(f64) -> String,
-) {
-    let show = |v: Option<f64>| v.map(fmt).unwrap_or_else(|| "-".into());
-    let change = match (old, new) {
-        (Some(a), Some(b)) => pct(a, b),
-        _ => String::new(),
-    };
-    let _ = writeln!(
-        o,
-        "     {:<20} {:>14} -> {:<14} {}",
-        label,
-        show(old),
-        show(new),
-        change
-    );
+/// A figure of both runs: label, old, new, and how to show a value.
+type FigureRow<'f> = (
+    &'static str,
+    Option<Stat>,
+    Option<Stat>,
+    &'f dyn Fn(f64) -> String,
+);
+
+/// One section of the diff: a variant in both runs, or in one of them.
+enum Section<'a> {
+    Both(&'a VariantSummary, &'a VariantSummary),
+    OnlyNew(&'a VariantSummary),
+    OnlyOld(&'a VariantSummary),
 }
 
-/// Human-readable comparison.
-pub fn render_text(
-    old: &[VariantSummary],
-    new: &[VariantSummary],
-    old_m: Option<&MatrixAccount>,
-    new_m: Option<&MatrixAccount>,
-) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "== prewarm-doctor diff (old -> new, medians over repeats)"
-    );
-    let b = |v: f64| bytes(v.max(0.0) as u64);
-    let sb = |v: f64| signed_bytes(v as i64);
-    for n in new {
-        let Some(p) = old.iter().find(|x| x.name == n.name) else {
-            let _ = writeln!(o, "   {}: only in the new run", n.name);
-            continue;
-        };
-        let _ = writeln!(
-            o,
-            "   {} ({} -> {} attempts)",
-            n.name,
-            p.attempts.len(),
-            n.attempts.len()
+impl<'a> Diff<'a> {
+    fn sections(&self) -> Vec<Section<'a>> {
+        let mut out: Vec<Section> = self
+            .new
+            .iter()
+            .map(|n| match self.old.iter().find(|p| p.name == n.name) {
+                Some(p) => Section::Both(p, n),
+                None => Section::OnlyNew(n),
+            })
+            .collect();
+        out.extend(
+            self.old
+                .iter()
+                .filter(|p| !self.new.iter().any(|n| n.name == p.name))
+                .map(Section::OnlyOld),
         );
-        row(
-            &mut o,
-            "step-1 device peak",
-            med(p.step1_device_peak),
-            med(n.step1_device_peak),
-            &b,
-        );
-        row(
-            &mut o,
-            "step-1 out-of-pool",
-            med(p.step1_out_of_pool),
-            med(n.step1_out_of_pool),
-            &b,
-        );
-        row(
-            &mut o,
-            "step-1 tightest",
-            med(p.step1_tightest_headroom),
-            med(n.step1_tightest_headroom),
-            &sb,
-        );
-        row(
-            &mut o,
-            "step-1 time",
-            med(p.step1_s),
-            med(n.step1_s),
-            &seconds,
-        );
-        row(
-            &mut o,
-            "setup time",
-            med(p.setup_s),
-            med(n.setup_s),
-            &seconds,
-        );
+        out
+    }
+
+    /// The figures of one variant in both runs, with the change.
+    fn table(&self, p: &VariantSummary, n: &VariantSummary) -> Table {
+        let mut t = Table::new(&[
+            ("figure (medians)", Align::Text),
+            ("old", Align::Number),
+            ("new", Align::Number),
+            ("change", Align::Number),
+        ]);
+        let b = |v: f64| bytes(v.max(0.0) as u64);
+        let sb = |v: f64| signed_bytes(v as i64);
+        let rows: [FigureRow; 5] = [
+            (
+                "step-1 device peak",
+                p.step1_device_peak,
+                n.step1_device_peak,
+                &b,
+            ),
+            (
+                "step-1 out-of-pool",
+                p.step1_out_of_pool,
+                n.step1_out_of_pool,
+                &b,
+            ),
+            (
+                "step-1 tightest",
+                p.step1_tightest_headroom,
+                n.step1_tightest_headroom,
+                &sb,
+            ),
+            ("step-1 time", p.step1_s, n.step1_s, &seconds),
+            ("setup time", p.setup_s, n.setup_s, &seconds),
+        ];
+        for (label, old, new, fmt) in rows {
+            let (old, new) = (med(old), med(new));
+            let show = |v: Option<f64>| v.map(fmt).unwrap_or_else(|| "-".into());
+            let change = match (old, new) {
+                (Some(a), Some(b)) => pct(a, b),
+                _ => String::new(),
+            };
+            t.row(vec![label.into(), show(old), show(new), change]);
+        }
         let verdict = |m: Option<&MatrixAccount>| {
             m.and_then(|m| m.verdicts.iter().find(|v| v.variant == n.name))
                 .map(|v| super::verdict_text::class_label(v.class))
         };
-        if let (Some(a), Some(c)) = (verdict(old_m), verdict(new_m)) {
-            let _ = writeln!(
-                o,
-                "     {:<20} {:>14} -> {:<14}{}",
-                "verdict",
-                a,
-                c,
-                if a != c { " CHANGED" } else { "" }
-            );
+        if let (Some(a), Some(c)) = (verdict(self.old_matrix), verdict(self.new_matrix)) {
+            let change = if a != c { "CHANGED" } else { "" };
+            t.row(vec!["verdict".into(), a.into(), c.into(), change.into()]);
         }
+        t
     }
-    for p in old.iter().filter(|p| !new.iter().any(|n| n.name == p.name)) {
-        let _ = writeln!(o, "   {}: only in the old run", p.name);
+
+    /// The comparison for the terminal.
+    pub fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "== prewarm-doctor diff (old -> new, medians over repeats)"
+        );
+        for s in self.sections() {
+            match s {
+                Section::Both(p, n) => {
+                    let _ = writeln!(
+                        o,
+                        "   {} ({} -> {} attempts)",
+                        n.name,
+                        p.attempts.len(),
+                        n.attempts.len()
+                    );
+                    for line in self.table(p, n).text_lines("     ", WIDTH) {
+                        let _ = writeln!(o, "{line}");
+                    }
+                }
+                Section::OnlyNew(n) => {
+                    let _ = writeln!(o, "   {}: only in the new run", n.name);
+                }
+                Section::OnlyOld(p) => {
+                    let _ = writeln!(o, "   {}: only in the old run", p.name);
+                }
+            }
+        }
+        o
     }
-    o
+
+    /// The comparison as Markdown: one table per variant.
+    pub fn markdown(&self) -> String {
+        let md = super::escape::markdown;
+        let mut o = format!(
+            "## prewarm-doctor diff\n\n{} (old) → {} (new), medians over repeats.\n",
+            md(&self.old_run),
+            md(&self.new_run)
+        );
+        for s in self.sections() {
+            match s {
+                Section::Both(p, n) => {
+                    let _ = writeln!(
+                        o,
+                        "\n### {} ({} → {} attempts)\n",
+                        md(&n.name),
+                        p.attempts.len(),
+                        n.attempts.len()
+                    );
+                    o.push_str(&self.table(p, n).markdown());
+                }
+                Section::OnlyNew(n) => {
+                    let _ = writeln!(o, "\n### {}\n\nOnly in the new run.", md(&n.name));
+                }
+                Section::OnlyOld(p) => {
+                    let _ = writeln!(o, "\n### {}\n\nOnly in the old run.", md(&p.name));
+                }
+            }
+        }
+        o
+    }
+
+    /// Machine-readable comparison (same schema version as `report --format json`).
+    pub fn json(&self) -> Vec<u8> {
+        let doc = DiffDoc {
+            schema_version: super::json::SCHEMA_VERSION,
+            tool: "prewarm-doctor",
+            old_run: &self.old_run,
+            new_run: &self.new_run,
+            old: self.old,
+            new: self.new,
+            old_matrix: self.old_matrix,
+            new_matrix: self.new_matrix,
+        };
+        let mut v = serde_json::to_vec_pretty(&doc).expect("serialises");
+        v.push(b'\n');
+        v
+    }
 }
 
 #[derive(Serialize)]
@@ -135,28 +210,4 @@ struct DiffDoc<'a> {
     new: &'a [VariantSummary],
     old_matrix: Option<&'a MatrixAccount>,
     new_matrix: Option<&'a MatrixAccount>,
-}
-
-/// Machine-readable comparison (same schema version as `report --format json`).
-pub fn render_json(
-    old_run: &str,
-    new_run: &str,
-    old: &[VariantSummary],
-    new: &[VariantSummary],
-    old_m: Option<&MatrixAccount>,
-    new_m: Option<&MatrixAccount>,
-) -> Vec<u8> {
-    let doc = DiffDoc {
-        schema_version: super::json::SCHEMA_VERSION,
-        tool: "prewarm-doctor",
-        old_run,
-        new_run,
-        old,
-        new,
-        old_matrix: old_m,
-        new_matrix: new_m,
-    };
-    let mut v = serde_json::to_vec_pretty(&doc).expect("serialises");
-    v.push(b'\n');
-    v
 }

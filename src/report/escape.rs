@@ -118,22 +118,6 @@ pub fn markdown(s: &str) -> String {
     out
 }
 
-/// A fenced Markdown code block that shows `text` as it is: the fence is longer
-/// than any run of backticks inside, so the text cannot close it; unsafe
-/// characters other than newlines are shown as escapes.
-pub fn markdown_code_block(info: &str, text: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
-    let fence = "`".repeat((longest + 1).max(3));
-    let body = terminal_block(text);
-    let newline = if body.ends_with('\n') { "" } else { "\n" };
-    format!("{fence}{info}\n{body}{newline}{fence}\n")
-}
-
 /// A text field for CSV: unsafe characters shown as escapes (the csv writer
 /// already quotes commas, quotes and newlines, but a raw ESC would still reach
 /// a terminal that shows the file), and a leading `=`, `+`, `-`, `@` (a
@@ -153,38 +137,135 @@ pub fn csv_field(s: &str) -> Cow<'_, str> {
 /// same character, so the data is unchanged while no raw control reaches a
 /// terminal that shows the file.
 pub fn json_controls(json: &[u8]) -> Cow<'_, [u8]> {
-    let Ok(text) = std::str::from_utf8(json) else {
-        return Cow::Borrowed(json);
-    };
-    if !text.chars().any(is_unsafe) {
+    let mut out = Vec::with_capacity(json.len());
+    let mut w = JsonControls::new(&mut out);
+    if std::io::Write::write_all(&mut w, json).is_err() || out == json {
         return Cow::Borrowed(json);
     }
-    let mut out = String::with_capacity(text.len() + 16);
-    let mut in_string = false;
-    let mut escaped = false;
-    for c in text.chars() {
-        if in_string && is_unsafe(c) {
-            let mut units = [0u16; 2];
-            for u in c.encode_utf16(&mut units) {
-                let _ = write!(out, "\\u{u:04x}");
-            }
-            escaped = false;
-            continue;
-        }
-        out.push(c);
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
+    Cow::Owned(out)
+}
+
+/// [`json_controls`] as a writer: JSON written through it reaches `inner`
+/// with the unsafe characters inside its strings escaped, in one pass and
+/// without holding the document (a large run's account is hundreds of MB).
+/// `"` and `\` are ASCII and never part of a multi-byte character, so the
+/// string state is followed byte by byte; a character split between two
+/// writes is held until its last byte arrives.
+pub struct JsonControls<W: std::io::Write> {
+    inner: W,
+    in_string: bool,
+    escaped: bool,
+    /// The bytes so far of a multi-byte character inside a string.
+    partial: [u8; 4],
+    partial_len: usize,
+    /// Bytes still missing from `partial`.
+    need: usize,
+}
+
+impl<W: std::io::Write> JsonControls<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        JsonControls {
+            inner,
+            in_string: false,
+            escaped: false,
+            partial: [0; 4],
+            partial_len: 0,
+            need: 0,
         }
     }
-    Cow::Owned(out.into_bytes())
+
+    /// One whole character inside a string: as it is, or as `\uXXXX`.
+    fn character(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|t| t.chars().next())
+        {
+            Some(c) if is_unsafe(c) => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    write!(self.inner, "\\u{u:04x}")?;
+                }
+                Ok(())
+            }
+            _ => self.inner.write_all(bytes),
+        }
+    }
+}
+
+/// How many bytes a UTF-8 character starting with `lead` has.
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf7 => 4,
+        _ => 1,
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for JsonControls<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut i = 0;
+        let mut run = 0;
+        while i < buf.len() {
+            let b = buf[i];
+            if self.need > 0 {
+                self.partial[self.partial_len] = b;
+                self.partial_len += 1;
+                self.need -= 1;
+                i += 1;
+                run = i;
+                if self.need == 0 {
+                    let whole = self.partial;
+                    self.character(&whole[..self.partial_len])?;
+                    self.partial_len = 0;
+                }
+                continue;
+            }
+            if !self.in_string {
+                self.in_string = b == b'"';
+                i += 1;
+                continue;
+            }
+            if self.escaped {
+                self.escaped = false;
+                i += 1;
+                continue;
+            }
+            match b {
+                b'\\' => self.escaped = true,
+                b'"' => self.in_string = false,
+                0x00..=0x1f | 0x7f => {
+                    self.inner.write_all(&buf[run..i])?;
+                    self.character(&[b])?;
+                    run = i + 1;
+                }
+                0x80..=0xff => {
+                    let len = utf8_len(b);
+                    self.inner.write_all(&buf[run..i])?;
+                    if i + len <= buf.len() {
+                        self.character(&buf[i..i + len])?;
+                    } else {
+                        let have = buf.len() - i;
+                        self.partial[..have].copy_from_slice(&buf[i..]);
+                        self.partial_len = have;
+                        self.need = len - have;
+                    }
+                    i += len;
+                    run = i.min(buf.len());
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        self.inner.write_all(&buf[run.min(buf.len())..])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[cfg(test)]
@@ -251,13 +332,6 @@ mod tests {
     }
 
     #[test]
-    fn a_code_block_cannot_be_closed_from_inside() {
-        let block = markdown_code_block("text", "a ``` b\n````\n");
-        assert!(block.starts_with("`````text\n"), "{block}");
-        assert!(block.ends_with("\n`````\n"), "{block}");
-    }
-
-    #[test]
     fn csv_fields_are_not_formulas_and_carry_no_controls() {
         assert_eq!(csv_field("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
         assert_eq!(csv_field("-1+2"), "'-1+2");
@@ -276,5 +350,25 @@ mod tests {
         assert_eq!(back, value);
         let plain = serde_json::to_vec(&serde_json::json!({"a": "b"})).unwrap();
         assert!(matches!(json_controls(&plain), Cow::Borrowed(_)));
+    }
+
+    /// Written in pieces of every size (characters split between writes),
+    /// pretty-printed (newlines outside strings stay), the result is the same.
+    #[test]
+    fn json_written_in_pieces_is_escaped_the_same() {
+        let value = serde_json::json!({ "kernel": HOSTILE, "list": ["\u{2066}x\u{85}", "é\\\""] });
+        let raw = serde_json::to_vec_pretty(&value).unwrap();
+        let whole = json_controls(&raw).into_owned();
+        assert!(whole.contains(&b'\n'), "the layout's newlines stay");
+        for piece in 1..8 {
+            let mut out = Vec::new();
+            let mut w = JsonControls::new(&mut out);
+            for chunk in raw.chunks(piece) {
+                std::io::Write::write_all(&mut w, chunk).unwrap();
+            }
+            assert_eq!(out, whole, "pieces of {piece}");
+        }
+        let back: serde_json::Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(back, value);
     }
 }

@@ -602,7 +602,14 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
             .collect(),
         variants,
         verdicts,
-        notes: model.matrix.iter().flat_map(|m| m.notes.clone()).collect(),
+        notes: model
+            .matrix
+            .iter()
+            .flat_map(|m| {
+                let excluded = m.excluded.iter().map(|e| format!("excluded: {e}"));
+                m.notes.iter().cloned().chain(excluded)
+            })
+            .collect(),
         moved_chart,
         timelines,
         ranks,

@@ -1,43 +1,95 @@
 //! The versioned JSON account (`report --format json`), documented in
-//! docs/json-schema.md. Bump SCHEMA_VERSION on any incompatible change.
+//! docs/json-schema.md and described by docs/report.schema.json. Bump
+//! SCHEMA_VERSION on any incompatible change.
 
-use crate::analysis::AttemptAccount;
+use super::escape::JsonControls;
+use super::model::{AttemptView, ReportModel};
+use super::render::{Renderer, ReportError};
 use crate::analysis::matrix::MatrixAccount;
+use crate::analysis::model::ProcessAccount;
+use crate::analysis::ranks::RankSpread;
 use crate::capture::meta::RunMeta;
+use crate::load::Problem;
 use serde::Serialize;
+use std::io::Write;
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The top-level JSON document.
 #[derive(Debug, Serialize)]
-pub struct RunReport<'a> {
-    pub schema_version: u32,
-    pub tool: &'static str,
-    pub tool_version: &'static str,
-    pub run_dir: String,
-    pub run: Option<&'a RunMeta>,
-    pub matrix: Option<&'a MatrixAccount>,
-    pub attempts: &'a [AttemptAccount],
+struct RunReport<'a> {
+    schema_version: u32,
+    tool: &'static str,
+    tool_version: &'static str,
+    run_dir: &'a str,
+    run: Option<&'a RunMeta>,
+    matrix: Option<&'a MatrixAccount>,
+    attempts: Vec<AttemptJson<'a>>,
 }
 
-/// Serialises the report.
-pub fn render(
-    run_dir: &str,
-    run: Option<&RunMeta>,
-    matrix: Option<&MatrixAccount>,
-    attempts: &[AttemptAccount],
-) -> Vec<u8> {
-    let doc = RunReport {
-        schema_version: SCHEMA_VERSION,
-        tool: "prewarm-doctor",
-        tool_version: env!("CARGO_PKG_VERSION"),
-        run_dir: run_dir.to_string(),
-        run,
-        matrix,
-        attempts,
-    };
-    let mut out = serde_json::to_vec_pretty(&doc).expect("the account serialises");
-    out.push(b'\n');
-    out
+/// One attempt, in the analysis' layout (every process, in full).
+#[derive(Debug, Serialize)]
+struct AttemptJson<'a> {
+    variant: &'a str,
+    attempt: &'a str,
+    command: &'a [String],
+    exit_code: Option<i32>,
+    interrupted: bool,
+    warmup: bool,
+    host_notices: &'a [String],
+    processes: Vec<&'a ProcessAccount>,
+    ranks: Option<&'a RankSpread>,
+    problems: &'a [Problem],
+}
+
+impl<'a> From<&'a AttemptView> for AttemptJson<'a> {
+    fn from(a: &'a AttemptView) -> Self {
+        AttemptJson {
+            variant: &a.variant,
+            attempt: &a.attempt,
+            command: &a.command,
+            exit_code: a.exit_code,
+            interrupted: a.interrupted,
+            warmup: a.warmup,
+            host_notices: &a.notices,
+            processes: a.ranks.iter().map(|r| &r.account).collect(),
+            ranks: a.spread.as_ref(),
+            problems: &a.problems,
+        }
+    }
+}
+
+/// `report --format json`: every attempt and rank, whatever their number.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json;
+
+impl Renderer for Json {
+    fn render(&self, model: &ReportModel, out: &mut dyn std::io::Write) -> Result<(), ReportError> {
+        let doc = RunReport {
+            schema_version: SCHEMA_VERSION,
+            tool: "prewarm-doctor",
+            tool_version: env!("CARGO_PKG_VERSION"),
+            run_dir: &model.run.path,
+            run: model.run.meta.as_ref(),
+            matrix: model.matrix_account.as_ref(),
+            attempts: model
+                .attempts_in_run_order()
+                .into_iter()
+                .map(AttemptJson::from)
+                .collect(),
+        };
+        // Written as it is serialised: a large run's account is hundreds of MB.
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, JsonControls::new(out));
+        serde_json::to_writer_pretty(&mut w, &doc).map_err(|e| {
+            if e.is_io() {
+                ReportError::Io(e.into())
+            } else {
+                ReportError::Json(e)
+            }
+        })?;
+        w.write_all(b"\n")?;
+        w.flush()?;
+        Ok(())
+    }
 }

@@ -1,107 +1,229 @@
-//! Markdown for pull requests and GitHub job summaries: the comparison table,
-//! the verdicts, and each rank's step-1 headline. Every name that comes from
-//! the run (kernels, commands, variants) is escaped.
+//! Markdown for pull requests and GitHub job summaries: the headline (one
+//! sentence per prewarm), the verdict table, the variants, then one folded
+//! `<details>` per attempt. Always under [`BUDGET`] bytes (a PR comment holds
+//! 65,536 characters): attempts that would not fit are counted, not cut off
+//! mid-table. Every name that comes from the run is escaped.
 
-use super::{bytes, seconds, signed_bytes, verdict_text};
-use crate::analysis::AttemptAccount;
-use crate::analysis::matrix::{MatrixAccount, Stat};
+use super::escape;
+use super::model::{AttemptView, MatrixView, ReportModel};
+use super::render::{Renderer, ReportError};
+use super::select::Selection;
+use super::{bytes, seconds, tables};
 use crate::analysis::model::ProcessAccount;
 use crate::analysis::phases::Phase;
-use crate::analysis::ranks::RankSpread;
 use std::fmt::Write;
 
-/// Escapes text for a Markdown table cell or line (see [`super::escape::markdown`]).
-pub fn escape(text: &str) -> String {
-    super::escape::markdown(text)
+/// Most bytes the summary takes (GitHub's comment limit is 65,536
+/// characters; the rest is room for a comment's own heading).
+pub const BUDGET: usize = 60_000;
+
+/// The Markdown summary of the attempts `selection` picks (by default every
+/// attempt, each folded).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Markdown<'a> {
+    pub selection: Selection<'a>,
 }
 
-fn stat_bytes(s: Option<Stat>) -> String {
-    s.map_or("–".into(), |s| bytes(s.median.max(0.0) as u64))
+impl Renderer for Markdown<'_> {
+    fn render(&self, model: &ReportModel, out: &mut dyn std::io::Write) -> Result<(), ReportError> {
+        out.write_all(self.text(model)?.as_bytes())?;
+        Ok(())
+    }
 }
 
-fn stat_secs(s: Option<Stat>) -> String {
-    s.map_or("–".into(), |s| seconds(s.median))
+fn md(text: &str) -> String {
+    escape::markdown(text)
 }
 
-fn matrix(o: &mut String, m: &MatrixAccount) {
+/// Text inside an HTML element (`<summary>`): entities, not backslashes.
+fn html(text: &str) -> String {
+    escape::terminal(text)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+impl Markdown<'_> {
+    /// The summary as a string.
+    pub fn text(&self, model: &ReportModel) -> Result<String, ReportError> {
+        let chosen: Vec<&AttemptView> = match self.selection {
+            Selection::Default => model.attempts.iter().collect(),
+            other => other.pick(model)?,
+        };
+        let mut o = String::from("## prewarm-doctor\n\n");
+        match &model.matrix {
+            Some(m) => matrix(&mut o, m),
+            None => {
+                for h in &model.headline {
+                    let _ = writeln!(o, "- {}", md(&h.text));
+                }
+            }
+        }
+        if chosen.is_empty() {
+            return Ok(o);
+        }
+        let _ = writeln!(o, "\n### Attempts\n");
+        let open = chosen.len() == 1;
+        let closing = |left: usize| {
+            format!(
+                "\n{left} more attempt(s) left out to stay under GitHub's comment limit: `report RUN --attempt VARIANT/N --format md` shows one, `--format json` has them all.\n"
+            )
+        };
+        for (i, a) in chosen.iter().enumerate() {
+            let block = attempt(a, open);
+            let reserve = if i + 1 < chosen.len() {
+                closing(chosen.len()).len()
+            } else {
+                0
+            };
+            if o.len() + block.len() + reserve > BUDGET {
+                o.push_str(&closing(chosen.len() - i));
+                break;
+            }
+            o.push_str(&block);
+        }
+        Ok(o)
+    }
+}
+
+/// Headline per prewarm, the verdict table, the evidence (folded), the
+/// variants' medians and the notes.
+fn matrix(o: &mut String, m: &MatrixView) {
+    for v in &m.verdicts {
+        let _ = writeln!(
+            o,
+            "- **{}** {}: {}",
+            md(&v.variant),
+            v.label.to_uppercase(),
+            md(&v.headline)
+        );
+    }
+    if !m.verdicts.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### Verdicts (each prewarm against {})\n",
+            md(&m.baseline)
+        );
+        o.push_str(&tables::verdict_table(m).markdown());
+        let _ = writeln!(
+            o,
+            "\n<details><summary>Evidence (rules: docs/verdicts.md)</summary>\n"
+        );
+        for v in &m.verdicts {
+            let _ = writeln!(o, "- **{}**: {}", md(&v.variant), md(&v.class_line));
+            for e in &v.evidence {
+                let _ = writeln!(o, "  - {}", md(e));
+            }
+        }
+        let _ = writeln!(o, "\n</details>");
+    }
     let _ = writeln!(
         o,
-        "### Variants (medians; cache: {}{})\n",
-        escape(&m.cache),
+        "\n### Variants (medians ± half the range over repeats; cache {}{})\n",
+        md(&m.cache),
         if m.isolated {
             ", isolated"
         } else {
             ", NOT isolated"
         }
     );
+    o.push_str(&tables::variant_table(m).markdown());
+    for e in &m.excluded {
+        let _ = writeln!(o, "\n> excluded: {}", md(e));
+    }
+    for n in &m.notes {
+        let _ = writeln!(o, "\n> {}", md(n));
+    }
+}
+
+/// One attempt, folded: its worst rank's step 1 in the summary line; inside,
+/// the late warmups, the ranks (worst ones and the distribution at scale)
+/// and each shown rank's phases and failures.
+fn attempt(a: &AttemptView, open: bool) -> String {
+    let mut o = String::new();
+    let worst = a.worst_rank();
+    let step1 = worst
+        .and_then(|r| r.step1_s)
+        .map_or("step 1 not reached".to_string(), |s| {
+            format!("step 1 took {}", seconds(s))
+        });
     let _ = writeln!(
         o,
-        "| variant | runs | step-1 peak | step-1 out-of-pool | step-1 time | setup time |"
+        "<details{}><summary>{} — exit code {}{}: {step1}</summary>\n",
+        if open { " open" } else { "" },
+        html(&a.id()),
+        a.exit_code.map_or("?".into(), |c| c.to_string()),
+        a.status_suffix(),
     );
-    let _ = writeln!(o, "|---|---|---|---|---|---|");
-    for v in &m.variants {
-        let base = if v.name == m.baseline && v.name != "baseline" {
-            " (baseline)"
-        } else {
-            ""
-        };
+    if let Some(r) = worst {
+        if a.ranks.len() > 1 {
+            let _ = writeln!(o, "Worst rank: {}.\n", md(&r.label));
+        }
+        late_warmups(&mut o, &r.account);
+    }
+    for n in &a.notices {
+        let _ = writeln!(o, "> {}\n", md(n));
+    }
+    if a.ranks.len() > 1 {
+        ranks(&mut o, a);
+    }
+    let told = a.told_ranks();
+    for r in &told {
+        let summarised = worst.is_some_and(|w| std::ptr::eq(w, *r));
+        process(&mut o, &r.account, summarised);
+    }
+    if told.len() < a.ranks.len() {
         let _ = writeln!(
             o,
-            "| {}{} | {}/{} | {} | {} | {} | {} |",
-            escape(&v.name),
-            base,
-            v.attempts.len(),
-            v.expected_attempts,
-            stat_bytes(v.step1_device_peak),
-            stat_bytes(v.step1_out_of_pool),
-            stat_secs(v.step1_s),
-            stat_secs(v.setup_s)
+            "\n{} other processes are in `report RUN --format json`.",
+            a.ranks.len() - told.len()
         );
     }
-    for v in &m.variants {
-        for e in &v.excluded {
-            let why: Vec<String> = e.reasons.iter().map(verdict_text::exclusion_text).collect();
-            let _ = writeln!(
-                o,
-                "\n> excluded: {}/{}: {}",
-                escape(&v.name),
-                escape(&e.attempt),
-                escape(&why.join("; "))
-            );
-        }
+    for p in &a.problems {
+        let _ = writeln!(o, "\n> problem: {}", md(&p.to_string()));
     }
-    verdicts(o, m);
-    for n in &m.notes {
-        let _ = writeln!(o, "\n> {}", escape(&verdict_text::note_text(n)));
+    let _ = writeln!(o, "\n</details>\n");
+    o
+}
+
+/// The ranks side by side (the worst of each figure at scale), the
+/// distribution over ranks at scale, the worst rank and the skew.
+fn ranks(o: &mut String, a: &AttemptView) {
+    let Some(s) = &a.spread else { return };
+    let _ = writeln!(o, "{} ranks on {} host(s).\n", s.ranks, s.hosts.len());
+    if let Some(line) = super::missing_ranks_line(s) {
+        let _ = writeln!(o, "> **{}**\n", md(&line));
+    }
+    if a.at_scale() {
+        let _ = writeln!(o, "The worst ranks of each figure:\n");
+    }
+    o.push_str(&tables::rank_table(a).markdown());
+    if a.at_scale() {
+        let _ = writeln!(o, "\nOver all ranks:\n");
+        o.push_str(&tables::distribution_table(a).markdown());
+    }
+    o.push('\n');
+    for l in super::spread_lines(s) {
+        let _ = writeln!(
+            o,
+            "- {}: **{}** on {}; skew {}",
+            l.label,
+            l.value,
+            md(&l.owner),
+            l.skew
+        );
     }
 }
 
-/// Per prewarm: the headline (what it moved, what it cost), the class, the evidence.
-fn verdicts(o: &mut String, m: &MatrixAccount) {
-    if m.verdicts.is_empty() {
-        return;
-    }
-    let _ = writeln!(o, "\n### Verdicts\n");
-    for v in &m.verdicts {
-        let _ = writeln!(
-            o,
-            "- **{}** ({}): {}",
-            escape(&v.variant),
-            escape(&v.prewarms.join(", ")),
-            escape(&verdict_text::headline(v))
-        );
-        let _ = writeln!(o, "  - **{}**", escape(&verdict_text::class_line(v)));
-        for e in verdict_text::evidence_lines(v) {
-            let _ = writeln!(o, "  - {}", escape(&e));
-        }
-    }
-}
-
-fn process(o: &mut String, p: &ProcessAccount) {
+/// One process: its phases, what lay outside the pool in step 1, late
+/// warmups (unless the attempt's summary already lists them), failures.
+fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
     let who = p
         .rank
         .map_or(format!("process {}", p.pid), |r| format!("rank {r}"));
-    let _ = writeln!(o, "\n#### {} on {}\n", escape(&who), escape(&p.host));
+    let _ = writeln!(o, "\n#### {} on {}\n", md(&who), md(&p.host));
     if let (Some(s1), Some(ss)) = (p.steps.step1_s, p.steps.steady_step_s) {
         let _ = writeln!(
             o,
@@ -110,72 +232,63 @@ fn process(o: &mut String, p: &ProcessAccount) {
             seconds(ss)
         );
     }
-    let _ = writeln!(
-        o,
-        "| phase | time | device peak | pool peak | out-of-pool + | local memory + | unexplained at end |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
-    for ph in &p.phases {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            if ph.phase == Phase::Setup && p.steps.step1_s.is_none() {
-                "before any step"
-            } else {
-                ph.phase.label()
-            },
-            seconds(ph.duration_s),
-            ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
-            bytes(ph.pool_reserved_peak),
-            bytes(ph.out_of_pool_allocated),
-            bytes(ph.local_memory_growth),
-            ph.gap_end
-                .as_ref()
-                .map_or("–".into(), |g| signed_bytes(g.unexplained))
-        );
-    }
+    o.push_str(&tables::phase_table(p).markdown());
     if let Some(s1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) {
         let sources: Vec<String> = s1
             .by_source
             .iter()
             .filter(|s| s.source != crate::analysis::sources::TORCH_POOL && s.allocated > 0)
-            .map(|s| format!("{} {}", escape(&s.source), bytes(s.allocated)))
+            .map(|s| format!("{} {}", md(&s.source), bytes(s.allocated)))
             .collect();
         if !sources.is_empty() {
             let _ = writeln!(o, "\nOut of pool in step 1: {}.", sources.join(", "));
         }
     }
-    if !p.late_warmups.is_empty() {
-        let _ = writeln!(o, "\nStill lands after setup (costliest first):\n");
-        for w in p.late_warmups.iter().filter(|w| !w.minor) {
-            let t = super::warmup_text(w);
-            let keys = if t.keys.is_empty() {
-                String::new()
-            } else {
-                let k: Vec<String> = t
-                    .keys
-                    .iter()
-                    .map(|k| format!("`{}`", k.replace('`', "'")))
-                    .collect();
-                format!(" — keys {}", k.join(", "))
-            };
-            let cost = if t.cost.is_empty() {
-                String::new()
-            } else {
-                format!("{}; ", t.cost)
-            };
-            let _ = writeln!(
-                o,
-                "- [{}] {}: {cost}{}{keys}",
-                t.class,
-                escape(&t.what),
-                t.when
-            );
-        }
-        if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
-            let _ = writeln!(o, "- {line}");
-        }
+    if !summarised {
+        late_warmups(o, p);
     }
+    forensics(o, p);
+}
+
+/// The warmups still landing after setup, costliest first.
+fn late_warmups(o: &mut String, p: &ProcessAccount) {
+    if p.late_warmups.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nStill lands after setup (costliest first):\n");
+    for w in p.late_warmups.iter().filter(|w| !w.minor) {
+        let t = super::warmup_text(w);
+        let keys = if t.keys.is_empty() {
+            String::new()
+        } else {
+            let k: Vec<String> = t
+                .keys
+                .iter()
+                .map(|k| format!("`{}`", k.replace('`', "'")))
+                .collect();
+            format!("; keys {}", k.join(", "))
+        };
+        let cost = if t.cost.is_empty() {
+            String::new()
+        } else {
+            format!("{}, ", t.cost)
+        };
+        let _ = writeln!(
+            o,
+            "- [{}] {} — {cost}{}{keys}",
+            t.class,
+            md(&t.what),
+            t.when
+        );
+    }
+    if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
+        let _ = writeln!(o, "- {line}");
+    }
+}
+
+/// Out-of-memory failures: the request, whether a prewarm would have saved
+/// the run, and the fix that removes the demand.
+fn forensics(o: &mut String, p: &ProcessAccount) {
     for f in &p.forensics {
         let _ = writeln!(
             o,
@@ -187,7 +300,7 @@ fn process(o: &mut String, p: &ProcessAccount) {
             },
             f.t_s,
             f.step.map(|n| format!(" in step {n}")).unwrap_or_default(),
-            escape(&f.request),
+            md(&f.request),
             f.device_free_before
                 .map(bytes)
                 .unwrap_or_else(|| "?".into()),
@@ -202,57 +315,15 @@ fn process(o: &mut String, p: &ProcessAccount) {
                 let _ = writeln!(
                     o,
                     "- {}: **{}** — {}",
-                    escape(&g.prewarms.join(", ")),
+                    md(&g.prewarms.join(", ")),
                     g.outcome,
-                    escape(&g.why.join("; "))
+                    md(&g.why.join("; "))
                 );
             }
         }
         for r in &f.remedies {
-            let _ = writeln!(o, "\nFix: {}.", escape(&super::remedy_text(r)));
+            let _ = writeln!(o, "\nFix: {}.", md(&super::remedy_text(r)));
         }
-    }
-}
-
-/// The Markdown report: comparison first (matrices), then the shown attempts.
-pub fn render(attempts: &[&AttemptAccount], m: Option<&MatrixAccount>) -> String {
-    let mut o = String::from("## prewarm-doctor\n\n");
-    if let Some(m) = m {
-        matrix(&mut o, m);
-    }
-    for a in attempts {
-        let _ = writeln!(
-            o,
-            "\n### Variant {} attempt {} (exit code {})",
-            escape(&a.variant),
-            escape(&a.attempt),
-            a.exit_code.map_or("?".into(), |c| c.to_string())
-        );
-        if let Some(spread) = &a.ranks {
-            ranks(&mut o, spread);
-        }
-        for p in &a.processes {
-            process(&mut o, p);
-        }
-    }
-    o
-}
-
-/// The worst rank and the skew, one line per figure.
-fn ranks(o: &mut String, s: &RankSpread) {
-    let _ = writeln!(o, "\n{} ranks on {} host(s).\n", s.ranks, s.hosts.len());
-    if let Some(line) = super::missing_ranks_line(s) {
-        let _ = writeln!(o, "> **{}**\n", escape(&line));
-    }
-    for l in super::spread_lines(s) {
-        let _ = writeln!(
-            o,
-            "- {}: **{}** on {}; skew {}",
-            l.label,
-            l.value,
-            escape(&l.owner),
-            l.skew
-        );
     }
 }
 
@@ -261,12 +332,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn untrusted_names_cannot_break_tables_or_inject_markup() {
-        assert_eq!(escape("a|b"), "a\\|b");
-        assert_eq!(escape("<script>"), "\\<script\\>");
-        assert_eq!(
-            escape("kernel<float, 4>\n[x](y)"),
-            "kernel\\<float, 4\\> \\[x\\](y)"
-        );
+    fn summaries_escape_html_not_markdown() {
+        assert_eq!(html("a<b>&'\""), "a&lt;b&gt;&amp;&#39;&quot;");
+        assert_eq!(html("x\u{1b}[31m"), "x\\x1b[31m");
     }
 }

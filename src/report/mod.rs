@@ -1,4 +1,6 @@
-//! Outputs: each format renders the analysis account to bytes; none prints.
+//! Outputs: the one report model ([`model::ReportModel`]), built once from
+//! the analysis, and the formats that render it to bytes through one trait
+//! ([`render::Renderer`]); none prints.
 
 pub mod charts;
 pub mod csv_out;
@@ -11,9 +13,13 @@ pub mod markdown;
 pub mod matrix;
 pub mod model;
 pub mod perfetto;
+pub mod pipeline;
 pub mod png;
 pub mod render;
+pub mod select;
 pub mod svg;
+pub mod table;
+pub mod tables;
 pub mod terminal;
 pub mod verdict_text;
 

@@ -1,6 +1,9 @@
 //! The one report model every renderer reads: built once from the analysis
 //! (run description, comparison, per attempt and rank the account, timelines)
-//! so that HTML, PNG, Perfetto and the dashboard show the same numbers.
+//! so that the terminal summary, Markdown, JSON, CSV, HTML, PNG, Perfetto and
+//! the dashboard show the same numbers. The JSON keeps the analysis' own
+//! layout (docs/json-schema.md): the model carries run.json and the
+//! comparison as analysed for it.
 //!
 //! Plain serialisable structs. Phrasing that several renderers share (the
 //! headline sentences, owner labels) is done here, once; everything else
@@ -11,13 +14,14 @@
 use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
 use crate::analysis::matrix::{MatrixAccount, Stat, VariantSummary};
-use crate::analysis::verdict::Verdict;
-use crate::report::verdict_text;
 use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
+use crate::analysis::verdict::Verdict;
+use crate::capture::meta::RunMeta;
 use crate::load::{Problem, RunData};
+use crate::report::verdict_text;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -40,6 +44,10 @@ pub struct ReportModel {
     pub headline: Vec<HeadlineSentence>,
     pub matrix: Option<MatrixView>,
     pub attempts: Vec<AttemptView>,
+    /// The comparison as the analysis made it, for the JSON account
+    /// (docs/json-schema.md keeps its layout); the other formats read `matrix`.
+    #[serde(skip)]
+    pub matrix_account: Option<MatrixAccount>,
 }
 
 /// How the run was made.
@@ -61,6 +69,9 @@ pub struct RunInfo {
     pub hosts: Vec<HostInfo>,
     /// torch / Triton / NCCL / CUDA versions as the first rank saw them.
     pub versions: BTreeMap<String, String>,
+    /// run.json as written, for the JSON account.
+    #[serde(skip)]
+    pub meta: Option<RunMeta>,
 }
 
 /// One variant as declared.
@@ -100,6 +111,7 @@ impl RunInfo {
             path: path.to_string(),
             ..Default::default()
         };
+        info.meta = run.meta.clone();
         if let Some(m) = &run.meta {
             info.name = Some(m.name.clone());
             info.created = Some(m.created.clone());
@@ -202,7 +214,10 @@ pub struct MatrixView {
     pub isolated: bool,
     pub variants: Vec<VariantRow>,
     pub verdicts: Vec<VerdictView>,
+    /// What the comparison could not do as asked (attempts missing, caches shared, ...).
     pub notes: Vec<String>,
+    /// Attempts left out of the medians, and why ("baseline/3: interrupted ...").
+    pub excluded: Vec<String>,
 }
 
 /// One variant over its repeats.
@@ -345,6 +360,10 @@ pub struct AttemptView {
     pub spread: Option<RankSpread>,
     /// Quantiles and worst ranks per figure, over the training ranks.
     pub distribution: Vec<FigureDistribution>,
+    /// Position in the analysis' order (variant folder, attempt number),
+    /// which the JSON and CSV keep.
+    #[serde(skip)]
+    pub run_order: usize,
 }
 
 /// One process of an attempt: its figures, full account and timeline.
@@ -494,13 +513,14 @@ fn distribution(ranks: &[RankView], figure: Figure) -> Option<FigureDistribution
 }
 
 impl AttemptView {
-    fn from_account(a: &AttemptAccount) -> AttemptView {
+    /// Takes one analysed attempt over (its accounts move into the ranks).
+    fn from_account(run_order: usize, a: AttemptAccount) -> AttemptView {
         let ranks: Vec<RankView> = a
             .processes
-            .iter()
-            .map(|p| {
-                let mut account = p.clone();
+            .into_iter()
+            .map(|mut account| {
                 let timeline = std::mem::take(&mut account.timeline);
+                let p = &account;
                 RankView {
                     label: ranks::RankFigure {
                         rank: p.rank,
@@ -528,17 +548,30 @@ impl AttemptView {
             .filter_map(|f| distribution(&ranks, *f))
             .collect();
         AttemptView {
-            variant: a.variant.clone(),
-            attempt: a.attempt.clone(),
-            command: a.command.clone(),
+            variant: a.variant,
+            attempt: a.attempt,
+            command: a.command,
             exit_code: a.exit_code,
             interrupted: a.interrupted,
             warmup: a.warmup,
-            notices: a.host_notices.clone(),
-            problems: a.problems.clone(),
+            notices: a.host_notices,
+            problems: a.problems,
             ranks,
-            spread: a.ranks.clone(),
+            spread: a.ranks,
             distribution,
+            run_order,
+        }
+    }
+
+    /// " (cache warm-up, untimed)", " (interrupted)" or nothing: why an
+    /// attempt does not count, after its name.
+    pub fn status_suffix(&self) -> &'static str {
+        if self.warmup {
+            " (cache warm-up, untimed)"
+        } else if self.interrupted {
+            " (interrupted)"
+        } else {
+            ""
         }
     }
 
@@ -562,6 +595,16 @@ impl AttemptView {
                     .then(b.rank.cmp(&a.rank))
             })
             .or(self.ranks.first())
+    }
+
+    /// The ranks whose story a text report tells: every process, or at
+    /// scale the worst rank alone (the JSON keeps every one).
+    pub fn told_ranks(&self) -> Vec<&RankView> {
+        if self.at_scale() {
+            self.worst_rank().into_iter().collect()
+        } else {
+            self.ranks.iter().collect()
+        }
     }
 
     /// Whether a renderer should list every rank (few) or the worst ranks
@@ -599,7 +642,17 @@ impl ReportModel {
         attempts: &[AttemptAccount],
         matrix: Option<&MatrixAccount>,
     ) -> ReportModel {
-        let matrix = matrix.map(|m| MatrixView {
+        ReportModel::from_analysis(run, attempts.to_vec(), matrix.cloned())
+    }
+
+    /// [`ReportModel::build`] taking the analysis over instead of copying
+    /// it (the accounts of a large run are not small).
+    pub fn from_analysis(
+        run: RunInfo,
+        attempts: Vec<AttemptAccount>,
+        matrix_account: Option<MatrixAccount>,
+    ) -> ReportModel {
+        let matrix = matrix_account.as_ref().map(|m| MatrixView {
             baseline: m.baseline.clone(),
             cache: m.cache.clone(),
             isolated: m.isolated,
@@ -609,21 +662,24 @@ impl ReportModel {
                 .map(|v| variant_row(v, &m.baseline))
                 .collect(),
             verdicts: m.verdicts.iter().map(verdict_view).collect(),
-            notes: m
-                .notes
+            notes: verdict_text::note_texts(&m.notes),
+            excluded: m
+                .variants
                 .iter()
-                .map(verdict_text::note_text)
-                .chain(m.variants.iter().flat_map(|v| {
+                .flat_map(|v| {
                     v.excluded.iter().map(move |e| {
                         let why: Vec<String> =
                             e.reasons.iter().map(verdict_text::exclusion_text).collect();
-                        format!("excluded: {}/{}: {}", v.name, e.attempt, why.join("; "))
+                        format!("{}/{}: {}", v.name, e.attempt, why.join("; "))
                     })
-                }))
+                })
                 .collect(),
         });
-        let mut attempts: Vec<AttemptView> =
-            attempts.iter().map(AttemptView::from_account).collect();
+        let mut attempts: Vec<AttemptView> = attempts
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| AttemptView::from_account(i, a))
+            .collect();
         let mut run = run;
         if run.versions.is_empty()
             && let Some(r) = attempts.iter().flat_map(|a| a.training_ranks()).next()
@@ -652,7 +708,16 @@ impl ReportModel {
             headline,
             matrix,
             attempts,
+            matrix_account,
         }
+    }
+
+    /// The attempts in the analysis' order (variant folder, then attempt
+    /// number), as the JSON and CSV list them.
+    pub fn attempts_in_run_order(&self) -> Vec<&AttemptView> {
+        let mut out: Vec<&AttemptView> = self.attempts.iter().collect();
+        out.sort_by_key(|a| a.run_order);
+        out
     }
 
     /// Variant names in display order (declared order, then any others).

@@ -3,7 +3,9 @@
 //! test), as hyperfine's exporters and py-spy's recorders do.
 
 use super::model::ReportModel;
+use super::select::Selection;
 use std::io::Write;
+use std::path::Path;
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +20,9 @@ pub enum ReportError {
     Json(#[from] serde_json::Error),
     #[error("{0}")]
     Output(String),
+    /// `--attempt` named an attempt the run does not have.
+    #[error("{0}")]
+    NoSuchAttempt(String),
 }
 
 /// One output format.
@@ -33,9 +38,17 @@ pub fn render_to_vec(r: &dyn Renderer, model: &ReportModel) -> Result<Vec<u8>, R
     Ok(buf)
 }
 
-/// The picture formats of `report` (the text formats predate this trait).
+/// Every format of `report`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Visual {
+pub enum Format {
+    /// The terminal summary.
+    Text,
+    /// The versioned JSON account (docs/json-schema.md).
+    Json,
+    /// Markdown for pull requests and job summaries.
+    Md,
+    /// Tidy CSV, one measurement per row.
+    Csv,
     /// One self-contained HTML file.
     Html,
     /// A folder of PNG charts.
@@ -44,47 +57,153 @@ pub enum Visual {
     Perfetto,
 }
 
-/// Builds the model of an analysed run and writes it in a picture format:
-/// to `output` (a file; a folder for PNG), or standard output for HTML and
-/// Perfetto. Returns what was written, for the user.
-pub fn write_visual(
-    format: Visual,
-    run_path: &std::path::Path,
-    run: &crate::load::RunData,
-    attempts: &[crate::analysis::AttemptAccount],
-    matrix: Option<&crate::analysis::matrix::MatrixAccount>,
-    output: Option<&std::path::Path>,
-) -> Result<Vec<std::path::PathBuf>, ReportError> {
-    let info = super::model::RunInfo::from_run(&run_path.display().to_string(), run);
-    let model = ReportModel::build(info, attempts, matrix);
-    let renderer: Box<dyn Renderer> = match format {
-        Visual::Png => {
-            let dir = output.ok_or_else(|| {
-                ReportError::Output(
-                    "--format png writes one file per chart: give a folder with -o DIR".into(),
-                )
-            })?;
-            return super::png::write_all(&model, dir);
-        }
-        Visual::Html => Box::new(super::html::Html),
-        Visual::Perfetto => Box::new(super::perfetto::Perfetto),
+/// The renderer of a format that writes one stream (all but PNG).
+fn renderer<'a>(format: Format, selection: Selection<'a>) -> Option<Box<dyn Renderer + 'a>> {
+    Some(match format {
+        Format::Text => Box::new(super::terminal::Terminal { selection }),
+        Format::Json => Box::new(super::json::Json),
+        Format::Md => Box::new(super::markdown::Markdown { selection }),
+        Format::Csv => Box::new(super::csv_out::Csv),
+        Format::Html => Box::new(super::html::Html),
+        Format::Perfetto => Box::new(super::perfetto::Perfetto),
+        Format::Png => return None,
+    })
+}
+
+/// Writes the report of `model` in `format` where `output` says: a file,
+/// a folder for PNG, or standard output (`None` or `-`; not for PNG). A
+/// reader that went away on standard output is not an error. Markdown is
+/// also appended to `$GITHUB_STEP_SUMMARY` when set. Returns what to tell
+/// the user ("wrote FILE (N bytes)", a summary that could not be appended).
+pub fn write_report(
+    format: Format,
+    model: &ReportModel,
+    selection: Selection,
+    output: Option<&Path>,
+) -> Result<Vec<String>, ReportError> {
+    selection.pick(model)?;
+    let output = output.filter(|p| *p != Path::new("-"));
+    if let Some(dir) = output
+        .and_then(|p| p.parent())
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        return Err(ReportError::Output(format!(
+            "-o {}: the folder {} does not exist (create it first, or use -o - for standard output)",
+            output.unwrap_or(Path::new("")).display(),
+            dir.display()
+        )));
+    }
+    let Some(renderer) = renderer(format, selection) else {
+        let dir = output.ok_or_else(|| {
+            ReportError::Output(
+                "--format png writes one file per chart: give a folder with -o DIR".into(),
+            )
+        })?;
+        let paths = super::png::write_all(model, dir)?;
+        return Ok(paths
+            .iter()
+            .map(|p| format!("wrote {}", p.display()))
+            .collect());
     };
+    if format != Format::Md {
+        return stream(renderer.as_ref(), model, output);
+    }
+    // Markdown is small and also goes to the job summary.
+    let mut said = Vec::new();
+    let bytes = render_to_vec(renderer.as_ref(), model)?;
+    if let Some(warning) = append_step_summary(&bytes) {
+        said.push(warning);
+    }
+    match output {
+        None => match crate::output::stdout_bytes(&bytes) {
+            Ok(_) => {}
+            Err(e) => {
+                return Err(ReportError::Output(format!(
+                    "cannot write to standard output: {e}"
+                )));
+            }
+        },
+        Some(path) => {
+            std::fs::write(path, &bytes).map_err(|e| {
+                ReportError::Output(format!("-o {}: cannot write: {e}", path.display()))
+            })?;
+            said.push(format!("wrote {} ({} bytes)", path.display(), bytes.len()));
+        }
+    }
+    Ok(said)
+}
+
+/// Writes a format as it is rendered (a large run's JSON or trace is
+/// hundreds of MB), to a file or standard output.
+fn stream(
+    renderer: &dyn Renderer,
+    model: &ReportModel,
+    output: Option<&Path>,
+) -> Result<Vec<String>, ReportError> {
     match output {
         Some(path) => {
             let file = std::fs::File::create(path).map_err(|e| {
-                ReportError::Output(format!("cannot write {}: {e}", path.display()))
+                ReportError::Output(format!("-o {}: cannot write: {e}", path.display()))
             })?;
-            let mut out = std::io::BufWriter::new(file);
-            renderer.render(&model, &mut out)?;
+            let mut out = Counted {
+                inner: std::io::BufWriter::new(file),
+                bytes: 0,
+            };
+            renderer.render(model, &mut out)?;
             out.flush()?;
-            Ok(vec![path.to_path_buf()])
+            Ok(vec![format!(
+                "wrote {} ({} bytes)",
+                path.display(),
+                out.bytes
+            )])
         }
         None => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            renderer.render(&model, &mut out)?;
-            out.flush()?;
-            Ok(Vec::new())
+            let written = renderer
+                .render(model, &mut out)
+                .and_then(|()| Ok(out.flush()?));
+            match written {
+                Err(ReportError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    Ok(Vec::new())
+                }
+                other => other.map(|()| Vec::new()),
+            }
         }
     }
+}
+
+/// A writer that counts what passes through (for "wrote FILE (N bytes)").
+struct Counted<W: Write> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// GitHub Actions shows Markdown appended to `$GITHUB_STEP_SUMMARY` on the
+/// job page. Returns a warning when it is set and cannot be written.
+pub fn append_step_summary(md: &[u8]) -> Option<String> {
+    let path = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty())?;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(md));
+    written.err().map(|e| {
+        format!(
+            "cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
+            path.to_string_lossy()
+        )
+    })
 }

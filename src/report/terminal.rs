@@ -1,14 +1,61 @@
-//! The terminal summary printed at the end of every run and by `report`:
-//! the step-1 story of each rank, headline first.
+//! The terminal summary printed at the end of every run and by `report`, in
+//! at most [`WIDTH`] columns. Its first screen answers "did each prewarm
+//! work, and what did it cost" (matrices: [`super::matrix`]) or "what landed
+//! in step 1, and what did it cost" (single runs); each attempt's story per
+//! rank follows. With many ranks it shows the worst ranks and the
+//! distribution; the JSON keeps every rank.
 
-use super::escape::{command_line, terminal};
+use super::escape::{command_line, terminal, terminal_block};
+use super::model::{AttemptView, RankView, ReportModel};
+use super::render::{Renderer, ReportError};
+use super::select::Selection;
+use super::table::Table;
+use super::tables;
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::AttemptAccount;
 use crate::analysis::model::{Forensic, GapAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
-use crate::analysis::ranks::{RankSpread, step1_comm_count, step1_out_of_pool, step1_peak};
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
+
+pub use super::table::WIDTH;
+
+/// The terminal summary of the attempts `selection` picks (after the
+/// comparison, for matrices).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Terminal<'a> {
+    pub selection: Selection<'a>,
+}
+
+impl Renderer for Terminal<'_> {
+    fn render(&self, model: &ReportModel, out: &mut dyn std::io::Write) -> Result<(), ReportError> {
+        let text = self.text(model)?;
+        out.write_all(terminal_block(&text).as_bytes())?;
+        Ok(())
+    }
+}
+
+impl Terminal<'_> {
+    /// The summary as text (not yet passed through the terminal escape).
+    pub fn text(&self, model: &ReportModel) -> Result<String, ReportError> {
+        let chosen = self.selection.pick(model)?;
+        let mut o = String::new();
+        if let Some(m) = &model.matrix {
+            super::matrix::write_matrix(&mut o, m);
+            if matches!(self.selection, Selection::Default) && !chosen.is_empty() {
+                print_text(
+                    &mut o,
+                    "(the baseline's first attempt follows; --attempt VARIANT[/N] or --all shows others)",
+                    "   ",
+                    "     ",
+                );
+            }
+        }
+        for a in chosen {
+            write_attempt(&mut o, a);
+        }
+        Ok(o)
+    }
+}
 
 fn who(p: &ProcessAccount) -> String {
     let dev = p.device.map(|d| format!(", cuda:{d}")).unwrap_or_default();
@@ -29,86 +76,165 @@ fn step_label_in(p: &ProcessAccount, phase: Phase, step: Option<u32>) -> String 
     }
 }
 
-/// Renders one attempt's summary.
-pub fn render_attempt(a: &AttemptAccount) -> String {
-    let mut o = String::new();
+/// One attempt: what landed in step 1 and what it cost (its worst rank),
+/// then how it was run, the ranks side by side, and each rank's story.
+fn write_attempt(o: &mut String, a: &AttemptView) {
     let _ = writeln!(
         o,
         "== prewarm-doctor: variant '{}', attempt {}{}{}",
         terminal(&a.variant),
         terminal(&a.attempt),
-        if a.warmup {
-            " (cache warm-up, untimed)"
-        } else {
-            ""
-        },
+        a.status_suffix(),
         a.exit_code
             .map(|c| format!(" — exit code {c}"))
             .unwrap_or_default()
     );
+    let summarised = a.worst_rank();
+    if let Some(r) = summarised {
+        step1_summary(o, a, r);
+    }
     if !a.command.is_empty() {
-        let _ = writeln!(o, "   command: {}", command_line(&a.command));
+        print_text(o, &command_line(&a.command), "   command: ", "     ");
     }
-    for n in &a.host_notices {
-        let _ = writeln!(o, "   note: {}", terminal(n));
+    for n in &a.notices {
+        print_text(o, &terminal(n), "   note: ", "     ");
     }
-    if a.processes.is_empty() {
+    if a.ranks.is_empty() {
         let _ = writeln!(
             o,
             "   no GPU-side capture: no process created a CUDA context with the probe loaded."
         );
     }
-    if a.processes.len() > 1 {
-        rank_table(&mut o, &a.processes, a.ranks.as_ref());
+    if a.ranks.len() > 1 {
+        rank_table(o, a);
     }
-    if let Some(line) = a.ranks.as_ref().and_then(super::missing_ranks_line) {
-        let _ = writeln!(o, "   {line}");
+    if let Some(line) = a.spread.as_ref().and_then(super::missing_ranks_line) {
+        print_text(o, &line, "   ", "     ");
     }
-    for p in &a.processes {
-        render_process(&mut o, p);
+    let told = a.told_ranks();
+    for r in &told {
+        let is_summarised = summarised.is_some_and(|s| std::ptr::eq(s, *r));
+        render_process(o, &r.account, is_summarised);
+    }
+    if told.len() < a.ranks.len() {
+        let _ = writeln!(
+            o,
+            "   ({} other processes not told one by one: `report RUN --format json` holds each one's account)",
+            a.ranks.len() - told.len()
+        );
     }
     if !a.problems.is_empty() {
         let _ = writeln!(o, "-- problems reading the run");
         for pr in &a.problems {
-            let _ = writeln!(o, "   {}", terminal(&pr.to_string()));
+            print_text(o, &terminal(&pr.to_string()), "   ", "     ");
         }
     }
-    o
 }
 
-/// Every rank side by side, with the worst rank and the skew between ranks.
-fn rank_table(o: &mut String, ps: &[ProcessAccount], spread: Option<&RankSpread>) {
-    let _ = writeln!(
-        o,
-        "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>11} {:>4}",
-        "rank", "host", "step-1 peak", "step-1 out-of-pool", "step-1 time", "step-1 NCCL", "OOM"
-    );
-    for p in ps {
-        let comms = step1_comm_count(p);
+/// The first lines of an attempt: how long step 1 took against a steady
+/// step, where its time went, and the warmups that still land after setup
+/// (what to prewarm), of the worst rank.
+fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
+    let p = &r.account;
+    let who = if a.ranks.len() > 1 {
+        format!("   {} (highest step-1 peak): ", r.label)
+    } else {
+        "   ".to_string()
+    };
+    step_lines(o, p, &who);
+    late_warmups(o, p);
+    for f in &p.forensics {
+        let text = format!(
+            "OUT OF MEMORY in {}{}: {}; what led to it, and whether a prewarm would have saved it: below",
+            step_label_in(p, f.phase, f.step),
+            if f.recovered { " (recovered)" } else { "" },
+            terminal(&f.request)
+        );
+        print_text(o, &text, "   ", "     ");
+    }
+}
+
+/// How long step 1 took against a steady step, and where its time went.
+fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
+    let s = &p.steps;
+    let line = match (s.step1_s, s.steady_step_s) {
+        (Some(s1), Some(ss)) => format!(
+            "step 1 took {} vs {} per steady step ({:.0}x); setup {}; {} steps",
+            seconds(s1),
+            seconds(ss),
+            s1 / ss.max(1e-9),
+            s.setup_s.map(seconds).unwrap_or_else(|| "?".into()),
+            s.count
+        ),
+        (Some(s1), None) if s.count == 0 => format!(
+            "no optimizer step finished: step 1 ran {} until the process ended; setup {}",
+            seconds(s1),
+            s.setup_s.map(seconds).unwrap_or_else(|| "?".into())
+        ),
+        (Some(s1), None) => format!("step 1 took {}; {} steps", seconds(s1), s.count),
+        _ => "no optimizer step finished, and no step-1 start, zero_grad() or forward of an \
+              optimizer's module was recorded: the run is one phase, \"before any step\""
+            .to_string(),
+    };
+    print_text(o, &line, head, "     ");
+    if let Some(st) = p
+        .phases
+        .iter()
+        .find(|ph| ph.phase == Phase::Step1)
+        .map(|ph| &ph.stall)
+    {
+        let items = [
+            format!("compile {}", seconds(st.compile_s)),
+            format!("autotune {}", seconds(st.autotune_s)),
+            format!("NCCL init {}", seconds(st.nccl_init_s)),
+            format!("cuBLAS init {}", seconds(st.cublas_init_s)),
+            format!("module loading {}", seconds(st.module_load_s)),
+            format!("other {}", seconds(st.other_s)),
+        ];
+        print_wrapped(o, "   step-1 time: ", &items, ", ");
+    }
+}
+
+/// Every rank side by side, with the worst rank and the skew between
+/// ranks; with many ranks, the worst ranks of each figure and the
+/// distribution instead of every row.
+fn rank_table(o: &mut String, a: &AttemptView) {
+    let shown = a.shown_ranks(super::model::SHOWN_RANKS).len();
+    if shown < a.ranks.len() {
         let _ = writeln!(
             o,
-            "   {:<8} {:<14} {:>12} {:>18} {:>11} {:>11} {:>4}",
-            p.rank.map_or(format!("pid {}", p.pid), |r| r.to_string()),
-            p.host,
-            step1_peak(p).map(bytes).unwrap_or_else(|| "?".into()),
-            bytes(step1_out_of_pool(p)),
-            p.steps.step1_s.map(seconds).unwrap_or_else(|| "?".into()),
-            comms,
-            if p.forensics.is_empty() { "" } else { "yes" }
+            "   {} processes; the worst of each figure (the JSON has every rank):",
+            a.ranks.len()
         );
     }
-    let Some(s) = spread else { return };
+    write_table(o, &tables::rank_table(a));
+    if shown < a.ranks.len() {
+        write_table(o, &tables::distribution_table(a));
+    }
+    let Some(s) = &a.spread else { return };
     for l in super::spread_lines(s) {
-        let _ = writeln!(
-            o,
-            "   {}: {} ({}); skew across ranks {}",
+        let text = format!(
+            "{}: {} ({}); skew across ranks {}",
             l.label, l.owner, l.value, l.skew
         );
+        print_text(o, &text, "   ", "     ");
     }
 }
 
-/// Widest line the summary writes where it wraps (terminal columns).
-const WIDTH: usize = 100;
+/// Writes `text` word-wrapped at [`WIDTH`]: `first` before the first line,
+/// `rest` before the others.
+pub fn print_text(o: &mut String, text: &str, first: &str, rest: &str) {
+    for line in super::verdict_text::wrap(text, first, rest, WIDTH) {
+        let _ = writeln!(o, "{line}");
+    }
+}
+
+/// A table indented under its heading, at most [`WIDTH`] columns.
+pub fn write_table(o: &mut String, t: &Table) {
+    for line in t.text_lines("   ", WIDTH) {
+        let _ = writeln!(o, "{line}");
+    }
+}
 
 /// Packs `items` after `head` into lines of at most `WIDTH` columns, joined by
 /// `sep`: an item goes on the current line if it fits, else on a new line
@@ -118,6 +244,16 @@ fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<Stri
     let width = |t: &str| t.chars().count();
     let mut lines = Vec::new();
     let mut line = head.to_string();
+    if width(head) > WIDTH / 2 {
+        // A long head (it names a kernel): wrapped by words first.
+        let lead: String = head.chars().take_while(|c| *c == ' ').collect();
+        let mut wrapped = super::verdict_text::wrap(head, &lead, indent, WIDTH);
+        line = wrapped.pop().unwrap_or_default();
+        if head.ends_with(' ') {
+            line.push(' ');
+        }
+        lines = wrapped;
+    }
     for (i, item) in items.iter().enumerate() {
         let glue = if i == 0 { "" } else { sep };
         // Room for the separator that ends this line if the next item breaks.
@@ -140,7 +276,8 @@ fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<Stri
         if !line.ends_with(' ') {
             line.push(' ');
         }
-        for (k, word) in item.split(' ').enumerate() {
+        let room = WIDTH.saturating_sub(width(indent) + 2).max(1);
+        for (k, word) in super::verdict_text::words(item, room).iter().enumerate() {
             let space = if k == 0 { "" } else { " " };
             if width(&line) + width(space) + width(word) > WIDTH && width(line.trim()) > 0 {
                 lines.push(line.trim_end().to_string());
@@ -156,7 +293,7 @@ fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<Stri
 }
 
 /// Writes `items` after `head`, wrapped at `WIDTH` (continuations indented).
-fn print_wrapped(o: &mut String, head: &str, items: &[String], sep: &str) {
+pub fn print_wrapped(o: &mut String, head: &str, items: &[String], sep: &str) {
     for line in wrap_items(head, items, sep, "       ") {
         let _ = writeln!(o, "{line}");
     }
@@ -191,44 +328,12 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
     lines
 }
 
-/// A phase's label in the table: a run whose step 1 could not be placed has
-/// one phase, which is not "setup" (it may hold step 1's work).
-fn phase_label(p: &ProcessAccount, phase: Phase) -> &'static str {
-    if phase == Phase::Setup && p.steps.step1_s.is_none() {
-        "before any step"
-    } else {
-        phase.label()
-    }
-}
-
 /// A phase named inside a sentence ("out of pool in setup").
 fn phase_name(p: &ProcessAccount, phase: Phase) -> &'static str {
     if phase == Phase::Setup && p.steps.step1_s.is_none() {
         "the run"
     } else {
         phase.label()
-    }
-}
-
-fn phase_table(o: &mut String, p: &ProcessAccount) {
-    let phases = &p.phases;
-    let _ = writeln!(
-        o,
-        "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
-        "phase", "time", "device peak", "pool peak", "out-of-pool +", "local mem +", "failed"
-    );
-    for ph in phases {
-        let _ = writeln!(
-            o,
-            "   {:<15} {:>9} {:>11} {:>11} {:>13} {:>11} {:>6}",
-            phase_label(p, ph.phase),
-            seconds(ph.duration_s),
-            ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
-            bytes(ph.pool_reserved_peak),
-            bytes(ph.out_of_pool_allocated),
-            bytes(ph.local_memory_growth),
-            ph.failed_requests
-        );
     }
 }
 
@@ -299,7 +404,10 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
     print_wrapped(
         o,
         &head,
-        &[terminal(&f.request).into_owned(), format!("with {free} free")],
+        &[
+            terminal(&f.request).into_owned(),
+            format!("with {free} free"),
+        ],
         " ",
     );
     if let Some(m) = &f.message {
@@ -357,80 +465,33 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
     }
 }
 
-fn render_process(o: &mut String, p: &ProcessAccount) {
+/// One process's story; `summarised`: its step-1 lines and late warmups
+/// already head the attempt, so they are not repeated.
+fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
     let _ = writeln!(o, "-- {}", who(p));
     if !p.capture.active {
-        let _ = writeln!(
-            o,
-            "   capture: OFF — {} (the run itself was not affected)",
-            p.capture.detail
-        );
-    }
-    let s = &p.steps;
-    match (s.step1_s, s.steady_step_s) {
-        (Some(s1), Some(ss)) => {
-            let _ = writeln!(
-                o,
-                "   step 1 took {} vs {} per steady step ({:.0}x); setup {}; {} steps",
-                seconds(s1),
-                seconds(ss),
-                s1 / ss.max(1e-9),
-                s.setup_s.map(seconds).unwrap_or_else(|| "?".into()),
-                s.count
-            );
-        }
-        (Some(s1), None) if s.count == 0 => {
-            let _ = writeln!(
-                o,
-                "   no optimizer step finished: step 1 ran {} until the process ended; setup {}",
-                seconds(s1),
-                s.setup_s.map(seconds).unwrap_or_else(|| "?".into())
-            );
-        }
-        (Some(s1), None) => {
-            let _ = writeln!(o, "   step 1 took {}; {} steps", seconds(s1), s.count);
-        }
-        _ => {
-            let _ = writeln!(
-                o,
-                "   no optimizer step finished, and no step-1 start, zero_grad() or forward of an"
-            );
-            let _ = writeln!(
-                o,
-                "   optimizer's module was recorded: the run is one phase, \"before any step\""
-            );
-        }
-    }
-    if s.step1_s.is_some() {
         print_wrapped(
             o,
-            "   step 1 starts at: ",
-            std::slice::from_ref(&s.rule),
+            "   capture: OFF — ",
+            &[format!(
+                "{} (the run itself was not affected)",
+                p.capture.detail
+            )],
             " ",
         );
     }
-    if let Some(st) = p
-        .phases
-        .iter()
-        .find(|ph| ph.phase == Phase::Step1)
-        .map(|ph| &ph.stall)
-    {
-        let _ = writeln!(
+    if !summarised {
+        step_lines(o, p, "   ");
+    }
+    if p.steps.step1_s.is_some() {
+        print_wrapped(
             o,
-            "   step-1 time: compile {}, autotune {}, NCCL init {}, cuBLAS init {},",
-            seconds(st.compile_s),
-            seconds(st.autotune_s),
-            seconds(st.nccl_init_s),
-            seconds(st.cublas_init_s),
-        );
-        let _ = writeln!(
-            o,
-            "                module loading {}, other {}",
-            seconds(st.module_load_s),
-            seconds(st.other_s)
+            "   step 1 starts at: ",
+            std::slice::from_ref(&p.steps.rule),
+            " ",
         );
     }
-    phase_table(o, p);
+    write_table(o, &tables::phase_table(p));
     for ph in &p.phases {
         let oop: Vec<String> = ph
             .by_source
@@ -599,7 +660,9 @@ fn render_process(o: &mut String, p: &ProcessAccount) {
             bytes(c)
         );
     }
-    late_warmups(o, p);
+    if !summarised {
+        late_warmups(o, p);
+    }
     for c in &p.failed_calls {
         let head = format!(
             "   failed call in {} at {:.2}s: ",

@@ -404,13 +404,65 @@ pub fn note_text(n: &MatrixNote) -> String {
     }
 }
 
+/// The matrix notes as sentences, variants with the same number of missing
+/// attempts named in one sentence ("variants 'a' and 'b' have 2 of 3 attempts").
+pub fn note_texts(notes: &[MatrixNote]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut missing: Vec<((u32, u32), Vec<&str>)> = Vec::new();
+    for n in notes {
+        match n {
+            MatrixNote::AttemptsMissing {
+                variant,
+                recorded,
+                expected,
+            } => match missing
+                .iter_mut()
+                .find(|(k, _)| *k == (*recorded, *expected))
+            {
+                Some((_, names)) => names.push(variant),
+                None => missing.push(((*recorded, *expected), vec![variant])),
+            },
+            other => out.push(note_text(other)),
+        }
+    }
+    let mut first = Vec::new();
+    for ((recorded, expected), names) in missing {
+        let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        let text = match quoted.split_last() {
+            Some((last, [])) => format!("variant {last} has"),
+            Some((last, rest)) => format!("variants {} and {last} have", rest.join(", ")),
+            None => continue,
+        };
+        first.push(format!(
+            "{text} {recorded} of {expected} attempts (the run was stopped early)"
+        ));
+    }
+    first.extend(out);
+    first
+}
+
+/// The words of `text`, a word wider than `room` columns cut into pieces
+/// that fit (a kernel name; figures are never that long).
+pub fn words(text: &str, room: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let chars: Vec<char> = word.chars().collect();
+        for piece in chars.chunks(room.max(1)) {
+            out.push(piece.iter().collect());
+        }
+    }
+    out
+}
+
 /// Word-wraps `text` to `width` columns: `first` before the first line,
-/// `rest` before the others. Words longer than a line stay whole.
+/// `rest` before the others. A word wider than a line is cut to fit.
 pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = first.to_string();
     let mut empty = true;
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
+    let room = width.saturating_sub(first.chars().count().max(rest.chars().count()));
+    for word in words(text, room) {
+        let word = word.as_str();
         let fits = line.chars().count() + 1 + word.chars().count() <= width;
         if !empty && !fits {
             lines.push(std::mem::replace(&mut line, rest.to_string()));
@@ -437,7 +489,7 @@ mod tests {
         assert!(lines.iter().all(|l| l.len() <= 12));
         assert_eq!(
             wrap("averyveryverylongword", "- ", "  ", 8),
-            vec!["- averyveryverylongword"]
+            vec!["- averyv", "  eryver", "  ylongw", "  ord"]
         );
     }
 }

@@ -304,7 +304,12 @@ fn matrix_view(m: &model::MatrixView, attempts: &[AttemptView]) -> MatrixView {
         cache: m.cache.clone(),
         isolated: m.isolated,
         rows,
-        notes: m.notes.clone(),
+        notes: m
+            .notes
+            .iter()
+            .cloned()
+            .chain(m.excluded.iter().map(|e| format!("excluded: {e}")))
+            .collect(),
     }
 }
 

@@ -17,6 +17,32 @@ pub fn model_of(path: &Path, label: &str) -> ReportModel {
     ReportModel::build(RunInfo::from_run(label, &run), &attempts, matrix.as_ref())
 }
 
+/// The terminal report of a run folder with every attempt told (`--all`).
+pub fn terminal_text(path: &Path) -> String {
+    let model = prewarm_doctor::report::pipeline::Analysed::load(path)
+        .unwrap()
+        .model();
+    prewarm_doctor::report::terminal::Terminal {
+        selection: prewarm_doctor::report::select::Selection::All,
+    }
+    .text(&model)
+    .unwrap()
+}
+
+/// Copies a run folder (to change it in a test).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
 /// The path of a file in this repository.
 pub fn repo(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)

@@ -1,0 +1,159 @@
+//! One table model for every text format: the terminal writes it aligned in
+//! at most [`WIDTH`] columns, Markdown as a GitHub table. Cells hold plain
+//! text from the run (names, hosts): each format escapes them.
+
+use super::escape;
+
+/// Widest line the terminal summary writes.
+pub const WIDTH: usize = 100;
+
+/// How a column lines up in the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    /// Text: names, hosts. The only cells shortened (with "…") when a
+    /// table is too wide; numbers are never cut.
+    Text,
+    /// Figures, right-aligned so units line up.
+    Number,
+}
+
+/// A table: a header and rows of cells, as many as there are columns.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    headers: Vec<(String, Align)>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new(columns: &[(&str, Align)]) -> Table {
+        Table {
+            headers: columns.iter().map(|(h, a)| (h.to_string(), *a)).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row (missing cells are empty, extra ones dropped).
+    pub fn row(&mut self, cells: Vec<String>) {
+        let mut cells = cells;
+        cells.resize(self.headers.len(), String::new());
+        self.rows.push(cells);
+    }
+
+    /// The table as terminal lines, each starting with `indent`, two spaces
+    /// between columns, at most `width` columns: when too wide, the widest
+    /// text column gives way first (its cells shortened with "…"); figures
+    /// keep every digit. Cells are escaped for the terminal.
+    pub fn text_lines(&self, indent: &str, width: usize) -> Vec<String> {
+        let cell = |s: &str| escape::terminal(s).into_owned();
+        let header: Vec<String> = self.headers.iter().map(|(h, _)| cell(h)).collect();
+        let body: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|c| cell(c)).collect())
+            .collect();
+        let count = |s: &str| s.chars().count();
+        let mut widths: Vec<usize> = header.iter().map(|h| count(h)).collect();
+        for r in &body {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(count(c));
+            }
+        }
+        let total = |ws: &[usize]| count(indent) + ws.iter().sum::<usize>() + 2 * (ws.len() - 1);
+        // Text columns give way, widest first, down to their header (or 6).
+        while total(&widths) > width {
+            let Some((i, _)) = widths
+                .iter()
+                .enumerate()
+                .filter(|(i, w)| {
+                    self.headers[*i].1 == Align::Text && **w > count(&header[*i]).max(6)
+                })
+                .max_by_key(|(_, w)| **w)
+            else {
+                break;
+            };
+            widths[i] -= 1;
+        }
+        std::iter::once(&header)
+            .chain(&body)
+            .map(|r| {
+                let cells: Vec<String> = r
+                    .iter()
+                    .zip(&widths)
+                    .zip(&self.headers)
+                    .map(|((c, w), (_, align))| {
+                        let c = super::shorten(c, *w);
+                        match align {
+                            Align::Text => format!("{c:<w$}"),
+                            Align::Number => format!("{c:>w$}"),
+                        }
+                    })
+                    .collect();
+                format!("{indent}{}", cells.join("  "))
+                    .trim_end()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// The table in GitHub Markdown (cells escaped; figures right-aligned).
+    pub fn markdown(&self) -> String {
+        let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+        let mut out = line(
+            self.headers
+                .iter()
+                .map(|(h, _)| escape::markdown(h))
+                .collect(),
+        );
+        out.push_str(&line(
+            self.headers
+                .iter()
+                .map(|(_, a)| match a {
+                    Align::Text => "---".to_string(),
+                    Align::Number => "---:".to_string(),
+                })
+                .collect(),
+        ));
+        for r in &self.rows {
+            out.push_str(&line(r.iter().map(|c| escape::markdown(c)).collect()));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        let mut t = Table::new(&[("variant", Align::Text), ("step-1 peak", Align::Number)]);
+        t.row(vec!["baseline".into(), "2.0 GiB ±0".into()]);
+        t.row(vec!["a|b".into(), "968.3 MiB".into()]);
+        t
+    }
+
+    #[test]
+    fn text_columns_align_and_figures_right() {
+        let lines = sample().text_lines("   ", WIDTH);
+        assert_eq!(lines[0], "   variant   step-1 peak");
+        assert_eq!(lines[1], "   baseline   2.0 GiB ±0");
+        assert_eq!(lines[2], "   a|b         968.3 MiB");
+    }
+
+    #[test]
+    fn too_wide_tables_cut_names_never_figures() {
+        let mut t = Table::new(&[("name", Align::Text), ("figure", Align::Number)]);
+        t.row(vec!["k".repeat(200), "123456.7 MiB".into()]);
+        let lines = t.text_lines("   ", 40);
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        assert!(lines[1].ends_with("123456.7 MiB"));
+        assert!(lines[1].contains('…'));
+    }
+
+    #[test]
+    fn markdown_escapes_cells_and_right_aligns_figures() {
+        let md = sample().markdown();
+        assert!(md.starts_with("| variant | step-1 peak |\n| --- | ---: |\n"));
+        assert!(md.contains("| a\\|b | 968.3 MiB |"));
+    }
+}
