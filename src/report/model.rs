@@ -18,6 +18,7 @@ use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
+use crate::analysis::noise::Quantity;
 use crate::analysis::verdict::Verdict;
 use crate::capture::meta::RunMeta;
 use crate::load::{Problem, RunData};
@@ -309,7 +310,11 @@ fn verdict_view(v: &Verdict) -> VerdictView {
         still_in_step1: v
             .by_class
             .iter()
-            .filter(|c| c.bytes.variant.median > 0.0 || c.seconds.variant.median > 0.01)
+            // Left in step 1 means present beyond noise (docs/verdicts.md §3).
+            .filter(|c| {
+                crate::analysis::noise::present(Quantity::Bytes, c.bytes.variant)
+                    || crate::analysis::noise::present(Quantity::Seconds, c.seconds.variant)
+            })
             .map(|c| StillInStep1 {
                 class: c.class.label().to_string(),
                 bytes: c.bytes.variant.median.max(0.0) as u64,

@@ -144,8 +144,19 @@ fn held_text(c: &Costs) -> String {
         .iter()
         .map(|h| format!("{} {}", source_label(&h.source), plus_bytes(h.change.delta)))
         .collect();
+    let over_eager = c
+        .nccl_communicators
+        .filter(|n| n.is_up())
+        .map(|n| {
+            let extra = (n.variant.median - n.baseline.median).round();
+            format!(
+                "; over-eager: {extra:.0} NCCL communicator{} the training never creates",
+                if extra == 1.0 { "" } else { "s" }
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "{} held at step-1 end that the baseline does not hold ({})",
+        "{} held at step-1 end that the baseline does not hold ({}{over_eager})",
         plus_bytes(c.held_extra),
         parts.join(", ")
     )
