@@ -3,6 +3,8 @@
 //! run folders never mix two runs, signal dispositions reach the command as
 //! they would without the doctor, and damaged files are named on stderr.
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::os::unix::process::CommandExt;
@@ -42,19 +44,6 @@ fn closed_pipe() -> std::io::PipeWriter {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     writer
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 // ---- a closed stdout or stderr ----
@@ -571,7 +560,7 @@ fn rank_events(host: &Path) -> PathBuf {
 fn every_damaged_file_gets_one_stderr_line_with_file_offset_and_what() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(
+    common::copy_tree(
         &root().join("tests/fixtures/h200/examples-cublas-baseline"),
         &run,
     );
@@ -654,7 +643,7 @@ fn every_damaged_file_gets_one_stderr_line_with_file_offset_and_what() {
 fn a_run_cut_short_is_not_damage_and_prints_nothing_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(
+    common::copy_tree(
         &root().join("tests/fixtures/h200/examples-cublas-baseline"),
         &run,
     );

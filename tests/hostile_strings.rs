@@ -7,6 +7,8 @@
 //! Markdown/HTML metacharacters, newlines that try to forge report lines,
 //! spreadsheet formulas and bytes that are not UTF-8. It is not a recording.
 
+mod common;
+
 use assert_cmd::Command;
 use prewarm_events::{Record, encode_header, encode_record, read_file_bytes};
 use std::path::{Path, PathBuf};
@@ -15,19 +17,6 @@ const HOSTILE: &str = "=k\u{1b}[31mred\u{1b}[0m\u{1b}]8;;http://evil.example/\u{
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 fn crc32(bytes: &[u8]) -> u32 {
@@ -128,7 +117,7 @@ fn poison_host_json(path: &Path) {
 /// The crafted run folder (see the file's doc comment).
 fn crafted_run(dir: &Path) -> PathBuf {
     let run = dir.join("crafted");
-    copy_dir(
+    common::copy_tree(
         &root().join("tests/fixtures/h200/oom-triton-baseline"),
         &run,
     );

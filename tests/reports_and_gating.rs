@@ -1,6 +1,8 @@
 //! `report`, `diff` and `--fail-if` on real recordings: formats, exit codes,
 //! and damaged or foreign input.
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
@@ -11,19 +13,6 @@ fn doctor() -> Command {
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 fn rank_file(run: &Path) -> PathBuf {
@@ -389,7 +378,7 @@ fn a_foreign_folder_is_refused_by_name() {
 fn a_truncated_rank_file_is_read_up_to_the_cut() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(
+    common::copy_tree(
         &root().join("tests/fixtures/h200/examples-cublas-baseline"),
         &run,
     );
@@ -411,7 +400,7 @@ fn a_truncated_rank_file_is_read_up_to_the_cut() {
 fn a_corrupt_rank_file_is_reported_with_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(
+    common::copy_tree(
         &root().join("tests/fixtures/h200/examples-cublas-baseline"),
         &run,
     );
@@ -436,7 +425,7 @@ fn a_corrupt_rank_file_is_reported_with_file_and_offset() {
 fn a_garbage_shim_file_and_bad_host_json_do_not_panic() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    copy_dir(
+    common::copy_tree(
         &root().join("tests/fixtures/h200/examples-cublas-baseline"),
         &run,
     );

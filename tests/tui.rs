@@ -2,6 +2,8 @@
 //! ratatui's `TestBackend` (insta snapshots, 80×24 and 120×40), and what
 //! each key does to the state.
 
+mod common;
+
 use prewarm_doctor::tui::app::{App, Effect, Overlay, RunState, Tab, Zoom};
 use prewarm_doctor::tui::draw::draw;
 use prewarm_doctor::tui::loader::load_once;
@@ -220,7 +222,7 @@ fn the_readme_lists_every_key() {
 fn live_view_of_a_run_in_progress() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(MATRIX);
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(&src, dir.path());
+    common::copy_tree(&src, dir.path());
     let host = dir.path().join("all/2/vm/host.json");
     let mut meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&host).unwrap()).unwrap();
@@ -251,19 +253,6 @@ fn live_view_of_a_run_in_progress() {
     }
     insta::assert_snapshot!("live_80x24", screen(&a, 80, 24));
     insta::assert_snapshot!("live_120x40", screen(&a, 120, 40));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 // ---- colours: readable on dark and light terminals, NO_COLOR honoured ----
