@@ -76,7 +76,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a training command under capture (every rank), then print its step-1 story.
     Run(RunArgs),
-    /// Print the summary of a saved run directory (or write it as JSON).
+    /// Print the summary of a saved run directory, or write it as JSON, Markdown, CSV, HTML, PNG charts or a Perfetto trace.
     Report(ReportArgs),
     /// Compare two saved runs (e.g. before/after a pull request) and gate on the change.
     Diff(DiffArgs),
