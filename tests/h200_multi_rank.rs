@@ -233,7 +233,7 @@ fn two_nodes_in_one_run_folder_are_merged_per_attempt() {
     // Both communicators moved to setup, none added: the device holds the same
     // at step-1 end (the inferred NCCL part grew by what the unexplained
     // remainder shrank; one source, no cost).
-    assert_eq!(v.costs.held_extra, 0.0, "{:?}", v.costs.held_increases());
+    assert_eq!(v.costs.held_extra, 0.0, "{:?}", v.costs.held_total_step1_end);
 }
 
 /// The common multi-node mistake: a node's doctor wrote into its own local

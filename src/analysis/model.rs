@@ -26,10 +26,45 @@ pub struct SourceBytes {
     pub load_seconds: f64,
 }
 
-/// One named part of the memory outside PyTorch's pool.
+/// What holds one part of the memory outside PyTorch's pool. Typed from the
+/// replay on, so that the verdict's costs and the report key on the kind of a
+/// part, never on words.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum PartSource {
+    /// The CUDA context, with its initial local-memory reservation (see
+    /// [`ContextDetail`]).
+    Context,
+    /// Live allocations of one library (`nccl`, `cublas`, `torch (outside pool)`, ...).
+    Library(String),
+    /// Local-memory growth from spilling kernels (never given back).
+    LocalMemoryGrowth,
+    /// Reservation the driver dropped when a launch failed (negative bytes).
+    LocalMemoryDropped,
+    /// Device growth inside NCCL communicator init windows with no allocation
+    /// call (NCCL loading its kernels); inferred.
+    NcclWithoutAllocations,
+    /// Device growth at lazy module loading; inferred.
+    ModuleCode,
+}
+
+/// The figures that go with the CUDA context part (the report words them).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct ContextDetail {
+    /// The local-memory reservation every context starts with (CUPTI).
+    pub initial_local_memory: u64,
+    /// Of the part, device growth measured at the context's first kernel
+    /// launch that no other event in that window explains (0: none).
+    pub committed_at_first_launch: u64,
+}
+
+/// One part of the memory outside PyTorch's pool.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GapPart {
-    pub name: String,
+    pub source: PartSource,
+    /// Set on the context part only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextDetail>,
     /// Negative for memory given back (a reservation the driver dropped).
     pub bytes: i64,
     /// True when the bytes were inferred from timing (device growth inside a

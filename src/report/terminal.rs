@@ -315,10 +315,11 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
         .parts
         .iter()
         .map(|p| {
-            let name = match (p.inferred, p.name.strip_suffix(')')) {
+            let label = super::verdict_text::part_label(p);
+            let name = match (p.inferred, label.strip_suffix(')')) {
                 (true, Some(stem)) => format!("{stem}, inferred)"),
-                (true, None) => format!("{} (inferred)", p.name),
-                (false, _) => p.name.clone(),
+                (true, None) => format!("{label} (inferred)"),
+                (false, _) => label.clone(),
             };
             format!("{name} {}", signed_bytes(p.bytes))
         })

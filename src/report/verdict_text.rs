@@ -9,6 +9,7 @@ use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::verdict::{
     ClassComparison, Confidence, Reason, Recommendation, Verdict, VerdictClass,
 };
+use crate::analysis::model::{GapPart, PartSource};
 use crate::analysis::verdict_costs::{Costs, HeldSource};
 use crate::analysis::verdict_rules::Side;
 use crate::prewarm::catalog::EventClass;
@@ -36,7 +37,7 @@ fn plus_seconds(d: f64) -> String {
 
 fn value(q: Quantity, v: f64) -> String {
     match q {
-        Quantity::Bytes | Quantity::InferredBytes => bytes(v.max(0.0) as u64),
+        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => bytes(v.max(0.0) as u64),
         Quantity::Seconds if v == 0.0 => "0 s".into(),
         Quantity::Seconds => seconds(v),
         Quantity::Events => format!("{v:.0}"),
@@ -45,7 +46,7 @@ fn value(q: Quantity, v: f64) -> String {
 
 fn delta(q: Quantity, d: f64) -> String {
     match q {
-        Quantity::Bytes | Quantity::InferredBytes => plus_bytes(d),
+        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => plus_bytes(d),
         Quantity::Seconds => plus_seconds(d),
         Quantity::Events => format!("{d:+.0}"),
     }
@@ -119,6 +120,38 @@ fn moved_text(v: &Verdict) -> String {
     }
 }
 
+/// One part of the memory outside the pool as users read it: "CUDA context
+/// (incl. 148.5 MiB initial local memory)", "nccl", "module code (lazy
+/// loading)" (the analysis gives the kind and the figures, never words).
+pub fn part_label(p: &GapPart) -> String {
+    match &p.source {
+        PartSource::Context => {
+            let d = p.context.unwrap_or_default();
+            let late = if d.committed_at_first_launch > 0 {
+                format!(
+                    ", {} of it committed at the first kernel launch",
+                    bytes(d.committed_at_first_launch)
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "CUDA context (incl. {} initial local memory{late})",
+                bytes(d.initial_local_memory)
+            )
+        }
+        PartSource::Library(name) => name.clone(),
+        PartSource::LocalMemoryGrowth => "local-memory growth (spills)".into(),
+        PartSource::LocalMemoryDropped => {
+            "local-memory reservation dropped by the failed launch".into()
+        }
+        PartSource::NcclWithoutAllocations => {
+            "NCCL init without allocation calls (kernel code)".into()
+        }
+        PartSource::ModuleCode => "module code (lazy loading)".into(),
+    }
+}
+
 fn source_label(s: &HeldSource) -> String {
     match s {
         HeldSource::Context => "CUDA context".into(),
@@ -131,18 +164,20 @@ fn source_label(s: &HeldSource) -> String {
     }
 }
 
-/// "+388.0 MiB held at step-1 end (nccl +388.0 MiB)", or that nothing is.
+/// The total held at step-1 end against the baseline, with its split by
+/// source as the explanation: "+388.0 MiB held at step-1 end that the
+/// baseline does not hold (nccl +388.0 MiB)", "no more out-of-pool memory
+/// held at step-1 end than the baseline (+1.0 MiB, within noise 16.0 MiB;
+/// CUDA context +70.0 MiB, without records -70.0 MiB)", or that it is
+/// unknown. The charged figure is the total's; the parts never add to it.
 fn held_text(c: &Costs) -> String {
-    if c.held_step1_end.is_none() {
+    let Some(total) = &c.held_total_step1_end else {
         return "memory held at step-1 end unknown (no step-1 account on a side)".into();
-    }
-    let up = c.held_increases();
-    if up.is_empty() {
-        return "no out-of-pool memory held at step-1 end beyond the baseline's".into();
-    }
-    let parts: Vec<String> = up
+    };
+    let parts: Vec<String> = c
+        .held_explained()
         .iter()
-        .map(|h| format!("{} {}", source_label(&h.source), plus_bytes(h.change.delta)))
+        .map(|h| format!("{} {}", source_label(&h.source), plus_bytes(h.delta)))
         .collect();
     let over_eager = c
         .nccl_communicators
@@ -155,10 +190,25 @@ fn held_text(c: &Costs) -> String {
             )
         })
         .unwrap_or_default();
+    if c.held_extra > 0.0 {
+        return format!(
+            "{} held at step-1 end that the baseline does not hold ({}{over_eager})",
+            plus_bytes(c.held_extra),
+            parts.join(", ")
+        );
+    }
+    let why = if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join(", "))
+    };
+    let noise = match total.outcome {
+        Outcome::Down => format!("beyond noise {}", value(total.quantity, total.noise)),
+        _ => format!("within noise {}", value(total.quantity, total.noise)),
+    };
     format!(
-        "{} held at step-1 end that the baseline does not hold ({}{over_eager})",
-        plus_bytes(c.held_extra),
-        parts.join(", ")
+        "no more out-of-pool memory held at step-1 end than the baseline ({}, {noise}{why}{over_eager})",
+        plus_bytes(total.delta)
     )
 }
 
@@ -224,7 +274,7 @@ fn side(s: Side) -> &'static str {
 
 fn quantity_word(q: Quantity) -> &'static str {
     match q {
-        Quantity::Bytes | Quantity::InferredBytes => "bytes",
+        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => "bytes",
         Quantity::Seconds => "time",
         Quantity::Events => "events",
     }

@@ -9,7 +9,7 @@ use crate::analysis::model::ProcessAccount;
 use crate::analysis::phases::Phase;
 use crate::analysis::timeline::{Marker, MarkerKind, Point, Timeline, value_at};
 use crate::report::model::{self, ReportModel, Spread};
-use crate::report::{bytes, seconds, signed_bytes};
+use crate::report::{bytes, seconds, signed_bytes, verdict_text};
 use crate::tui::theme::Tone;
 use std::path::PathBuf;
 
@@ -420,7 +420,7 @@ fn account_of(r: &model::RankView) -> Option<AccountView> {
     parts.extend(
         g.parts
             .iter()
-            .map(|x| (x.name.clone(), x.bytes, x.inferred)),
+            .map(|x| (verdict_text::part_label(x), x.bytes, x.inferred)),
     );
     Some(AccountView {
         phase: ph.phase,
