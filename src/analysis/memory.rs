@@ -54,6 +54,40 @@ pub struct DeviceView {
 }
 
 impl DeviceView {
+    /// What other processes (and whatever the GPU held before the run) had
+    /// on the device at `t`: NVML's device figure minus this process's. 0
+    /// without NVML (the process's figure is then the device's).
+    pub fn others_at(&self, t: u64) -> u64 {
+        match (self.device_used.at(t), self.used.at(t)) {
+            (Some(device), Some(own)) => device.saturating_sub(own),
+            _ => 0,
+        }
+    }
+
+    /// This process's own device memory, from a device-wide reading of free
+    /// memory taken at `t` (cuMemGetInfo): the device's use minus the others'.
+    pub fn own_from_free(&self, t: u64, free: u64) -> Option<u64> {
+        self.cuda_total
+            .map(|total| total.saturating_sub(free).saturating_sub(self.others_at(t)))
+    }
+
+    /// This process's device memory at `t` from the most recent reading: NVML
+    /// (sampled, lags allocations by up to a sample) or the probe's own
+    /// cuMemGetInfo (taken around every tracked call), whichever is later.
+    pub fn own_used_at(&self, t: u64) -> Option<u64> {
+        let nvml_i = self.used.points.partition_point(|p| p.0 <= t);
+        let nvml = (nvml_i > 0).then(|| self.used.points[nvml_i - 1]);
+        let probe_i = self.probe_free.points.partition_point(|p| p.0 <= t);
+        let probe = (probe_i > 0).then(|| self.probe_free.points[probe_i - 1]);
+        match (nvml, probe) {
+            (Some(n), Some(p)) if p.0 > n.0 && self.own_device && !self.device_used.points.is_empty() => {
+                self.own_from_free(p.0, p.1).or(Some(n.1))
+            }
+            (Some(n), _) => Some(n.1),
+            (None, _) => None,
+        }
+    }
+
     /// Free device memory at `t`: the most recent of cuMemGetInfo (probe) and NVML.
     pub fn free_at(&self, t: u64) -> Option<u64> {
         let probe = self.probe_free.points[..self.probe_free.points.partition_point(|p| p.0 <= t)]
@@ -265,6 +299,20 @@ const GROWTH_WINDOW_NS: u64 = 20_000_000;
 
 /// Longest wait for the probe's next free-memory reading after a launch.
 const PROBE_READING_WITHIN_NS: u64 = 2_000_000_000;
+
+/// Where the device is read "before" a local-memory record's growth: the
+/// start of its measurement window, never before its context came up.
+fn growth_window_start(r: &ProcessRecords, i: usize) -> u64 {
+    let l = &r.local[i];
+    let ctx_up = r
+        .contexts
+        .iter()
+        .filter(|c| c.context_id == l.context_id)
+        .map(|c| c.t)
+        .min()
+        .unwrap_or(0);
+    l.t_start.saturating_sub(GROWTH_WINDOW_NS).max(ctx_up)
+}
 
 /// Device growth over [a, b] that no allocation call explains.
 ///
@@ -617,7 +665,21 @@ pub fn replay(
                 } else {
                     measured.get(*i).copied().flatten().unwrap_or(reserved_grow)
                 };
-                let free = device.free_at(*t);
+                // The device strictly before the request: the last reading
+                // before the launch's measurement window (the growth lands
+                // during the launch call, before CUPTI's kernel start, and
+                // a reading after it already holds it), less what was
+                // allocated since. A failed growth never landed.
+                let before_t = if failed {
+                    *t
+                } else {
+                    growth_window_start(r, *i)
+                };
+                let allocated_since =
+                    known.at(*t).unwrap_or(0).saturating_sub(known.at(before_t).unwrap_or(0));
+                let free = device
+                    .free_at(before_t)
+                    .map(|f| f.saturating_sub(allocated_since));
                 out.exposures.push(Exposure {
                     t_s: secs(*t, start),
                     phase,
@@ -630,6 +692,8 @@ pub fn replay(
                         .cuda_total
                         .zip(free)
                         .map(|(tot, f)| tot.saturating_sub(f)),
+                    process_used_before: free
+                        .and_then(|f| device.own_from_free(before_t, f)),
                     pool_reserved: state.pool,
                     device_free_before: free,
                     headroom_after: free.map(|f| f as i64 - grow as i64),
@@ -719,6 +783,7 @@ pub fn replay(
                         if !in_pool {
                             push_request_exposure(
                                 &mut out.exposures,
+                                device,
                                 m,
                                 &source,
                                 phase,
@@ -739,6 +804,7 @@ pub fn replay(
                         } else {
                             push_request_exposure(
                                 &mut out.exposures,
+                                device,
                                 m,
                                 &source,
                                 phase,
@@ -879,6 +945,7 @@ impl PoolSeen {
 #[allow(clippy::too_many_arguments)]
 fn push_request_exposure(
     out: &mut Vec<Exposure>,
+    device: &DeviceView,
     m: &MemCall,
     source: &str,
     phase: Phase,
@@ -898,6 +965,8 @@ fn push_request_exposure(
         what: m.api.name().to_string(),
         bytes: m.bytes,
         device_used_before: total.zip(free).map(|(t, f)| t.saturating_sub(f)),
+        // cuMemGetInfo inside the call, before the driver allocated.
+        process_used_before: free.and_then(|f| device.own_from_free(m.t_start, f)),
         pool_reserved: pool,
         device_free_before: free,
         headroom_after: free.map(|f| f as i64 - m.bytes as i64),

@@ -173,7 +173,11 @@ pub struct Exposure {
     pub source: String,
     pub what: String,
     pub bytes: u64,
+    /// In use on the device just before (every process).
     pub device_used_before: Option<u64>,
+    /// This process's own device memory just before (what a device of its
+    /// own would need to hold before this request).
+    pub process_used_before: Option<u64>,
     pub pool_reserved: u64,
     pub device_free_before: Option<u64>,
     /// Free device memory left after it (negative: it could not fit).

@@ -309,7 +309,7 @@ pub fn analyse_process(
         }
         by_source.sort_by_key(|x| std::cmp::Reverse(x.allocated));
         let gap_t = gap_instant(*a, *b);
-        let gap_end = device.used.at(gap_t).map(|device_used| {
+        let gap_end = device.own_used_at(gap_t).map(|device_used| {
             let out_of_pool = device_used.saturating_sub(state.pool);
             let mut parts = Vec::new();
             let part = |source: PartSource, bytes: i64, inferred: bool| GapPart {
@@ -470,12 +470,7 @@ pub fn analyse_process(
     let min_capacity_bytes = rp
         .exposures
         .iter()
-        .filter_map(|e| {
-            device
-                .cuda_total
-                .zip(e.device_free_before)
-                .map(|(t, f)| t.saturating_sub(f) + e.bytes)
-        })
+        .filter_map(|e| e.process_used_before.map(|u| u + e.bytes))
         .max();
 
     let status = r.header.get("status").cloned().unwrap_or_else(|| {
