@@ -80,8 +80,14 @@ impl DeviceView {
         let probe_i = self.probe_free.points.partition_point(|p| p.0 <= t);
         let probe = (probe_i > 0).then(|| self.probe_free.points[probe_i - 1]);
         match (nvml, probe) {
-            (Some(n), Some(p)) if p.0 > n.0 && self.own_device && !self.device_used.points.is_empty() => {
-                self.own_from_free(p.0, p.1).or(Some(n.1))
+            (Some(n), Some(p)) if p.0 > n.0 && !self.device_used.points.is_empty() => {
+                // Others' memory as of the process's own last sample.
+                let others = self.device_used.at(n.0).map(|d| d.saturating_sub(n.1));
+                let own = self
+                    .cuda_total
+                    .zip(others)
+                    .map(|(total, o)| total.saturating_sub(p.1).saturating_sub(o));
+                own.or(Some(n.1))
             }
             (Some(n), _) => Some(n.1),
             (None, _) => None,
@@ -465,6 +471,51 @@ fn released_by_failure(
     (before - after > 0).then(|| (before - after) as u64)
 }
 
+/// Shares a window's measured device growth among its local-memory records.
+/// A reservation growth is new device memory, so the growing records are
+/// served first, in proportion to CUPTI's reservation increases and never
+/// beyond them; a context's initial reservation (`initial`) gets only what
+/// they leave: the commit at the first launch counts device growth that no
+/// other record in the window explains.
+fn split_growth(
+    r: &ProcessRecords,
+    cluster: &[usize],
+    total: u64,
+    initial: &HashSet<usize>,
+) -> Vec<(usize, u64)> {
+    let weight = |i: usize| {
+        r.local[i]
+            .total_after
+            .saturating_sub(r.local[i].total_before)
+            .max(1)
+    };
+    let (first, growing): (Vec<usize>, Vec<usize>) =
+        cluster.iter().partition(|&&i| initial.contains(&i));
+    let caps: Vec<u64> = growing.iter().map(|&i| weight(i)).collect();
+    let sum: u64 = caps.iter().sum();
+    // The device cannot gain more than the driver reserved: anything beyond
+    // is someone else's growth inside the window.
+    let to_growing = total.min(sum);
+    let mut out = Vec::new();
+    let mut given = 0u64;
+    for (k, &i) in growing.iter().enumerate() {
+        let share = if k + 1 == growing.len() {
+            to_growing - given
+        } else {
+            (to_growing as u128 * caps[k] as u128 / sum as u128) as u64
+        };
+        given += share;
+        out.push((i, share));
+    }
+    let mut left = total - to_growing;
+    for &i in &first {
+        let share = left.min(weight(i));
+        left -= share;
+        out.push((i, share));
+    }
+    out
+}
+
 /// Measured device growth for each local-memory record (index-aligned with
 /// `r.local`). Launches whose windows overlap are measured together and the
 /// growth is shared in proportion to CUPTI's reservation increases.
@@ -474,6 +525,15 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         .filter(|&i| r.local[i].t_start != 0)
         .collect();
     idx.sort_by_key(|&i| r.local[i].t_start);
+    // Each context's first record from an empty reservation: the reservation
+    // every context starts with, which some drivers commit at this launch.
+    let mut initial: HashSet<usize> = HashSet::new();
+    let mut seen_ctx: HashSet<u32> = HashSet::new();
+    for &i in &idx {
+        if r.local[i].total_before == 0 && seen_ctx.insert(r.local[i].context_id) {
+            initial.insert(i);
+        }
+    }
     let mut cluster: Vec<usize> = Vec::new();
     let flush = |cluster: &mut Vec<usize>, out: &mut Vec<Option<u64>>| {
         if cluster.is_empty() {
@@ -495,27 +555,7 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         let launch_end = cluster.iter().map(|&i| r.local[i].t_end).max().unwrap_or(0);
         let b = launch_end + GROWTH_WINDOW_NS;
         if let Some(total) = measured_growth(device, known, a, launch_end, b) {
-            let weights: Vec<u64> = cluster
-                .iter()
-                .map(|&i| {
-                    r.local[i]
-                        .total_after
-                        .saturating_sub(r.local[i].total_before)
-                        .max(1)
-                })
-                .collect();
-            let sum: u64 = weights.iter().sum();
-            // The device cannot gain more than the driver reserved: anything
-            // beyond is someone else's growth inside the window.
-            let total = total.min(sum);
-            let mut given = 0u64;
-            for (k, &i) in cluster.iter().enumerate() {
-                let share = if k + 1 == cluster.len() {
-                    total - given
-                } else {
-                    (total as u128 * weights[k] as u128 / sum as u128) as u64
-                };
-                given += share;
+            for (i, share) in split_growth(r, cluster, total, &initial) {
                 out[i] = Some(share);
             }
         }
