@@ -1328,4 +1328,127 @@ mod tests {
         let known = known_allocations(&r);
         assert_eq!(known.at(61 * MS), Some(72 * MIB));
     }
+
+    fn spill(t: u64, before: u64, after: u64) -> prewarm_events::LocalMemoryGrowth {
+        prewarm_events::LocalMemoryGrowth {
+            t_start: t,
+            t_end: t + MS,
+            device: 0,
+            context_id: 1,
+            correlation_id: 1,
+            kernel: "spills".into(),
+            total_before: before,
+            total_after: after,
+            per_thread: 0,
+            registers: 255,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+        }
+    }
+
+    const GIB: u64 = 1024 * MIB;
+
+    /// Synthetic samplings (not a recording): a 1 GiB local-memory growth at
+    /// a launch whose kernel starts at 500 ms. The driver grows the
+    /// reservation in the launch call, so the device timeline may show it
+    /// before CUPTI's kernel start (`lands` 488 ms, sampled at 493 ms) or after (505 ms). The
+    /// others' memory (`others`: another process on the GPU) is on the
+    /// device, not this process's. Returns (headroom after, process used
+    /// before, smallest device).
+    fn growth_exposure(lands: u64, others: u64) -> (i64, u64, u64) {
+        let own_before = 3 * GIB;
+        let total = 2 * FREE;
+        let r = ProcessRecords {
+            contexts: vec![prewarm_events::ContextCreated {
+                t: 0,
+                device: 0,
+                context_id: 1,
+                pci_bus_id: String::new(),
+                free: total - own_before - others,
+                total,
+            }],
+            local: vec![spill(500 * MS, 10 * MIB, 10 * MIB + GIB)],
+            ..Default::default()
+        };
+        let own = |t: u64| own_before + if t >= lands { GIB } else { 0 };
+        let samples: Vec<u64> = (0..100).map(|k| k * 10 * MS + 3 * MS).collect();
+        let device = DeviceView {
+            used: series(&samples.iter().map(|&t| (t, own(t))).collect::<Vec<_>>()),
+            device_used: series(
+                &samples
+                    .iter()
+                    .map(|&t| (t, own(t) + others))
+                    .collect::<Vec<_>>(),
+            ),
+            cuda_total: Some(total),
+            probe_free: series(&[(0, total - own_before - others)]),
+            own_device: others == 0,
+            ..Default::default()
+        };
+        let bounds = Boundaries {
+            start: 0,
+            step1_begin: Some(400 * MS),
+            step_ends: vec![600 * MS],
+            end: 1000 * MS,
+            rule: String::new(),
+        };
+        let rp = replay(&r, &bounds, &device, &[], &[]);
+        assert_eq!(rp.local_events.len(), 1);
+        assert_eq!(rp.local_events[0].device_growth, GIB);
+        let e = &rp.exposures[0];
+        let cap = e.process_used_before.unwrap() + e.bytes;
+        (e.headroom_after.unwrap(), e.process_used_before.unwrap(), cap)
+    }
+
+    #[test]
+    fn headroom_is_read_before_the_growth_wherever_the_sampling_puts_it() {
+        let free_before = (2 * FREE - 3 * GIB) as i64;
+        for lands in [488 * MS, 505 * MS] {
+            let (headroom, own, cap) = growth_exposure(lands, 0);
+            // Counted once: the device before, less the growth.
+            assert_eq!(headroom, free_before - GIB as i64, "lands at {lands}");
+            assert_eq!(own, 3 * GIB);
+            // Never above what was seen (3 GiB + the 1 GiB that landed).
+            assert_eq!(cap, 4 * GIB);
+        }
+    }
+
+    #[test]
+    fn on_a_shared_gpu_the_smallest_device_is_this_process_own_need() {
+        let others = 20 * GIB;
+        for lands in [488 * MS, 505 * MS] {
+            let (headroom, own, cap) = growth_exposure(lands, others);
+            // Headroom is the device's: the other process's memory is not free.
+            assert_eq!(headroom, (2 * FREE - 3 * GIB - others - GIB) as i64);
+            assert_eq!(own, 3 * GIB);
+            assert_eq!(cap, 4 * GIB);
+        }
+    }
+
+    /// The shapes of two H200 recordings, synthetic here: the context's first
+    /// launch together with a 90.75 MiB reservation growth, 92 MiB measured
+    /// (hf-llama: the growth explains it, the context commits nothing); the
+    /// first launch alone with 92 MiB measured (2-GPU FSDP2: a real commit).
+    #[test]
+    fn the_first_launch_commit_is_what_no_growing_record_explains() {
+        let growing = 95_158_272;
+        let r = ProcessRecords {
+            local: vec![
+                spill(100 * MS, 0, 155_713_536),
+                spill(101 * MS, 155_713_536, 155_713_536 + growing),
+            ],
+            ..Default::default()
+        };
+        let initial: HashSet<usize> = [0].into_iter().collect();
+        let shares = split_growth(&r, &[0, 1], 92 * MIB, &initial);
+        let share = |i: usize| shares.iter().find(|s| s.0 == i).unwrap().1;
+        assert_eq!(share(1), growing);
+        assert_eq!(share(0), 92 * MIB - growing);
+        assert!(share(0) < LATE_COMMIT_MIN);
+        let alone = split_growth(&r, &[0], 92 * MIB, &initial);
+        assert_eq!(alone, vec![(0, 92 * MIB)]);
+        // Never more than the reservation: beyond it is someone else's.
+        let capped = split_growth(&r, &[1], 200 * MIB, &initial);
+        assert_eq!(capped, vec![(1, growing)]);
+    }
 }
