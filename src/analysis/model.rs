@@ -58,6 +58,18 @@ pub struct ContextDetail {
     pub committed_at_first_launch: u64,
 }
 
+/// What failed in an out-of-memory failure.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FailedRequest {
+    /// A driver allocation call (`cuMemAlloc_v2`, ...).
+    Allocation { api: String },
+    /// A launch that needed the context's local-memory reservation to grow.
+    LocalMemoryGrowth { kernel: String },
+    /// The probe saw no failing request, only the process's exception.
+    NotSeen,
+}
+
 /// One part of the memory outside PyTorch's pool.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GapPart {
@@ -350,8 +362,9 @@ pub struct Forensic {
     pub t_s: f64,
     pub phase: Phase,
     pub step: Option<u32>,
-    /// The failing request ("cuMemAlloc of 128 MiB by torch pool", "local-memory growth for rowwise_mix").
-    pub request: String,
+    /// The failing request, as data (the report words it with `bytes` and
+    /// `source`).
+    pub request: FailedRequest,
     /// The process finished a step after this failure: the allocator retried
     /// (after freeing its cache) and training went on. A near miss, not a crash.
     pub recovered: bool,

@@ -317,7 +317,7 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
         .map(|(a, r, f)| ForensicLine {
             place: place(a, r),
             when: format!("{:.3} s, {}", f.t_s, when(f.phase, f.step)),
-            request: f.request.clone(),
+            request: super::verdict_text::request_text(f),
             library: if f.library.is_empty() {
                 f.source.clone()
             } else {

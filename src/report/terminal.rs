@@ -148,7 +148,7 @@ fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
             "OUT OF MEMORY in {}{}: {}; what led to it, and whether a prewarm would have saved it: below",
             step_label_in(p, f.phase, f.step),
             if f.recovered { " (recovered)" } else { "" },
-            terminal(&f.request)
+            terminal(&super::verdict_text::request_text(f))
         );
         print_text(o, &text, "   ", "     ");
     }
@@ -406,7 +406,7 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         o,
         &head,
         &[
-            terminal(&f.request).into_owned(),
+            terminal(&super::verdict_text::request_text(f)).into_owned(),
             format!("with {free} free"),
         ],
         " ",

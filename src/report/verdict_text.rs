@@ -9,7 +9,7 @@ use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::verdict::{
     ClassComparison, Confidence, Reason, Recommendation, Verdict, VerdictClass,
 };
-use crate::analysis::model::{GapPart, PartSource};
+use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
 use crate::analysis::verdict_costs::{Costs, HeldSource};
 use crate::analysis::verdict_rules::Side;
 use crate::prewarm::catalog::EventClass;
@@ -149,6 +149,21 @@ pub fn part_label(p: &GapPart) -> String {
             "NCCL init without allocation calls (kernel code)".into()
         }
         PartSource::ModuleCode => "module code (lazy loading)".into(),
+    }
+}
+
+/// The failing request of an out-of-memory failure as users read it:
+/// "cuMemAlloc_v2 of 128.0 MiB by torch pool", "local-memory growth of
+/// 2.5 GiB for kernel rowwise_mix".
+pub fn request_text(f: &Forensic) -> String {
+    match &f.request {
+        FailedRequest::LocalMemoryGrowth { kernel } => {
+            format!("local-memory growth of {} for kernel {kernel}", bytes(f.bytes))
+        }
+        FailedRequest::Allocation { api } => {
+            format!("{api} of {} by {}", bytes(f.bytes), f.source)
+        }
+        FailedRequest::NotSeen => "not seen by the probe (only the exception)".into(),
     }
 }
 
@@ -542,6 +557,41 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::verdict_tests::{arb_case, judge_case, phantom_verdict};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// Every verdict is phrased with its costs, whatever the class, and
+        /// the memory held is never called "none extra" where it is unknown.
+        #[test]
+        fn every_verdict_is_phrased_with_its_costs_and_never_contradicts(
+            (base, var, prewarm, isolated) in arb_case()
+        ) {
+            let v = judge_case(&base, &var, prewarm, isolated);
+            let text = headline(&v);
+            prop_assert!(text.contains("at a cost of"), "{}", text);
+            let lines = evidence_lines(&v);
+            prop_assert!(lines.iter().any(|l| l.starts_with("cost: ")), "{:?}", lines);
+            if v.costs.held_total_step1_end.is_none() {
+                prop_assert!(text.contains("memory held at step-1 end unknown"), "{}", text);
+                prop_assert!(!text.contains("no more out-of-pool"), "{}", text);
+            }
+        }
+    }
+
+    /// Issue 15's phantom: one part +70 MiB, another −70 MiB. The text says
+    /// the total did not grow and shows the split as its explanation.
+    #[test]
+    fn a_relabelled_part_is_explained_not_charged() {
+        let v = phantom_verdict();
+        let text = headline(&v);
+        assert!(text.contains("no more out-of-pool memory held at step-1 end than the baseline (+0 B, within noise"), "{text}");
+        assert!(text.contains("CUDA context +70.0 MiB"), "{text}");
+        assert!(text.contains("without allocation records"), "{text}");
+        assert!(!text.contains("that the baseline does not hold"), "{text}");
+    }
 
     #[test]
     fn wraps_at_the_width_with_a_hanging_indent() {

@@ -728,7 +728,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
     }
     for f in &p.forensics {
         let mut detail = vec![
-            kv("request", f.request.clone()),
+            kv("request", verdict_text::request_text(f)),
             kv("source", f.source.clone()),
             kv("library", f.library.clone()),
             kv("bytes", bytes(f.bytes)),
@@ -757,7 +757,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                 kind: EventKind::OutOfMemory,
                 library: f.library.clone(),
                 bytes: Some(f.bytes),
-                key: f.request.clone(),
+                key: verdict_text::request_text(f),
                 seconds: None,
                 failed: true,
                 detail,
