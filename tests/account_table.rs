@@ -36,9 +36,9 @@ fn print_account_table() {
                     .phases
                     .iter()
                     .map(|ph| {
-                        ph.gap_end.as_ref().map_or("?".into(), |g| {
-                            format!("{:.1}", g.unexplained as f64 / MIB)
-                        })
+                        ph.gap_end
+                            .as_ref()
+                            .map_or("?".into(), |g| format!("{:.1}", g.unexplained as f64 / MIB))
                     })
                     .collect();
                 let tight = p
@@ -104,21 +104,47 @@ fn print_account_table() {
 #[ignore]
 fn debug_parts() {
     let name = std::env::var("FIXTURE").unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200").join(&name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/h200")
+        .join(&name);
     let run = load_run(&root).unwrap();
     for a in analyse_run(&run) {
         for p in &a.processes {
-            println!("== {}/{} pid {} ctx {:?}", a.variant, a.attempt, p.pid, p.context_bytes);
+            println!(
+                "== {}/{} pid {} ctx {:?}",
+                a.variant, a.attempt, p.pid, p.context_bytes
+            );
             for ph in &p.phases {
                 if let Some(g) = &ph.gap_end {
-                    println!("  {:?} at {:.3} dev {:.1} pool {:.1} oop {:.1} rem {:.1}", ph.phase, g.at_s, g.device_used as f64 / MIB, g.pool_reserved as f64 / MIB, g.out_of_pool as f64 / MIB, g.unexplained as f64 / MIB);
+                    println!(
+                        "  {:?} at {:.3} dev {:.1} pool {:.1} oop {:.1} rem {:.1}",
+                        ph.phase,
+                        g.at_s,
+                        g.device_used as f64 / MIB,
+                        g.pool_reserved as f64 / MIB,
+                        g.out_of_pool as f64 / MIB,
+                        g.unexplained as f64 / MIB
+                    );
                     for part in &g.parts {
-                        println!("     {:?} {:.1} {:?}", part.source, part.bytes as f64 / MIB, part.context);
+                        println!(
+                            "     {:?} {:.1} {:?}",
+                            part.source,
+                            part.bytes as f64 / MIB,
+                            part.context
+                        );
                     }
                 }
             }
             for l in &p.local_memory {
-                println!("  local {:.4} {:?} {} {}->{} dev {:.1}", l.t_s, l.phase, l.kernel, l.before, l.after, l.device_growth as f64 / MIB);
+                println!(
+                    "  local {:.4} {:?} {} {}->{} dev {:.1}",
+                    l.t_s,
+                    l.phase,
+                    l.kernel,
+                    l.before,
+                    l.after,
+                    l.device_growth as f64 / MIB
+                );
             }
         }
     }

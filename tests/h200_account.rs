@@ -81,7 +81,12 @@ fn no_phase_end_of_any_rank_is_over_explained() {
 }
 
 fn context_part(p: &ProcessAccount, phase: Phase) -> Option<i64> {
-    let g = p.phases.iter().find(|x| x.phase == phase)?.gap_end.as_ref()?;
+    let g = p
+        .phases
+        .iter()
+        .find(|x| x.phase == phase)?
+        .gap_end
+        .as_ref()?;
     g.parts
         .iter()
         .find(|x| x.source == PartSource::Context)
@@ -99,7 +104,12 @@ fn spread(values: &[f64]) -> f64 {
 /// give the same context figure, headroom and smallest device within noise.
 #[test]
 fn identical_attempts_agree_on_the_context_and_the_headroom() {
-    for name in ["repeat-cublas", "repeat-nccl", "repeat-triton", "hf-llama-matrix"] {
+    for name in [
+        "repeat-cublas",
+        "repeat-nccl",
+        "repeat-triton",
+        "hf-llama-matrix",
+    ] {
         let mut by: BTreeMap<&str, Vec<&ProcessAccount>> = BTreeMap::new();
         for a in recording(name) {
             by.entry(a.variant.as_str())
@@ -114,7 +124,10 @@ fn identical_attempts_agree_on_the_context_and_the_headroom() {
                 .map(|b| b as f64)
                 .collect();
             assert_eq!(ctx.len(), ranks.len(), "{name} {variant}");
-            assert!(spread(&ctx) <= 4.0 * MIB, "{name} {variant}: context {ctx:?}");
+            assert!(
+                spread(&ctx) <= 4.0 * MIB,
+                "{name} {variant}: context {ctx:?}"
+            );
             let tight: Vec<f64> = ranks
                 .iter()
                 .filter_map(|p| {
@@ -185,12 +198,23 @@ fn the_smallest_device_is_never_above_the_peak_plus_the_failed_request() {
 #[test]
 fn a_shared_gpu_counts_only_this_process_memory() {
     let a = &recording("shared-gpu")[0];
-    let p = a.processes.iter().find(|p| p.context_bytes.is_some()).unwrap();
-    assert!(p.memory_source.contains("per-process"), "{}", p.memory_source);
+    let p = a
+        .processes
+        .iter()
+        .find(|p| p.context_bytes.is_some())
+        .unwrap();
+    assert!(
+        p.memory_source.contains("per-process"),
+        "{}",
+        p.memory_source
+    );
     let cap = p.min_capacity_bytes.unwrap() as f64;
     assert!(cap < 2048.0 * MIB, "{}", cap / MIB);
     let e = p.exposures.iter().max_by_key(|e| e.bytes).unwrap();
-    let (own, all) = (e.process_used_before.unwrap(), e.device_used_before.unwrap());
+    let (own, all) = (
+        e.process_used_before.unwrap(),
+        e.device_used_before.unwrap(),
+    );
     assert!((all - own) as f64 > 20.0 * 1024.0 * MIB, "{e:?}");
 }
 
@@ -231,7 +255,10 @@ fn every_pair_of_attempts_splits_and_charges_the_total() {
             for (x, y, xn, yn) in [(b, v, bn, vn), (v, b, vn, bn)] {
                 let c = costs(&one("baseline", x), &one("variant", y));
                 let t = c.held_total_step1_end.expect("both sides have an account");
-                assert!((t.delta - (total(y) - total(x))).abs() < 1.0, "{xn} vs {yn}");
+                assert!(
+                    (t.delta - (total(y) - total(x))).abs() < 1.0,
+                    "{xn} vs {yn}"
+                );
                 let split: f64 = c.held_step1_end.iter().flatten().map(|h| h.delta).sum();
                 assert!((split - t.delta).abs() < 1.0, "{xn} vs {yn}");
                 assert!(c.held_extra >= 0.0 && c.held_extra <= t.delta.max(0.0) + t.noise);

@@ -7,7 +7,7 @@ mod common;
 use common::{copy_tree, terminal_text};
 use prewarm_doctor::analysis::framework::class_costs;
 use prewarm_doctor::analysis::matrix::{Exclusion, MatrixNote, compare};
-use prewarm_doctor::analysis::model::{PartSource, ProcessAccount, Remedy};
+use prewarm_doctor::analysis::model::{FailedRequest, PartSource, ProcessAccount, Remedy};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict::{Confidence, Reason, Recommendation, VerdictClass};
 use prewarm_doctor::analysis::verdict_costs::HeldSource;
@@ -427,8 +427,8 @@ fn triton_oom_forensics_name_the_failed_local_memory_growth() {
     assert_eq!(a.exit_code, Some(1));
     let f = &p.forensics[0];
     assert!(
-        f.request.contains("local-memory growth") && f.request.contains("rowwise_mix"),
-        "{}",
+        matches!(&f.request, FailedRequest::LocalMemoryGrowth { kernel } if kernel.contains("rowwise_mix")),
+        "{:?}",
         f.request
     );
     assert!(f.device_free_before.unwrap() < f.bytes);

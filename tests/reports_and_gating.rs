@@ -75,7 +75,7 @@ fn json_is_versioned_and_holds_the_account() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(v["tool"], "prewarm-doctor");
     let p = &v["attempts"][0]["processes"][0];
     assert_eq!(p["forensics"][0]["source"], "torch pool");
@@ -107,10 +107,16 @@ fn json_is_versioned_and_holds_the_account() {
     assert_eq!(nccl["costs"]["held_extra"], 390.0 * 1048576.0);
     assert_eq!(nccl["costs"]["held_total_step1_end"]["outcome"], "up");
     let held = nccl["costs"]["held_step1_end"].as_array().unwrap();
-    let up: Vec<&serde_json::Value> = held
+    let mut up: Vec<&serde_json::Value> = held
         .iter()
         .filter(|h| h["delta"].as_f64().unwrap() > 0.0)
         .collect();
+    up.sort_by(|a, b| {
+        b["delta"]
+            .as_f64()
+            .unwrap()
+            .total_cmp(&a["delta"].as_f64().unwrap())
+    });
     assert_eq!(up[0]["source"]["kind"], "library");
     assert_eq!(up[0]["source"]["name"], "nccl");
     assert_eq!(up[0]["delta"], 388.0 * 1048576.0);

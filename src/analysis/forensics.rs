@@ -262,7 +262,11 @@ pub fn forensics(
             .map(|(r, a)| r.saturating_sub(a)))
     });
     let mut last: Option<(u64, (FailedRequest, u64, String))> = None;
-    for f in replay.failures.iter().filter(|f| f.result == CUDA_ERROR_OUT_OF_MEMORY) {
+    for f in replay
+        .failures
+        .iter()
+        .filter(|f| f.result == CUDA_ERROR_OUT_OF_MEMORY)
+    {
         let key = (describe(f), f.bytes, f.source.clone());
         // Allocators retry after freeing caches: one failure, several calls.
         if let Some((t, k)) = &last

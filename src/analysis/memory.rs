@@ -715,8 +715,10 @@ pub fn replay(
                 } else {
                     growth_window_start(r, *i)
                 };
-                let allocated_since =
-                    known.at(*t).unwrap_or(0).saturating_sub(known.at(before_t).unwrap_or(0));
+                let allocated_since = known
+                    .at(*t)
+                    .unwrap_or(0)
+                    .saturating_sub(known.at(before_t).unwrap_or(0));
                 let free = device
                     .free_at(before_t)
                     .map(|f| f.saturating_sub(allocated_since));
@@ -732,8 +734,7 @@ pub fn replay(
                         .cuda_total
                         .zip(free)
                         .map(|(tot, f)| tot.saturating_sub(f)),
-                    process_used_before: free
-                        .and_then(|f| device.own_from_free(before_t, f)),
+                    process_used_before: free.and_then(|f| device.own_from_free(before_t, f)),
                     pool_reserved: state.pool,
                     device_free_before: free,
                     headroom_after: free.map(|f| f as i64 - grow as i64),
@@ -1397,7 +1398,11 @@ mod tests {
         assert_eq!(rp.local_events[0].device_growth, GIB);
         let e = &rp.exposures[0];
         let cap = e.process_used_before.unwrap() + e.bytes;
-        (e.headroom_after.unwrap(), e.process_used_before.unwrap(), cap)
+        (
+            e.headroom_after.unwrap(),
+            e.process_used_before.unwrap(),
+            cap,
+        )
     }
 
     #[test]

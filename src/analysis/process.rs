@@ -324,11 +324,7 @@ pub fn analyse_process(
                         initial_local_memory: rp.initial_local,
                         committed_at_first_launch: state.context_late,
                     }),
-                    ..part(
-                        PartSource::Context,
-                        (c + state.context_late) as i64,
-                        false,
-                    )
+                    ..part(PartSource::Context, (c + state.context_late) as i64, false)
                 });
             }
             for (s, bytes) in &state.oop {
@@ -368,11 +364,7 @@ pub fn analyse_process(
                 ));
             }
             if state.module_code > 0 {
-                parts.push(part(
-                    PartSource::ModuleCode,
-                    state.module_code as i64,
-                    true,
-                ));
+                parts.push(part(PartSource::ModuleCode, state.module_code as i64, true));
             }
             let named: i64 = parts.iter().map(|p| p.bytes).sum();
             GapAccount {

@@ -117,8 +117,9 @@ pub struct Costs {
     pub step1_device_peak: Option<Change>,
 }
 
-/// Shares of the total's change below this are not worth naming.
-pub const EXPLAIN_MIN_BYTES: f64 = 1024.0 * 1024.0;
+/// Shares of the total's change up to this are not worth naming: two device
+/// pages, what sampling moves between sources in runs holding the same bytes.
+pub const EXPLAIN_MIN_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
 
 impl Costs {
     /// The sources whose share of the total's change is worth naming,
@@ -128,7 +129,7 @@ impl Costs {
             .held_step1_end
             .iter()
             .flatten()
-            .filter(|h| h.delta.abs() >= EXPLAIN_MIN_BYTES)
+            .filter(|h| h.delta.abs() > EXPLAIN_MIN_BYTES)
             .collect();
         out.sort_by(|a, b| b.delta.abs().total_cmp(&a.delta.abs()));
         out
@@ -182,9 +183,8 @@ pub fn held(base: &[Headline], variant: &[Headline]) -> Option<(Change, Vec<Held
         hs.iter().filter_map(|h| h.held_step1_end.clone()).collect()
     };
     let (b, v) = (with(base), with(variant));
-    let totals = |side: &[Vec<HeldPart>]| {
-        Stat::of(&side.iter().map(|p| total_of(p)).collect::<Vec<_>>())
-    };
+    let totals =
+        |side: &[Vec<HeldPart>]| Stat::of(&side.iter().map(|p| total_of(p)).collect::<Vec<_>>());
     let total = assess(Quantity::DeviceBytes, totals(&b)?, totals(&v)?);
     let (mb, mv) = (median_parts(&refs(&b)), median_parts(&refs(&v)));
     let mut sources: Vec<&HeldSource> = mb.keys().chain(mv.keys()).collect();
@@ -211,9 +211,7 @@ pub fn held(base: &[Headline], variant: &[Headline]) -> Option<(Change, Vec<Held
 pub fn costs(base: &VariantSummary, v: &VariantSummary) -> Costs {
     let (b, w) = (&base.attempts[..], &v.attempts[..]);
     let (total, split) = held(b, w).unzip();
-    let held_extra = total
-        .filter(|t| t.is_up())
-        .map_or(0.0, |t| t.delta);
+    let held_extra = total.filter(|t| t.is_up()).map_or(0.0, |t| t.delta);
     Costs {
         setup_s: change_of(Quantity::Seconds, b, w, |h| h.setup_s),
         held_total_step1_end: total,

@@ -81,7 +81,9 @@ impl A {
             exit_code: Some(self.exit),
             ranks: 1,
             step1_device_peak: Some(self.peak as u64),
-            step1_out_of_pool: by.values().map(|c| c.bytes).sum(),
+            step1_out_of_pool: self
+                .reached_step1
+                .then(|| by.values().map(|c| c.bytes).sum()),
             step1_tightest_headroom: None,
             step1_s: self.reached_step1.then_some(self.step1_s),
             setup_s: Some(self.setup_s),
@@ -596,24 +598,29 @@ fn arb_attempt(template: Vec<(EventClass, f64, f64)>) -> impl Strategy<Value = A
             ),
             n,
         ),
-        proptest::collection::vec((0usize..5, select(vec![0.0, 70.0, 100.0, 388.0, 2048.0])), 1..5),
+        proptest::collection::vec(
+            (0usize..5, select(vec![0.0, 70.0, 100.0, 388.0, 2048.0])),
+            1..5,
+        ),
         (1.0..100.0f64, 1.0..100.0f64, 0u32..3, 0u32..10, 0u32..20),
     )
-        .prop_map(move |(scales, held, (step1, setup, comms, fail, unreached))| {
-            let mut a = A::new();
-            for ((c, b, s), (scale, wobble, events)) in template.iter().zip(scales) {
-                a = a.class(*c, (b * scale).round(), s * scale * wobble, events);
-            }
-            for (i, mib) in held {
-                a = a.held(held_source(i), mib * MIB);
-            }
-            a.step1_s = step1;
-            a.setup_s = setup;
-            a.comms = comms;
-            a.exit = i32::from(fail == 0);
-            a.reached_step1 = unreached != 0;
-            a
-        })
+        .prop_map(
+            move |(scales, held, (step1, setup, comms, fail, unreached))| {
+                let mut a = A::new();
+                for ((c, b, s), (scale, wobble, events)) in template.iter().zip(scales) {
+                    a = a.class(*c, (b * scale).round(), s * scale * wobble, events);
+                }
+                for (i, mib) in held {
+                    a = a.held(held_source(i), mib * MIB);
+                }
+                a.step1_s = step1;
+                a.setup_s = setup;
+                a.comms = comms;
+                a.exit = i32::from(fail == 0);
+                a.reached_step1 = unreached != 0;
+                a
+            },
+        )
 }
 
 /// A generated comparison: baseline and variant attempts from one template,
@@ -830,7 +837,11 @@ fn four_hundred_mib_inside_an_inferred_part_is_charged() {
     let base = A::new().held(HeldSource::WithoutRecords, 7.0 * GIB);
     let var = A::new().held(HeldSource::WithoutRecords, 7.0 * GIB + 400.0 * MIB);
     let v = verdict(&["cublas"], &[base], &[var]);
-    assert!((v.costs.held_extra - 400.0 * MIB).abs() < 1.0, "{:#?}", v.costs);
+    assert!(
+        (v.costs.held_extra - 400.0 * MIB).abs() < 1.0,
+        "{:#?}",
+        v.costs
+    );
     assert_eq!(v.class, VerdictClass::Regression);
     assert!(has(&v, |r| matches!(r, Reason::NetMemoryLoss { .. })));
 }

@@ -5,11 +5,11 @@
 
 use super::{bytes, seconds};
 use crate::analysis::matrix::{Exclusion, MatrixNote};
+use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::verdict::{
     ClassComparison, Confidence, Reason, Recommendation, Verdict, VerdictClass,
 };
-use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
 use crate::analysis::verdict_costs::{Costs, HeldSource};
 use crate::analysis::verdict_rules::Side;
 use crate::prewarm::catalog::EventClass;
@@ -37,7 +37,9 @@ fn plus_seconds(d: f64) -> String {
 
 fn value(q: Quantity, v: f64) -> String {
     match q {
-        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => bytes(v.max(0.0) as u64),
+        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => {
+            bytes(v.max(0.0) as u64)
+        }
         Quantity::Seconds if v == 0.0 => "0 s".into(),
         Quantity::Seconds => seconds(v),
         Quantity::Events => format!("{v:.0}"),
@@ -158,7 +160,10 @@ pub fn part_label(p: &GapPart) -> String {
 pub fn request_text(f: &Forensic) -> String {
     match &f.request {
         FailedRequest::LocalMemoryGrowth { kernel } => {
-            format!("local-memory growth of {} for kernel {kernel}", bytes(f.bytes))
+            format!(
+                "local-memory growth of {} for kernel {kernel}",
+                bytes(f.bytes)
+            )
         }
         FailedRequest::Allocation { api } => {
             format!("{api} of {} by {}", bytes(f.bytes), f.source)
