@@ -323,29 +323,32 @@ fn growth_window_start(r: &ProcessRecords, i: usize) -> u64 {
 /// Device growth over [a, b] that no allocation call explains.
 ///
 /// A window without allocation calls is measured on the device timeline
-/// (NVML between the probe's readings). NVML lags allocations by
-/// milliseconds, so a window with allocation calls is measured on the
-/// probe's own cuMemGetInfo readings instead: the last before the window and
-/// the first after the launch, minus the known allocations between them.
+/// (NVML between the probe's readings), unless `exact`. NVML lags
+/// allocations by milliseconds, so a window with allocation calls (or an
+/// `exact` one) is measured on the probe's own cuMemGetInfo readings
+/// instead: the last before the window and the first after the launch,
+/// minus the known allocations between them. `exact` is for the context's
+/// first launch: an NVML sample that lags what came just before the window
+/// (the context itself, an allocation) would read as a commit.
 fn measured_growth(
     device: &DeviceView,
     known: &Series,
-    a: u64,
-    launch_end: u64,
-    b: u64,
+    (a, launch_end, b): (u64, u64, u64),
+    exact: bool,
 ) -> Option<u64> {
     let lo = known.points.partition_point(|p| p.0 < a);
     let hi = known.points.partition_point(|p| p.0 <= b);
-    if hi == lo {
-        let before = device.used.at(a)?;
-        let after = device.used.at(b)?;
-        return Some(after.saturating_sub(before));
-    }
     let readings = &device.probe_free.points;
     let before = readings[..readings.partition_point(|p| p.0 <= a)].last();
     let after = readings
         .get(readings.partition_point(|p| p.0 < launch_end))
         .filter(|p| p.0 <= launch_end + PROBE_READING_WITHIN_NS);
+    let probe_pair = before.is_some() && after.is_some();
+    if hi == lo && !(exact && probe_pair && device.own_device) {
+        let before = device.used.at(a)?;
+        let after = device.used.at(b)?;
+        return Some(after.saturating_sub(before));
+    }
     let known_change =
         |t0: u64, t1: u64| known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
     let change = match (before, after) {
@@ -554,7 +557,8 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
             .max(ctx_up);
         let launch_end = cluster.iter().map(|&i| r.local[i].t_end).max().unwrap_or(0);
         let b = launch_end + GROWTH_WINDOW_NS;
-        if let Some(total) = measured_growth(device, known, a, launch_end, b) {
+        let exact = cluster.iter().any(|i| initial.contains(i));
+        if let Some(total) = measured_growth(device, known, (a, launch_end, b), exact) {
             for (i, share) in split_growth(r, cluster, total, &initial) {
                 out[i] = Some(share);
             }
@@ -1187,7 +1191,7 @@ mod tests {
         };
         let known = series(&[(10 * MS, 64)]);
         assert_eq!(
-            measured_growth(&device, &known, 80 * MS, 110 * MS, 130 * MS),
+            measured_growth(&device, &known, (80 * MS, 110 * MS, 130 * MS), false),
             Some(100)
         );
     }
@@ -1204,7 +1208,7 @@ mod tests {
         };
         let known = series(&[(0, 0), (95 * MS, 64)]);
         assert_eq!(
-            measured_growth(&device, &known, 92 * MS, 110 * MS, 130 * MS),
+            measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
         );
     }
@@ -1218,7 +1222,7 @@ mod tests {
         };
         let known = series(&[(0, 0), (95 * MS, 64)]);
         assert_eq!(
-            measured_growth(&device, &known, 92 * MS, 110 * MS, 130 * MS),
+            measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
         );
         // An allocation the device does not show yet never makes growth negative.
@@ -1227,7 +1231,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            measured_growth(&lagging, &known, 92 * MS, 110 * MS, 130 * MS),
+            measured_growth(&lagging, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(0)
         );
     }
@@ -1455,5 +1459,45 @@ mod tests {
         // Never more than the reservation: beyond it is someone else's.
         let capped = split_growth(&r, &[1], 200 * MIB, &initial);
         assert_eq!(capped, vec![(1, growing)]);
+    }
+
+    /// Synthetic samplings (not a recording): the context comes up at 0 ms
+    /// holding 500 MiB, and NVML shows it only from its 30 ms sample. The
+    /// context's first launch at 10 ms is measured on the probe's own
+    /// readings (the context's, and one after the launch), so the lag is
+    /// never read as a first-launch commit; a real commit still is.
+    #[test]
+    fn the_first_launch_commit_is_measured_on_the_probe_readings() {
+        let commit_of = |drop: u64| {
+            let total = 2 * FREE;
+            let after = total - 500 * MIB - drop;
+            let r = ProcessRecords {
+                contexts: vec![prewarm_events::ContextCreated {
+                    t: 0,
+                    device: 0,
+                    context_id: 1,
+                    pci_bus_id: String::new(),
+                    free: total - 500 * MIB,
+                    total,
+                }],
+                mem: vec![call(12 * MS, MemApi::ModuleLoadData, 0, after, after)],
+                local: vec![spill(10 * MS, 0, 148 * MIB)],
+                ..Default::default()
+            };
+            let mut device = probe_view(&r);
+            device.probe_free.points.insert(0, (0, total - 500 * MIB));
+            device.used = series(&[(0, 0), (30 * MS, 500 * MIB + drop)]);
+            device.device_used = device.used.clone();
+            let bounds = Boundaries {
+                start: 0,
+                step1_begin: Some(400 * MS),
+                step_ends: vec![600 * MS],
+                end: 1000 * MS,
+                rule: String::new(),
+            };
+            replay(&r, &bounds, &device, &[], &[]).context_late
+        };
+        assert_eq!(commit_of(0), 0);
+        assert_eq!(commit_of(92 * MIB), 92 * MIB);
     }
 }
