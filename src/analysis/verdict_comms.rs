@@ -8,6 +8,7 @@
 
 use super::AttemptAccount;
 use super::comm_groups::CommGroup;
+use super::model::CommAccount;
 use super::matrix::VariantSummary;
 use super::phases::Phase;
 use super::verdict::targets_of;
@@ -83,12 +84,14 @@ fn key_of(g: &CommGroup) -> Key {
     (g.desc.clone(), g.ranks.clone())
 }
 
-/// Per group, one attempt's figures (worst rank).
-fn attempt_sides(a: &AttemptAccount) -> BTreeMap<Key, (CommGroup, GroupSide)> {
-    let mut out: BTreeMap<Key, (CommGroup, GroupSide)> = BTreeMap::new();
-    for p in &a.processes {
+type Sides = BTreeMap<Key, (CommGroup, GroupSide)>;
+
+/// Per group, one attempt's figures (worst rank) from each rank's communicators.
+fn attempt_sides<'a>(ranks: impl Iterator<Item = &'a [CommAccount]>) -> Sides {
+    let mut out: Sides = BTreeMap::new();
+    for comms in ranks {
         let mut mine: BTreeMap<Key, GroupSide> = BTreeMap::new();
-        for c in &p.nccl {
+        for c in comms {
             let Some(g) = &c.group else { continue };
             let k = key_of(g);
             out.entry(k.clone()).or_insert_with(|| (g.clone(), GroupSide::default()));
@@ -135,19 +138,22 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Per group, a variant's figures over its attempts that count.
-fn variant_sides(
-    s: &VariantSummary,
-    attempts: &[AttemptAccount],
-) -> BTreeMap<Key, (CommGroup, GroupSide)> {
-    let counted: Vec<_> = attempts
+fn variant_sides(s: &VariantSummary, attempts: &[AttemptAccount]) -> Sides {
+    let counted: Vec<Sides> = attempts
         .iter()
         .filter(|a| a.variant == s.name && s.attempts.iter().any(|h| h.attempt == a.attempt))
-        .map(attempt_sides)
+        .map(|a| attempt_sides(a.processes.iter().map(|p| p.nccl.as_slice())))
         .collect();
-    let mut out: BTreeMap<Key, (CommGroup, GroupSide)> = BTreeMap::new();
+    over_attempts(&counted)
+}
+
+/// Per group, the figures over a variant's attempts: the most creations, the
+/// median bytes and init time.
+fn over_attempts(counted: &[Sides]) -> Sides {
+    let mut out: Sides = BTreeMap::new();
     let mut bytes: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     let mut secs: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
-    for per in &counted {
+    for per in counted {
         for (k, (g, side)) in per {
             let t = &mut out.entry(k.clone()).or_insert_with(|| (g.clone(), GroupSide::default())).1;
             t.at_setup = t.at_setup.max(side.at_setup);
@@ -208,34 +214,38 @@ pub fn comm_verdicts(
         if v.prewarms.is_empty() || !targets.contains(&EventClass::NcclComm) {
             continue;
         }
-        let var_sides = variant_sides(v, attempts);
-        let mut keys: Vec<&Key> = base_sides.keys().chain(var_sides.keys()).collect();
-        keys.sort();
-        keys.dedup();
-        let mut groups: Vec<GroupVerdict> = keys
-            .into_iter()
-            .filter_map(|k| {
-                let b = base_sides.get(k);
-                let w = var_sides.get(k);
-                let group = b.or(w)?.0.clone();
-                let baseline = b.map(|x| x.1.clone()).unwrap_or_default();
-                let variant = w.map(|x| x.1.clone()).unwrap_or_default();
-                Some(GroupVerdict {
-                    outcome: outcome(&baseline, &variant)?,
-                    group,
-                    baseline,
-                    variant,
-                })
-            })
-            .collect();
-        groups.sort_by_key(|g| rank_of(g.outcome));
         out.push(CommVerdict {
             variant: v.name.clone(),
             prewarms: v.prewarms.clone(),
-            groups,
+            groups: group_verdicts(&base_sides, &variant_sides(v, attempts)),
         });
     }
     out
+}
+
+/// Every group either side created a communicator for, with its outcome.
+fn group_verdicts(base: &Sides, var: &Sides) -> Vec<GroupVerdict> {
+    let mut keys: Vec<&Key> = base.keys().chain(var.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut groups: Vec<GroupVerdict> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let b = base.get(k);
+            let w = var.get(k);
+            let group = b.or(w)?.0.clone();
+            let baseline = b.map(|x| x.1.clone()).unwrap_or_default();
+            let variant = w.map(|x| x.1.clone()).unwrap_or_default();
+            Some(GroupVerdict {
+                outcome: outcome(&baseline, &variant)?,
+                group,
+                baseline,
+                variant,
+            })
+        })
+        .collect();
+    groups.sort_by_key(|g| rank_of(g.outcome));
+    groups
 }
 
 fn rank_of(o: GroupOutcome) -> u8 {
@@ -259,6 +269,82 @@ mod tests {
             in_steps,
             ..GroupSide::default()
         }
+    }
+
+    use crate::analysis::comm_groups::NamedBy;
+
+    fn comm(desc: &str, ranks: &[u32], phase: Phase, step: Option<u32>, mib: u64) -> CommAccount {
+        CommAccount {
+            comm: "0x1".into(),
+            comm_id: None,
+            rank: None,
+            nranks: Some(ranks.len() as u32),
+            phase: Some(phase),
+            step,
+            start_s: None,
+            init_seconds: Some(0.1),
+            bytes: mib << 20,
+            inferred_bytes: 0,
+            timings: BTreeMap::new(),
+            group: Some(CommGroup {
+                desc: Some(desc.into()),
+                name: None,
+                ranks: ranks.to_vec(),
+                nranks: Some(ranks.len() as u32),
+                named_by: NamedBy::Torch,
+            }),
+        }
+    }
+
+    /// The MoE layout's groups, two ranks: an incomplete prewarm warms the
+    /// dense groups only, an over-eager one adds a pair group.
+    #[test]
+    fn an_incomplete_prewarm_misses_the_expert_group_and_an_eager_one_adds_a_needless_one() {
+        use GroupOutcome::*;
+        let lazy = |d: &str| comm(d, &[0, 1], Phase::Step1, Some(1), 300);
+        let warm = |d: &str| comm(d, &[0, 1], Phase::Setup, None, 300);
+        let base_rank = vec![lazy("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
+        let base = over_attempts(&[attempt_sides([base_rank.as_slice(), base_rank.as_slice()].into_iter())]);
+        // Incomplete: clip_dense at setup, the expert groups still in step 1.
+        let inc_rank = vec![warm("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
+        let inc = over_attempts(&[attempt_sides([inc_rank.as_slice()].into_iter())]);
+        let v = group_verdicts(&base, &inc);
+        let of = |d: &str| v.iter().find(|g| g.group.desc.as_deref() == Some(d)).unwrap();
+        assert_eq!(of("clip_dense").outcome, Moved);
+        assert_eq!(of("clip_expert").outcome, Missed);
+        assert_eq!(of("mesh_ep").outcome, Missed);
+        assert_eq!(v[0].outcome, Missed, "missed groups come first");
+        assert_eq!(of("clip_expert").baseline.first_step, Some(1));
+        assert_eq!(of("clip_expert").baseline.ranks, 2);
+        assert_eq!(of("clip_expert").baseline.bytes, 300 << 20);
+        // Eager: everything at setup plus a pair group training never uses.
+        let eager_rank = vec![
+            warm("clip_dense"),
+            warm("clip_expert"),
+            warm("mesh_ep"),
+            warm("eager_pair"),
+        ];
+        let eager = over_attempts(&[attempt_sides([eager_rank.as_slice()].into_iter())]);
+        let v = group_verdicts(&base, &eager);
+        let of = |d: &str| v.iter().find(|g| g.group.desc.as_deref() == Some(d)).unwrap();
+        assert_eq!(of("eager_pair").outcome, Needless);
+        assert_eq!(of("eager_pair").variant.at_setup, 1);
+        assert!(v.iter().filter(|g| g.group.desc.as_deref() != Some("eager_pair")).all(|g| g.outcome == Moved));
+    }
+
+    #[test]
+    fn bytes_and_time_are_medians_over_attempts_and_counts_the_most() {
+        let one = |mib| vec![comm("mesh_pp", &[0, 1], Phase::Step1, Some(1), mib)];
+        let (a, b, c) = (one(100), one(300), one(200));
+        let two = [one(1)[0].clone(), one(1)[0].clone()];
+        let sides: Vec<Sides> = [a.as_slice(), b.as_slice(), c.as_slice(), two.as_slice()]
+            .into_iter()
+            .map(|r| attempt_sides(std::iter::once(r)))
+            .collect();
+        let s = &over_attempts(&sides[..3]).into_values().next().unwrap().1;
+        assert_eq!((s.bytes, s.in_steps), (200 << 20, 1));
+        let s = &over_attempts(&sides).into_values().next().unwrap().1;
+        assert_eq!(s.in_steps, 2, "the attempt that created two");
     }
 
     #[test]
