@@ -54,3 +54,65 @@ fn every_example_compiles_and_its_local_imports_exist() {
     }
     assert!(text.starts_with("ok "), "{text}");
 }
+
+fn layouts_script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-layouts.sh")
+}
+
+#[test]
+fn the_layouts_script_refuses_bad_arguments_naming_them() {
+    let out = Command::new("bash")
+        .arg(layouts_script())
+        .args(["/nonexistent/prewarm-doctor", "/tmp/x", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("BIN '/nonexistent/prewarm-doctor'"));
+    let out = Command::new("bash")
+        .arg(layouts_script())
+        .args([env!("CARGO_BIN_EXE_prewarm-doctor"), "/tmp/x", "two"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NGPU must be a positive integer, got 'two'"));
+}
+
+/// The remainder check the GPU script prints after every run, on the real
+/// two-node recording's JSON report (within bounds), and on a copy of that
+/// report whose one remainder is pushed over the bound (named, exit 1).
+#[test]
+fn the_remainder_check_passes_the_real_recording_and_names_a_phase_over_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200/multinode-fsdp2");
+    let st = Command::new(env!("CARGO_BIN_EXE_prewarm-doctor"))
+        .arg("report")
+        .arg(&fixture)
+        .args(["--format", "json", "-o"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let check = |file: &Path| {
+        Command::new("bash")
+            .arg(layouts_script())
+            .arg("--check-remainders")
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let out = check(&json);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("REMAINDER ok: 16 phase ends, 0 over the bound"), "{text}");
+    // Test input only: the real report with one remainder made 1 GiB.
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    v["attempts"][0]["processes"][0]["phases"][1]["gap_end"]["unexplained"] = (1u64 << 30).into();
+    let bad = dir.path().join("over.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let out = check(&bad);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("REMAINDER OVER: 16 phase ends, 1 over the bound"), "{text}");
+    assert!(text.contains("+1024.0 MiB"), "{text}");
+}
