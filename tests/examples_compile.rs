@@ -47,7 +47,8 @@ fn every_example_compiles_and_its_local_imports_exist() {
         .arg(&dir)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
     for f in ["moe_dp_ep", "pipeline_pp", "context_parallel"] {
         assert!(dir.join(format!("{f}.py")).exists(), "{f}");
@@ -74,7 +75,9 @@ fn the_layouts_script_refuses_bad_arguments_naming_them() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("NGPU must be a positive integer, got 'two'"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NGPU must be a positive integer, got 'two'")
+    );
 }
 
 /// The remainder check the GPU script prints after every run, on the real
@@ -92,7 +95,11 @@ fn the_remainder_check_passes_the_real_recording_and_names_a_phase_over_the_boun
         .arg(&json)
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let check = |file: &Path| {
         Command::new("bash")
             .arg(layouts_script())
@@ -104,15 +111,22 @@ fn the_remainder_check_passes_the_real_recording_and_names_a_phase_over_the_boun
     let out = check(&json);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("REMAINDER ok: 16 phase ends, 0 over the bound"), "{text}");
+    assert!(
+        text.contains("REMAINDER ok: 16 phase ends, 0 over the bound"),
+        "{text}"
+    );
     // Test input only: the real report with one remainder made 1 GiB.
-    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     v["attempts"][0]["processes"][0]["phases"][1]["gap_end"]["unexplained"] = (1u64 << 30).into();
     let bad = dir.path().join("over.json");
     std::fs::write(&bad, v.to_string()).unwrap();
     let out = check(&bad);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("REMAINDER OVER: 16 phase ends, 1 over the bound"), "{text}");
+    assert!(
+        text.contains("REMAINDER OVER: 16 phase ends, 1 over the bound"),
+        "{text}"
+    );
     assert!(text.contains("+1024.0 MiB"), "{text}");
 }

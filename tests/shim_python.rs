@@ -375,7 +375,10 @@ print("done")
     assert_eq!(clip.len(), 1, "{groups:?}");
     assert_eq!(clip[0]["step"], 1);
     // A group without a communicator is written once, with none.
-    let unused: Vec<_> = groups.iter().filter(|g| g["ranks"] == serde_json::json!([1])).collect();
+    let unused: Vec<_> = groups
+        .iter()
+        .filter(|g| g["ranks"] == serde_json::json!([1]))
+        .collect();
     assert_eq!(unused.len(), 1, "{groups:?}");
     assert!(unused[0]["comm"].is_null() && unused[0]["desc"] == "undefined");
 }

@@ -9,8 +9,8 @@
 //! ranks by the shared `commId` (recordings made before the shim wrote groups,
 //! and communicators torch keeps outside the group's own, such as P2P ones).
 
-use super::model::ProcessAccount;
 use super::model::CommAccount;
+use super::model::ProcessAccount;
 use crate::load::shim::ShimEvent;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -180,7 +180,10 @@ mod tests {
 
     #[test]
     fn torch_names_a_communicator_by_its_pointer() {
-        let mut comms = vec![comm("0x4a654200", "0xaa", 0, 2), comm("0x77e0", "0xbb", 0, 2)];
+        let mut comms = vec![
+            comm("0x4a654200", "0xaa", 0, 2),
+            comm("0x77e0", "0xbb", 0, 2),
+        ];
         let shim = vec![
             group_event("1", Some("mesh_ep"), &[1, 0], None),
             group_event("1", Some("mesh_ep"), &[1, 0], Some("0x4A654200")),

@@ -8,8 +8,8 @@
 
 use super::AttemptAccount;
 use super::comm_groups::CommGroup;
-use super::model::CommAccount;
 use super::matrix::VariantSummary;
+use super::model::CommAccount;
 use super::phases::Phase;
 use super::verdict::targets_of;
 use crate::prewarm::catalog::EventClass;
@@ -94,7 +94,8 @@ fn attempt_sides<'a>(ranks: impl Iterator<Item = &'a [CommAccount]>) -> Sides {
         for c in comms {
             let Some(g) = &c.group else { continue };
             let k = key_of(g);
-            out.entry(k.clone()).or_insert_with(|| (g.clone(), GroupSide::default()));
+            out.entry(k.clone())
+                .or_insert_with(|| (g.clone(), GroupSide::default()));
             let s = mine.entry(k).or_default();
             if c.phase == Some(Phase::Setup) {
                 s.at_setup += 1;
@@ -155,7 +156,10 @@ fn over_attempts(counted: &[Sides]) -> Sides {
     let mut secs: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for per in counted {
         for (k, (g, side)) in per {
-            let t = &mut out.entry(k.clone()).or_insert_with(|| (g.clone(), GroupSide::default())).1;
+            let t = &mut out
+                .entry(k.clone())
+                .or_insert_with(|| (g.clone(), GroupSide::default()))
+                .1;
             t.at_setup = t.at_setup.max(side.at_setup);
             t.in_steps = t.in_steps.max(side.in_steps);
             t.first_step = match (t.first_step, side.first_step) {
@@ -304,12 +308,18 @@ mod tests {
         let lazy = |d: &str| comm(d, &[0, 1], Phase::Step1, Some(1), 300);
         let warm = |d: &str| comm(d, &[0, 1], Phase::Setup, None, 300);
         let base_rank = vec![lazy("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
-        let base = over_attempts(&[attempt_sides([base_rank.as_slice(), base_rank.as_slice()].into_iter())]);
+        let base = over_attempts(&[attempt_sides(
+            [base_rank.as_slice(), base_rank.as_slice()].into_iter(),
+        )]);
         // Incomplete: clip_dense at setup, the expert groups still in step 1.
         let inc_rank = vec![warm("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
         let inc = over_attempts(&[attempt_sides([inc_rank.as_slice()].into_iter())]);
         let v = group_verdicts(&base, &inc);
-        let of = |d: &str| v.iter().find(|g| g.group.desc.as_deref() == Some(d)).unwrap();
+        let of = |d: &str| {
+            v.iter()
+                .find(|g| g.group.desc.as_deref() == Some(d))
+                .unwrap()
+        };
         assert_eq!(of("clip_dense").outcome, Moved);
         assert_eq!(of("clip_expert").outcome, Missed);
         assert_eq!(of("mesh_ep").outcome, Missed);
@@ -326,10 +336,18 @@ mod tests {
         ];
         let eager = over_attempts(&[attempt_sides([eager_rank.as_slice()].into_iter())]);
         let v = group_verdicts(&base, &eager);
-        let of = |d: &str| v.iter().find(|g| g.group.desc.as_deref() == Some(d)).unwrap();
+        let of = |d: &str| {
+            v.iter()
+                .find(|g| g.group.desc.as_deref() == Some(d))
+                .unwrap()
+        };
         assert_eq!(of("eager_pair").outcome, Needless);
         assert_eq!(of("eager_pair").variant.at_setup, 1);
-        assert!(v.iter().filter(|g| g.group.desc.as_deref() != Some("eager_pair")).all(|g| g.outcome == Moved));
+        assert!(
+            v.iter()
+                .filter(|g| g.group.desc.as_deref() != Some("eager_pair"))
+                .all(|g| g.outcome == Moved)
+        );
     }
 
     #[test]

@@ -93,7 +93,14 @@ pub const CATALOG: &[Prewarm] = &[
         name: "dry_run",
         framework: "NeMo AutoModel",
         description: "one side-effect-free forward+backward of the model at setup (RNG, buffers, router state restored; skipped with pipeline parallelism)",
-        targets: &[Cublas, TritonAutotune, LocalMemory, Compile, ModuleLoad, NcclComm],
+        targets: &[
+            Cublas,
+            TritonAutotune,
+            LocalMemory,
+            Compile,
+            ModuleLoad,
+            NcclComm,
+        ],
         flag: Some("--prewarm.dry_run"),
         env: None,
     },
@@ -212,7 +219,10 @@ mod tests {
         );
         // The layout examples' switches, and a variant option after the flag.
         assert_eq!(
-            infer(&s(&["--prewarm-nccl-comm", "--comm-prewarm", "incomplete"]), &[]),
+            infer(
+                &s(&["--prewarm-nccl-comm", "--comm-prewarm", "incomplete"]),
+                &[]
+            ),
             vec!["nccl_comm"]
         );
         assert_eq!(
@@ -230,9 +240,18 @@ mod tests {
     /// variant enabling an example's prewarm is not judged on its targets.
     #[test]
     fn example_prewarms_follow_the_examples_naming() {
-        for p in CATALOG.iter().filter(|p| p.framework == "prewarm-doctor examples") {
-            assert_eq!(p.flag, Some(format!("--prewarm-{}", p.name.replace('_', "-")).as_str()));
-            assert_eq!(p.env, Some(format!("PREWARM_{}", p.name.to_uppercase()).as_str()));
+        for p in CATALOG
+            .iter()
+            .filter(|p| p.framework == "prewarm-doctor examples")
+        {
+            assert_eq!(
+                p.flag,
+                Some(format!("--prewarm-{}", p.name.replace('_', "-")).as_str())
+            );
+            assert_eq!(
+                p.env,
+                Some(format!("PREWARM_{}", p.name.to_uppercase()).as_str())
+            );
         }
         for p in CATALOG.iter().filter(|p| p.framework == "NeMo AutoModel") {
             assert_eq!(p.flag, Some(format!("--prewarm.{}", p.name).as_str()));

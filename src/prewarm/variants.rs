@@ -378,7 +378,8 @@ mod tests {
         assert_eq!(picked[3].name, "all");
         let err = preset("nemo-automodel:cublas_backward,nccl_comm").unwrap_err();
         assert!(
-            err.to_string().contains("'nccl_comm' is not a NeMo AutoModel prewarm key")
+            err.to_string()
+                .contains("'nccl_comm' is not a NeMo AutoModel prewarm key")
                 && err.to_string().contains("mamba_ssd_autotune"),
             "{err}"
         );

@@ -113,11 +113,19 @@ mod tests {
             "mesh_ep (ranks 0,1)"
         );
         assert_eq!(
-            group_label(&group(None, &(0..8).collect::<Vec<_>>(), NamedBy::CommId, 8)),
+            group_label(&group(
+                None,
+                &(0..8).collect::<Vec<_>>(),
+                NamedBy::CommId,
+                8
+            )),
             "ranks 0-7"
         );
         // A node whose capture is missing: the members seen, of how many.
-        assert_eq!(group_label(&group(None, &[0], NamedBy::CommId, 2)), "ranks 0 of 2");
+        assert_eq!(
+            group_label(&group(None, &[0], NamedBy::CommId, 2)),
+            "ranks 0 of 2"
+        );
     }
 
     #[test]
@@ -149,7 +157,9 @@ mod tests {
         let lines = group_lines(&v);
         assert_eq!(
             lines,
-            ["NCCL group clip_expert (ranks 0,1): MISSED (still created lazily in a step); communicators: 1 in the steps (from step 1); 558.0 MiB, 330.0 ms init -> 1 in the steps (from step 1); 558.0 MiB, 310.0 ms init"]
+            [
+                "NCCL group clip_expert (ranks 0,1): MISSED (still created lazily in a step); communicators: 1 in the steps (from step 1); 558.0 MiB, 330.0 ms init -> 1 in the steps (from step 1); 558.0 MiB, 310.0 ms init"
+            ]
         );
     }
 }
