@@ -90,12 +90,15 @@ class MoE(torch.nn.Module):
 
 
 def sync_grads(params, group):
-    """Average gradients over `group` (data-parallel replicas)."""
+    """Average gradients over `group` (data-parallel replicas). An expert that
+    got no tokens on this rank has no gradient: it gets zeros, so every
+    replica issues the same all-reduces in the same order."""
     size = dist.get_world_size(group)
     for p in params:
-        if p.grad is not None:
-            dist.all_reduce(p.grad, group=group)
-            p.grad.div_(size)
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad, group=group)
+        p.grad.div_(size)
 
 
 def clip_per_group(shards, max_norm=1.0):

@@ -113,6 +113,14 @@ pub const CATALOG: &[Prewarm] = &[
         env: Some("PREWARM_CUBLAS"),
     },
     Prewarm {
+        name: "cp_kernels",
+        framework: "prewarm-doctor examples",
+        description: "launch the context-parallel path's Triton kernel directly at setup (examples/context_parallel.py)",
+        targets: &[TritonAutotune, LocalMemory, Compile],
+        flag: Some("--prewarm-cp-kernels"),
+        env: Some("PREWARM_CP_KERNELS"),
+    },
+    Prewarm {
         name: "triton_autotune",
         framework: "prewarm-doctor examples",
         description: "run the autotuned Triton kernel on every model shape at setup",
@@ -127,14 +135,6 @@ pub const CATALOG: &[Prewarm] = &[
         targets: &[Compile, ModuleLoad, Cublas, TritonAutotune, LocalMemory],
         flag: Some("--prewarm-pipeline-stage-compile"),
         env: Some("PREWARM_PIPELINE_STAGE_COMPILE"),
-    },
-    Prewarm {
-        name: "cp_kernels",
-        framework: "prewarm-doctor examples",
-        description: "launch the context-parallel path's Triton kernel directly at setup (examples/context_parallel.py)",
-        targets: &[TritonAutotune, LocalMemory, Compile],
-        flag: Some("--prewarm-cp-kernels"),
-        env: Some("PREWARM_CP_KERNELS"),
     },
     Prewarm {
         name: "nccl_comm",
