@@ -59,6 +59,11 @@ pub struct GroupSide {
 pub struct GroupVerdict {
     pub group: CommGroup,
     pub outcome: GroupOutcome,
+    /// Communicators of this group the variant creates beyond the baseline's
+    /// count: needless ones where a group cannot be told apart from another
+    /// of the same members (no torch name, e.g. the default group and a clip
+    /// group of one rank).
+    pub extra: u32,
     pub baseline: GroupSide,
     pub variant: GroupSide,
 }
@@ -240,8 +245,10 @@ fn group_verdicts(base: &Sides, var: &Sides) -> Vec<GroupVerdict> {
             let group = b.or(w)?.0.clone();
             let baseline = b.map(|x| x.1.clone()).unwrap_or_default();
             let variant = w.map(|x| x.1.clone()).unwrap_or_default();
+            let total = |s: &GroupSide| s.at_setup + s.in_steps;
             Some(GroupVerdict {
                 outcome: outcome(&baseline, &variant)?,
+                extra: total(&variant).saturating_sub(total(&baseline)),
                 group,
                 baseline,
                 variant,
@@ -343,6 +350,8 @@ mod tests {
         };
         assert_eq!(of("eager_pair").outcome, Needless);
         assert_eq!(of("eager_pair").variant.at_setup, 1);
+        assert_eq!(of("eager_pair").extra, 1);
+        assert_eq!(of("clip_dense").extra, 0);
         assert!(
             v.iter()
                 .filter(|g| g.group.desc.as_deref() != Some("eager_pair"))

@@ -80,8 +80,12 @@ pub fn group_lines(v: &CommVerdict) -> Vec<String> {
     v.groups
         .iter()
         .map(|g| {
+            let extra = match (g.outcome, g.extra) {
+                (GroupOutcome::Needless, _) | (_, 0) => String::new(),
+                (_, n) => format!(", {n} more than the baseline creates (needless)"),
+            };
             format!(
-                "NCCL group {}: {}; communicators: {} -> {}",
+                "NCCL group {}: {}{extra}; communicators: {} -> {}",
                 group_label(&g.group),
                 outcome_text(g.outcome),
                 side_text(&g.baseline),
@@ -136,6 +140,7 @@ mod tests {
             groups: vec![GroupVerdict {
                 group: group(Some("clip_expert"), &[0, 1], NamedBy::Torch, 2),
                 outcome: GroupOutcome::Missed,
+                extra: 0,
                 baseline: GroupSide {
                     in_steps: 1,
                     first_step: Some(1),
