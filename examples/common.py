@@ -14,10 +14,11 @@ import sys
 import torch
 
 
-def parse(description, prewarms):
+def parse(description, prewarms, extra=None):
     """`prewarms` maps a prewarm name to its help; each gets --prewarm-NAME and
-    the environment switch PREWARM_<NAME>=1."""
-    p = argparse.ArgumentParser(description=description)
+    the environment switch PREWARM_<NAME>=1. `extra(parser)` adds a script's
+    own options."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--batch", type=int, default=4096)
@@ -25,6 +26,8 @@ def parse(description, prewarms):
                    help="after setup, hold this much device memory (or, if negative, leave only -N GiB free) to model peak step memory")
     for name, help_text in prewarms.items():
         p.add_argument(f"--prewarm-{name.replace('_', '-')}", action="store_true", help=help_text)
+    if extra is not None:
+        extra(p)
     args = p.parse_args()
     for name in prewarms:
         attr = f"prewarm_{name}"
@@ -81,3 +84,47 @@ def train(args, step_fn, optimizer):
         optimizer.step()
         crosscheck(step)
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
+
+
+def init_torchrun(port=29540):
+    """The default NCCL process group; plain `python` works as a one-rank job.
+    No `device_id`: binding one makes torch create every later group's
+    communicator eagerly (comm split at `new_group`), hiding the lazy
+    creation these examples are about."""
+    if "RANK" not in os.environ:
+        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    import torch.distributed as dist
+
+    dev = device()
+    dist.init_process_group("nccl")
+    return dev
+
+
+def new_group(ranks, desc):
+    """A process group named `desc` (torch's group_desc, which prewarm-doctor
+    reads to name the group's communicator); every rank must call this for
+    every group, members or not."""
+    import torch.distributed as dist
+
+    try:
+        return dist.new_group(ranks, group_desc=desc)
+    except TypeError:
+        return dist.new_group(ranks)
+
+
+def warm_groups(dev, groups):
+    """One one-element all-reduce per group: NCCL creates the group's
+    communicator now, at setup, instead of at its first real collective."""
+    import torch.distributed as dist
+
+    for group in groups:
+        if group is None or dist.get_world_size(group) < 1:
+            continue
+        t = torch.zeros(1, device=dev)
+        dist.all_reduce(t, group=group)
+    torch.cuda.synchronize()
+
+
+def fork_rng_on(dev):
+    """Prewarms with synthetic inputs must not change training's random stream."""
+    return torch.random.fork_rng(devices=[dev.index if dev.index is not None else torch.cuda.current_device()])

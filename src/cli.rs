@@ -136,7 +136,8 @@ pub struct RunArgs {
     /// A TOML file declaring the variants (docs/variants.md).
     #[arg(long = "variants-file", value_name = "FILE")]
     pub variants_file: Option<PathBuf>,
-    /// A preset matrix: `nemo-automodel`, or `env:NAME[,NAME...]` (PREWARM_<NAME>=1 per variant).
+    /// A preset matrix: `nemo-automodel` (its documented `prewarm:` keys),
+    /// `nemo-automodel:KEY[,KEY...]`, or `env:NAME[,NAME...]` (PREWARM_<NAME>=1 per variant).
     #[arg(long)]
     pub preset: Option<String>,
     /// Which variant the others are compared with (default: the one with no extra args/env).

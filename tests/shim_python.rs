@@ -327,3 +327,58 @@ for i in range(2):
             .all(|m| m["name"] == "train_step" && m["t1"].as_u64() > m["t0"].as_u64())
     );
 }
+
+#[test]
+fn process_groups_and_their_communicators_are_named_after_torch() {
+    // A clip group whose communicator appears in step 1 (after its first
+    // all-reduce), a mesh-dimension group warmed at setup, and a group never
+    // used; destroy_process_group snapshots once more before torch forgets them.
+    let script = r#"
+import torch, torch.distributed as dist
+dist.init_process_group("nccl")
+mesh_ep = dist.new_group([0, 1], group_desc="mesh_ep")
+clip = dist.new_group([0, 1], group_desc="clip_expert")
+unused = dist.new_group([1])
+mesh_ep._set_comm(0x4a654200)
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._children = [torch.nn.Module()]
+net = Net()
+opt = torch.optim.Optimizer(net.parameters())
+for step in range(3):
+    opt.zero_grad()
+    net(1)
+    if step == 0:
+        clip._set_comm(0x77e0)
+    opt.step()
+dist.destroy_process_group()
+print("done")
+"#;
+    let (code, events, out, _d) = run(script, None, true);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("done"), "{out}");
+    let groups = of(&events, "comm_group");
+    let find = |desc: &str, comm: serde_json::Value| {
+        groups
+            .iter()
+            .filter(|g| g["desc"] == desc && g["comm"] == comm)
+            .collect::<Vec<_>>()
+    };
+    // Seen once with its communicator, at the first step's end.
+    let ep = find("mesh_ep", "0x4a654200".into());
+    assert_eq!(ep.len(), 1, "{groups:?}");
+    assert_eq!(ep[0]["step"], 1);
+    assert_eq!(ep[0]["ranks"], serde_json::json!([0, 1]));
+    // The clip group's communicator is written when it appears, once.
+    let clip = find("clip_expert", "0x77e0".into());
+    assert_eq!(clip.len(), 1, "{groups:?}");
+    assert_eq!(clip[0]["step"], 1);
+    // A group without a communicator is written once, with none.
+    let unused: Vec<_> = groups
+        .iter()
+        .filter(|g| g["ranks"] == serde_json::json!([1]))
+        .collect();
+    assert_eq!(unused.len(), 1, "{groups:?}");
+    assert!(unused[0]["comm"].is_null() && unused[0]["desc"] == "undefined");
+}

@@ -144,6 +144,7 @@ pub fn comm_accounts(
                 bytes,
                 inferred_bytes: inferred.get(i).map_or(0, |x| x.1),
                 timings: c.timings.clone(),
+                group: None,
             }
         })
         .collect()
@@ -595,7 +596,12 @@ pub fn late_warmups(inp: &LateInputs) -> Vec<LateWarmup> {
         .iter()
         .filter(|c| c.phase.is_some_and(|p| p != Phase::Setup))
     {
-        let subject = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
+        let id = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
+        // torch's group description names it (mesh_ep, clip_expert) when known.
+        let subject = match c.group.as_ref().and_then(|g| g.desc.as_ref()) {
+            Some(desc) => format!("{desc} {id}"),
+            None => id,
+        };
         let g = gather(&mut items, EventClass::NcclComm, &subject);
         g.times.push(at(c.start_s.unwrap_or(0.0)));
         g.seconds += c.init_seconds.unwrap_or(0.0);

@@ -148,6 +148,8 @@ pub struct MatrixAccount {
     pub variants: Vec<VariantSummary>,
     pub verdicts: Vec<Verdict>,
     pub notes: Vec<MatrixNote>,
+    /// Communicator prewarms' verdicts per process group (verdict_comms.rs).
+    pub comm_groups: Vec<super::verdict_comms::CommVerdict>,
 }
 
 /// The rank with the highest step-1 device peak (the first on ties).
@@ -244,7 +246,9 @@ pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<Ma
     });
     let isolated = !matches!(cache.as_str(), "shared" | "user");
     let variants = summarise_variants(meta, attempts, &order, expected);
-    judge(baseline, cache, isolated, variants)
+    let mut m = judge(baseline, cache, isolated, variants)?;
+    m.comm_groups = super::verdict_comms::comm_verdicts(&m.baseline, &m.variants, attempts);
+    Some(m)
 }
 
 /// Per-variant summaries in declaration order (single-variant runs too: gating
@@ -375,6 +379,7 @@ fn judge(
         variants,
         verdicts,
         notes,
+        comm_groups: Vec::new(),
     })
 }
 

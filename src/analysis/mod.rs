@@ -2,6 +2,7 @@
 //! → per variant. Pure functions over data src/load decoded: no file I/O,
 //! no printing.
 
+pub mod comm_groups;
 pub mod forensics;
 pub mod framework;
 pub mod gate;
@@ -16,6 +17,7 @@ pub mod records;
 pub mod sources;
 pub mod timeline;
 pub mod verdict;
+pub mod verdict_comms;
 pub mod verdict_costs;
 pub mod verdict_rules;
 #[cfg(test)]
@@ -106,6 +108,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
             }));
         }
         processes.sort_by_key(|p| (p.rank.unwrap_or(u32::MAX), p.host.clone(), p.pid));
+        comm_groups::name_across_ranks(&mut processes);
         out.push(AttemptAccount {
             variant: attempt.variant.clone(),
             attempt: attempt.attempt.clone(),

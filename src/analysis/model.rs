@@ -214,6 +214,9 @@ pub struct CommAccount {
     /// call (NCCL loading its kernels), inferred from the memory timeline.
     pub inferred_bytes: u64,
     pub timings: BTreeMap<String, f64>,
+    /// The process group it serves (mesh dimension or members), when known
+    /// (src/analysis/comm_groups.rs).
+    pub group: Option<super::comm_groups::CommGroup>,
 }
 
 /// One Triton autotune (kernel, key).

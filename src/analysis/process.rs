@@ -273,13 +273,14 @@ pub fn analyse_process(
             _ => comm_inferred.push((0, 0)),
         }
     }
-    let nccl = framework::comm_accounts(
+    let mut nccl = framework::comm_accounts(
         &comm_windows,
         &spans,
         &rp.oop_allocs,
         &bounds,
         &comm_inferred,
     );
+    super::comm_groups::name_from_torch(&mut nccl, &r.shim);
     let autotune = framework::autotune_accounts(&r, &mut rp, &bounds);
     let compiles = framework::compile_events(&r, &bounds);
     let cublas_ids: std::collections::HashSet<u32> = r

@@ -94,6 +94,24 @@ pub enum ShimEvent {
         #[serde(default)]
         nccl: String,
     },
+    /// A torch process group and, once it exists, its NCCL communicator's
+    /// pointer (as NCCL's init log prints it): what names a communicator
+    /// after its mesh dimension or group (src/shim/prewarm_doctor_groups.py).
+    CommGroup {
+        t: u64,
+        #[serde(default)]
+        step: Option<u32>,
+        #[serde(default)]
+        name: String,
+        /// torch's group description (`mesh_<dim>`, or `new_group(group_desc=)`).
+        #[serde(default)]
+        desc: Option<String>,
+        /// The group's global ranks.
+        #[serde(default)]
+        ranks: Vec<u32>,
+        #[serde(default)]
+        comm: Option<String>,
+    },
     Exception {
         t: u64,
         #[serde(rename = "type", default)]

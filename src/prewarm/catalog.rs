@@ -1,5 +1,10 @@
 //! The catalog of known prewarms: what each one is supposed to move out of
 //! step 1. Verdicts judge a prewarm on the event classes it targets.
+//!
+//! NeMo AutoModel's entries are the keys of its recipe's `prewarm:` section
+//! (`PrewarmConfig`; docs/variants.md lists each with its targets and where
+//! it is documented). Its recipe config rejects keys it does not know, so a
+//! flag the installed release lacks fails that variant at config parse.
 
 use serde::Serialize;
 
@@ -55,7 +60,7 @@ pub const CATALOG: &[Prewarm] = &[
     Prewarm {
         name: "cublas_backward",
         framework: "NeMo AutoModel",
-        description: "tiny cuBLAS forward+backward per dtype at setup",
+        description: "tiny cuBLAS forward+backward matmul per dtype (fp32, bf16) at setup",
         targets: &[Cublas],
         flag: Some("--prewarm.cublas_backward"),
         env: None,
@@ -63,7 +68,7 @@ pub const CATALOG: &[Prewarm] = &[
     Prewarm {
         name: "fla_gdn_autotune",
         framework: "NeMo AutoModel",
-        description: "warm flash-linear-attention gated-delta-net Triton autotune caches for the model's shapes",
+        description: "warm flash-linear-attention gated-delta-net Triton autotune caches per model shape: the context-parallel backward kernels (pre-process, state merge) launched directly, then a tiny end-to-end forward+backward",
         targets: &[TritonAutotune, LocalMemory, Compile],
         flag: Some("--prewarm.fla_gdn_autotune"),
         env: None,
@@ -71,7 +76,7 @@ pub const CATALOG: &[Prewarm] = &[
     Prewarm {
         name: "mamba_ssd_autotune",
         framework: "NeMo AutoModel",
-        description: "warm Mamba SSD Triton autotune caches for the model's shapes",
+        description: "warm Mamba SSD Triton autotune caches per mixer shape (local CP geometry) with a tiny end-to-end forward+backward",
         targets: &[TritonAutotune, LocalMemory, Compile],
         flag: Some("--prewarm.mamba_ssd_autotune"),
         env: None,
@@ -79,17 +84,24 @@ pub const CATALOG: &[Prewarm] = &[
     Prewarm {
         name: "comm_groups",
         framework: "NeMo AutoModel",
-        description: "eagerly create the NCCL communicators later collectives (grad-norm clipping) use",
+        description: "one-element all-reduce per group grad-norm clipping reduces over: every non-Replicate mesh dim of each DTensor parameter group, plus the pp mesh",
         targets: &[NcclComm],
         flag: Some("--prewarm.comm_groups"),
         env: None,
     },
     Prewarm {
-        name: "pipeline_stage_compile",
+        name: "dry_run",
         framework: "NeMo AutoModel",
-        description: "run each pipeline stage once at setup (compiles, loads modules, warms libraries)",
-        targets: &[Compile, ModuleLoad, Cublas, TritonAutotune, LocalMemory],
-        flag: Some("--prewarm.pipeline_stage_compile"),
+        description: "one side-effect-free forward+backward of the model at setup (RNG, buffers, router state restored; skipped with pipeline parallelism)",
+        targets: &[
+            Cublas,
+            TritonAutotune,
+            LocalMemory,
+            Compile,
+            ModuleLoad,
+            NcclComm,
+        ],
+        flag: Some("--prewarm.dry_run"),
         env: None,
     },
     Prewarm {
@@ -101,6 +113,14 @@ pub const CATALOG: &[Prewarm] = &[
         env: Some("PREWARM_CUBLAS"),
     },
     Prewarm {
+        name: "cp_kernels",
+        framework: "prewarm-doctor examples",
+        description: "launch the context-parallel path's Triton kernel directly at setup (examples/context_parallel.py)",
+        targets: &[TritonAutotune, LocalMemory, Compile],
+        flag: Some("--prewarm-cp-kernels"),
+        env: Some("PREWARM_CP_KERNELS"),
+    },
+    Prewarm {
         name: "triton_autotune",
         framework: "prewarm-doctor examples",
         description: "run the autotuned Triton kernel on every model shape at setup",
@@ -109,9 +129,17 @@ pub const CATALOG: &[Prewarm] = &[
         env: Some("PREWARM_TRITON_AUTOTUNE"),
     },
     Prewarm {
+        name: "pipeline_stage_compile",
+        framework: "prewarm-doctor examples",
+        description: "each pipeline stage's forward+backward once, locally, at setup (examples/pipeline_pp.py)",
+        targets: &[Compile, ModuleLoad, Cublas, TritonAutotune, LocalMemory],
+        flag: Some("--prewarm-pipeline-stage-compile"),
+        env: Some("PREWARM_PIPELINE_STAGE_COMPILE"),
+    },
+    Prewarm {
         name: "nccl_comm",
         framework: "prewarm-doctor examples",
-        description: "one tiny all-reduce per process group at setup",
+        description: "one tiny all-reduce per process group at setup (and a send/recv per pipeline link)",
         targets: &[NcclComm],
         flag: Some("--prewarm-nccl-comm"),
         env: Some("PREWARM_NCCL_COMM"),
@@ -189,5 +217,44 @@ mod tests {
                 .targets
                 .contains(&EventClass::LocalMemory)
         );
+        // The layout examples' switches, and a variant option after the flag.
+        assert_eq!(
+            infer(
+                &s(&["--prewarm-nccl-comm", "--comm-prewarm", "incomplete"]),
+                &[]
+            ),
+            vec!["nccl_comm"]
+        );
+        assert_eq!(
+            infer(&s(&["--prewarm-pipeline-stage-compile"]), &[]),
+            vec!["pipeline_stage_compile"]
+        );
+        assert_eq!(
+            infer(&[], &[("PREWARM_CP_KERNELS".into(), "1".into())]),
+            vec!["cp_kernels"]
+        );
+    }
+
+    /// examples/common.py gives each prewarm NAME the flag --prewarm-NAME
+    /// (dashes) and the variable PREWARM_<NAME>; the catalog must agree, or a
+    /// variant enabling an example's prewarm is not judged on its targets.
+    #[test]
+    fn example_prewarms_follow_the_examples_naming() {
+        for p in CATALOG
+            .iter()
+            .filter(|p| p.framework == "prewarm-doctor examples")
+        {
+            assert_eq!(
+                p.flag,
+                Some(format!("--prewarm-{}", p.name.replace('_', "-")).as_str())
+            );
+            assert_eq!(
+                p.env,
+                Some(format!("PREWARM_{}", p.name.to_uppercase()).as_str())
+            );
+        }
+        for p in CATALOG.iter().filter(|p| p.framework == "NeMo AutoModel") {
+            assert_eq!(p.flag, Some(format!("--prewarm.{}", p.name).as_str()));
+        }
     }
 }

@@ -20,8 +20,16 @@ pub enum VariantError {
     UnknownVariant(String, String),
     #[error("variant '{0}' is declared twice")]
     Duplicate(String),
-    #[error("--preset '{0}': unknown preset (known: nemo-automodel, env:NAME[,NAME...])")]
+    #[error(
+        "--preset '{0}': unknown preset (known: nemo-automodel, nemo-automodel:KEY[,KEY...], env:NAME[,NAME...])"
+    )]
     UnknownPreset(String),
+    #[error("--preset '{preset}': '{key}' is not a NeMo AutoModel prewarm key (known: {known})")]
+    UnknownNemoKey {
+        preset: String,
+        key: String,
+        known: String,
+    },
     #[error("{file}: {why}")]
     File { file: String, why: String },
     #[error("--baseline '{0}': no variant has that name")]
@@ -78,6 +86,45 @@ pub fn apply_env(variants: &mut [VariantSpec], spec: &str) -> Result<(), Variant
     Ok(())
 }
 
+/// The keys of NeMo AutoModel's `prewarm:` section as its prewarm module
+/// documents them (`PrewarmConfig`: docs/variants.md): what `--preset
+/// nemo-automodel` expands to. The recipe rejects keys it does not know, so
+/// keys only some revisions have (`mamba_ssd_autotune`, `dry_run`) are asked
+/// for by name: `--preset nemo-automodel:KEY,...`.
+pub const NEMO_SECTION: [&str; 3] = ["cublas_backward", "fla_gdn_autotune", "comm_groups"];
+
+/// The NeMo AutoModel keys a `nemo-automodel[:KEY,...]` preset names.
+fn nemo_keys(name: &str) -> Result<Option<Vec<&str>>, VariantError> {
+    if name == "nemo-automodel" {
+        return Ok(Some(NEMO_SECTION.to_vec()));
+    }
+    let Some(list) = name.strip_prefix("nemo-automodel:") else {
+        return Ok(None);
+    };
+    let nemo = |n: &str| catalog::find(n).is_some_and(|p| p.framework == "NeMo AutoModel");
+    let keys: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if keys.is_empty() {
+        return Err(VariantError::UnknownPreset(name.to_string()));
+    }
+    if let Some(bad) = keys.iter().find(|k| !nemo(k)) {
+        let known: Vec<&str> = CATALOG
+            .iter()
+            .filter(|p| p.framework == "NeMo AutoModel")
+            .map(|p| p.name)
+            .collect();
+        return Err(VariantError::UnknownNemoKey {
+            preset: name.to_string(),
+            key: bad.to_string(),
+            known: known.join(", "),
+        });
+    }
+    Ok(Some(keys))
+}
+
 /// Expands a preset into variants: a baseline, one per prewarm, and "all".
 pub fn preset(name: &str) -> Result<Vec<VariantSpec>, VariantError> {
     let mut out = vec![VariantSpec {
@@ -86,16 +133,9 @@ pub fn preset(name: &str) -> Result<Vec<VariantSpec>, VariantError> {
         env: vec![],
         prewarms: vec![],
     }];
-    if name == "nemo-automodel" {
-        let names = [
-            "cublas_backward",
-            "fla_gdn_autotune",
-            "mamba_ssd_autotune",
-            "comm_groups",
-            "pipeline_stage_compile",
-        ];
+    if let Some(names) = nemo_keys(name)? {
         let mut all_args = Vec::new();
-        for n in names {
+        for &n in &names {
             let flag = catalog::find(n)
                 .and_then(|p| p.flag)
                 .expect("catalog has NeMo flags");
@@ -108,12 +148,14 @@ pub fn preset(name: &str) -> Result<Vec<VariantSpec>, VariantError> {
                 prewarms: vec![n.to_string()],
             });
         }
-        out.push(VariantSpec {
-            name: "all".into(),
-            args: all_args,
-            env: vec![],
-            prewarms: names.iter().map(|s| s.to_string()).collect(),
-        });
+        if names.len() > 1 {
+            out.push(VariantSpec {
+                name: "all".into(),
+                args: all_args,
+                env: vec![],
+                prewarms: names.iter().map(|s| s.to_string()).collect(),
+            });
+        }
         return Ok(out);
     }
     if let Some(list) = name.strip_prefix("env:") {
@@ -312,14 +354,36 @@ mod tests {
                 "baseline",
                 "cublas_backward",
                 "fla_gdn_autotune",
-                "mamba_ssd_autotune",
                 "comm_groups",
-                "pipeline_stage_compile",
                 "all"
             ]
         );
-        assert_eq!(nemo[4].args, vec!["--prewarm.comm_groups", "true"]);
-        assert_eq!(nemo[6].prewarms.len(), 5);
+        assert_eq!(nemo[3].args, vec!["--prewarm.comm_groups", "true"]);
+        assert_eq!(nemo[4].prewarms.len(), 3);
+        assert_eq!(
+            nemo[4].args,
+            [
+                "--prewarm.cublas_backward",
+                "true",
+                "--prewarm.fla_gdn_autotune",
+                "true",
+                "--prewarm.comm_groups",
+                "true"
+            ]
+        );
+        // Keys only some revisions accept are asked for by name.
+        let picked = preset("nemo-automodel:mamba_ssd_autotune, dry_run").unwrap();
+        assert_eq!(picked[1].args, ["--prewarm.mamba_ssd_autotune", "true"]);
+        assert_eq!(picked[2].prewarms, ["dry_run"]);
+        assert_eq!(picked[3].name, "all");
+        let err = preset("nemo-automodel:cublas_backward,nccl_comm").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("'nccl_comm' is not a NeMo AutoModel prewarm key")
+                && err.to_string().contains("mamba_ssd_autotune"),
+            "{err}"
+        );
+        assert!(preset("nemo-automodel:").is_err());
         let env = preset("env:cublas,nccl_comm").unwrap();
         assert_eq!(
             env[1].env,

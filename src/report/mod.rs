@@ -3,6 +3,7 @@
 //! ([`render::Renderer`]); none prints.
 
 pub mod charts;
+pub mod comm_text;
 pub mod csv_out;
 pub mod diff;
 pub mod escape;

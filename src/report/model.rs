@@ -669,7 +669,18 @@ impl ReportModel {
                 .iter()
                 .map(|v| variant_row(v, &m.baseline))
                 .collect(),
-            verdicts: m.verdicts.iter().map(verdict_view).collect(),
+            verdicts: m
+                .verdicts
+                .iter()
+                .map(|v| {
+                    let mut view = verdict_view(v);
+                    // The per-group verdict of a communicator prewarm.
+                    let groups = m.comm_groups.iter().filter(|c| c.variant == v.variant);
+                    view.evidence
+                        .extend(groups.flat_map(super::comm_text::group_lines));
+                    view
+                })
+                .collect(),
             notes: verdict_text::note_texts(&m.notes),
             excluded: m
                 .variants

@@ -565,8 +565,11 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
     }
     for c in &p.nccl {
         let head = format!(
-            "   NCCL communicator {} ({} ranks) created in {}: ",
+            "   NCCL communicator {}{} ({} ranks) created in {}: ",
             terminal(&c.comm_id.clone().unwrap_or_else(|| c.comm.clone())),
+            c.group.as_ref().map_or(String::new(), |g| {
+                format!(" of {}", terminal(&super::comm_text::group_label(g)))
+            }),
             c.nranks.map_or("?".into(), |n| n.to_string()),
             c.phase
                 .map(|ph| step_label_in(p, ph, c.step))

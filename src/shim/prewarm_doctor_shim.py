@@ -12,7 +12,9 @@ Writes one JSON line per framework event to
 * ``step_end``: every optimizer step of the primary optimizer, with pool stats;
 * ``marker``: NVTX ranges pushed through ``torch.cuda.nvtx`` that match
   ``PREWARM_DOCTOR_STEP_MARKER``;
-* ``autotune`` / ``autotune_config`` / ``compile``: Triton activity (see triton hooks).
+* ``autotune`` / ``autotune_config`` / ``compile``: Triton activity (see triton hooks);
+* ``comm_group``: torch's process groups and their NCCL communicators' pointers
+  (see prewarm_doctor_groups.py), after each of the first steps.
 
 Hooks are installed only when the program itself imports torch/triton, so the
 shim is silent and costs nothing in processes that never do. Every hook swallows
@@ -275,6 +277,8 @@ class _StepTracker:
         except Exception:
             pass
         emit("step_end", **fields)
+        if self.steps <= _DETAIL_STEPS:
+            _snapshot_groups(self.steps)
         if self.steps >= _KERNEL_STEPS and not self.kernel_records_off:
             self.kernel_records_off = True
             lib = _probe()
@@ -362,6 +366,19 @@ def _install_nccl_version_probe(torch):
             return result
 
         dist.init_process_group = init_process_group
+        from prewarm_doctor_groups import install as install_groups
+
+        install_groups(dist, emit)
+    except Exception:
+        pass
+
+
+def _snapshot_groups(step):
+    """Names the communicators that exist now after torch's groups."""
+    try:
+        from prewarm_doctor_groups import snapshot
+
+        snapshot(emit, step)
     except Exception:
         pass
 

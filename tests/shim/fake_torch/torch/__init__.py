@@ -25,4 +25,8 @@ class no_grad:
         _grad.pop()
 
 
+def device(kind, index=None):
+    return (kind, index)
+
+
 from . import cuda, nn, optim  # noqa: E402,F401

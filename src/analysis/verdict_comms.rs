@@ -1,0 +1,390 @@
+//! A communicator prewarm's verdict per process group: which groups it moved
+//! out of the training steps into setup, which it missed (still created lazily
+//! in a step), and which it created needlessly (groups the baseline never
+//! creates a communicator for). The class-level verdict (verdict.rs) says how
+//! much NCCL init left step 1; this says where, so an incomplete prewarm
+//! (the expert or pipeline group it did not know about) or an over-eager one
+//! (a pair group training never uses) is named. Data only; docs/verdicts.md.
+
+use super::AttemptAccount;
+use super::comm_groups::CommGroup;
+use super::matrix::VariantSummary;
+use super::model::CommAccount;
+use super::phases::Phase;
+use super::verdict::targets_of;
+use crate::prewarm::catalog::EventClass;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What a prewarm did to one group's communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupOutcome {
+    /// Created in a step in the baseline, only at setup with the prewarm.
+    Moved,
+    /// Fewer step-time creations than the baseline, but some remain.
+    PartlyMoved,
+    /// Still created in a step as often as in the baseline.
+    Missed,
+    /// Created at setup by the prewarm; the baseline never creates it.
+    Needless,
+    /// Already created at setup in the baseline: nothing to move.
+    AlreadyAtSetup,
+    /// Created in a step with the prewarm only (the prewarm changed training).
+    NewInSteps,
+}
+
+/// One group's communicators on one side (variant), over the ranks and
+/// attempts that count: creations are the most any rank made in one attempt,
+/// bytes and init time the median over attempts of the worst rank's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GroupSide {
+    /// Communicators created during setup.
+    pub at_setup: u32,
+    /// Communicators created after setup (in a step or teardown).
+    pub in_steps: u32,
+    /// The first step that created one (None: none after setup).
+    pub first_step: Option<u32>,
+    /// NCCL's device bytes for this group's communicators on the worst rank
+    /// (allocations in the init windows plus the inferred growth).
+    pub bytes: u64,
+    /// NCCL's init time for them on the worst rank, seconds.
+    pub init_s: f64,
+    /// Ranks that created one.
+    pub ranks: u32,
+}
+
+/// One group's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupVerdict {
+    pub group: CommGroup,
+    pub outcome: GroupOutcome,
+    /// Communicators of this group the variant creates beyond the baseline's
+    /// count: needless ones where a group cannot be told apart from another
+    /// of the same members (no torch name, e.g. the default group and a clip
+    /// group of one rank).
+    pub extra: u32,
+    pub baseline: GroupSide,
+    pub variant: GroupSide,
+}
+
+/// A communicator prewarm's verdict per group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommVerdict {
+    pub variant: String,
+    pub prewarms: Vec<String>,
+    pub groups: Vec<GroupVerdict>,
+}
+
+impl CommVerdict {
+    /// The groups with this outcome.
+    pub fn with(&self, outcome: GroupOutcome) -> impl Iterator<Item = &GroupVerdict> {
+        self.groups.iter().filter(move |g| g.outcome == outcome)
+    }
+}
+
+type Key = (Option<String>, Vec<u32>);
+
+fn key_of(g: &CommGroup) -> Key {
+    (g.desc.clone(), g.ranks.clone())
+}
+
+type Sides = BTreeMap<Key, (CommGroup, GroupSide)>;
+
+/// Per group, one attempt's figures (worst rank) from each rank's communicators.
+fn attempt_sides<'a>(ranks: impl Iterator<Item = &'a [CommAccount]>) -> Sides {
+    let mut out: Sides = BTreeMap::new();
+    for comms in ranks {
+        let mut mine: BTreeMap<Key, GroupSide> = BTreeMap::new();
+        for c in comms {
+            let Some(g) = &c.group else { continue };
+            let k = key_of(g);
+            out.entry(k.clone())
+                .or_insert_with(|| (g.clone(), GroupSide::default()));
+            let s = mine.entry(k).or_default();
+            if c.phase == Some(Phase::Setup) {
+                s.at_setup += 1;
+            } else {
+                s.in_steps += 1;
+                s.first_step = match (s.first_step, c.step) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            s.bytes += c.bytes + c.inferred_bytes;
+            s.init_s += c.init_seconds.unwrap_or(0.0);
+        }
+        for (k, s) in mine {
+            let t = &mut out.get_mut(&k).expect("entry made above").1;
+            t.at_setup = t.at_setup.max(s.at_setup);
+            t.in_steps = t.in_steps.max(s.in_steps);
+            t.first_step = match (t.first_step, s.first_step) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            t.bytes = t.bytes.max(s.bytes);
+            t.init_s = t.init_s.max(s.init_s);
+            t.ranks += 1;
+        }
+    }
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Per group, a variant's figures over its attempts that count.
+fn variant_sides(s: &VariantSummary, attempts: &[AttemptAccount]) -> Sides {
+    let counted: Vec<Sides> = attempts
+        .iter()
+        .filter(|a| a.variant == s.name && s.attempts.iter().any(|h| h.attempt == a.attempt))
+        .map(|a| attempt_sides(a.processes.iter().map(|p| p.nccl.as_slice())))
+        .collect();
+    over_attempts(&counted)
+}
+
+/// Per group, the figures over a variant's attempts: the most creations, the
+/// median bytes and init time.
+fn over_attempts(counted: &[Sides]) -> Sides {
+    let mut out: Sides = BTreeMap::new();
+    let mut bytes: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
+    let mut secs: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
+    for per in counted {
+        for (k, (g, side)) in per {
+            let t = &mut out
+                .entry(k.clone())
+                .or_insert_with(|| (g.clone(), GroupSide::default()))
+                .1;
+            t.at_setup = t.at_setup.max(side.at_setup);
+            t.in_steps = t.in_steps.max(side.in_steps);
+            t.first_step = match (t.first_step, side.first_step) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            t.ranks = t.ranks.max(side.ranks);
+            bytes.entry(k.clone()).or_default().push(side.bytes as f64);
+            secs.entry(k.clone()).or_default().push(side.init_s);
+        }
+    }
+    for (k, (_, t)) in out.iter_mut() {
+        t.bytes = median(bytes.remove(k).unwrap_or_default()) as u64;
+        t.init_s = median(secs.remove(k).unwrap_or_default());
+    }
+    out
+}
+
+/// The outcome for one group from the two sides.
+pub fn outcome(base: &GroupSide, var: &GroupSide) -> Option<GroupOutcome> {
+    let base_total = base.at_setup + base.in_steps;
+    Some(if base.in_steps > 0 {
+        if var.in_steps == 0 {
+            GroupOutcome::Moved
+        } else if var.in_steps < base.in_steps {
+            GroupOutcome::PartlyMoved
+        } else {
+            GroupOutcome::Missed
+        }
+    } else if base_total == 0 && var.at_setup > 0 {
+        GroupOutcome::Needless
+    } else if base_total == 0 && var.in_steps > 0 {
+        GroupOutcome::NewInSteps
+    } else if base.at_setup > 0 {
+        GroupOutcome::AlreadyAtSetup
+    } else {
+        return None;
+    })
+}
+
+/// The per-group verdict of every variant whose prewarms target NCCL
+/// communicators, against the baseline; groups ordered as the outcome matters
+/// (missed, partly moved, new in steps, needless, moved, already at setup).
+pub fn comm_verdicts(
+    baseline: &str,
+    variants: &[VariantSummary],
+    attempts: &[AttemptAccount],
+) -> Vec<CommVerdict> {
+    let Some(base) = variants.iter().find(|v| v.name == baseline) else {
+        return Vec::new();
+    };
+    let base_sides = variant_sides(base, attempts);
+    let mut out = Vec::new();
+    for v in variants.iter().filter(|v| v.name != baseline) {
+        let (targets, _) = targets_of(&v.prewarms);
+        if v.prewarms.is_empty() || !targets.contains(&EventClass::NcclComm) {
+            continue;
+        }
+        out.push(CommVerdict {
+            variant: v.name.clone(),
+            prewarms: v.prewarms.clone(),
+            groups: group_verdicts(&base_sides, &variant_sides(v, attempts)),
+        });
+    }
+    out
+}
+
+/// Every group either side created a communicator for, with its outcome.
+fn group_verdicts(base: &Sides, var: &Sides) -> Vec<GroupVerdict> {
+    let mut keys: Vec<&Key> = base.keys().chain(var.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut groups: Vec<GroupVerdict> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let b = base.get(k);
+            let w = var.get(k);
+            let group = b.or(w)?.0.clone();
+            let baseline = b.map(|x| x.1.clone()).unwrap_or_default();
+            let variant = w.map(|x| x.1.clone()).unwrap_or_default();
+            let total = |s: &GroupSide| s.at_setup + s.in_steps;
+            Some(GroupVerdict {
+                outcome: outcome(&baseline, &variant)?,
+                extra: total(&variant).saturating_sub(total(&baseline)),
+                group,
+                baseline,
+                variant,
+            })
+        })
+        .collect();
+    groups.sort_by_key(|g| rank_of(g.outcome));
+    groups
+}
+
+fn rank_of(o: GroupOutcome) -> u8 {
+    match o {
+        GroupOutcome::Missed => 0,
+        GroupOutcome::PartlyMoved => 1,
+        GroupOutcome::NewInSteps => 2,
+        GroupOutcome::Needless => 3,
+        GroupOutcome::Moved => 4,
+        GroupOutcome::AlreadyAtSetup => 5,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(at_setup: u32, in_steps: u32) -> GroupSide {
+        GroupSide {
+            at_setup,
+            in_steps,
+            ..GroupSide::default()
+        }
+    }
+
+    use crate::analysis::comm_groups::NamedBy;
+
+    fn comm(desc: &str, ranks: &[u32], phase: Phase, step: Option<u32>, mib: u64) -> CommAccount {
+        CommAccount {
+            comm: "0x1".into(),
+            comm_id: None,
+            rank: None,
+            nranks: Some(ranks.len() as u32),
+            phase: Some(phase),
+            step,
+            start_s: None,
+            init_seconds: Some(0.1),
+            bytes: mib << 20,
+            inferred_bytes: 0,
+            timings: BTreeMap::new(),
+            group: Some(CommGroup {
+                desc: Some(desc.into()),
+                name: None,
+                ranks: ranks.to_vec(),
+                nranks: Some(ranks.len() as u32),
+                named_by: NamedBy::Torch,
+            }),
+        }
+    }
+
+    /// The MoE layout's groups, two ranks: an incomplete prewarm warms the
+    /// dense groups only, an over-eager one adds a pair group.
+    #[test]
+    fn an_incomplete_prewarm_misses_the_expert_group_and_an_eager_one_adds_a_needless_one() {
+        use GroupOutcome::*;
+        let lazy = |d: &str| comm(d, &[0, 1], Phase::Step1, Some(1), 300);
+        let warm = |d: &str| comm(d, &[0, 1], Phase::Setup, None, 300);
+        let base_rank = vec![lazy("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
+        let base = over_attempts(&[attempt_sides(
+            [base_rank.as_slice(), base_rank.as_slice()].into_iter(),
+        )]);
+        // Incomplete: clip_dense at setup, the expert groups still in step 1.
+        let inc_rank = vec![warm("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
+        let inc = over_attempts(&[attempt_sides([inc_rank.as_slice()].into_iter())]);
+        let v = group_verdicts(&base, &inc);
+        let of = |d: &str| {
+            v.iter()
+                .find(|g| g.group.desc.as_deref() == Some(d))
+                .unwrap()
+        };
+        assert_eq!(of("clip_dense").outcome, Moved);
+        assert_eq!(of("clip_expert").outcome, Missed);
+        assert_eq!(of("mesh_ep").outcome, Missed);
+        assert_eq!(v[0].outcome, Missed, "missed groups come first");
+        assert_eq!(of("clip_expert").baseline.first_step, Some(1));
+        assert_eq!(of("clip_expert").baseline.ranks, 2);
+        assert_eq!(of("clip_expert").baseline.bytes, 300 << 20);
+        // Eager: everything at setup plus a pair group training never uses.
+        let eager_rank = vec![
+            warm("clip_dense"),
+            warm("clip_expert"),
+            warm("mesh_ep"),
+            warm("eager_pair"),
+        ];
+        let eager = over_attempts(&[attempt_sides([eager_rank.as_slice()].into_iter())]);
+        let v = group_verdicts(&base, &eager);
+        let of = |d: &str| {
+            v.iter()
+                .find(|g| g.group.desc.as_deref() == Some(d))
+                .unwrap()
+        };
+        assert_eq!(of("eager_pair").outcome, Needless);
+        assert_eq!(of("eager_pair").variant.at_setup, 1);
+        assert_eq!(of("eager_pair").extra, 1);
+        assert_eq!(of("clip_dense").extra, 0);
+        assert!(
+            v.iter()
+                .filter(|g| g.group.desc.as_deref() != Some("eager_pair"))
+                .all(|g| g.outcome == Moved)
+        );
+    }
+
+    #[test]
+    fn bytes_and_time_are_medians_over_attempts_and_counts_the_most() {
+        let one = |mib| vec![comm("mesh_pp", &[0, 1], Phase::Step1, Some(1), mib)];
+        let (a, b, c) = (one(100), one(300), one(200));
+        let two = [one(1)[0].clone(), one(1)[0].clone()];
+        let sides: Vec<Sides> = [a.as_slice(), b.as_slice(), c.as_slice(), two.as_slice()]
+            .into_iter()
+            .map(|r| attempt_sides(std::iter::once(r)))
+            .collect();
+        let s = &over_attempts(&sides[..3]).into_values().next().unwrap().1;
+        assert_eq!((s.bytes, s.in_steps), (200 << 20, 1));
+        let s = &over_attempts(&sides).into_values().next().unwrap().1;
+        assert_eq!(s.in_steps, 2, "the attempt that created two");
+    }
+
+    #[test]
+    fn outcomes_follow_where_each_side_created_the_group() {
+        use GroupOutcome::*;
+        assert_eq!(outcome(&side(0, 1), &side(1, 0)), Some(Moved));
+        assert_eq!(outcome(&side(0, 2), &side(1, 1)), Some(PartlyMoved));
+        assert_eq!(outcome(&side(0, 1), &side(0, 1)), Some(Missed));
+        // Warming a different group does not make this one's creation "moved".
+        assert_eq!(outcome(&side(0, 1), &side(0, 2)), Some(Missed));
+        assert_eq!(outcome(&side(0, 0), &side(1, 0)), Some(Needless));
+        assert_eq!(outcome(&side(0, 0), &side(0, 1)), Some(NewInSteps));
+        assert_eq!(outcome(&side(1, 0), &side(1, 0)), Some(AlreadyAtSetup));
+        assert_eq!(outcome(&side(0, 0), &side(0, 0)), None);
+    }
+}
