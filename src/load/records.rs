@@ -59,6 +59,9 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                         _ => {}
                     }
                 });
+                // The probe buffers per thread: calls of different threads
+                // reach the file in flush order, not in time order.
+                r.mem.sort_by_key(|m| m.t_end);
                 if let Some(h) = &outcome.header {
                     r.header = h.fields.iter().cloned().collect();
                 }

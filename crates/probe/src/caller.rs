@@ -3,10 +3,18 @@
 //! per return address. The walk stops at that frame, so its cost does not grow
 //! with the depth of the Python stack above. Only used on allocation-type
 //! calls, never per kernel launch.
+//!
+//! Return addresses already seen are looked up in a fixed-size, lock-free,
+//! insert-only table, so threads walking their stacks at once do not
+//! serialise; only an address seen for the first time (a dladdr) takes the
+//! lock of the slow cache, which also holds the library paths.
 
 use crate::dynlib::path_of_address;
+use crate::guard::lock;
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// `_Unwind_Reason_Code` values of the Itanium unwinding ABI (libgcc_s).
 const URC_NO_REASON: i32 = 0;
@@ -24,9 +32,127 @@ unsafe extern "C" {
 const MAX_FRAMES: u32 = 48;
 const SKIP: u32 = u32::MAX;
 
+/// Slots of the lock-free return-address table (a power of two); return
+/// addresses of allocating call sites number in the hundreds.
+const FAST_SLOTS: usize = 8192;
+/// Slots looked at from an address's home slot.
+const FAST_PROBES: usize = 16;
+
+/// Return address → library id, without a lock. A slot's address is set
+/// once (0: free) and its id after it (0: not yet known, so a reader takes
+/// the slow path); entries are never removed, so a reader that sees both
+/// sees a final pair.
+struct FastTable {
+    addrs: Box<[AtomicUsize]>,
+    ids: Box<[AtomicU32]>,
+}
+
+impl FastTable {
+    fn new() -> FastTable {
+        FastTable {
+            addrs: (0..FAST_SLOTS).map(|_| AtomicUsize::new(0)).collect(),
+            ids: (0..FAST_SLOTS).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    fn home(addr: usize) -> usize {
+        // Fibonacci hashing: return addresses share their low bits' patterns.
+        (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % FAST_SLOTS
+    }
+
+    fn get(&self, addr: usize) -> Option<u32> {
+        let home = Self::home(addr);
+        for i in 0..FAST_PROBES {
+            let slot = (home + i) % FAST_SLOTS;
+            match self.addrs[slot].load(Ordering::Acquire) {
+                0 => return None,
+                a if a == addr => {
+                    let id = self.ids[slot].load(Ordering::Acquire);
+                    return (id != 0).then_some(id);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Adds a pair (nothing when its slots are full: it stays on the slow path).
+    fn put(&self, addr: usize, id: u32) {
+        let home = Self::home(addr);
+        for i in 0..FAST_PROBES {
+            let slot = (home + i) % FAST_SLOTS;
+            match self.addrs[slot].compare_exchange(0, addr, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.ids[slot].store(id, Ordering::Release);
+                    return;
+                }
+                Err(a) if a == addr => {
+                    self.ids[slot].store(id, Ordering::Release);
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// The callers of allocations: the lock-free table in front of the slow cache.
+pub struct Callers {
+    fast: FastTable,
+    slow: Mutex<CallerCache>,
+}
+
+impl Callers {
+    /// `own_path` is the probe's own file, skipped like the CUDA plumbing.
+    pub fn new(own_path: &str) -> Callers {
+        Callers {
+            fast: FastTable::new(),
+            slow: Mutex::new(CallerCache::new(own_path)),
+        }
+    }
+
+    /// Walks the current stack up to the first frame outside the plumbing and
+    /// returns its library id (0 when none was found), plus the library's path
+    /// if it is new.
+    pub fn caller(&self) -> (u32, Option<NewLibrary>) {
+        let mut walk = Walk {
+            callers: self,
+            frames: 0,
+            found: None,
+        };
+        // SAFETY: `on_frame` only uses `walk`, which outlives the call.
+        unsafe { _Unwind_Backtrace(on_frame, &mut walk as *mut Walk as *mut c_void) };
+        walk.found.unwrap_or((0, None))
+    }
+
+    /// The library id of one return address: the lock-free table, else the
+    /// slow cache (classifying the address on first sight).
+    fn id_of(&self, addr: usize) -> (u32, Option<NewLibrary>) {
+        if let Some(id) = self.fast.get(addr) {
+            return (id, None);
+        }
+        let mut slow = lock(&self.slow);
+        let (id, new) = match slow.by_address.get(&addr) {
+            Some(&id) => (id, None),
+            None => {
+                let (id, new) = slow.classify(addr);
+                slow.by_address.insert(addr, id);
+                (id, new)
+            }
+        };
+        self.fast.put(addr, id);
+        (id, new)
+    }
+
+    /// The path of a library id handed out before ("an unknown library" for 0).
+    pub fn path_of(&self, id: u32) -> String {
+        lock(&self.slow).path_of(id)
+    }
+}
+
 /// State of one stack walk, handed to the unwinder's per-frame callback.
 struct Walk<'a> {
-    cache: &'a mut CallerCache,
+    callers: &'a Callers,
     frames: u32,
     found: Option<(u32, Option<NewLibrary>)>,
 }
@@ -45,14 +171,7 @@ unsafe extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> i32 {
     if addr == 0 {
         return URC_NO_REASON;
     }
-    let (id, new) = match walk.cache.by_address.get(&addr) {
-        Some(&id) => (id, None),
-        None => {
-            let (id, new) = walk.cache.classify(addr);
-            walk.cache.by_address.insert(addr, id);
-            (id, new)
-        }
-    };
+    let (id, new) = walk.callers.id_of(addr);
     if id == SKIP {
         return URC_NO_REASON;
     }
@@ -73,8 +192,8 @@ fn is_plumbing(path: &str, own_base: &str) -> bool {
         || (!own_base.is_empty() && base == own_base)
 }
 
-/// Caches return address → library id and library base → id.
-pub struct CallerCache {
+/// Caches return address → library id and library base → id (the slow path).
+struct CallerCache {
     by_address: HashMap<usize, u32>,
     by_base: HashMap<usize, u32>,
     paths: Vec<String>,
@@ -89,8 +208,7 @@ pub struct NewLibrary {
 }
 
 impl CallerCache {
-    /// `own_path` is the probe's own file, skipped like the CUDA plumbing.
-    pub fn new(own_path: &str) -> CallerCache {
+    fn new(own_path: &str) -> CallerCache {
         CallerCache {
             by_address: HashMap::new(),
             by_base: HashMap::new(),
@@ -98,20 +216,6 @@ impl CallerCache {
             own_base: own_path.rsplit('/').next().unwrap_or("").to_string(),
             next_id: 1,
         }
-    }
-
-    /// Walks the current stack up to the first frame outside the plumbing and
-    /// returns its library id (0 when none was found), plus the library's path
-    /// if it is new.
-    pub fn caller(&mut self) -> (u32, Option<NewLibrary>) {
-        let mut walk = Walk {
-            cache: self,
-            frames: 0,
-            found: None,
-        };
-        // SAFETY: `on_frame` only uses `walk`, which outlives the call.
-        unsafe { _Unwind_Backtrace(on_frame, &mut walk as *mut Walk as *mut c_void) };
-        walk.found.unwrap_or((0, None))
     }
 
     fn classify(&mut self, addr: usize) -> (u32, Option<NewLibrary>) {
@@ -132,8 +236,7 @@ impl CallerCache {
         (id, Some(NewLibrary { id, path }))
     }
 
-    /// The path of a library id handed out before ("an unknown library" for 0).
-    pub fn path_of(&self, id: u32) -> String {
+    fn path_of(&self, id: u32) -> String {
         (id as usize)
             .checked_sub(1)
             .and_then(|i| self.paths.get(i))
@@ -182,7 +285,7 @@ mod tests {
 
     #[test]
     fn a_stack_in_this_test_binary_resolves_to_it() {
-        let mut cache = CallerCache::new("");
+        let cache = Callers::new("");
         warm_up();
         let (id, new) = cache.caller();
         // The first non-plumbing frame is this test executable itself.

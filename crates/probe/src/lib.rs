@@ -22,6 +22,7 @@ mod cupti;
 mod driver_api;
 mod dynlib;
 mod guard;
+mod inflight;
 mod pools;
 mod signals;
 mod sink;

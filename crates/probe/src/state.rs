@@ -4,8 +4,9 @@
 //! explained in a notice) and never reaches the training process.
 
 use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
-use crate::caller::CallerCache;
-use crate::calls::{self, InFlight};
+use crate::caller::Callers;
+use crate::calls;
+use crate::inflight::InFlightTable;
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::driver_api::{self, Handling};
@@ -35,7 +36,7 @@ pub struct Probe {
     pub sink: Sink,
     /// The CUPTI subscriber, once subscribed (to switch callbacks off later).
     pub subscriber: AtomicPtr<c_void>,
-    pub(crate) callers: Mutex<CallerCache>,
+    pub(crate) callers: Callers,
     /// Stream-ordered allocations, counted per pool.
     pub pools: Pools,
     /// Held by the writer thread while it calls into CUDA/CUPTI.
@@ -46,8 +47,8 @@ pub struct Probe {
     pub use_local_v2: bool,
     pub kernel_records: AtomicBool,
     pub disabled: AtomicBool,
-    /// Driver calls between their enter and exit callbacks (see [`InFlight`]).
-    pub(crate) in_flight: Mutex<Vec<InFlight>>,
+    /// Driver calls between their enter and exit callbacks.
+    pub(crate) in_flight: InFlightTable,
     internal_errors: AtomicU64,
     pub(crate) callbacks: AtomicU64,
     pub(crate) callback_ns: AtomicU64,
@@ -89,7 +90,7 @@ pub fn install(
         driver,
         sink,
         subscriber: AtomicPtr::new(std::ptr::null_mut()),
-        callers: Mutex::new(CallerCache::new(own_path)),
+        callers: Callers::new(own_path),
         pools: Pools::new(pool_quiet_calls),
         writer_calls: Mutex::new(()),
         kernels: Mutex::new(KernelTracker::default()),
@@ -103,7 +104,7 @@ pub fn install(
         activity_ns: AtomicU64::new(0),
         buffers_out: AtomicU64::new(0),
         cupti_dropped: AtomicU64::new(0),
-        in_flight: Mutex::new(Vec::with_capacity(64)),
+        in_flight: InFlightTable::default(),
         internal_errors: AtomicU64::new(0),
     })
 }
