@@ -317,33 +317,54 @@ def _install_torch(torch):
     tracker.handles.append(module_mod.register_module_forward_pre_hook(tracker.fwd_pre))
     tracker.handles.append(module_mod.register_module_forward_hook(tracker.fwd_post, always_call=True))
 
-    original_init = optim_mod.Optimizer.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        try:
-            tracker.optimizer_created(self)
-        except Exception:
-            pass
-
-    optim_mod.Optimizer.__init__ = __init__
-    original_zero_grad = optim_mod.Optimizer.zero_grad
-
-    def zero_grad(self, *args, **kwargs):
-        try:
-            tracker.zero_grad_called(self)
-        except Exception:
-            pass
-        return original_zero_grad(self, *args, **kwargs)
-
-    optim_mod.Optimizer.zero_grad = zero_grad
+    _install_optimizer_hooks(optim_mod.Optimizer, tracker)
     if _MARKER:
         try:
             _install_nvtx_markers(torch)
         except Exception:
             pass
     _install_nccl_version_probe(torch)
+
+
+def _install_optimizer_hooks(cls, tracker):
+    """Every optimizer's creation and ``zero_grad()``: observed through
+    sys.monitoring where it exists (no frame of ours in the program's stack),
+    else wrapped."""
+    from prewarm_doctor_monitor import observe
+
+    def created(frame):
+        return frame.f_locals.get("self")
+
+    def init_ended(optimizer, result, exc):
+        if exc is None:
+            tracker.optimizer_created(optimizer)
+
+    def zero_grad_started(frame):
+        tracker.zero_grad_called(frame.f_locals.get("self"))
+
+    if not observe(cls.__init__, created, init_ended):
+        original_init = cls.__init__
+
+        @functools.wraps(original_init)
+        def __init__(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            try:
+                tracker.optimizer_created(self)
+            except Exception:
+                pass
+
+        cls.__init__ = __init__
+    if not observe(cls.zero_grad, zero_grad_started):
+        original_zero_grad = cls.zero_grad
+
+        def zero_grad(self, *args, **kwargs):
+            try:
+                tracker.zero_grad_called(self)
+            except Exception:
+                pass
+            return original_zero_grad(self, *args, **kwargs)
+
+        cls.zero_grad = zero_grad
 
 
 def _install_nccl_version_probe(torch):
