@@ -52,6 +52,8 @@ pub struct Probe {
     internal_errors: AtomicU64,
     pub(crate) callbacks: AtomicU64,
     pub(crate) callback_ns: AtomicU64,
+    /// The writer thread's own time per tick (see [`ProbeCost::flush_ns`]).
+    pub(crate) flush_ns: AtomicU64,
     activity_records: AtomicU64,
     activity_ns: AtomicU64,
     buffers_out: AtomicU64,
@@ -100,6 +102,7 @@ pub fn install(
         disabled: AtomicBool::new(false),
         callbacks: AtomicU64::new(0),
         callback_ns: AtomicU64::new(0),
+        flush_ns: AtomicU64::new(0),
         activity_records: AtomicU64::new(0),
         activity_ns: AtomicU64::new(0),
         buffers_out: AtomicU64::new(0),
@@ -178,6 +181,7 @@ impl Probe {
                 .load(Ordering::Relaxed)
                 .saturating_mul(BUFFER_BYTES as u64),
             bytes_written: self.sink.written(),
+            flush_ns: self.flush_ns.load(Ordering::Relaxed),
         }));
         self.sink.push(&Record::Dropped(RecordsDropped {
             t,
