@@ -8,8 +8,9 @@
 # `benches/gpu_overhead.sh breakdown` instead finds where step 1's extra time
 # goes: the doctor with one part switched off at a time (kernel records,
 # the shim's hooks, NVML sampling, the run folder on tmpfs, the probe itself;
-# module-loaded callbacks, off by default, switched on), 3 rounds, default
-# allocator; a BREAKDOWN line per part gives the step-1 milliseconds it costs
+# add `doctor-modules` to OVERHEAD_MODES for the module-loaded callbacks, off
+# by default), 3 rounds, default allocator (about 6 minutes on an H200); a
+# BREAKDOWN line per part gives the step-1 milliseconds it costs
 # (doctor minus doctor-without-it, medians), the README's table.
 #
 # Workloads (OVERHEAD_WORKLOADS): `lazy` (benches/gpu_overhead_lazy.py under
@@ -45,7 +46,7 @@ set -u
 BIN=${BIN:-target/release/prewarm-doctor}
 if [ "${1:-}" = breakdown ]; then
   ROUNDS=${OVERHEAD_ROUNDS:-3}
-  MODES=${OVERHEAD_MODES:-doctor no-kernels no-shim no-nvml tmpfs-out no-probe doctor-modules}
+  MODES=${OVERHEAD_MODES:-doctor no-kernels no-shim no-nvml tmpfs-out no-probe}
   ALLOCATORS=${OVERHEAD_ALLOCATORS:-default}
   BREAKDOWN=1
 else

@@ -338,7 +338,10 @@ for i in range(2):
 fn python_312() -> Option<PathBuf> {
     let new_enough = |p: &Path| {
         Command::new(p)
-            .args(["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)"])
+            .args([
+                "-c",
+                "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)",
+            ])
             .output()
             .is_ok_and(|o| o.status.success())
     };
@@ -433,7 +436,9 @@ fn raise_through(py: &Path, shim: bool, env: &[(&str, &str)]) -> (String, Vec<se
 #[test]
 fn no_frame_of_ours_in_the_programs_tracebacks_or_stack_with_sys_monitoring() {
     let Some(py) = python_312() else {
-        eprintln!("SKIPPED: no Python >= 3.12 here (set PREWARM_TEST_PYTHON312); the GPU script runs it");
+        eprintln!(
+            "SKIPPED: no Python >= 3.12 here (set PREWARM_TEST_PYTHON312); the GPU script runs it"
+        );
         return;
     };
     let (plain, none) = raise_through(&py, false, &[]);

@@ -60,7 +60,10 @@ mod tests {
     #[test]
     fn a_window_gets_its_interpolated_share_of_the_counters() {
         // 10 ms of own time by t=100, 30 ms by t=200 (from 0 at t=0).
-        let costs = [cost(100, 8_000_000, 2_000_000), cost(200, 20_000_000, 10_000_000)];
+        let costs = [
+            cost(100, 8_000_000, 2_000_000),
+            cost(200, 20_000_000, 10_000_000),
+        ];
         let s = |a, b| seconds_between(&costs, 0, a, b);
         assert!((s(0, 100) - 0.010).abs() < 1e-12);
         assert!((s(100, 200) - 0.020).abs() < 1e-12);

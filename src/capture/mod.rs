@@ -193,7 +193,12 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let (sampler, gpus, driver) = match nvml::open(visible.as_deref()) {
         // PREWARM_DOCTOR_NVML_SAMPLING=0: the GPUs are still named, nothing is
         // sampled (benches/gpu_overhead.sh's breakdown switches parts off).
-        Ok((_, gpus, driver)) if parent.get("PREWARM_DOCTOR_NVML_SAMPLING").map(String::as_str) == Some("0") => {
+        Ok((_, gpus, driver))
+            if parent
+                .get("PREWARM_DOCTOR_NVML_SAMPLING")
+                .map(String::as_str)
+                == Some("0") =>
+        {
             (None, gpus, driver)
         }
         Ok((nvml, gpus, driver)) => {

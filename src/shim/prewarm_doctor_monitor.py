@@ -29,7 +29,11 @@ _mon = getattr(sys, "monitoring", None)
 # 5 optimizer): the shim takes the first one free.
 _TOOL_IDS = (4, 3)
 _tool = None  # the tool id once claimed; False when it could not be
-_handlers = {}  # code object -> (on_start, on_end)
+# id(code object) -> (on_start, on_end): code objects hash by content (slow,
+# and this is looked up for every frame an exception leaves); the observed
+# code objects are kept alive in _observed, so their ids stay theirs.
+_handlers = {}
+_observed = []
 _local = threading.local()
 
 
@@ -42,7 +46,7 @@ def _stack():
 
 def _on_start(code, offset):
     try:
-        on_start, on_end = _handlers[code]
+        on_start, on_end = _handlers[id(code)]
         token = on_start(sys._getframe(1))
         if on_end is not None:
             _stack().append((code, token))
@@ -52,7 +56,7 @@ def _on_start(code, offset):
 
 def _finish(code, retval, exc):
     try:
-        on_end = _handlers[code][1]
+        on_end = _handlers[id(code)][1]
         if on_end is None:
             return
         s = _stack()
@@ -68,12 +72,12 @@ def _finish(code, retval, exc):
 
 
 def _on_return(code, offset, retval):
-    if code in _handlers:
+    if id(code) in _handlers:
         _finish(code, retval, None)
 
 
 def _on_unwind(code, offset, exc):
-    if code in _handlers:
+    if id(code) in _handlers:
         _finish(code, None, exc)
 
 
@@ -118,16 +122,17 @@ def observe(function, on_start, on_end=None):
     Returns False when sys.monitoring cannot be used: wrap instead."""
     tool = _claim()
     code = _code_of(function)
-    if tool is False or code is None or code in _handlers:
+    if tool is False or code is None or id(code) in _handlers:
         return False
     try:
         events = _mon.events
-        _handlers[code] = (on_start, on_end)
+        _observed.append(code)
+        _handlers[id(code)] = (on_start, on_end)
         wanted = events.PY_START | (events.PY_RETURN if on_end is not None else 0)
         _mon.set_local_events(tool, code, _mon.get_local_events(tool, code) | wanted)
         return True
     except Exception:
-        _handlers.pop(code, None)
+        _handlers.pop(id(code), None)
         return False
 
 

@@ -34,7 +34,10 @@ fn call_cpu_ns(threads: usize, pairs: u64, probe: Option<&std::path::Path>) -> f
     let text = String::from_utf8_lossy(&run.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("BENCH "))
-        .and_then(|l| l.split_whitespace().find_map(|kv| kv.strip_prefix("call_cpu_ns=")))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|kv| kv.strip_prefix("call_cpu_ns="))
+        })
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no call_cpu_ns in {text:?}"))
 }

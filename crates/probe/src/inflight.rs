@@ -159,6 +159,10 @@ mod tests {
                 });
             }
         });
-        assert!(t.slots.iter().all(|s| s.key.load(Ordering::Relaxed) == EMPTY));
+        assert!(
+            t.slots
+                .iter()
+                .all(|s| s.key.load(Ordering::Relaxed) == EMPTY)
+        );
     }
 }

@@ -6,11 +6,11 @@
 use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
 use crate::caller::Callers;
 use crate::calls;
-use crate::inflight::InFlightTable;
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::driver_api::{self, Handling};
 use crate::guard::{self, lock};
+use crate::inflight::InFlightTable;
 use crate::pools::Pools;
 use crate::signals::ensure_alt_stack;
 use crate::sink::Sink;
