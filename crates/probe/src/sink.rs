@@ -95,18 +95,27 @@ impl Sink {
     /// Queues one record; O(record size), no I/O (until the process exits),
     /// no allocation once this thread has encoded a record of this size.
     pub fn push(&self, record: &Record) {
+        self.push_with(record, false);
+    }
+
+    /// As [`Sink::push`], but a full shard is written out first instead of
+    /// dropping the record: for threads that may block on I/O (the writer,
+    /// CUPTI's buffer hand-off), which can produce bursts larger than one
+    /// shard (the first launches of thousands of kernels at once).
+    pub fn push_or_write(&self, record: &Record) {
+        self.push_with(record, true);
+    }
+
+    fn push_with(&self, record: &Record, write_when_full: bool) {
         if self.failed.load(Ordering::Relaxed) {
             self.count_dropped(1);
             return;
         }
-        let queued = SCRATCH
-            .try_with(|scratch| match scratch.try_borrow_mut() {
-                Ok(mut buf) => self.queue_encoded(record, &mut buf),
-                // Re-entered on this thread (a signal during a push): a fresh buffer.
-                Err(_) => self.queue_encoded(record, &mut Vec::new()),
-            })
-            // Thread-locals already gone (thread teardown): a fresh buffer.
-            .unwrap_or_else(|_| self.queue_encoded(record, &mut Vec::new()));
+        let mut queued = self.queue(record);
+        if !queued && write_when_full {
+            self.flush();
+            queued = self.queue(record);
+        }
         if !queued {
             self.count_dropped(1);
             return;
@@ -114,6 +123,18 @@ impl Sink {
         if self.write_through.load(Ordering::Relaxed) {
             self.flush();
         }
+    }
+
+    /// Encodes and queues `record` in this thread's shard; false when full.
+    fn queue(&self, record: &Record) -> bool {
+        SCRATCH
+            .try_with(|scratch| match scratch.try_borrow_mut() {
+                Ok(mut buf) => self.queue_encoded(record, &mut buf),
+                // Re-entered on this thread (a signal during a push): a fresh buffer.
+                Err(_) => self.queue_encoded(record, &mut Vec::new()),
+            })
+            // Thread-locals already gone (thread teardown): a fresh buffer.
+            .unwrap_or_else(|_| self.queue_encoded(record, &mut Vec::new()))
     }
 
     /// Encodes `record` into `buf`, then copies it into this thread's shard;
@@ -288,6 +309,58 @@ mod tests {
         sink.push(&notice(2));
         let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(out.records, vec![notice(1), notice(2)]);
+    }
+
+    #[test]
+    fn a_burst_from_a_thread_that_may_write_is_written_not_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, path) = sink_in(dir.path());
+        let big = |i| {
+            Record::Notice(Notice {
+                t: i,
+                level: NoticeLevel::Info,
+                text: "x".repeat(4000),
+            })
+        };
+        // Twice what one shard holds.
+        let n = 2 * SHARD_CAP as u64 / 4000;
+        for i in 0..n {
+            sink.push_or_write(&big(i));
+        }
+        sink.flush();
+        assert_eq!(sink.dropped(), 0);
+        let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(out.records, (0..n).map(big).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn threads_at_once_keep_every_record_and_each_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, path) = sink_in(dir.path());
+        std::thread::scope(|s| {
+            for th in 0..8u64 {
+                let sink = &sink;
+                s.spawn(move || {
+                    for i in 0..1000 {
+                        sink.push(&notice(th * 1_000_000 + i));
+                    }
+                });
+            }
+        });
+        sink.flush();
+        let out = read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(out.records.len(), 8000);
+        for th in 0..8u64 {
+            let mine: Vec<u64> = out
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    Record::Notice(n) if n.t / 1_000_000 == th => Some(n.t % 1_000_000),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(mine, (0..1000).collect::<Vec<_>>());
+        }
     }
 
     #[test]

@@ -434,8 +434,9 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
         }
     }
     drop(kernels);
+    // Not a training thread's allocation callback: may write a full shard.
     for r in &out {
-        p.sink.push(r);
+        p.sink.push_or_write(r);
     }
     count
 }
