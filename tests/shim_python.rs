@@ -365,7 +365,8 @@ fn python_312() -> Option<PathBuf> {
 }
 
 /// Raises through Triton's autotuner (a kernel's out-of-memory inside
-/// `_bench`, then inside `run`) and through `Optimizer.zero_grad`, printing
+/// `_bench`, then inside `run`), `Optimizer.zero_grad` and
+/// `init_process_group`, printing
 /// the formatted tracebacks, the stack depth and `inspect.stack()` inside the
 /// kernel: what the program itself can see of its stack.
 const RAISE_THROUGH_HOOKS: &str = r#"
@@ -394,6 +395,11 @@ opt = torch.optim.Optimizer([])
 try:
     opt.zero_grad(set_to_none="raise")
 except ValueError:
+    print(traceback.format_exc())
+import torch.distributed as dist
+try:
+    dist.init_process_group(fail=True)
+except RuntimeError:
     print(traceback.format_exc())
 for depth, frames in seen:
     print(depth, frames)
@@ -445,6 +451,7 @@ fn no_frame_of_ours_in_the_programs_tracebacks_or_stack_with_sys_monitoring() {
     let (shimmed, events) = raise_through(&py, true, &[]);
     assert!(none.is_empty());
     assert!(plain.contains("out of memory") && plain.contains("zero_grad was asked to fail"));
+    assert!(plain.contains("NCCL timed out"));
     // Byte for byte: tracebacks, stack depths and inspect.stack() frames.
     assert_eq!(shimmed, plain, "{}", py.display());
     // ... and the hooks did observe everything.
