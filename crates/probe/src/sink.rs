@@ -33,9 +33,11 @@ const SHARDS: usize = 16;
 /// Capacity of one shard, reserved at start (virtual memory until used).
 const SHARD_CAP: usize = BUFFER_CAP / SHARDS;
 
-/// Largest per-thread scratch buffer kept between records (a larger record,
-/// such as a long notice, is encoded into it and the excess is released).
-const SCRATCH_KEEP: usize = 4096;
+/// Largest per-thread scratch buffer kept between records: above the
+/// largest record the probe writes in a callback (strings are cut at
+/// 4,096 bytes); a larger one (a long notice) is encoded, then the excess is
+/// released.
+const SCRATCH_KEEP: usize = 16 << 10;
 
 struct Pending {
     bytes: Vec<u8>,
