@@ -2,14 +2,31 @@
 # Probe overhead on a GPU machine: the same workload plain and under
 # `prewarm-doctor run`, alternated ROUNDS times, side by side on one GPU.
 #
-# Workloads (OVERHEAD_WORKLOADS): `gemm` (large matmuls, GPU-bound, ~20 ms
+# By default (about 6 minutes on an H200): workload `lazy`, both allocators,
+# 5 rounds, mode `doctor`. Targets: step 1 <= 1.03x and steady state <= 1.01x
+# of the plain run, on each allocator (a TARGET line says ok or over).
+# `benches/gpu_overhead.sh breakdown` instead finds where step 1's extra time
+# goes: the doctor with one part switched off at a time (kernel records,
+# the shim's hooks, NVML sampling, the run folder on tmpfs, the probe itself;
+# add `doctor-modules` to OVERHEAD_MODES for the module-loaded callbacks, off
+# by default), 3 rounds, default allocator (about 6 minutes on an H200); a
+# BREAKDOWN line per part gives the step-1 milliseconds it costs
+# (doctor minus doctor-without-it, medians), the README's table.
+#
+# Workloads (OVERHEAD_WORKLOADS): `lazy` (benches/gpu_overhead_lazy.py under
+# torchrun, one rank: the training of examples/all_lazy_init.py, whose step 1
+# has a Triton autotune, the first cuBLAS backward and a new NCCL
+# communicator; a first untimed plain and doctor run warms the caches),
+# `gemm` (large matmuls, GPU-bound, ~20 ms
 # steps) and `launch` (small layers, many short kernels: CPU/launch-bound,
 # where any per-launch cost shows). Modes (OVERHEAD_MODES, each against
 # `plain`): `doctor` (what users run); for finding a cost: `no-probe`
 # (doctor with shim and NVML sampler, no probe), `no-kernels` (doctor with
 # kernel records off), `shim-only` (the Python shim alone), `probe-only` (the
 # probe injected alone, kernel records off), `doctor-modules` and
-# `probe-modules` (the same with CUPTI's module-loaded callback on). Prints one OVERHEAD line per
+# `probe-modules` (the same with CUPTI's module-loaded callback on), `no-shim`
+# (PREWARM_DOCTOR_SHIM=0), `no-nvml` (PREWARM_DOCTOR_NVML_SAMPLING=0),
+# `tmpfs-out` (the run folder on /dev/shm). Prints one OVERHEAD line per
 # workload and mode: median ratios of steady-state and step-1 time, and the
 # probe's device memory (difference in device memory in use at the end),
 # and a SPREAD line with each side's min-max over rounds (a ratio inside the
@@ -23,14 +40,24 @@
 # tensor allocations per step) is the one that shows a per-allocation cost.
 # For doctor modes, a PROBE line repeats what the probe counted of itself
 # (callbacks and time inside them) from the first round's report.
-# BIN: the doctor binary; OVERHEAD_ROUNDS (3), OVERHEAD_STEPS (300, >= 40).
+# BIN: the doctor binary; OVERHEAD_ROUNDS (5; breakdown 3), OVERHEAD_STEPS
+# (300 for gemm/launch/alloc, >= 40; 30 for lazy, >= 20).
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
-ROUNDS=${OVERHEAD_ROUNDS:-3}
-STEPS=${OVERHEAD_STEPS:-300}
-WORKLOADS=${OVERHEAD_WORKLOADS:-gemm launch}
-MODES=${OVERHEAD_MODES:-doctor}
-ALLOCATORS=${OVERHEAD_ALLOCATORS:-default}
+if [ "${1:-}" = breakdown ]; then
+  ROUNDS=${OVERHEAD_ROUNDS:-3}
+  MODES=${OVERHEAD_MODES:-doctor no-kernels no-shim no-nvml tmpfs-out no-probe}
+  ALLOCATORS=${OVERHEAD_ALLOCATORS:-default}
+  BREAKDOWN=1
+else
+  ROUNDS=${OVERHEAD_ROUNDS:-5}
+  MODES=${OVERHEAD_MODES:-doctor}
+  ALLOCATORS=${OVERHEAD_ALLOCATORS:-default async}
+  BREAKDOWN=0
+fi
+STEPS=${OVERHEAD_STEPS:-}
+WORKLOADS=${OVERHEAD_WORKLOADS:-lazy}
+STARTED=$(date +%s)
 PY=${PY:-python3}
 OUTDIR=${OUTDIR:-/tmp/pd-overhead}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -52,6 +79,9 @@ run_mode() { # mode run-dir, then the workload command
   probe-only) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" PREWARM_DOCTOR_KERNEL_RECORDS=0 "$@" ;;
   doctor-modules) PREWARM_DOCTOR_MODULE_RECORDS=1 "$BIN" run --out "$dir" -- "$@" 2>/dev/null ;;
   probe-modules) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" PREWARM_DOCTOR_KERNEL_RECORDS=0 PREWARM_DOCTOR_MODULE_RECORDS=1 "$@" ;;
+  no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run --out "$dir" -- "$@" 2>/dev/null ;;
+  no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run --out "$dir" -- "$@" 2>/dev/null ;;
+  tmpfs-out) rm -rf "/dev/shm/pd-overhead-run"; "$BIN" run --out /dev/shm/pd-overhead-run -- "$@" 2>/dev/null; rm -rf "/dev/shm/pd-overhead-run" ;;
   *) echo "unknown mode $mode" >&2; return 2 ;;
   esac
 }
@@ -63,23 +93,33 @@ async) export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ;;
 *) echo "unknown allocator $alloc (default, async)" >&2; exit 2 ;;
 esac
 for w in $WORKLOADS; do
+  steps=${STEPS:-300}
   case $w in
+  lazy) steps=${STEPS:-30}; shape="" ;;
   gemm) shape="--hidden 8192 --batch 8192 --layers 4" ;;
   launch) shape="--hidden 512 --batch 256 --layers 24" ;;
   alloc) shape="--hidden 2048 --batch 1024 --layers 96" ;;
   *) echo "unknown workload $w" >&2; exit 2 ;;
   esac
+  if [ "$w" = lazy ]; then
+    workload=($PY -m torch.distributed.run --standalone --nproc_per_node=1 benches/gpu_overhead_lazy.py --steps "$steps")
+    # Warm caches (Triton's kernels, the doctor's extracted probe): untimed.
+    run_mode plain "$OUTDIR/warm-plain" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
+    rm -rf "$OUTDIR/warm-doctor"; run_mode doctor "$OUTDIR/warm-doctor" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
+  else
+    workload=($PY benches/gpu_overhead.py --steps "$steps" $shape)
+  fi
   tag=$w-$alloc
   : > "$OUTDIR/steptimes-$tag.txt"
   for r in $(seq 1 "$ROUNDS"); do
     for mode in plain $MODES; do
       rm -rf "$OUTDIR/$mode-$tag-$r"
-      run_mode "$mode" "$OUTDIR/$mode-$tag-$r" $PY benches/gpu_overhead.py --steps "$STEPS" $shape \
+      run_mode "$mode" "$OUTDIR/$mode-$tag-$r" "${workload[@]}" 2>> "$OUTDIR/stderr.log" \
         | grep STEPTIMES | sed "s/^/$mode /" >> "$OUTDIR/steptimes-$tag.txt"
     done
   done
   cat "$OUTDIR/steptimes-$tag.txt"
-  $PY - "$OUTDIR/steptimes-$tag.txt" "$w" "$alloc" <<'PYEOF'
+  $PY - "$OUTDIR/steptimes-$tag.txt" "$w" "$alloc" "$BREAKDOWN" <<'PYEOF'
 import json, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -104,12 +144,32 @@ for mode in rows:
     print(f"SPREAD workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} plain_steady_ms={spread('plain','steady_median')} "
           f"{mode}_steady_ms={spread(mode,'steady_median')} plain_step1_ms={spread('plain','step1')} "
           f"{mode}_step1_ms={spread(mode,'step1')}")
+    if mode == "doctor":
+        ok = lambda r, limit: "ok" if r <= limit else "over"
+        print(f"TARGET workload={sys.argv[2]} allocator={sys.argv[3]} step1={step1:.4f} (<= 1.03: {ok(step1, 1.03)}) "
+              f"steady={steady:.4f} (<= 1.01: {ok(steady, 1.01)})")
+# Breakdown: what each part costs step 1 = doctor minus doctor without it
+# (for doctor-modules, which switches a part on: it minus doctor).
+if sys.argv[4] == "1" and "doctor" in rows:
+    doctor = med("doctor", "step1")
+    extra = doctor - med("plain", "step1")
+    print(f"BREAKDOWN workload={sys.argv[2]} allocator={sys.argv[3]} part=all step1_extra_ms={1000*extra:.1f}")
+    parts = {"no-kernels": "kernel records", "no-shim": "shim hooks", "no-nvml": "NVML sampling",
+             "tmpfs-out": "run-folder writes (vs tmpfs)", "no-probe": "probe (CUPTI subscription, callbacks, activity)",
+             "doctor-modules": "module-loaded callbacks (if switched on)"}
+    for mode, part in parts.items():
+        if mode not in rows:
+            continue
+        cost = med(mode, "step1") - doctor if mode == "doctor-modules" else doctor - med(mode, "step1")
+        print(f"BREAKDOWN workload={sys.argv[2]} allocator={sys.argv[3]} part=\"{part}\" mode={mode} "
+              f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f}")
 PYEOF
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 'probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /" ;;
     esac
   done
 done
 done
+echo "ELAPSED seconds=$(( $(date +%s) - STARTED ))"

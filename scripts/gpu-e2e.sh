@@ -2,7 +2,7 @@
 # GPU end-to-end: the examples under `prewarm-doctor run` with and without
 # their prewarms, deliberate out-of-memory scenarios, and the A/B matrix.
 # Run on a GPU machine from the repository root. SECTIONS picks what to run
-# (examples repeat silence oom matrix shared multigpu multinode overhead); BIN is a release build of prewarm-doctor.
+# (examples repeat silence oom matrix shared multigpu multinode overhead breakdown traceback); BIN is a release build of prewarm-doctor.
 # Every finished run is packed into $OUT/runs-<section>.tar.gz right away.
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
@@ -103,8 +103,14 @@ for section in $SECTIONS; do
     pack multinode
     ;;
   overhead)
-    BIN=$BIN OUTDIR=$RUNS/overhead-runs timeout ${OVERHEAD_TIMEOUT:-300} bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | tail -3
+    BIN=$BIN OUTDIR=$RUNS/overhead-runs timeout ${OVERHEAD_TIMEOUT:-540} bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | grep -E '^(OVERHEAD|SPREAD|TARGET|PROBE|ELAPSED)'
     tar -C "$RUNS" -czf "$OUT/runs-overhead.tar.gz" overhead-runs
+    ;;
+  breakdown)
+    BIN=$BIN OUTDIR=$RUNS/breakdown-runs timeout ${OVERHEAD_TIMEOUT:-540} bash benches/gpu_overhead.sh breakdown 2>&1 | tee "$OUT/breakdown.txt" | grep -E '^(BREAKDOWN|OVERHEAD|SPREAD|ELAPSED)'
+    ;;
+  traceback)
+    BIN=$BIN OUT=$RUNS/traceback bash scripts/gpu-traceback.sh 2>&1 | tee "$OUT/traceback.txt"
     ;;
   esac
 done

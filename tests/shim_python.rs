@@ -5,7 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `PREWARM_TEST_PYTHON` (to run the shim tests under another Python),
+/// else python3 or python on PATH.
 fn python() -> Option<&'static str> {
+    if let Ok(p) = std::env::var("PREWARM_TEST_PYTHON") {
+        return Some(String::leak(p));
+    }
     ["python3", "python"].into_iter().find(|p| {
         Command::new(p)
             .arg("-c")
@@ -381,4 +386,154 @@ print("done")
         .collect();
     assert_eq!(unused.len(), 1, "{groups:?}");
     assert!(unused[0]["comm"].is_null() && unused[0]["desc"] == "undefined");
+}
+
+/// A Python >= 3.12 (sys.monitoring): `PREWARM_TEST_PYTHON312`, else
+/// python3.13 / python3.12 / python3 on PATH, else pyenv's versions.
+fn python_312() -> Option<PathBuf> {
+    let new_enough = |p: &Path| {
+        Command::new(p)
+            .args([
+                "-c",
+                "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let mut candidates: Vec<PathBuf> = std::env::var_os("PREWARM_TEST_PYTHON312")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(["python3.13", "python3.12", "python3"].map(PathBuf::from))
+        .collect();
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
+    if let Some(Ok(versions)) = pyenv.map(|r| std::fs::read_dir(r.join("versions"))) {
+        let mut found: Vec<PathBuf> = versions
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin/python3"))
+            .collect();
+        found.sort();
+        candidates.extend(found.into_iter().rev());
+    }
+    candidates.into_iter().find(|p| new_enough(p))
+}
+
+/// Raises through Triton's autotuner (a kernel's out-of-memory inside
+/// `_bench`, then inside `run`), `Optimizer.zero_grad` and
+/// `init_process_group`, printing
+/// the formatted tracebacks, the stack depth and `inspect.stack()` inside the
+/// kernel: what the program itself can see of its stack.
+const RAISE_THROUGH_HOOKS: &str = r#"
+import inspect, traceback
+import torch
+import triton
+from triton.runtime.autotuner import Autotuner, Config
+from triton.runtime.jit import JITFunction
+
+seen = []
+def kernel(n, config, oom=False, **kw):
+    stack = inspect.stack(0)
+    seen.append((len(stack), [(f.function, f.lineno) for f in stack]))
+    if oom and config.block == 64:
+        raise RuntimeError("Triton Error [CUDA]: out of memory")
+    return n * config.block
+
+tuner = Autotuner(JITFunction(kernel), [Config(32), Config(64)], key=[0])
+print(tuner.run(4), tuner.run(4))
+for call in (lambda: tuner.run(8, oom=True), lambda: tuner.run(4, oom=True)):
+    try:
+        call()
+    except RuntimeError:
+        print(traceback.format_exc())
+opt = torch.optim.Optimizer([])
+try:
+    opt.zero_grad(set_to_none="raise")
+except ValueError:
+    print(traceback.format_exc())
+import torch.distributed as dist
+try:
+    dist.init_process_group(fail=True)
+except RuntimeError:
+    print(traceback.format_exc())
+for depth, frames in seen:
+    print(depth, frames)
+"#;
+
+/// Runs [`RAISE_THROUGH_HOOKS`] with `py`: without the shim, or with it
+/// (and the doctor's folder); returns stdout and the shim's events.
+fn raise_through(py: &Path, shim: bool, env: &[(&str, &str)]) -> (String, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let fakes = [
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/fake_triton"),
+        fake_torch(),
+    ];
+    let path: Vec<PathBuf> = shim.then(shim_dir).into_iter().chain(fakes).collect();
+    let mut cmd = Command::new(py);
+    cmd.args(["-c", RAISE_THROUGH_HOOKS])
+        .env("PYTHONPATH", std::env::join_paths(path).unwrap())
+        .env("RANK", "0")
+        .envs(env.iter().copied());
+    if shim {
+        cmd.env("PREWARM_DOCTOR_DIR", dir.path());
+    } else {
+        cmd.env_remove("PREWARM_DOCTOR_DIR");
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut events = Vec::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        for line in std::fs::read_to_string(e.unwrap().path()).unwrap().lines() {
+            events.push(serde_json::from_str(line).unwrap());
+        }
+    }
+    (String::from_utf8(out.stdout).unwrap(), events)
+}
+
+#[test]
+fn no_frame_of_ours_in_the_programs_tracebacks_or_stack_with_sys_monitoring() {
+    let Some(py) = python_312() else {
+        eprintln!(
+            "SKIPPED: no Python >= 3.12 here (set PREWARM_TEST_PYTHON312); the GPU script runs it"
+        );
+        return;
+    };
+    let (plain, none) = raise_through(&py, false, &[]);
+    let (shimmed, events) = raise_through(&py, true, &[]);
+    assert!(none.is_empty());
+    assert!(plain.contains("out of memory") && plain.contains("zero_grad was asked to fail"));
+    assert!(plain.contains("NCCL timed out"));
+    // Byte for byte: tracebacks, stack depths and inspect.stack() frames.
+    assert_eq!(shimmed, plain, "{}", py.display());
+    // ... and the hooks did observe everything.
+    let autotunes = of(&events, "autotune");
+    assert_eq!(autotunes.len(), 1, "{events:?}");
+    assert_eq!(autotunes[0]["benchmarked"], 2);
+    assert_eq!(autotunes[0]["chosen"], "BLOCK: 32");
+    let configs = of(&events, "autotune_config");
+    // 2 for key 4; for key 8, BLOCK 32 then BLOCK 64 raising (no timing).
+    assert_eq!(configs.len(), 4, "{configs:?}");
+    assert_eq!(configs[3]["config"], "BLOCK: 64");
+    assert!(configs[3]["ms"].is_null() && configs[2]["ms"] == 32.0);
+    assert_eq!(of(&events, "compile").len(), 2);
+    assert_eq!(of(&events, "zero_grad").len(), 1);
+    // The same program with the wrappers (the fallback before 3.12) does
+    // show our frames: the comparison above can fail.
+    let (wrapped, _) = raise_through(&py, true, &[("PREWARM_DOCTOR_SHIM_MONITORING", "0")]);
+    assert_ne!(wrapped, plain);
+    assert!(wrapped.contains("prewarm_doctor_triton.py"));
+}
+
+#[test]
+fn the_wrappers_before_python_3_12_record_the_same_events() {
+    let py = PathBuf::from(python().expect("python3 is needed for the shim tests"));
+    let (_, events) = raise_through(&py, true, &[("PREWARM_DOCTOR_SHIM_MONITORING", "0")]);
+    assert_eq!(of(&events, "autotune").len(), 1, "{events:?}");
+    assert_eq!(of(&events, "autotune_config").len(), 4);
+    assert_eq!(of(&events, "compile").len(), 2);
+    assert_eq!(of(&events, "zero_grad").len(), 1);
 }

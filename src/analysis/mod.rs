@@ -11,6 +11,7 @@ pub mod memory;
 pub mod model;
 pub mod noise;
 pub mod phases;
+pub mod probe_cost;
 pub mod process;
 pub mod ranks;
 pub mod records;

@@ -150,6 +150,10 @@ pub struct PhaseAccount {
     pub host_pinned_allocated: u64,
     pub failed_requests: u32,
     pub stall: StallBreakdown,
+    /// The probe's own time in this phase (its callbacks, activity buffers
+    /// and writer thread, summed over threads): what the profiler itself may
+    /// have added to the stalls above. 0 without self-cost records.
+    pub probe_s: f64,
     pub gap_end: Option<GapAccount>,
 }
 

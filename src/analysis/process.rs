@@ -408,6 +408,7 @@ pub fn analyse_process(
             host_pinned_allocated: totals.pinned,
             failed_requests: totals.failed,
             stall: stall_windows.breakdown(*a, *b),
+            probe_s: super::probe_cost::seconds_between(&r.costs, start, *a, *b),
             gap_end,
         });
     }

@@ -191,6 +191,16 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
 
     let visible = parent.get("CUDA_VISIBLE_DEVICES").cloned();
     let (sampler, gpus, driver) = match nvml::open(visible.as_deref()) {
+        // PREWARM_DOCTOR_NVML_SAMPLING=0: the GPUs are still named, nothing is
+        // sampled (benches/gpu_overhead.sh's breakdown switches parts off).
+        Ok((_, gpus, driver))
+            if parent
+                .get("PREWARM_DOCTOR_NVML_SAMPLING")
+                .map(String::as_str)
+                == Some("0") =>
+        {
+            (None, gpus, driver)
+        }
         Ok((nvml, gpus, driver)) => {
             match nvml::Sampler::start(nvml, &gpus, &host_dir.join(NVML_FILE)) {
                 Ok(s) => (Some(s), gpus, driver),

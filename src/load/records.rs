@@ -25,6 +25,8 @@ pub struct ProcessRecords {
     pub notices: Vec<Notice>,
     pub dropped: Option<RecordsDropped>,
     pub cost: Option<ProbeCost>,
+    /// Every self-cost record, in file order (the probe's time per phase).
+    pub costs: Vec<ProbeCost>,
     pub last_t: u64,
     pub shim: Vec<ShimEvent>,
     pub problems: Vec<Problem>,
@@ -55,10 +57,16 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                         Record::Module(m) => r.modules.push(m),
                         Record::Notice(n) => r.notices.push(n),
                         Record::Dropped(d) => r.dropped = Some(d),
-                        Record::Cost(c) => r.cost = Some(c),
+                        Record::Cost(c) => {
+                            r.costs.push(c.clone());
+                            r.cost = Some(c)
+                        }
                         _ => {}
                     }
                 });
+                // The probe buffers per thread: calls of different threads
+                // reach the file in flush order, not in time order.
+                r.mem.sort_by_key(|m| m.t_end);
                 if let Some(h) = &outcome.header {
                     r.header = h.fields.iter().cloned().collect();
                 }

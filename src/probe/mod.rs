@@ -24,6 +24,10 @@ static SHIM_FILES: &[(&str, &str)] = &[
         include_str!("../shim/prewarm_doctor_shim.py"),
     ),
     (
+        "prewarm_doctor_monitor.py",
+        include_str!("../shim/prewarm_doctor_monitor.py"),
+    ),
+    (
         "prewarm_doctor_triton.py",
         include_str!("../shim/prewarm_doctor_triton.py"),
     ),

@@ -177,11 +177,11 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             .to_string(),
     };
     print_text(o, &line, head, "     ");
-    if let Some(st) = p
+    if let Some((st, probe_s)) = p
         .phases
         .iter()
         .find(|ph| ph.phase == Phase::Step1)
-        .map(|ph| &ph.stall)
+        .map(|ph| (&ph.stall, ph.probe_s))
     {
         let items = [
             format!("compile {}", seconds(st.compile_s)),
@@ -190,6 +190,7 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             format!("cuBLAS init {}", seconds(st.cublas_init_s)),
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
+            format!("the probe itself {}", seconds(probe_s)),
         ];
         print_wrapped(o, "   step-1 time: ", &items, ", ");
     }

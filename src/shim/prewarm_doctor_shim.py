@@ -18,7 +18,11 @@ Writes one JSON line per framework event to
 
 Hooks are installed only when the program itself imports torch/triton, so the
 shim is silent and costs nothing in processes that never do. Every hook swallows
-its own errors: the training run must behave exactly as without the shim.
+its own errors: the training run must behave exactly as without the shim. On
+Python >= 3.12 the functions the shim watches (the optimizer's ``__init__`` and
+``zero_grad``, ``init_process_group``, NVTX push/pop, Triton's autotuner and
+compiler) are observed through sys.monitoring (prewarm_doctor_monitor), not
+wrapped, so no frame of ours appears in the program's stack or tracebacks.
 """
 
 import functools
@@ -321,27 +325,7 @@ def _install_torch(torch):
     tracker.handles.append(module_mod.register_module_forward_pre_hook(tracker.fwd_pre))
     tracker.handles.append(module_mod.register_module_forward_hook(tracker.fwd_post, always_call=True))
 
-    original_init = optim_mod.Optimizer.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        try:
-            tracker.optimizer_created(self)
-        except Exception:
-            pass
-
-    optim_mod.Optimizer.__init__ = __init__
-    original_zero_grad = optim_mod.Optimizer.zero_grad
-
-    def zero_grad(self, *args, **kwargs):
-        try:
-            tracker.zero_grad_called(self)
-        except Exception:
-            pass
-        return original_zero_grad(self, *args, **kwargs)
-
-    optim_mod.Optimizer.zero_grad = zero_grad
+    _install_optimizer_hooks(optim_mod.Optimizer, tracker)
     if _MARKER:
         try:
             _install_nvtx_markers(torch)
@@ -350,19 +334,70 @@ def _install_torch(torch):
     _install_nccl_version_probe(torch)
 
 
+def _install_optimizer_hooks(cls, tracker):
+    """Every optimizer's creation and ``zero_grad()``: observed through
+    sys.monitoring where it exists (no frame of ours in the program's stack),
+    else wrapped."""
+    from prewarm_doctor_monitor import observe
+
+    def created(frame):
+        return frame.f_locals.get("self")
+
+    def init_ended(optimizer, result, exc):
+        if exc is None:
+            tracker.optimizer_created(optimizer)
+
+    def zero_grad_started(frame):
+        tracker.zero_grad_called(frame.f_locals.get("self"))
+
+    if not observe(cls.__init__, created, init_ended):
+        original_init = cls.__init__
+
+        @functools.wraps(original_init)
+        def __init__(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            try:
+                tracker.optimizer_created(self)
+            except Exception:
+                pass
+
+        cls.__init__ = __init__
+    if not observe(cls.zero_grad, zero_grad_started):
+        original_zero_grad = cls.zero_grad
+
+        def zero_grad(self, *args, **kwargs):
+            try:
+                tracker.zero_grad_called(self)
+            except Exception:
+                pass
+            return original_zero_grad(self, *args, **kwargs)
+
+        cls.zero_grad = zero_grad
+
+
 def _install_nccl_version_probe(torch):
     """Records the NCCL version once a process group exists (cheap, no CUDA init)."""
     try:
         import torch.distributed as dist
+        from prewarm_doctor_monitor import observe
 
-        original = dist.init_process_group
-
-        def init_process_group(*args, **kwargs):
-            result = original(*args, **kwargs)
+        def created():
             try:
                 emit("process_group", backend=str(dist.get_backend()), world=dist.get_world_size(), rank=dist.get_rank(), nccl=".".join(map(str, torch.cuda.nccl.version())))
             except Exception:
                 pass
+
+        def ended(token, result, exc):
+            if exc is None:
+                created()
+
+        original = dist.init_process_group
+        if observe(original, lambda frame: True, ended):
+            return
+
+        def init_process_group(*args, **kwargs):
+            result = original(*args, **kwargs)
+            created()
             return result
 
         dist.init_process_group = init_process_group
@@ -386,28 +421,46 @@ def _snapshot_groups(step):
 def _install_nvtx_markers(torch):
     import re
 
+    from prewarm_doctor_monitor import observe
+
     pattern = re.compile(_MARKER)
     nvtx = torch.cuda.nvtx
     stack = threading.local()
     push, pop = nvtx.range_push, nvtx.range_pop
 
-    def range_push(msg, *a, **k):
+    def pushed(msg):
         s = getattr(stack, "s", None)
         if s is None:
             s = stack.s = []
         s.append((str(msg), now()))
-        return push(msg, *a, **k)
 
-    def range_pop(*a, **k):
-        r = pop(*a, **k)
+    def popped():
         s = getattr(stack, "s", None)
         if s:
             name, t0 = s.pop()
             if pattern.search(name):
                 emit("marker", name=name, t0=t0, t1=now())
+
+    def push_started(frame):
+        pushed(frame.f_locals.get("msg"))
+
+    def pop_ended(token, result, exc):
+        if exc is None:
+            popped()
+
+    def range_push(msg, *a, **k):
+        pushed(msg)
+        return push(msg, *a, **k)
+
+    def range_pop(*a, **k):
+        r = pop(*a, **k)
+        popped()
         return r
 
-    nvtx.range_push, nvtx.range_pop = range_push, range_pop
+    if not observe(push, push_started):
+        nvtx.range_push = range_push
+    if not observe(pop, lambda frame: True, pop_ended):
+        nvtx.range_pop = range_pop
 
 
 # ---------------------------------------------------------------- import hook

@@ -8,13 +8,18 @@
   that window are attributed to the candidate.
 * ``compile``: one per JIT compile, with duration and on-disk cache hit/miss.
 
-Only Triton's public-ish entry points are wrapped (``Autotuner.run``,
+Triton's public-ish entry points are observed (``Autotuner.run``,
 ``Autotuner._bench``, ``JITFunction._do_compile``, ``knobs.compilation.listener``);
-if a Triton version lacks one, that hook is skipped silently.
+if a Triton version lacks one, that hook is skipped silently. On Python >= 3.12
+they are observed through sys.monitoring (prewarm_doctor_monitor: no frame of
+ours in the program's stack or tracebacks); on older Pythons they are wrapped.
+Each hook is one pair of functions (start: the call's arguments, returning a
+state; end: that state and the result) used by both ways of observing.
 """
 
 import threading
 
+from prewarm_doctor_monitor import observe
 from prewarm_doctor_shim import emit, now
 
 _local = threading.local()
@@ -32,72 +37,156 @@ def _config_text(config):
         return "?"
 
 
+def _locals(frame):
+    return frame.f_locals
+
+
+# ------------------------------------------------------------ Autotuner.run
+
+
+def _run_started(autotuner, args, kwargs):
+    """The start of every ``Autotuner.run`` call, with its arguments; the
+    state of an autotuned call for ``_run_ended``, or None (a single config
+    or no cache: nothing to time)."""
+    cache = getattr(autotuner, "cache", None)
+    before = len(cache) if isinstance(cache, dict) else -1
+    if before < 0 or len(getattr(autotuner, "configs", ())) <= 1:
+        return None
+    state = {"self": autotuner, "before": before, "benchmarked": 0, "outer": getattr(_local, "tuning", None)}
+    _local.tuning = state
+    state["t0"] = now()
+    return state
+
+
+def _run_ended(state, result, exc):
+    t1 = now()
+    _local.tuning = state["outer"]
+    self = state["self"]
+    try:
+        if len(self.cache) > state["before"]:
+            key = next(reversed(self.cache))
+            emit(
+                "autotune",
+                kernel=_name(self),
+                key=repr(key),
+                t0=state["t0"],
+                t1=t1,
+                configs=len(self.configs),
+                benchmarked=state["benchmarked"],
+                chosen=_config_text(self.cache[key]),
+                source="benchmark" if state["benchmarked"] else "disk-cache",
+            )
+    except Exception:
+        pass
+
+
+def _run_frame(frame):
+    f = _locals(frame)
+    return _run_started(f.get("self"), f.get("args", ()), f.get("kwargs", {}))
+
+
+# ---------------------------------------------------------- Autotuner._bench
+
+
+def _bench_started(autotuner, config):
+    return {"self": autotuner, "config": config, "t0": now()}
+
+
+def _bench_ended(state, result, exc):
+    t1 = now()
+    tuning = getattr(_local, "tuning", None)
+    if tuning is not None:
+        tuning["benchmarked"] += 1
+    timing = None
+    try:
+        timing = float(result[0]) if result is not None else None
+    except Exception:
+        pass
+    emit(
+        "autotune_config",
+        kernel=_name(state["self"]),
+        config=_config_text(state["config"]),
+        t0=state["t0"],
+        t1=t1,
+        ms=timing if timing is None or timing < float("inf") else None,
+        failed=timing == float("inf"),
+    )
+
+
+def _bench_frame(frame):
+    f = _locals(frame)
+    return _bench_started(f.get("self"), f.get("config"))
+
+
+# ------------------------------------------------------ JITFunction._do_compile
+
+
+def _compile_started(jit_function):
+    _local.cache_hit = None
+    name = getattr(getattr(jit_function, "fn", None), "__name__", None) or repr(jit_function)
+    return {"kernel": name, "t0": now()}
+
+
+def _compile_ended(state, result, exc):
+    emit(
+        "compile",
+        kernel=state["kernel"],
+        t0=state["t0"],
+        t1=now(),
+        cache_hit=getattr(_local, "cache_hit", None),
+    )
+
+
+def _compile_frame(frame):
+    return _compile_started(_locals(frame).get("self"))
+
+
+# ------------------------------------------------------------- installation
+
+
+def _wrap(cls, attr, started, ended):
+    """The fallback (Python < 3.12): a wrapper around ``cls.attr`` calling
+    ``started(self, args, kwargs)`` and ``ended`` around the original."""
+    original = getattr(cls, attr)
+
+    def wrapper(self, *args, **kwargs):
+        state = None
+        try:
+            state = started(self, args, kwargs)
+        except Exception:
+            pass
+        result = exc = None
+        try:
+            result = original(self, *args, **kwargs)
+            return result
+        except BaseException as e:
+            exc = e
+            raise
+        finally:
+            if state is not None:
+                try:
+                    ended(state, result, exc)
+                except Exception:
+                    pass
+
+    wrapper.__name__ = getattr(original, "__name__", attr)
+    wrapper.__qualname__ = getattr(original, "__qualname__", attr)
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    setattr(cls, attr, wrapper)
+
+
+def _hook(cls, attr, frame_started, call_started, ended):
+    """Observes ``cls.attr`` (sys.monitoring), else wraps it."""
+    if not observe(getattr(cls, attr), frame_started, ended):
+        _wrap(cls, attr, call_started, ended)
+
+
 def _install_autotuner(triton):
     from triton.runtime import autotuner as at
 
     cls = at.Autotuner
-    original_run = cls.run
-    original_bench = cls._bench
-
-    def _bench(self, *args, config, **meta):
-        t0 = now()
-        result = None
-        try:
-            result = original_bench(self, *args, config=config, **meta)
-            return result
-        finally:
-            t1 = now()
-            state = getattr(_local, "tuning", None)
-            if state is not None:
-                state["benchmarked"] += 1
-            timing = None
-            try:
-                timing = float(result[0]) if result is not None else None
-            except Exception:
-                pass
-            emit(
-                "autotune_config",
-                kernel=_name(self),
-                config=_config_text(config),
-                t0=t0,
-                t1=t1,
-                ms=timing if timing is None or timing < float("inf") else None,
-                failed=timing == float("inf"),
-            )
-
-    def run(self, *args, **kwargs):
-        cache = getattr(self, "cache", None)
-        before = len(cache) if isinstance(cache, dict) else -1
-        if before < 0 or len(getattr(self, "configs", ())) <= 1:
-            return original_run(self, *args, **kwargs)
-        outer = getattr(_local, "tuning", None)
-        state = {"benchmarked": 0}
-        _local.tuning = state
-        t0 = now()
-        try:
-            return original_run(self, *args, **kwargs)
-        finally:
-            t1 = now()
-            _local.tuning = outer
-            try:
-                if len(self.cache) > before:
-                    key = next(reversed(self.cache))
-                    emit(
-                        "autotune",
-                        kernel=_name(self),
-                        key=repr(key),
-                        t0=t0,
-                        t1=t1,
-                        configs=len(self.configs),
-                        benchmarked=state["benchmarked"],
-                        chosen=_config_text(self.cache[key]),
-                        source="benchmark" if state["benchmarked"] else "disk-cache",
-                    )
-            except Exception:
-                pass
-
-    cls._bench = _bench
-    cls.run = run
+    _hook(cls, "_bench", _bench_frame, lambda self, args, kwargs: _bench_started(self, kwargs.get("config")), _bench_ended)
+    _hook(cls, "run", _run_frame, _run_started, _run_ended)
 
 
 def _install_compile(triton):
@@ -119,25 +208,9 @@ def _install_compile(triton):
         compilation.listener = listener
 
     cls = jit.JITFunction
-    original = getattr(cls, "_do_compile", None)
-    if original is None:
+    if getattr(cls, "_do_compile", None) is None:
         return
-
-    def _do_compile(self, *args, **kwargs):
-        _local.cache_hit = None
-        t0 = now()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            emit(
-                "compile",
-                kernel=getattr(getattr(self, "fn", None), "__name__", repr(self)),
-                t0=t0,
-                t1=now(),
-                cache_hit=getattr(_local, "cache_hit", None),
-            )
-
-    cls._do_compile = _do_compile
+    _hook(cls, "_do_compile", _compile_frame, lambda self, args, kwargs: _compile_started(self), _compile_ended)
 
 
 def install_triton(triton):

@@ -231,6 +231,7 @@ pub(crate) fn encode_payload(record: &Record, out: &mut Vec<u8>) {
             o.u64(r.activity_ns);
             o.u64(r.activity_buffer_bytes);
             o.u64(r.bytes_written);
+            o.u64(r.flush_ns);
         }
         Record::Activity(r) => {
             o.u8(KIND_ACTIVITY);
@@ -372,6 +373,12 @@ pub(crate) fn decode_payload(payload: &[u8], base: u64) -> Result<Record, Decode
             activity_ns: i.u64("activity_ns")?,
             activity_buffer_bytes: i.u64("activity_buffer_bytes")?,
             bytes_written: i.u64("bytes_written")?,
+            // A trailing field: older probes' records end before it.
+            flush_ns: if i.pos < i.bytes.len() {
+                i.u64("flush_ns")?
+            } else {
+                0
+            },
         }),
         KIND_ACTIVITY => Record::Activity(ActivityState {
             t: i.u64("t")?,

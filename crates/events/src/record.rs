@@ -352,6 +352,11 @@ pub struct ProbeCost {
     /// Bytes of CUPTI activity buffers currently handed out (host memory).
     pub activity_buffer_bytes: u64,
     pub bytes_written: u64,
+    /// Time the probe's writer thread spent on its periodic work (flushing
+    /// CUPTI buffers, reading pools, writing the file): with `callback_ns`
+    /// and `activity_ns`, all of the probe's own time. 0 in older files,
+    /// whose probes did not measure it.
+    pub flush_ns: u64,
 }
 
 /// Stream-ordered allocations (`cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,

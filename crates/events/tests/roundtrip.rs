@@ -80,6 +80,7 @@ fn sample_records() -> Vec<Record> {
             activity_ns: 5,
             activity_buffer_bytes: 6,
             bytes_written: 7,
+            flush_ns: 8,
         }),
         Record::Activity(ActivityState {
             t: 4,

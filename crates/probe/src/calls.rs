@@ -6,7 +6,6 @@
 use crate::clock::{now_ns, thread_id};
 use crate::cupti::CUPTI_SUCCESS;
 use crate::driver_api::{self, Handling, Layout};
-use crate::guard::lock;
 use crate::pools::PoolKey;
 use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
@@ -16,21 +15,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 
 const SITE_ENTER: u32 = 0;
-
-/// A tracked driver call between its enter and exit callbacks. Kept in one
-/// process-wide table keyed by CUPTI's correlation id (unique per call), not
-/// in a thread-local: callbacks also arrive while threads and the process are
-/// being torn down, when thread-locals may already be gone.
-#[derive(Clone, Copy)]
-pub(crate) struct InFlight {
-    correlation: u32,
-    t_start: u64,
-    free_before: u64,
-}
-
-/// Most calls tracked between enter and exit at once (the oldest is
-/// forgotten beyond this; its exit then carries t_start = t_end).
-const MAX_IN_FLIGHT: usize = 4096;
 
 /// Pool-path callbacks are timed one in this many (the time is scaled up): a
 /// clock read costs about as much as the rest of such a callback.
@@ -108,27 +92,14 @@ fn enter(p: &Probe, d: &CUpti_CallbackData, effect: MemEffect) {
     } else {
         UNKNOWN_BYTES
     };
-    let mut calls = lock(&p.in_flight);
-    if calls.len() >= MAX_IN_FLIGHT {
-        calls.remove(0);
-    }
-    calls.push(InFlight {
-        correlation: d.correlationId,
-        t_start: now_ns(),
-        free_before: free,
-    });
+    p.in_flight.insert(d.correlationId, now_ns(), free);
 }
 
 /// (t_start, free_before) saved at the call's entry, if it was seen.
 fn take_in_flight(p: &Probe, correlation: u32, t_end: u64) -> (u64, u64) {
-    let mut calls = lock(&p.in_flight);
-    match calls.iter().rposition(|e| e.correlation == correlation) {
-        Some(i) => {
-            let e = calls.swap_remove(i);
-            (e.t_start, e.free_before)
-        }
-        None => (t_end, UNKNOWN_BYTES),
-    }
+    p.in_flight
+        .take(correlation)
+        .unwrap_or((t_end, UNKNOWN_BYTES))
 }
 
 fn measures_device(effect: MemEffect) -> bool {
@@ -160,7 +131,7 @@ fn device_of(p: &Probe, context: *mut c_void) -> i32 {
 
 /// The calling library (walking the stack), interning a newly seen one.
 fn caller(p: &Probe) -> u32 {
-    let (library, new_library) = lock(&p.callers).caller();
+    let (library, new_library) = p.callers.caller();
     if let Some(lib) = new_library {
         p.sink.push(&Record::Library(LibraryName {
             id: lib.id,
@@ -262,10 +233,7 @@ unsafe fn pool_call(
             if slot.owner_check_due(n)
                 && let Some((owner, other)) = slot.saw_caller(caller(p))
             {
-                let (owner, other) = {
-                    let callers = lock(&p.callers);
-                    (callers.path_of(owner), callers.path_of(other))
-                };
+                let (owner, other) = (p.callers.path_of(owner), p.callers.path_of(other));
                 p.notice(
                     NoticeLevel::Info,
                     format!(

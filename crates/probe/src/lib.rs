@@ -22,6 +22,7 @@ mod cupti;
 mod driver_api;
 mod dynlib;
 mod guard;
+mod inflight;
 mod pools;
 mod signals;
 mod sink;
@@ -404,10 +405,11 @@ fn start(p: &'static Probe) {
 /// The writer thread: drains the buffer and reads the pools every tick (10 ms
 /// while kernel records are on, else 100 ms), switches stream-ordered tracing
 /// off when due, and hands over completed CUPTI buffers and the self-cost
-/// counters every second.
+/// counters every second ([`writer_tick`]); its own time adds to `flush_ns`.
 fn flush_loop(p: &'static Probe) {
     signals::leave_signals_to_the_program();
     let mut last_second = now_ns();
+    let mut counted = 0u64;
     loop {
         let early = p.kernel_records.load(Ordering::Relaxed);
         std::thread::sleep(if early {
@@ -423,29 +425,44 @@ fn flush_loop(p: &'static Probe) {
         if second {
             last_second = now;
         }
-        {
-            // Held while this thread calls into CUDA/CUPTI, so that exit can
-            // wait for such a call to end before libraries are torn down.
-            let _calls = guard::lock(&p.writer_calls);
-            // Once the process exits, records are written as they come.
-            if p.sink.is_write_through() {
-                return;
-            }
-            if second && p.kernel_records.load(Ordering::Relaxed) {
-                // SAFETY: flushes completed activity buffers.
-                unsafe { (p.cupti.flush_all)(0) };
-            }
-            if p.pools.switch_due() {
-                calls::stop_pool_tracing(p);
-            }
-            // The pools' sizes, from the driver (a record when changed).
-            calls::summarize_pools(p, true);
+        if !writer_tick(p, second, early, &mut counted) {
+            return;
         }
-        if second {
-            p.push_counters();
-        }
-        p.sink.flush();
+        let spent = now_ns().saturating_sub(now);
+        p.flush_ns.fetch_add(spent, Ordering::Relaxed);
     }
+}
+
+/// One tick of the writer thread; false once the process is exiting. The
+/// self-cost counters go out every second, and also every tick while kernel
+/// records are on (the first steps) if callbacks came since the last ones
+/// (`counted`), so a phase's own cost can be read off them.
+fn writer_tick(p: &'static Probe, second: bool, early: bool, counted: &mut u64) -> bool {
+    {
+        // Held while this thread calls into CUDA/CUPTI, so that exit can
+        // wait for such a call to end before libraries are torn down.
+        let _calls = guard::lock(&p.writer_calls);
+        // Once the process exits, records are written as they come.
+        if p.sink.is_write_through() {
+            return false;
+        }
+        if second && p.kernel_records.load(Ordering::Relaxed) {
+            // SAFETY: flushes completed activity buffers.
+            unsafe { (p.cupti.flush_all)(0) };
+        }
+        if p.pools.switch_due() {
+            calls::stop_pool_tracing(p);
+        }
+        // The pools' sizes, from the driver (a record when changed).
+        calls::summarize_pools(p, true);
+    }
+    let callbacks = p.callbacks.load(Ordering::Relaxed);
+    if second || (early && callbacks != *counted) {
+        *counted = callbacks;
+        p.push_counters();
+    }
+    p.sink.flush();
+    true
 }
 
 fn flush_from_signal() {

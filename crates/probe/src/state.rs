@@ -4,12 +4,13 @@
 //! explained in a notice) and never reaches the training process.
 
 use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
-use crate::caller::CallerCache;
-use crate::calls::{self, InFlight};
+use crate::caller::Callers;
+use crate::calls;
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::driver_api::{self, Handling};
 use crate::guard::{self, lock};
+use crate::inflight::InFlightTable;
 use crate::pools::Pools;
 use crate::signals::ensure_alt_stack;
 use crate::sink::Sink;
@@ -35,7 +36,7 @@ pub struct Probe {
     pub sink: Sink,
     /// The CUPTI subscriber, once subscribed (to switch callbacks off later).
     pub subscriber: AtomicPtr<c_void>,
-    pub(crate) callers: Mutex<CallerCache>,
+    pub(crate) callers: Callers,
     /// Stream-ordered allocations, counted per pool.
     pub pools: Pools,
     /// Held by the writer thread while it calls into CUDA/CUPTI.
@@ -46,11 +47,13 @@ pub struct Probe {
     pub use_local_v2: bool,
     pub kernel_records: AtomicBool,
     pub disabled: AtomicBool,
-    /// Driver calls between their enter and exit callbacks (see [`InFlight`]).
-    pub(crate) in_flight: Mutex<Vec<InFlight>>,
+    /// Driver calls between their enter and exit callbacks.
+    pub(crate) in_flight: InFlightTable,
     internal_errors: AtomicU64,
     pub(crate) callbacks: AtomicU64,
     pub(crate) callback_ns: AtomicU64,
+    /// The writer thread's own time per tick (see [`ProbeCost::flush_ns`]).
+    pub(crate) flush_ns: AtomicU64,
     activity_records: AtomicU64,
     activity_ns: AtomicU64,
     buffers_out: AtomicU64,
@@ -89,7 +92,7 @@ pub fn install(
         driver,
         sink,
         subscriber: AtomicPtr::new(std::ptr::null_mut()),
-        callers: Mutex::new(CallerCache::new(own_path)),
+        callers: Callers::new(own_path),
         pools: Pools::new(pool_quiet_calls),
         writer_calls: Mutex::new(()),
         kernels: Mutex::new(KernelTracker::default()),
@@ -99,11 +102,12 @@ pub fn install(
         disabled: AtomicBool::new(false),
         callbacks: AtomicU64::new(0),
         callback_ns: AtomicU64::new(0),
+        flush_ns: AtomicU64::new(0),
         activity_records: AtomicU64::new(0),
         activity_ns: AtomicU64::new(0),
         buffers_out: AtomicU64::new(0),
         cupti_dropped: AtomicU64::new(0),
-        in_flight: Mutex::new(Vec::with_capacity(64)),
+        in_flight: InFlightTable::default(),
         internal_errors: AtomicU64::new(0),
     })
 }
@@ -177,6 +181,7 @@ impl Probe {
                 .load(Ordering::Relaxed)
                 .saturating_mul(BUFFER_BYTES as u64),
             bytes_written: self.sink.written(),
+            flush_ns: self.flush_ns.load(Ordering::Relaxed),
         }));
         self.sink.push(&Record::Dropped(RecordsDropped {
             t,
@@ -429,8 +434,9 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
         }
     }
     drop(kernels);
+    // Not a training thread's allocation callback: may write a full shard.
     for r in &out {
-        p.sink.push(r);
+        p.sink.push_or_write(r);
     }
     count
 }

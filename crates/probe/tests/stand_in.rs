@@ -120,6 +120,15 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     assert_eq!(create.len(), 1);
     assert_eq!(create[0].bytes, 256 << 20);
     assert!(library_of(r, create[0].library).ends_with("/libothercaller.so"));
+    // Every one of the 832 frees of 8 + 32 threads (most found by the
+    // probe's cached stack walks, some checked against the unwinder) names
+    // the program.
+    assert!(
+        calls
+            .iter()
+            .filter(|m| m.api == MemApi::MemFree && m.result == 0)
+            .all(|m| library_of(r, m.library) == program_lib)
+    );
     let release: Vec<&MemCall> = calls
         .iter()
         .filter(|m| m.api == MemApi::MemRelease)

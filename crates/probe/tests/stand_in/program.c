@@ -454,6 +454,41 @@ static int bench(long n) {
     return 0;
 }
 
+/* --- bench-threads: the full allocation path from T threads at once ----- */
+
+static void *bench_sync_worker(void *arg) {
+    long n = (long)arg;
+    for (long i = 0; i < n; i++)
+        alloc_free(MiB * (size_t)(i % 4 + 1));
+    return NULL;
+}
+
+/* T threads each make N cuMemAlloc/cuMemFree pairs (4 callbacks per pair with
+   the probe: enter and exit of each). Prints the process CPU time per traced
+   call (contention spent spinning or in futex calls counts; time a thread
+   waits descheduled does not, as on a shared machine it would be noise) and
+   the wall time per call of one thread. */
+static int bench_threads(int threads, long n) {
+    enum { MAX_BENCH_THREADS = 64 };
+    if (threads < 1 || threads > MAX_BENCH_THREADS || n < 1) {
+        fprintf(stderr, "bench-threads: 1..%d threads and at least 1 pair\n", MAX_BENCH_THREADS);
+        return 64;
+    }
+    setup();
+    bench_sync_worker((void *)100L); /* warm-up: first sight of the caller */
+    pthread_t tids[MAX_BENCH_THREADS];
+    double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID), w0 = cpu_s(CLOCK_MONOTONIC);
+    for (int t = 0; t < threads; t++)
+        pthread_create(&tids[t], NULL, bench_sync_worker, (void *)n);
+    for (int t = 0; t < threads; t++)
+        pthread_join(tids[t], NULL);
+    double calls = 2.0 * (double)n * threads;
+    double cpu = (cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls * 1e9;
+    double wall = (cpu_s(CLOCK_MONOTONIC) - w0) / (2.0 * (double)n) * 1e9;
+    printf("BENCH call_cpu_ns=%.1f call_wall_ns=%.1f\n", cpu, wall);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *scenario = argc > 1 ? argv[1] : "";
     if (!strcmp(scenario, "basic"))
@@ -478,8 +513,10 @@ int main(int argc, char **argv) {
         return async_switch();
     if (!strcmp(scenario, "panic"))
         return panicking();
+    if (!strcmp(scenario, "bench-threads") && argc > 3)
+        return bench_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|panic|bench [N]\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|panic|bench [N]|bench-threads T N\n");
     return 64;
 }

@@ -14,7 +14,8 @@ class Optimizer:
         self.param_groups = [{"params": list(params)}]
 
     def zero_grad(self, set_to_none=True):
-        pass
+        if set_to_none == "raise":
+            raise ValueError("zero_grad was asked to fail")
 
     def step(self):
         for h in _pre:

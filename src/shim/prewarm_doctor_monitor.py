@@ -1,0 +1,141 @@
+"""Observing a function without wrapping it: ``sys.monitoring`` (PEP 669).
+
+A wrapper puts a frame of ours between the caller and the function: it shows
+in every traceback raised through the function, in ``inspect.stack()`` and in
+the frame depth. On Python >= 3.12 the shim instead asks the interpreter to
+call back at the start (``PY_START``) and the end (``PY_RETURN``) of the
+specific code objects it observes (local events: no other code pays), and
+reads the arguments from the observed frame (``sys._getframe(1)`` in the
+callback). The stack the program sees is exactly the plain run's.
+
+``PY_UNWIND`` (a call ending by an exception) cannot be set per code object
+(the interpreter refuses it as a local event), so it is set for the whole
+program; its callback is one dictionary look-up for frames the shim does not
+observe, and it runs only when an exception leaves a Python frame.
+
+``observe`` returns False where sys.monitoring is missing (Python < 3.12),
+switched off (``PREWARM_DOCTOR_SHIM_MONITORING=0``) or every free tool id is
+taken; the caller then installs its wrapper instead (the older behaviour).
+Every callback swallows its own errors: a callback that raised would raise
+into the program.
+"""
+
+import os
+import sys
+import threading
+
+_mon = getattr(sys, "monitoring", None)
+# Tool ids 3 and 4 have no assigned role (0 debugger, 1 coverage, 2 profiler,
+# 5 optimizer): the shim takes the first one free.
+_TOOL_IDS = (4, 3)
+_tool = None  # the tool id once claimed; False when it could not be
+# id(code object) -> (on_start, on_end): code objects hash by content (slow,
+# and this is looked up for every frame an exception leaves); the observed
+# code objects are kept alive in _observed, so their ids stay theirs.
+_handlers = {}
+_observed = []
+_local = threading.local()
+
+
+def _stack():
+    s = getattr(_local, "calls", None)
+    if s is None:
+        s = _local.calls = []
+    return s
+
+
+def _on_start(code, offset):
+    try:
+        on_start, on_end = _handlers[id(code)]
+        token = on_start(sys._getframe(1))
+        if on_end is not None:
+            _stack().append((code, token))
+    except Exception:
+        pass
+
+
+def _finish(code, retval, exc):
+    try:
+        on_end = _handlers[id(code)][1]
+        if on_end is None:
+            return
+        s = _stack()
+        for i in range(len(s) - 1, -1, -1):
+            if s[i][0] is code:
+                token = s[i][1]
+                del s[i:]
+                if token is not None:
+                    on_end(token, retval, exc)
+                return
+    except Exception:
+        pass
+
+
+def _on_return(code, offset, retval):
+    if id(code) in _handlers:
+        _finish(code, retval, None)
+
+
+def _on_unwind(code, offset, exc):
+    if id(code) in _handlers:
+        _finish(code, None, exc)
+
+
+def _claim():
+    global _tool
+    if _tool is not None:
+        return _tool
+    _tool = False
+    if _mon is None or os.environ.get("PREWARM_DOCTOR_SHIM_MONITORING") == "0":
+        return _tool
+    events = _mon.events
+    for tool in _TOOL_IDS:
+        try:
+            _mon.use_tool_id(tool, "prewarm-doctor")
+        except ValueError:
+            continue
+        _mon.register_callback(tool, events.PY_START, _on_start)
+        _mon.register_callback(tool, events.PY_RETURN, _on_return)
+        _mon.register_callback(tool, events.PY_UNWIND, _on_unwind)
+        _mon.set_events(tool, events.PY_UNWIND)
+        _tool = tool
+        break
+    return _tool
+
+
+def _code_of(function):
+    """The code object that actually runs: decorators built with
+    functools.wraps (torch's, for instance) are looked through."""
+    seen = 0
+    while hasattr(function, "__wrapped__") and seen < 16:
+        function = function.__wrapped__
+        seen += 1
+    function = getattr(function, "__func__", function)
+    return getattr(function, "__code__", None)
+
+
+def observe(function, on_start, on_end=None):
+    """Calls ``on_start(frame)`` at each start of ``function`` (its frame,
+    arguments in ``frame.f_locals``) and, when ``on_end`` is given and
+    ``on_start`` returned something other than None, ``on_end(token, retval,
+    exc)`` when that call returns (``exc`` None) or raises (``retval`` None).
+    Returns False when sys.monitoring cannot be used: wrap instead."""
+    tool = _claim()
+    code = _code_of(function)
+    if tool is False or code is None or id(code) in _handlers:
+        return False
+    try:
+        events = _mon.events
+        _observed.append(code)
+        _handlers[id(code)] = (on_start, on_end)
+        wanted = events.PY_START | (events.PY_RETURN if on_end is not None else 0)
+        _mon.set_local_events(tool, code, _mon.get_local_events(tool, code) | wanted)
+        return True
+    except Exception:
+        _handlers.pop(id(code), None)
+        return False
+
+
+def active():
+    """Whether observation goes through sys.monitoring in this process."""
+    return bool(_tool)

@@ -1,0 +1,1 @@
+from . import autotuner, jit  # noqa: F401
