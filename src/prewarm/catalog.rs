@@ -116,6 +116,14 @@ pub const CATALOG: &[Prewarm] = &[
         flag: Some("--prewarm-nccl-comm"),
         env: Some("PREWARM_NCCL_COMM"),
     },
+    Prewarm {
+        name: "prescribed",
+        framework: "prewarm-doctor prescribe",
+        description: "the prescription `prewarm-doctor prescribe` wrote from a recorded run, injected by the shim",
+        targets: &[Cublas, TritonAutotune, LocalMemory, Compile, NcclComm],
+        flag: None,
+        env: None,
+    },
 ];
 
 /// Looks a prewarm up by name.

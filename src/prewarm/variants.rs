@@ -26,6 +26,30 @@ pub enum VariantError {
     File { file: String, why: String },
     #[error("--baseline '{0}': no variant has that name")]
     UnknownBaseline(String),
+    #[error("--variant '{spec}': the prescription {file} cannot be used: {why}")]
+    Prescription {
+        spec: String,
+        file: String,
+        why: String,
+    },
+}
+
+/// The environment that makes the shim inject the prescription `file` (an
+/// absolute path, so a command that changes directory still finds it).
+pub fn prescription_env(spec: &str, file: &str) -> Result<Vec<(String, String)>, VariantError> {
+    let bad = |why: String| VariantError::Prescription {
+        spec: spec.to_string(),
+        file: file.to_string(),
+        why,
+    };
+    let path = std::fs::canonicalize(file).map_err(|e| bad(e.to_string()))?;
+    if !path.is_file() {
+        return Err(bad("not a file".into()));
+    }
+    Ok(vec![(
+        "PREWARM_DOCTOR_PRESCRIPTION".to_string(),
+        path.display().to_string(),
+    )])
 }
 
 fn check_name(name: &str) -> Result<(), VariantError> {
@@ -47,6 +71,14 @@ pub fn parse_variant(spec: &str) -> Result<VariantSpec, VariantError> {
         None => (spec, ""),
     };
     check_name(name)?;
+    if let Some(file) = args.strip_prefix('@') {
+        return Ok(VariantSpec {
+            name: name.to_string(),
+            args: vec![],
+            env: prescription_env(spec, file)?,
+            prewarms: vec!["prescribed".to_string()],
+        });
+    }
     let args = shlex::split(args).ok_or_else(|| VariantError::BadArgs {
         spec: spec.to_string(),
         why: "unbalanced quotes".into(),

@@ -27,6 +27,10 @@ static SHIM_FILES: &[(&str, &str)] = &[
         "prewarm_doctor_triton.py",
         include_str!("../shim/prewarm_doctor_triton.py"),
     ),
+    (
+        "prewarm_doctor_prescribe.py",
+        include_str!("../shim/prewarm_doctor_prescribe.py"),
+    ),
 ];
 
 /// Where the embedded assets were written.

@@ -15,6 +15,7 @@ if a Triton version lacks one, that hook is skipped silently.
 
 import threading
 
+from prewarm_doctor_prescribe import note_autotune_call
 from prewarm_doctor_shim import emit, now
 
 _local = threading.local()
@@ -66,6 +67,7 @@ def _install_autotuner(triton):
             )
 
     def run(self, *args, **kwargs):
+        note_autotune_call(self, args, kwargs)  # prescribe's replay signature, once per (kernel, key)
         cache = getattr(self, "cache", None)
         before = len(cache) if isinstance(cache, dict) else -1
         if before < 0 or len(getattr(self, "configs", ())) <= 1:
