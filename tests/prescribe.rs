@@ -112,11 +112,22 @@ fn every_bundled_recording_gets_a_valid_prescription_that_guesses_nothing() {
         assert!(p.plan.fingerprint.is_none());
         assert!(p.text.contains("No fingerprint was recorded"), "{run:?}");
     }
-    let nccl = prescribe(&root().join("tests/fixtures/h200/examples-nccl-baseline"), None).unwrap();
-    assert!(nccl.plan.not_replayed.iter().any(|n| n.block == "nccl"
-        && n.why.contains("no process-group records")));
-    let triton =
-        prescribe(&root().join("tests/fixtures/h200/examples-triton-baseline"), None).unwrap();
+    let nccl = prescribe(
+        &root().join("tests/fixtures/h200/examples-nccl-baseline"),
+        None,
+    )
+    .unwrap();
+    assert!(
+        nccl.plan
+            .not_replayed
+            .iter()
+            .any(|n| n.block == "nccl" && n.why.contains("no process-group records"))
+    );
+    let triton = prescribe(
+        &root().join("tests/fixtures/h200/examples-triton-baseline"),
+        None,
+    )
+    .unwrap();
     assert!(triton.plan.not_replayed.iter().any(|n| n.block == "triton"
         && n.what.contains("rowwise_mix")
         && n.why.contains("no call signature was recorded")));
@@ -125,8 +136,14 @@ fn every_bundled_recording_gets_a_valid_prescription_that_guesses_nothing() {
 #[test]
 fn prescription_snapshots() {
     for (name, run) in [
-        ("triton_baseline", "tests/fixtures/h200/examples-triton-baseline"),
-        ("nccl_baseline", "tests/fixtures/h200/examples-nccl-baseline"),
+        (
+            "triton_baseline",
+            "tests/fixtures/h200/examples-triton-baseline",
+        ),
+        (
+            "nccl_baseline",
+            "tests/fixtures/h200/examples-nccl-baseline",
+        ),
     ] {
         // Relative to the package root (the tests' working directory), so the
         // header's run path is the same on every machine.
@@ -145,7 +162,10 @@ fn a_missing_attempt_names_the_ones_there_are() {
     .err()
     .unwrap()
     .to_string();
-    assert!(err.contains("--attempt 'nope/1'") && err.contains("default/1"), "{err}");
+    assert!(
+        err.contains("--attempt 'nope/1'") && err.contains("default/1"),
+        "{err}"
+    );
 }
 
 const KERNELS: &str = r#"
@@ -276,7 +296,10 @@ fn the_prescription_runs_once_before_step_one_and_never_raises_into_training() {
     let begin = of(&events, "step1_begin")[0]["t"].as_u64().unwrap();
     let p = of(&events, "prescription");
     assert_eq!(p.len(), 1);
-    assert!(p[0]["t1"].as_u64().unwrap() <= begin, "the prescription is setup, not step 1");
+    assert!(
+        p[0]["t1"].as_u64().unwrap() <= begin,
+        "the prescription is setup, not step 1"
+    );
     assert!(warms[0] < begin);
     assert_eq!(p[0]["ran"], serde_json::json!(["cublas:torch.float32"]));
     assert_eq!(p[0]["failed"], 1);
@@ -286,7 +309,11 @@ fn the_prescription_runs_once_before_step_one_and_never_raises_into_training() {
         .filter(|p| p.to_string_lossy().contains("prescription-errors"))
         .collect();
     assert_eq!(errors.len(), 1);
-    assert!(std::fs::read_to_string(&errors[0]).unwrap().contains("boom"));
+    assert!(
+        std::fs::read_to_string(&errors[0])
+            .unwrap()
+            .contains("boom")
+    );
     let fp = of(&events, "fingerprint");
     assert_eq!(fp.len(), 1);
     assert_eq!(fp[0]["params"], 2);
@@ -331,8 +358,234 @@ fn a_broken_prescription_file_leaves_training_alone() {
         &[("PREWARM_DOCTOR_PRESCRIPTION", file.to_str().unwrap())],
     );
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("TRAINED") && !out.contains("bad prescription"), "{out}");
+    assert!(
+        out.contains("TRAINED") && !out.contains("bad prescription"),
+        "{out}"
+    );
     let p = of(&events, "prescription");
     assert_eq!(p[0]["skipped"], "the prescription could not be loaded");
     assert_eq!(of(&events, "step_end").len(), 3);
+}
+
+/// The all-lazy-init baseline recorded on the H200, copied, with the records
+/// today's shim adds (fingerprint, process groups, replay signatures) appended
+/// to rank 0's shim file at times inside the recording's own steps. The
+/// appended lines are test input, written here; the copy is never presented
+/// as a GPU recording.
+fn recording_with_replay_records() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    common::copy_tree(&root().join("reports/h200-matrix"), tmp.path());
+    let dir = tmp.path().join("baseline/1/vm");
+    let shim = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.to_string_lossy().contains("rank-0") && p.to_string_lossy().ends_with(".shim.jsonl")
+        })
+        .unwrap();
+    let text = std::fs::read_to_string(&shim).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let t_of = |ev: &str, step: u64| {
+        events
+            .iter()
+            .find(|e| e["ev"] == ev && (step == 0 || e["step"] == step))
+            .unwrap()["t"]
+            .as_u64()
+            .unwrap()
+    };
+    let (begin, end2) = (t_of("step1_begin", 0), t_of("step_end", 2));
+    let tensor = |n: u64| serde_json::json!({"tensor": {"shape": [8, n], "stride": [n, 1], "dtype": "torch.bfloat16", "device": "cuda", "offset": 0}});
+    let call = |t: u64, kernel: &str, qualname: &str, n: u64, replay: Option<&str>| {
+        serde_json::json!({"ev": "autotune_call", "t": t, "kernel": kernel, "module": "__main__",
+            "qualname": qualname, "key": format!("({n}, 'torch.bfloat16', 'torch.bfloat16')"),
+            "args": [tensor(n), tensor(n), {"value": n}], "kwargs": {}, "grid": {"fixed": [8]},
+            "replay": replay})
+    };
+    let added = [
+        serde_json::json!({"ev": "pg_created", "t": begin - 3_000_000_000u64, "index": 0, "ranks": [0]}),
+        serde_json::json!({"ev": "pg_created", "t": begin - 2_000_000_000u64, "index": 1, "ranks": [0], "desc": "clip'\nimport os"}),
+        serde_json::json!({"ev": "pg_created", "t": begin - 1_000_000_000u64, "index": 2, "ranks": [0], "name": "never-used"}),
+        serde_json::json!({"ev": "pg_first_use", "t": begin - 500, "index": 0, "op": "barrier"}),
+        serde_json::json!({"ev": "fingerprint", "t": begin, "world": 1, "params": 6, "numel": 33_624_080, "shapes": "0123456789abcdef", "dtypes": ["torch.bfloat16", "torch.float32"]}),
+        serde_json::json!({"ev": "pg_first_use", "t": begin + 10, "index": 1, "op": "all_reduce"}),
+        call(begin + 5, "rowwise_mix", "rowwise_mix", 4096, None),
+        call(end2 + 5, "rowwise_mix", "rowwise_mix", 2048, None),
+        call(begin + 6, "mix'\n\"\"\"", "gone", 512, None),
+        call(
+            begin + 7,
+            "opaque",
+            "opaque",
+            64,
+            Some("argument(s) 2 are neither tensors nor plain values"),
+        ),
+    ];
+    let mut text = text;
+    for a in added {
+        text.push_str(&a.to_string());
+        text.push('\n');
+    }
+    std::fs::write(&shim, text).unwrap();
+    tmp
+}
+
+const REPLAY: &str = r#"
+import importlib.util, json, sys, types
+import triton
+
+class Dtype:
+    def __init__(self, name): self.name = name
+    def __str__(self): return "torch." + self.name
+
+log = []
+
+class Scratch:
+    def __init__(self, n, dtype): self.n, self.dtype = n, dtype
+    def is_floating_point(self): return True
+    def normal_(self): log.append("normal_"); return self
+    def as_strided(self, shape, stride, offset):
+        t = Scratch(self.n, self.dtype); t.shape, t._stride = shape, stride
+        assert offset + 1 + sum((a - 1) * b for a, b in zip(shape, stride)) <= self.n
+        return t
+    def __matmul__(self, o): log.append("matmul " + str(self.dtype)); return self
+    def sum(self): return self
+    def backward(self): log.append("backward " + str(self.dtype))
+
+class Grad:
+    def __enter__(self): return self
+    def __exit__(self, *a): return False
+
+torch = types.ModuleType("torch")
+torch.bfloat16, torch.float32 = Dtype("bfloat16"), Dtype("float32")
+torch.device = lambda kind, index: (kind, index)
+torch.get_rng_state = lambda: "cpu-rng"
+torch.set_rng_state = lambda s: log.append("restore " + s)
+torch.zeros = lambda n, dtype=None, device=None: Scratch(n, dtype)
+torch.ones = lambda *shape, device, dtype, requires_grad: Scratch(shape[0] * shape[1], dtype)
+torch.enable_grad = Grad
+torch.nn = types.SimpleNamespace(functional=types.SimpleNamespace(linear=lambda a, b: a @ b))
+torch.cuda = types.SimpleNamespace(current_device=lambda: 0, synchronize=lambda d: None,
+    get_rng_state=lambda d: "cuda-rng", set_rng_state=lambda s, d: log.append("restore " + s))
+dist = types.ModuleType("torch.distributed")
+dist.get_world_size = lambda: 1
+dist.all_reduce = lambda t, group=None: log.append("all_reduce " + group)
+torch.distributed = dist
+sys.modules["torch"], sys.modules["torch.distributed"] = torch, dist
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 1024}), triton.Config({"BLOCK": 2048})], key=["n_cols"])
+def rowwise_mix(x_ptr, y_ptr, n_cols, BLOCK):
+    return BLOCK
+
+spec = importlib.util.spec_from_file_location("prescription", sys.argv[1])
+p = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(p)
+out = p.warm_at_step1(torch)
+groups = [p.warm_group(torch, i, "group-%d" % i, [0], False) for i in range(3)]
+print(json.dumps({"out": out, "groups": groups, "cache": sorted(repr(k) for k in rowwise_mix.cache),
+                  "launches": rowwise_mix.launches, "log": log}))
+"#;
+
+#[test]
+fn a_prescription_replays_each_key_through_the_kernels_own_autotuner() {
+    let tmp = recording_with_replay_records();
+    let p = prescribe(tmp.path(), Some("baseline/1")).unwrap();
+    py_compile(&p.text);
+    let plan = &p.plan;
+    assert_eq!(
+        plan.cublas
+            .iter()
+            .map(|c| c.dtype.as_str())
+            .collect::<Vec<_>>(),
+        ["torch.bfloat16", "torch.float32"]
+    );
+    // Only the group first used after setup; never the default group (used
+    // at setup) nor the one the training never used.
+    assert_eq!(plan.groups.iter().map(|g| g.index).collect::<Vec<_>>(), [1]);
+    assert_eq!(plan.groups[0].step, 1);
+    let steps: Vec<(String, u32)> = plan
+        .triton
+        .iter()
+        .map(|t| (t.key.clone(), t.step))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("(4096, 'torch.bfloat16', 'torch.bfloat16')".to_string(), 1),
+            ("(2048, 'torch.bfloat16', 'torch.bfloat16')".to_string(), 3),
+            ("(512, 'torch.bfloat16', 'torch.bfloat16')".to_string(), 1),
+        ]
+    );
+    assert!(
+        p.text
+            .contains("first tuned at step 3: a later shape bucket")
+    );
+    assert!(
+        plan.not_replayed
+            .iter()
+            .any(|n| n.what.starts_with("opaque") && n.why.contains("neither tensors"))
+    );
+    assert!(
+        !plan
+            .not_replayed
+            .iter()
+            .any(|n| n.block == "cublas" || n.block == "nccl"),
+        "{:?}",
+        plan.not_replayed
+    );
+    assert!(
+        p.text
+            .contains("# NCCL block: group #1 'clip\\'\\nimport os' of ranks [0]")
+    );
+
+    let file = tmp.path().join("prescription.py");
+    std::fs::write(&file, &p.text).unwrap();
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(REPLAY)
+        .arg(&file)
+        .env("PYTHONPATH", root().join("tests/shim/fake_triton"))
+        .env("RANK", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let out_items = r["out"].as_array().unwrap();
+    assert_eq!(out_items.len(), 5, "{r}");
+    for item in &out_items[..4] {
+        assert!(item[1].is_null(), "{item}");
+    }
+    // The kernel that is not where the recording says fails alone, reported.
+    assert!(out_items[4][0].as_str().unwrap().starts_with("triton:mix'"));
+    assert!(out_items[4][1].as_str().unwrap().contains("gone"), "{r}");
+    assert_eq!(
+        r["cache"],
+        serde_json::json!([
+            "(2048, 'torch.bfloat16', 'torch.bfloat16')",
+            "(4096, 'torch.bfloat16', 'torch.bfloat16')"
+        ])
+    );
+    assert_eq!(r["launches"], serde_json::json!([[8], [8]]));
+    let log: Vec<&str> = r["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(log.contains(&"backward torch.float32") && log.contains(&"backward torch.bfloat16"));
+    assert_eq!(
+        log.iter()
+            .filter(|l| l.starts_with("all_reduce"))
+            .collect::<Vec<_>>(),
+        [&"all_reduce group-1"]
+    );
+    let restores: Vec<&&str> = log.iter().filter(|l| l.starts_with("restore")).collect();
+    assert_eq!(restores, [&"restore cpu-rng", &"restore cuda-rng"]);
+    assert_eq!(r["groups"], serde_json::json!([null, null, null]));
 }
