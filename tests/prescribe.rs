@@ -589,3 +589,29 @@ fn a_prescription_replays_each_key_through_the_kernels_own_autotuner() {
     assert_eq!(restores, [&"restore cpu-rng", &"restore cuda-rng"]);
     assert_eq!(r["groups"], serde_json::json!([null, null, null]));
 }
+
+#[test]
+fn prescription_failures_are_counted_in_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::copy_tree(
+        &root().join("tests/fixtures/h200/examples-triton-baseline"),
+        tmp.path(),
+    );
+    let host = std::fs::read_dir(tmp.path().join("default/1"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    std::fs::write(
+        host.join("prescription-errors.rank-0.pid-1.txt"),
+        "triton\ttriton:k:(1,)\tLookupError: gone\ncublas\tcublas:torch.float32\tRuntimeError: x\n",
+    )
+    .unwrap();
+    let text = common::terminal_text(tmp.path());
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains("the prescription failed 2 time(s) in this process")
+            && text.contains("triton | triton:k:(1,) | LookupError: gone"),
+        "{text}"
+    );
+}
