@@ -615,3 +615,82 @@ fn prescription_failures_are_counted_in_the_report() {
         "{text}"
     );
 }
+
+const GROUP_PRESCRIPTION: &str = r#"
+FINGERPRINT = None
+def mismatch(fp):
+    return None
+def warm_group(torch, index, group, ranks, force):
+    import torch.distributed as dist
+    if index == 2:
+        print("WARMED", index, ranks, flush=True)
+        dist.all_reduce(None, group=group)
+    return None
+def warm_at_step1(torch):
+    return []
+"#;
+
+const GROUPS: &str = r#"
+import torch, torch.distributed as dist
+dist.init_process_group("nccl")
+clip = dist.new_group([0])
+other = dist.new_group([0])
+late = dist.new_group([0])
+print("CREATED", flush=True)
+net = torch.nn.Module()
+opt = torch.optim.Optimizer(net.parameters())
+for step in range(1, 5):
+    opt.zero_grad()
+    net(1)
+    dist.all_reduce(None, group=clip)
+    if step == 2:
+        dist.all_reduce(None, group=other)
+    if step == 4:
+        dist.all_reduce(None, group=late)
+    opt.step()
+print("CALLS", dist.calls, flush=True)
+"#;
+
+#[test]
+fn groups_are_recorded_by_creation_order_and_warmed_right_after_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.py");
+    std::fs::write(&file, GROUP_PRESCRIPTION).unwrap();
+    let run_dir = dir.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    let (code, events, out) = run_py(
+        GROUPS,
+        &run_dir,
+        &[("PREWARM_DOCTOR_PRESCRIPTION", file.to_str().unwrap())],
+    );
+    assert_eq!(code, 0, "{out}");
+    // Warmed as soon as the group exists, before the script goes on.
+    let warmed = out.find("WARMED 2 [0]").expect(&out);
+    assert!(warmed < out.find("CREATED").unwrap(), "{out}");
+    let created: Vec<(u64, &str)> = of(&events, "pg_created")
+        .iter()
+        .map(|e| {
+            (
+                e["index"].as_u64().unwrap(),
+                e["name"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(created.len(), 4, "{created:?}");
+    assert_eq!(
+        created.iter().map(|c| c.0).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+    let first_use: Vec<u64> = of(&events, "pg_first_use")
+        .iter()
+        .map(|e| e["index"].as_u64().unwrap())
+        .collect();
+    // Group 2 first by the prescription, 1 in step 1; group 3's first use at
+    // step 4 is after the watched steps (the wrappers are gone by then).
+    assert_eq!(first_use, [2, 1], "{events:?}");
+    // The warmup's collective ran on the group created second ('other').
+    assert!(
+        out.contains("CALLS [('all_reduce', '101'), ('all_reduce', '100')"),
+        "{out}"
+    );
+}

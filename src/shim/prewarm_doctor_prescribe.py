@@ -228,6 +228,19 @@ def _wrap_creation(dist, c10d):
         mesh.new_group = new_group
 
 
+_WATCH_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
+_originals = {}
+
+
+def _unwrap_collectives(dist):
+    """Puts torch's own functions back (after the first steps: the wrappers
+    stay off the training loop's path and out of compiled regions)."""
+    for name, original in _originals.items():
+        if getattr(dist, name, None) is not original:
+            setattr(dist, name, original)
+    _originals.clear()
+
+
 def _wrap_collectives(dist):
     for name in ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "reduce_scatter", "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier", "all_gather_object", "broadcast_object_list"):
         original = getattr(dist, name, None)
@@ -248,6 +261,7 @@ def _wrap_collectives(dist):
 
             return collective
 
+        _originals[name] = original
         setattr(dist, name, make(original, name))
 
 
@@ -349,7 +363,11 @@ def _warm_group(index, group, ranks):
 
 
 def _owns_optimizer_params(module):
-    ids = set(id(p) for p in _optimizer_params())
+    count = len(_state.get("optimizers") or [])
+    if _state.get("ids_for") != count:
+        _state["ids"] = set(id(p) for p in _optimizer_params())
+        _state["ids_for"] = count
+    ids = _state["ids"]
     if not ids:
         return False
     try:
@@ -403,6 +421,23 @@ def _at_step1(torch, module):
     emit("prescription", t0=t0, t1=now(), file=os.environ.get("PREWARM_DOCTOR_PRESCRIPTION"), ran=ran, failed=_state["failures"], skipped=skipped)
 
 
+def _unwrap_after_steps(torch, dist):
+    """The collectives are watched for the first PREWARM_DOCTOR_KERNEL_STEPS
+    optimizer steps (default 3); a group first used later is not recorded."""
+    import torch.optim.optimizer as optim_mod
+
+    state = {"steps": 0, "handle": None}
+
+    def post_step(optimizer, args, kwargs):
+        state["steps"] += 1
+        if state["steps"] >= _WATCH_STEPS * max(1, len(_state.get("optimizers") or [])):
+            _unwrap_collectives(dist)
+            if state["handle"] is not None:
+                state["handle"].remove()
+
+    state["handle"] = optim_mod.register_optimizer_step_post_hook(post_step)
+
+
 def install(torch):
     """Called once torch is imported: wraps process-group creation and the
     collectives (creation order, first use), loads a prescription if one was
@@ -418,6 +453,7 @@ def install(torch):
         c10d = sys.modules.get("torch.distributed.distributed_c10d")
         _wrap_creation(dist, c10d)
         _wrap_collectives(dist)
+        _unwrap_after_steps(torch, dist)
     except Exception:
         pass
     try:
