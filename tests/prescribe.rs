@@ -694,3 +694,111 @@ fn groups_are_recorded_by_creation_order_and_warmed_right_after_creation() {
         "{out}"
     );
 }
+
+fn doctor() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("prewarm-doctor").unwrap()
+}
+
+#[test]
+fn the_verbs_name_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("p.py");
+    let fixture = root().join("tests/fixtures/h200/examples-cublas-baseline");
+    let ok = doctor()
+        .arg("prescribe")
+        .arg(&fixture)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&ok.stderr).contains("prescription for default/1:"));
+    py_compile(&std::fs::read_to_string(&out).unwrap());
+    let missing = doctor()
+        .args(["prescribe", "/no/such/run"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/no/such/run"));
+    let attempt = doctor()
+        .arg("prescribe")
+        .arg(&fixture)
+        .args(["--attempt", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(attempt.status.code(), Some(5));
+    for args in [
+        vec!["run", "--prescribe", "/no/such/p.py", "--", "true"],
+        vec!["run", "--variant", "p:@/no/such/p.py", "--", "true"],
+    ] {
+        let r = doctor()
+            .args(&args)
+            .env("PREWARM_DOCTOR_CACHE", tmp.path())
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert_eq!(r.status.code(), Some(125), "{args:?}");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains("/no/such/p.py"), "{err}");
+        assert!(err.contains(args[1]), "{err}");
+    }
+}
+
+#[test]
+fn run_prescribe_injects_the_file_into_the_command_through_the_shim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("p.py");
+    std::fs::write(&file, PRESCRIPTION).unwrap();
+    let script = tmp.path().join("train.py");
+    std::fs::write(&script, TRAIN).unwrap();
+    let out = tmp.path().join("run");
+    let r = doctor()
+        .arg("run")
+        .arg("--out")
+        .arg(&out)
+        .arg("--prescribe")
+        .arg(&file)
+        .arg("--")
+        .arg(python())
+        .arg(&script)
+        .env("PREWARM_DOCTOR_CACHE", tmp.path().join("cache"))
+        .env("PYTHONPATH", root().join("tests/shim/fake_torch"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    // The training's own output is untouched; the prescription ran once.
+    assert!(stdout.contains("TRAINED"));
+    assert_eq!(warm_times(&stdout).len(), 1, "{stdout}");
+    let meta = std::fs::read_to_string(out.join("run.json")).unwrap();
+    assert!(
+        meta.contains("PREWARM_DOCTOR_PRESCRIPTION") && meta.contains("prescribed"),
+        "{meta}"
+    );
+    let mut shim = String::new();
+    for e in walk(&out) {
+        if e.to_string_lossy().ends_with(".shim.jsonl") {
+            shim.push_str(&std::fs::read_to_string(&e).unwrap());
+        }
+    }
+    assert!(shim.contains("\"ev\": \"prescription\""), "{shim}");
+    assert!(shim.contains("\"failed\": 1"), "{shim}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

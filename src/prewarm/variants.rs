@@ -391,3 +391,34 @@ mod tests {
         assert!(err.contains("m.toml"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod prescription_tests {
+    use super::*;
+
+    #[test]
+    fn at_file_declares_a_prescribed_variant_with_the_absolute_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.py");
+        std::fs::write(&file, "").unwrap();
+        let v = parse_variant(&format!("rx:@{}", file.display())).unwrap();
+        assert_eq!(v.name, "rx");
+        assert!(v.args.is_empty());
+        assert_eq!(v.prewarms, ["prescribed"]);
+        let canonical = std::fs::canonicalize(&file).unwrap();
+        assert_eq!(
+            v.env,
+            [(
+                "PREWARM_DOCTOR_PRESCRIPTION".to_string(),
+                canonical.display().to_string()
+            )]
+        );
+        let missing = parse_variant("rx:@/no/such/file.py").unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("--variant 'rx:@/no/such/file.py'")
+        );
+        assert!(crate::prewarm::catalog::find("prescribed").is_some());
+    }
+}
