@@ -15,8 +15,14 @@ if a Triton version lacks one, that hook is skipped silently.
 
 import threading
 
-from prewarm_doctor_prescribe import note_autotune_call
 from prewarm_doctor_shim import emit, now
+
+try:  # prescribe's replay signatures (src/shim/prewarm_doctor_prescribe.py)
+    from prewarm_doctor_prescribe import note_autotune_call
+except Exception:  # never lose the Triton hooks over it
+
+    def note_autotune_call(autotuner, args, kwargs):
+        pass
 
 _local = threading.local()
 
