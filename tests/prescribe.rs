@@ -536,7 +536,7 @@ fn a_prescription_replays_each_key_through_the_kernels_own_autotuner() {
     );
     assert!(
         p.text
-            .contains("# NCCL block: group #1 'clip\\'\\nimport os' of ranks [0]")
+            .contains("# NCCL block: group #1 'clip'\\nimport os' of ranks [0]")
     );
 
     let file = tmp.path().join("prescription.py");

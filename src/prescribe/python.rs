@@ -74,7 +74,9 @@ fn number(n: &serde_json::Number) -> String {
 /// literal form, so a newline in a kernel name cannot end the comment).
 pub fn comment_text(s: &str) -> String {
     let lit = str_lit(s);
-    lit[1..lit.len() - 1].to_string()
+    // Quotes need no escape in a comment; every `\'` is an escaped quote
+    // (a raw quote never follows an escaped backslash's pair unescaped).
+    lit[1..lit.len() - 1].replace("\\'", "'")
 }
 
 #[cfg(test)]
@@ -92,6 +94,7 @@ mod tests {
             "'k\\'\"\\\\\\n\\r\\t\\x7f\\x00\\u00e9\\U0001f600\\u2028'"
         );
         assert!(!comment_text("a\nimport os").contains('\n'));
+        assert_eq!(comment_text("it's \\'"), "it's \\\\'");
     }
 
     #[test]
