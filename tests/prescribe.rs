@@ -802,3 +802,30 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn eager_loading_advice_uses_a_measured_eager_variant_when_the_run_has_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::copy_tree(&root().join("reports/h200-matrix"), tmp.path());
+    let without = prescribe(tmp.path(), None).unwrap();
+    assert!(without.text.contains("Measure it before adopting it"));
+    // Relabel the copy's 'cublas' variant as one that set the variable, to
+    // exercise the lookup: the figures are that variant's own.
+    let run_json = tmp.path().join("run.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    for v in meta["variants"].as_array_mut().unwrap() {
+        if v["name"] == "cublas" {
+            v["env"] = serde_json::json!([["CUDA_MODULE_LOADING", "EAGER"]]);
+        }
+    }
+    std::fs::write(&run_json, meta.to_string()).unwrap();
+    let with = prescribe(tmp.path(), None).unwrap();
+    let (name, _, _) = with.plan.eager.clone().unwrap();
+    assert_eq!(name, "cublas");
+    assert!(
+        with.text
+            .contains("Measured in this run folder (variant \\'cublas\\'): setup")
+    );
+    py_compile(&with.text);
+}

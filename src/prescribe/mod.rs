@@ -70,7 +70,8 @@ pub fn prescribe(run: &Path, attempt: Option<&str>) -> Result<Prescription, Pres
                 .map_or(&[][..], |(_, e)| e.as_slice()),
         })
         .collect();
-    let plan = plan::plan(&inputs);
+    let mut plan = plan::plan(&inputs);
+    plan.eager = eager_cost(&analysed, account);
     let name = format!("{}/{}", account.variant, account.attempt);
     let text = render(&run.display().to_string(), &name, &plan)
         .map_err(|e| PrescribeError::Render(run.display().to_string(), e.to_string()))?;
@@ -79,6 +80,31 @@ pub fn prescribe(run: &Path, attempt: Option<&str>) -> Result<Prescription, Pres
         plan,
         attempt: name,
     })
+}
+
+/// What `CUDA_MODULE_LOADING=EAGER` cost in this run folder, when it holds a
+/// variant that sets it: (variant, setup seconds, device bytes at context
+/// creation), each against the prescribed attempt (the first process of each).
+fn eager_cost(analysed: &Analysed, base: &AttemptAccount) -> Option<(String, f64, i64)> {
+    let meta = analysed.run.meta.as_ref()?;
+    let eager = meta.variants.iter().find(|v| {
+        v.env
+            .iter()
+            .any(|(k, val)| k == "CUDA_MODULE_LOADING" && val == "EAGER")
+    })?;
+    let other = analysed
+        .attempts
+        .iter()
+        .find(|a| a.variant == eager.name && !a.warmup)?;
+    let first = |a: &AttemptAccount| {
+        a.processes
+            .iter()
+            .find(|p| p.steps.setup_s.is_some())
+            .map(|p| (p.steps.setup_s.unwrap_or(0.0), p.context_bytes.unwrap_or(0)))
+    };
+    let (s0, b0) = first(base)?;
+    let (s1, b1) = first(other)?;
+    Some((eager.name.clone(), s1 - s0, b1 as i64 - b0 as i64))
 }
 
 fn pick(
@@ -185,7 +211,11 @@ fn list(items: &[Value]) -> String {
 /// Renders the prescription module for `plan`, made from `run`'s `attempt`.
 pub fn render(run: &str, attempt: &str, plan: &Plan) -> Result<String, askama::Error> {
     let (fingerprint, cublas, groups, triton, not_replayed) = data(plan);
-    let advice: Vec<Value> = plan.lazy.iter().map(|m| json!(lazy_advice(*m))).collect();
+    let advice: Vec<Value> = plan
+        .lazy
+        .iter()
+        .map(|m| json!(lazy_advice(*m, plan.eager.as_ref())))
+        .collect();
     Module {
         header: header(run, attempt, plan),
         run: python::str_lit(run),
@@ -209,9 +239,18 @@ fn moved(m: Move) -> String {
     )
 }
 
-fn lazy_advice(m: Move) -> String {
+fn lazy_advice(m: Move, eager: Option<&(String, f64, i64)>) -> String {
+    let cost = match eager {
+        Some((name, s, b)) => format!(
+            "Measured in this run folder (variant '{}'): setup {:+.3} s and {:+} bytes at context creation against this attempt.",
+            name,
+            s,
+            b
+        ),
+        None => "Measure it before adopting it: prewarm-doctor run --variant baseline --variant eager --variant-env eager:CUDA_MODULE_LOADING=EAGER -- CMD, then prescribe from that run folder.".into(),
+    };
     format!(
-        "lazy module loading after setup cost {:.3} s and {} bytes of module code (largest rank). CUDA_MODULE_LOADING=EAGER would load every module of every library at context creation instead: usually more memory in total. Measure it before adopting it: prewarm-doctor run --variant baseline --variant eager --variant-env eager:CUDA_MODULE_LOADING=EAGER -- CMD",
+        "lazy module loading after setup cost {:.3} s and {} bytes of module code (largest rank). CUDA_MODULE_LOADING=EAGER would load every module of every library at context creation instead (usually more memory in total); never applied automatically. {cost}",
         m.seconds, m.bytes
     )
 }

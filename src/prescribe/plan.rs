@@ -103,6 +103,9 @@ pub struct Plan {
     pub not_replayed: Vec<NotReplayed>,
     /// Lazy module loading after setup: advice only.
     pub lazy: Option<Move>,
+    /// What `CUDA_MODULE_LOADING=EAGER` cost, when the run folder measured it:
+    /// (variant, setup seconds, context bytes), against the prescribed attempt.
+    pub eager: Option<(String, f64, i64)>,
 }
 
 /// The step a shim time falls in (None: setup, or step 1 was never placed).
