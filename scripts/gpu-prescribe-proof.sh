@@ -9,8 +9,8 @@
 #
 # One H200, about 6-8 minutes. EXAMPLES picks a subset (cublas triton nccl
 # all shape), STEPS the steps per run (default 4), NPROC the ranks of the
-# NCCL examples (default 1: one GPU). Exit code: 0 when every matrix ran and
-# every loss comparison matched, else 1 (each mismatch printed).
+# NCCL examples (default 1: one GPU). Exit code: 0 when every prescribed
+# variant is WORKS and every loss comparison matched, else 1 (each printed).
 set -u
 BIN=${1:?usage: gpu-prescribe-proof.sh BIN OUTDIR}
 OUT=${2:?usage: gpu-prescribe-proof.sh BIN OUTDIR}
@@ -65,6 +65,11 @@ prove() { # name hand-variant-spec(s)... -- command
   "$BIN" report "$dir/matrix" > "$dir/matrix.report.txt" 2>&1
   sed -n '1,/^   variant /p' "$dir/matrix.report.txt"
   grep -h "prescription failed" "$dir/matrix.report.txt" | head -5
+  if grep -q "^   prescribed WORKS" "$dir/matrix.report.txt"; then
+    echo "VERDICT $name: prescribed WORKS"
+  else
+    echo "VERDICT $name: prescribed is not WORKS (see $dir/matrix.report.txt)"; failed=1
+  fi
   # Attempts run in declaration order (a --variants-file's variants come
   # before --variant ones): BASE_AT and PRES_AT say where baseline and
   # prescribed are.

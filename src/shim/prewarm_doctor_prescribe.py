@@ -400,6 +400,17 @@ def _before_first_forward(module, args):
         _state["busy"] = False
 
 
+def before_forward(module):
+    """For a step tracker that observes forwards another way than torch's
+    global hooks (e.g. sys.monitoring): call it before taking a forward's
+    timestamp, so the prescription (once, when its moment has come) is
+    setup, not step 1. Never raises."""
+    try:
+        _before_first_forward(module, ())
+    except Exception:
+        pass
+
+
 def _at_step1(torch, module):
     print_fp = fingerprint(_optimizer_params())
     emit("fingerprint", **print_fp)
