@@ -35,7 +35,10 @@ from prewarm_doctor_shim import emit, now
 
 _seen = {}  # id(autotuner) -> set of keys recorded
 _lock = threading.Lock()
-_groups = []  # weakrefs/objects of process groups, creation order
+# One entry per process group in creation order (True: this process is a
+# member). Only ids are kept, never the groups: the shim must not change
+# when torch frees them.
+_groups = []
 _group_ids = {}  # id(group) -> index
 _used = set()
 _state = {"prescription": None, "failures": 0, "fired": False, "handle": None, "torch": None}
@@ -168,8 +171,9 @@ def _group_index(group):
 
 def _note_group(group, ranks, dist):
     index = len(_groups)
-    _groups.append(group)
-    _group_ids[id(group)] = index
+    _groups.append(True)
+    if group is not None:
+        _group_ids[id(group)] = index
     fields = {"index": index, "ranks": ranks}
     for attr, name in (("group_name", "name"), ("group_desc", "desc")):
         try:
@@ -213,7 +217,7 @@ def _wrap_creation(dist, c10d):
         group = original_new(*args, **kwargs)
         try:
             if group is not None and getattr(dist, "GroupMember", None) is not None and group is getattr(dist.GroupMember, "NON_GROUP_MEMBER", object()):
-                _groups.append(None)  # not a member: the index still advances
+                _groups.append(False)  # not a member: the index still advances
             else:
                 _note_group(group, _group_ranks(dist, group), dist)
         except Exception:
