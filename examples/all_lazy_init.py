@@ -67,8 +67,10 @@ def main():
 
     def step(_):
         y = Mix.apply(net(x))
-        head(y.float()).square().mean().backward()
+        loss = head(y.float()).square().mean()
+        loss.backward()
         clip_grad_norm(params, clip_group)
+        return loss
 
     common.train(args, step, opt)
     del hold

@@ -78,11 +78,16 @@ def crosscheck(step):
 
 
 def train(args, step_fn, optimizer):
+    """`step_fn` returns the step's loss (or None): printed exactly (``repr``
+    of the float) as ``LOSS rank step value``, so runs with and without a
+    prewarm can be compared bit for bit."""
     for step in range(1, args.steps + 1):
         optimizer.zero_grad(set_to_none=True)
-        step_fn(step)
+        loss = step_fn(step)
         optimizer.step()
         crosscheck(step)
+        if loss is not None:
+            print(f"LOSS {int(os.environ.get('RANK', '0'))} {step} {loss.item()!r}", flush=True)
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
 
 

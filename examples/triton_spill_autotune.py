@@ -75,7 +75,9 @@ def main():
 
     def step(_):
         y = Mix.apply(net(x))
-        y.float().square().mean().backward()
+        loss = y.float().square().mean()
+        loss.backward()
+        return loss
 
     common.train(args, step, opt)
     del hold

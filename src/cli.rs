@@ -86,6 +86,8 @@ pub enum Command {
     Dump(DumpArgs),
     /// Interactive dashboard over a run folder (finished, or still being written).
     Tui(TuiArgs),
+    /// Write the Python prewarm a recorded run was missing (inject it with `run --prescribe`).
+    Prescribe(PrescribeArgs),
     /// Internal: the child process `check` uses to test injection.
     #[command(name = "__injection-selftest", hide = true)]
     InjectionSelftest,
@@ -153,9 +155,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub tui: bool,
     /// Write into an --out folder that holds a run of a different command or
-    /// matrix, or a folder that is not a run at all (refused without it).
+    /// matrix, or a folder that is not a run at all (refused without it); with
+    /// --prescribe, also run the prescription on a model or world size it was not made for.
     #[arg(long)]
     pub force: bool,
+    /// Inject this prescription (`prewarm-doctor prescribe`) into every variant through the shim.
+    #[arg(long, value_name = "FILE")]
+    pub prescribe: Option<PathBuf>,
     /// The command to run, after `--` (its arguments reach it byte for byte, UTF-8 or not).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
     pub command: Vec<OsString>,
@@ -230,6 +236,18 @@ pub struct CheckArgs {
 pub struct DumpArgs {
     /// An `.events` file from a run directory.
     pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct PrescribeArgs {
+    /// A run directory written by `prewarm-doctor run`.
+    pub run: PathBuf,
+    /// The attempt to prescribe for (VARIANT or VARIANT/N; default: the baseline's first).
+    #[arg(long, value_name = "VARIANT[/N]")]
+    pub attempt: Option<String>,
+    /// Write the prescription to this file instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

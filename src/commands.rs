@@ -12,7 +12,8 @@ use crate::capture::matrix::{MatrixPlan, run_matrix};
 use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
 use crate::capture::{CaptureError, default_host_tag};
 use crate::cli::{
-    CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, ReportArgs, RunArgs, TuiArgs,
+    CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, PrescribeArgs, ReportArgs,
+    RunArgs, TuiArgs,
 };
 use crate::output::{self, Delivery};
 use crate::prewarm::variants::{self, VariantError};
@@ -64,6 +65,7 @@ pub fn dispatch(command: Command) -> i32 {
         Command::Check(args) => check(args),
         Command::Dump(args) => dump(args),
         Command::Tui(args) => tui(args),
+        Command::Prescribe(args) => prescribe(args),
         Command::InjectionSelftest => selftest_child(),
     }
 }
@@ -120,6 +122,70 @@ fn declared_variants(args: &RunArgs) -> Result<(Vec<VariantSpec>, String), Varia
     }
     let base = variants::finish(&mut variants, baseline.as_deref())?;
     Ok((variants, base))
+}
+
+/// `--prescribe FILE`: every variant injects the prescription (`--force`
+/// lets it run on a model it was not made for).
+fn with_prescription(
+    args: &RunArgs,
+    (mut variants, baseline): (Vec<VariantSpec>, String),
+) -> Result<(Vec<VariantSpec>, String), VariantError> {
+    let Some(file) = &args.prescribe else {
+        return Ok((variants, baseline));
+    };
+    let shown = file.display().to_string();
+    let env = variants::prescription_env("--prescribe", &shown).map_err(|e| match e {
+        VariantError::Prescription { file, why, .. } => VariantError::File {
+            file: format!("--prescribe {file}"),
+            why,
+        },
+        other => other,
+    })?;
+    for v in &mut variants {
+        v.env.extend(env.iter().cloned());
+        if args.force {
+            v.env
+                .push(("PREWARM_DOCTOR_PRESCRIPTION_FORCE".into(), "1".into()));
+        }
+        if !v.prewarms.iter().any(|p| p == "prescribed") {
+            v.prewarms.push("prescribed".into());
+        }
+    }
+    Ok((variants, baseline))
+}
+
+/// `prescribe`: the prescription module to a file or standard output, and
+/// what it holds to standard error.
+fn prescribe(args: PrescribeArgs) -> i32 {
+    let p = match crate::prescribe::prescribe(&args.run, args.attempt.as_deref()) {
+        Ok(p) => p,
+        Err(e @ crate::prescribe::PrescribeError::NoSuchAttempt(..)) => {
+            output::error(e);
+            return exit::NO_SUCH_ATTEMPT;
+        }
+        Err(e) => {
+            output::error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let written = match &args.output {
+        Some(path) if path.as_os_str() != "-" => std::fs::write(path, &p.text)
+            .map_err(|e| format!("-o {}: cannot write the prescription: {e}", path.display())),
+        _ => print_stdout(p.text.as_bytes()),
+    };
+    if let Err(e) = written {
+        output::error(e);
+        return exit::DOCTOR_FAILED;
+    }
+    output::stderr_text(&format!(
+        "prescription for {}: {} cuBLAS dtype(s), {} process group(s), {} Triton autotune key(s); {} item(s) not replayed (listed in the file)\n",
+        terminal(&p.attempt),
+        p.plan.cublas.len(),
+        p.plan.groups.len(),
+        p.plan.triton.len(),
+        p.plan.not_replayed.len()
+    ));
+    0
 }
 
 /// The run folder `run` writes into: `--out` (checked against what it holds)
@@ -205,13 +271,14 @@ fn run(args: RunArgs) -> i32 {
         ));
         return exit::DOCTOR_FAILED;
     }
-    let (variants, baseline) = match declared_variants(&args) {
-        Ok(v) => v,
-        Err(e) => {
-            output::error(e);
-            return exit::DOCTOR_FAILED;
-        }
-    };
+    let (variants, baseline) =
+        match declared_variants(&args).and_then(|v| with_prescription(&args, v)) {
+            Ok(v) => v,
+            Err(e) => {
+                output::error(e);
+                return exit::DOCTOR_FAILED;
+            }
+        };
     let command = crate::capture::lossy(&args.command);
     let name = args.name.clone().unwrap_or_else(|| default_name(&command));
     let cache = cache_mode(args.cache);

@@ -253,6 +253,10 @@ fn load_host(root: &Path, dir: &Path) -> HostData {
                 nccl_files.push(e.path());
                 continue;
             }
+            if name.starts_with("prescription-errors.") && name.ends_with(".txt") {
+                problems.extend(prescription_failures(root, &e.path()));
+                continue;
+            }
             let Some((rank, pid, is_shim)) = parse_process_file_name(&name) else {
                 continue;
             };
@@ -293,6 +297,27 @@ fn load_host(root: &Path, dir: &Path) -> HostData {
         nccl,
         problems,
     }
+}
+
+/// A prescription's failures in one process (the shim writes one line per
+/// failed item: block, item, error): counted, so reports show them. Not
+/// damage: the training ran, only part of the warmup did not.
+fn prescription_failures(root: &Path, path: &Path) -> Option<Problem> {
+    let text = match std::fs::read(path) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => return Some(unreadable(root, path, &e)),
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let first = lines.first()?;
+    Some(Problem::whole_file(
+        rel(root, path),
+        format!(
+            "the prescription failed {} time(s) in this process; the training was not affected (first: {})",
+            lines.len(),
+            first.replace('\t', " | ")
+        ),
+        false,
+    ))
 }
 
 fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimeline {

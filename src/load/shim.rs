@@ -126,6 +126,80 @@ pub enum ShimEvent {
         #[serde(default)]
         pool_allocated: Option<u64>,
     },
+    /// What `prescribe` needs to replay one Triton autotune (one per kernel
+    /// and key the autotuner had to tune): where the jitted function lives,
+    /// each argument's layout or value, the launch grid, and `replay`: why it
+    /// cannot be replayed, when it cannot.
+    AutotuneCall {
+        t: u64,
+        kernel: String,
+        #[serde(default)]
+        module: Option<String>,
+        #[serde(default)]
+        qualname: Option<String>,
+        #[serde(default)]
+        key: String,
+        #[serde(default)]
+        args: Vec<serde_json::Value>,
+        #[serde(default)]
+        kwargs: BTreeMap<String, serde_json::Value>,
+        #[serde(default)]
+        grid: Option<serde_json::Value>,
+        #[serde(default)]
+        replay: Option<String>,
+    },
+    /// A process group in creation order (index 0: the default group), with
+    /// its member ranks and torch's name and description: how a prescription
+    /// finds the same group again (never by pointer).
+    PgCreated {
+        t: u64,
+        index: u32,
+        #[serde(default)]
+        ranks: Option<Vec<u32>>,
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        desc: Option<String>,
+    },
+    /// The first collective the program ran on group `index`.
+    PgFirstUse {
+        t: u64,
+        index: u32,
+        #[serde(default)]
+        op: String,
+    },
+    /// What the run was: world size and the optimizers' parameters (count,
+    /// elements, a hash of shapes and dtypes, the floating dtypes), taken at
+    /// the first forward of step 1. A prescription checks it before running.
+    Fingerprint {
+        t: u64,
+        #[serde(default)]
+        world: u32,
+        #[serde(default)]
+        params: u64,
+        #[serde(default)]
+        numel: u64,
+        #[serde(default)]
+        shapes: String,
+        #[serde(default)]
+        dtypes: Vec<String>,
+    },
+    /// A prescription ran (or was refused: `skipped` says why) in this process.
+    Prescription {
+        t: u64,
+        #[serde(default)]
+        t0: Option<u64>,
+        #[serde(default)]
+        t1: Option<u64>,
+        #[serde(default)]
+        file: Option<String>,
+        #[serde(default)]
+        ran: Vec<String>,
+        #[serde(default)]
+        failed: u32,
+        #[serde(default)]
+        skipped: Option<String>,
+    },
     #[serde(other)]
     Unknown,
 }

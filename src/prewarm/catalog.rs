@@ -146,9 +146,25 @@ pub const CATALOG: &[Prewarm] = &[
     },
 ];
 
+/// The prescription `prewarm-doctor prescribe` wrote (a `NAME:@FILE` variant
+/// or `run --prescribe`): judged on every class it can warm. Kept out of
+/// [`CATALOG`], which lists the prewarms a user can switch on by name (and
+/// which out-of-memory projections try one by one).
+pub const PRESCRIBED: Prewarm = Prewarm {
+    name: "prescribed",
+    framework: "prewarm-doctor prescribe",
+    description: "the prescription `prewarm-doctor prescribe` wrote from a recorded run, injected by the shim",
+    targets: &[Cublas, TritonAutotune, LocalMemory, Compile, NcclComm],
+    flag: None,
+    env: None,
+};
+
 /// Looks a prewarm up by name.
 pub fn find(name: &str) -> Option<&'static Prewarm> {
-    CATALOG.iter().find(|p| p.name == name)
+    CATALOG
+        .iter()
+        .find(|p| p.name == name)
+        .or((name == PRESCRIBED.name).then_some(&PRESCRIBED))
 }
 
 /// The prewarms a variant's extra arguments and environment enable.

@@ -34,6 +34,30 @@ pub enum VariantError {
     File { file: String, why: String },
     #[error("--baseline '{0}': no variant has that name")]
     UnknownBaseline(String),
+    #[error("--variant '{spec}': the prescription {file} cannot be used: {why}")]
+    Prescription {
+        spec: String,
+        file: String,
+        why: String,
+    },
+}
+
+/// The environment that makes the shim inject the prescription `file` (an
+/// absolute path, so a command that changes directory still finds it).
+pub fn prescription_env(spec: &str, file: &str) -> Result<Vec<(String, String)>, VariantError> {
+    let bad = |why: String| VariantError::Prescription {
+        spec: spec.to_string(),
+        file: file.to_string(),
+        why,
+    };
+    let path = std::fs::canonicalize(file).map_err(|e| bad(e.to_string()))?;
+    if !path.is_file() {
+        return Err(bad("not a file".into()));
+    }
+    Ok(vec![(
+        "PREWARM_DOCTOR_PRESCRIPTION".to_string(),
+        path.display().to_string(),
+    )])
 }
 
 fn check_name(name: &str) -> Result<(), VariantError> {
@@ -55,6 +79,14 @@ pub fn parse_variant(spec: &str) -> Result<VariantSpec, VariantError> {
         None => (spec, ""),
     };
     check_name(name)?;
+    if let Some(file) = args.strip_prefix('@') {
+        return Ok(VariantSpec {
+            name: name.to_string(),
+            args: vec![],
+            env: prescription_env(spec, file)?,
+            prewarms: vec!["prescribed".to_string()],
+        });
+    }
     let args = shlex::split(args).ok_or_else(|| VariantError::BadArgs {
         spec: spec.to_string(),
         why: "unbalanced quotes".into(),
@@ -421,5 +453,36 @@ mod tests {
         std::fs::write(&p, "[[variant]]\nnam = \"b\"\n").unwrap();
         let err = from_file(&p).unwrap_err().to_string();
         assert!(err.contains("m.toml"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod prescription_tests {
+    use super::*;
+
+    #[test]
+    fn at_file_declares_a_prescribed_variant_with_the_absolute_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.py");
+        std::fs::write(&file, "").unwrap();
+        let v = parse_variant(&format!("rx:@{}", file.display())).unwrap();
+        assert_eq!(v.name, "rx");
+        assert!(v.args.is_empty());
+        assert_eq!(v.prewarms, ["prescribed"]);
+        let canonical = std::fs::canonicalize(&file).unwrap();
+        assert_eq!(
+            v.env,
+            [(
+                "PREWARM_DOCTOR_PRESCRIPTION".to_string(),
+                canonical.display().to_string()
+            )]
+        );
+        let missing = parse_variant("rx:@/no/such/file.py").unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("--variant 'rx:@/no/such/file.py'")
+        );
+        assert!(crate::prewarm::catalog::find("prescribed").is_some());
     }
 }

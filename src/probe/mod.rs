@@ -35,6 +35,10 @@ static SHIM_FILES: &[(&str, &str)] = &[
         "prewarm_doctor_groups.py",
         include_str!("../shim/prewarm_doctor_groups.py"),
     ),
+    (
+        "prewarm_doctor_prescribe.py",
+        include_str!("../shim/prewarm_doctor_prescribe.py"),
+    ),
 ];
 
 /// Where the embedded assets were written.

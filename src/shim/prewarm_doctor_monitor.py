@@ -45,27 +45,38 @@ def _stack():
 
 
 def _on_start(code, offset):
-    try:
-        on_start, on_end = _handlers[id(code)]
-        token = on_start(sys._getframe(1))
-        if on_end is not None:
-            _stack().append((code, token))
-    except Exception:
-        pass
+    """One stack entry per observed call: the ``on_end`` of every observer
+    that asked for the call's end, with its token."""
+    handlers = _handlers.get(id(code))
+    if handlers is None:
+        return
+    frame = sys._getframe(1)
+    ends = []
+    for on_start, on_end in handlers:
+        try:
+            token = on_start(frame)
+            if on_end is not None and token is not None:
+                ends.append((on_end, token))
+        except Exception:
+            pass
+    if ends:
+        _stack().append((code, ends))
 
 
 def _finish(code, retval, exc):
+    """Ends the innermost open call of ``code``, dropping entries above it
+    left by calls that never ended (a generator, say)."""
     try:
-        on_end = _handlers[id(code)][1]
-        if on_end is None:
-            return
         s = _stack()
         for i in range(len(s) - 1, -1, -1):
             if s[i][0] is code:
-                token = s[i][1]
+                ends = s[i][1]
                 del s[i:]
-                if token is not None:
-                    on_end(token, retval, exc)
+                for on_end, token in ends:
+                    try:
+                        on_end(token, retval, exc)
+                    except Exception:
+                        pass
                 return
     except Exception:
         pass
@@ -122,18 +133,34 @@ def observe(function, on_start, on_end=None):
     Returns False when sys.monitoring cannot be used: wrap instead."""
     tool = _claim()
     code = _code_of(function)
-    if tool is False or code is None or id(code) in _handlers:
+    if tool is False or code is None:
         return False
     try:
         events = _mon.events
         _observed.append(code)
-        _handlers[id(code)] = (on_start, on_end)
+        _handlers.setdefault(id(code), []).append((on_start, on_end))
         wanted = events.PY_START | (events.PY_RETURN if on_end is not None else 0)
         _mon.set_local_events(tool, code, _mon.get_local_events(tool, code) | wanted)
         return True
     except Exception:
-        _handlers.pop(id(code), None)
+        handlers = _handlers.get(id(code)) or []
+        if (on_start, on_end) in handlers:
+            handlers.remove((on_start, on_end))
+        if not handlers:
+            _handlers.pop(id(code), None)
         return False
+
+
+def unobserve(function):
+    """Stops observing ``function`` (its code object no longer calls back)."""
+    code = _code_of(function)
+    if not _tool or code is None or id(code) not in _handlers:
+        return
+    try:
+        _mon.set_local_events(_tool, code, 0)
+    except Exception:
+        pass
+    _handlers.pop(id(code), None)
 
 
 def active():

@@ -293,6 +293,15 @@ class _StepTracker:
                     pass
 
 
+def _install_prescribe(torch):
+    try:
+        import prewarm_doctor_prescribe
+
+        prewarm_doctor_prescribe.install(torch)
+    except Exception:
+        pass
+
+
 def _versions(torch):
     v = {"torch": getattr(torch, "__version__", None), "python": sys.version.split()[0]}
     try:
@@ -318,6 +327,7 @@ def _install_torch(torch):
     import torch.optim.optimizer as optim_mod
     import torch.nn.modules.module as module_mod
 
+    _install_prescribe(torch)  # before the tracker's hooks: a prescription runs before step 1 begins
     tracker = _StepTracker(torch)
     _TRACKER.append(tracker)
     optim_mod.register_optimizer_step_pre_hook(tracker.pre_step)

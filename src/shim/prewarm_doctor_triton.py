@@ -22,6 +22,13 @@ import threading
 from prewarm_doctor_monitor import observe
 from prewarm_doctor_shim import emit, now
 
+try:  # prescribe's replay signatures (src/shim/prewarm_doctor_prescribe.py)
+    from prewarm_doctor_prescribe import note_autotune_call
+except Exception:  # never lose the Triton hooks over it
+
+    def note_autotune_call(autotuner, args, kwargs):
+        pass
+
 _local = threading.local()
 
 
@@ -48,6 +55,7 @@ def _run_started(autotuner, args, kwargs):
     """The start of every ``Autotuner.run`` call, with its arguments; the
     state of an autotuned call for ``_run_ended``, or None (a single config
     or no cache: nothing to time)."""
+    note_autotune_call(autotuner, args, kwargs)  # prescribe's replay signature, once per (kernel, key)
     cache = getattr(autotuner, "cache", None)
     before = len(cache) if isinstance(cache, dict) else -1
     if before < 0 or len(getattr(autotuner, "configs", ())) <= 1:

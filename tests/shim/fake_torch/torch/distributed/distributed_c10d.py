@@ -10,8 +10,9 @@ class _Backend:
 
 
 class ProcessGroup:
-    def __init__(self, desc):
+    def __init__(self, desc, ranks=None, name=None):
         self.group_desc = desc or "undefined"
+        self.ranks, self.group_name = ranks or [0], name
         self.backend = _Backend()
 
     def _get_backend(self, device):
