@@ -156,7 +156,12 @@ fn the_live_matrix_judges_every_prewarm_and_names_the_attempt_it_left_out() {
 
 #[test]
 fn every_phase_end_of_the_new_recordings_is_accounted() {
-    for name in ["repeat-cublas", "repeat-triton", "repeat-nccl", "matrix-live"] {
+    for name in [
+        "repeat-cublas",
+        "repeat-triton",
+        "repeat-nccl",
+        "matrix-live",
+    ] {
         for a in analyse_run(&load_run(&fixture(name)).unwrap()) {
             for p in &a.processes {
                 for ph in &p.phases {

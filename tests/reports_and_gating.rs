@@ -569,7 +569,7 @@ fn csv_is_tidy_and_holds_the_per_phase_sources() {
         .current_dir(root())
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("diff has no CSV form"));
+        .stderr(predicate::str::contains("possible values: text, json, md"));
 }
 
 #[test]

@@ -267,7 +267,11 @@ pub fn forensics(
             .map(|(r, a)| r.saturating_sub(a)))
     });
     let mut last: Option<(u64, String)> = None;
-    for f in replay.failures.iter().filter(|f| f.result == CUDA_ERROR_OUT_OF_MEMORY) {
+    for f in replay
+        .failures
+        .iter()
+        .filter(|f| f.result == CUDA_ERROR_OUT_OF_MEMORY)
+    {
         let key = describe(f);
         // Allocators retry after freeing caches: one failure, several calls.
         if let Some((t, k)) = &last

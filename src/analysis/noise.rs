@@ -116,7 +116,10 @@ pub fn assess(quantity: Quantity, baseline: Stat, variant: Stat) -> Change {
     let model = quantity.model();
     let measured = baseline.n >= 2 && variant.n >= 2;
     let (noise, grey) = if measured {
-        (measured_threshold(baseline, variant, delta).max(model.floor), 1.0)
+        (
+            measured_threshold(baseline, variant, delta).max(model.floor),
+            1.0,
+        )
     } else {
         let larger = baseline.median.abs().max(variant.median.abs());
         (model.floor.max(model.relative * larger), model.grey_factor)

@@ -392,6 +392,9 @@ fn r2_no_step1_on_a_side_is_inconclusive() {
         == Reason::NoUsableAttempts {
             side: Side::Baseline
         }));
+    // The attempt ran to its end and captured no step 1: running it again
+    // captures nothing more, so no --repeat advice.
+    assert_eq!(v.recommendation, None, "{v:#?}");
 }
 
 #[test]

@@ -604,12 +604,7 @@ pub fn draw_moved_vs_cost<DB: DrawingBackend>(
         &left,
         "bytes out of step 1 vs extra memory held",
         verdicts,
-        |v| {
-            (
-                v.moved_bytes / mib,
-                v.costs.held_extra_bytes / mib,
-            )
-        },
+        |v| (v.moved_bytes / mib, v.costs.held_extra_bytes / mib),
         ("moved out of step 1", "held at step-1 end, extra (cost)"),
         "MiB",
         &|v| bytes(v.abs().mul_add(mib, 0.0) as u64),

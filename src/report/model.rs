@@ -15,10 +15,10 @@ use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
 use crate::analysis::matrix::{MatrixAccount, Stat, VariantSummary};
 use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
+use crate::analysis::noise::Quantity;
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
-use crate::analysis::noise::Quantity;
 use crate::analysis::verdict::Verdict;
 use crate::capture::meta::RunMeta;
 use crate::load::{Problem, RunData};
@@ -356,6 +356,9 @@ pub struct AttemptView {
     pub command: Vec<String>,
     pub exit_code: Option<i32>,
     pub interrupted: bool,
+    /// The command could not be started (not found, not executable).
+    #[serde(skip)]
+    pub not_started: bool,
     pub warmup: bool,
     pub notices: Vec<String>,
     pub problems: Vec<Problem>,
@@ -558,6 +561,7 @@ impl AttemptView {
             command: a.command,
             exit_code: a.exit_code,
             interrupted: a.interrupted,
+            not_started: a.not_started,
             warmup: a.warmup,
             notices: a.host_notices,
             problems: a.problems,
@@ -568,10 +572,12 @@ impl AttemptView {
         }
     }
 
-    /// " (cache warm-up, untimed)", " (interrupted)" or nothing: why an
-    /// attempt does not count, after its name.
+    /// " (cache warm-up, untimed)", " (interrupted)", " (the command could
+    /// not be started)" or nothing: why an attempt does not count, after its name.
     pub fn status_suffix(&self) -> &'static str {
-        if self.warmup {
+        if self.not_started {
+            " (the command could not be started)"
+        } else if self.warmup {
             " (cache warm-up, untimed)"
         } else if self.interrupted {
             " (interrupted)"

@@ -317,6 +317,8 @@ fn matrix_view(m: &model::MatrixView, attempts: &[AttemptView]) -> MatrixView {
 fn attempt_view(a: &model::AttemptView, running: bool) -> AttemptView {
     let (status, status_tone) = if running {
         ("running".to_string(), Tone::Warn)
+    } else if a.not_started {
+        ("not started".to_string(), Tone::Bad)
     } else if a.interrupted {
         ("interrupted".to_string(), Tone::Warn)
     } else {
