@@ -602,7 +602,11 @@ fn markdown_names_the_worst_rank_across_nodes() {
 fn diff_gates_show_their_digits_and_the_noise_of_both_runs() {
     let diff = |gates: &[&str]| {
         let mut c = doctor();
-        c.args(["diff", "reports/h200-matrix", "tests/fixtures/h200/matrix-live"]);
+        c.args([
+            "diff",
+            "reports/h200-matrix",
+            "tests/fixtures/h200/matrix-live",
+        ]);
         for g in gates {
             c.args(["--fail-if", g]);
         }
@@ -623,7 +627,10 @@ fn diff_gates_show_their_digits_and_the_noise_of_both_runs() {
             assert_ne!(a, b, "{line}");
         }
     }
-    assert!(err.contains("on 'cublas': FAILED: 2,158,821,376 B > 2,147,483,648 B"), "{err}");
+    assert!(
+        err.contains("on 'cublas': FAILED: 2,158,821,376 B > 2,147,483,648 B"),
+        "{err}"
+    );
     // The same recipe recorded twice: +31% on the baseline is within noise.
     let (code, out, err) = diff(&["baseline:step1_time>+10%"]);
     assert_eq!(code, Some(11));

@@ -90,7 +90,7 @@ fn every_marker_of_the_synthetic_run_is_described_once_with_its_detail() {
         .timeline
         .markers
         .iter()
-        .map(prewarm_doctor::report::model::marker_text)
+        .map(|m| prewarm_doctor::report::model::marker_text(m, r.no_step()))
         .collect();
     let shown: String = texts
         .join("\n")

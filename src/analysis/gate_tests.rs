@@ -283,10 +283,7 @@ fn relative_and_change_limits() {
 fn a_unitless_change_of_bytes_or_seconds_is_refused_with_the_fix() {
     let e = Gate::parse("step1_peak>+5").unwrap_err();
     let msg = e.to_string();
-    assert!(
-        matches!(e, GateError::UnitlessChange { .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, GateError::UnitlessChange { .. }), "{e:?}");
     assert!(msg.contains("'+5%'") && msg.contains("'+5MiB'"), "{msg}");
     let msg = Gate::parse("setup_time>+2").unwrap_err().to_string();
     assert!(msg.contains("'+2s'"), "{msg}");
@@ -302,7 +299,11 @@ fn beyond_noise_qualifies_changes_only() {
     let g = Gate::parse("step1_time>+10% beyond noise").unwrap();
     assert!(g.beyond_noise);
     assert_eq!(g.limit, Limit::Relative { fraction: 0.1 });
-    assert!(Gate::parse("setup_time > +0.5s Beyond Noise").unwrap().beyond_noise);
+    assert!(
+        Gate::parse("setup_time > +0.5s Beyond Noise")
+            .unwrap()
+            .beyond_noise
+    );
     assert!(!Gate::parse("step1_time>+10%").unwrap().beyond_noise);
     assert!(matches!(
         Gate::parse("step1_time>2s beyond noise"),

@@ -194,6 +194,8 @@ pub fn draw_timeline<DB: DrawingBackend>(
     let err = chart_err("timeline");
     area.fill(&WHITE).map_err(&err)?;
     let window = timeline_window(t);
+    // No step placed: the one phase is "before any step", not setup.
+    let no_step = t.phases.iter().all(|b| b.phase == Phase::Setup);
     let (lanes_area, main) = area.split_vertically(LANES_HEIGHT);
 
     let mut lanes = ChartBuilder::on(&lanes_area)
@@ -295,7 +297,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
         let (px1, _) = rel(area, main_chart.backend_coord(&(z, ymax)));
         if px1 - px0 > 40 {
             area.draw_text(
-                b.phase.label(),
+                &super::phase_word(no_step, b.phase, None),
                 &("sans-serif", 12)
                     .into_font()
                     .color(&RGBColor(0x55, 0x55, 0x55)),
@@ -397,7 +399,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
             x1: x1.max(x0),
             y,
             failed: m.failed,
-            title: marker_text(m),
+            title: marker_text(m, no_step),
         });
     }
     Ok(glyphs)
@@ -840,7 +842,8 @@ impl Chart {
                     .ok_or_else(|| missing("waterfall"))?;
                 let g = r.step1_account().ok_or_else(|| missing("waterfall"))?;
                 let title = format!(
-                    "{variant}: device memory at the end of step 1 ({}, {}, {:.2} s)",
+                    "{variant}: device memory at {} ({}, {}, {:.2} s)",
+                    r.account_when(),
                     a.id(),
                     r.label,
                     g.at_s

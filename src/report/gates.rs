@@ -120,7 +120,10 @@ fn comparison(r: &GateResult) -> String {
             format!("{v} {op} {l}")
         }
         (Observed::Change { old, new }, Limit::Relative { fraction }) => {
-            let (c, l) = percents(crate::analysis::gate::relative_change(*old, *new), *fraction);
+            let (c, l) = percents(
+                crate::analysis::gate::relative_change(*old, *new),
+                *fraction,
+            );
             let (o, n) = figures(r.metric, unit, *old, *new);
             format!("{c} {op} {l} ({o} -> {n})")
         }
@@ -129,11 +132,7 @@ fn comparison(r: &GateResult) -> String {
             let (c, l) = figures(r.metric, unit, change.abs(), value.abs());
             let sign = |v: f64| if v < 0.0 { "-" } else { "+" };
             let (o, n) = figures(r.metric, unit, *old, *new);
-            format!(
-                "{}{c} {op} {}{l} ({o} -> {n})",
-                sign(change),
-                sign(*value)
-            )
+            format!("{}{c} {op} {}{l} ({o} -> {n})", sign(change), sign(*value))
         }
         (Observed::Verdict { class }, Limit::Verdict { class: want }) => format!(
             "verdict {} {op} {}",
@@ -278,9 +277,14 @@ mod tests {
             "{under}"
         );
         // Exactly equal: the short form is already the whole truth.
-        assert!(line("step1_peak>2GiB", 2.0 * gib).ends_with("ok: 2.0 GiB > 2.0 GiB does not hold"));
+        assert!(
+            line("step1_peak>2GiB", 2.0 * gib).ends_with("ok: 2.0 GiB > 2.0 GiB does not hold")
+        );
         assert_eq!(exact_bytes(-1234.5), "-1,234.5 B");
-        assert_eq!(percents(0.10004, 0.1), ("+10.004%".into(), "+10.000%".into()));
+        assert_eq!(
+            percents(0.10004, 0.1),
+            ("+10.004%".into(), "+10.000%".into())
+        );
     }
 
     #[test]
@@ -290,14 +294,27 @@ mod tests {
         let new = [11.0, 13.74, 16.0];
         let plain = diff_line("step1_time>+10%", &old, &new);
         assert!(plain.contains("FAILED: +31.5% > +10.0%"), "{plain}");
-        assert!(plain.contains("within the noise of the two runs"), "{plain}");
+        assert!(
+            plain.contains("within the noise of the two runs"),
+            "{plain}"
+        );
         let qualified = diff_line("step1_time>+10% beyond noise", &old, &new);
         assert!(qualified.contains(": ok: +31.5% > +10.0%"), "{qualified}");
-        assert!(qualified.contains("holds, but within the noise"), "{qualified}");
+        assert!(
+            qualified.contains("holds, but within the noise"),
+            "{qualified}"
+        );
         // Tight repeats: the same change is beyond noise and fails either way.
-        let tight = diff_line("step1_time>+10% beyond noise", &[10.4, 10.45, 10.5], &[13.7, 13.74, 13.8]);
+        let tight = diff_line(
+            "step1_time>+10% beyond noise",
+            &[10.4, 10.45, 10.5],
+            &[13.7, 13.74, 13.8],
+        );
         assert!(tight.contains("FAILED: +31.5% > +10.0%"), "{tight}");
-        assert!(tight.contains("beyond the noise of the two runs"), "{tight}");
+        assert!(
+            tight.contains("beyond the noise of the two runs"),
+            "{tight}"
+        );
     }
 
     #[test]

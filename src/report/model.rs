@@ -405,6 +405,21 @@ impl RankView {
             .and_then(|p| p.gap_end.as_ref())
     }
 
+    /// When [`Self::step1_account`] is taken, in words: "the end of step 1",
+    /// or for a process without a step "the end of the run, before any step".
+    pub fn account_when(&self) -> String {
+        if super::no_step(&self.account) {
+            format!("the end of the run, {}", super::BEFORE_ANY_STEP)
+        } else {
+            "the end of step 1".into()
+        }
+    }
+
+    /// Whether this process has no step placed (its run is one phase).
+    pub fn no_step(&self) -> bool {
+        super::no_step(&self.account)
+    }
+
     /// What still lands after setup (the warmups a user still needs).
     pub fn late_warmups(&self) -> &[LateWarmup] {
         &self.account.late_warmups
@@ -829,6 +844,9 @@ fn headline_of_verdict(v: &VerdictView) -> HeadlineSentence {
 
 fn headline_of_attempt(a: &AttemptView) -> Option<HeadlineSentence> {
     let r = a.worst_rank()?;
+    if super::no_step(&r.account) {
+        return Some(headline_without_step(a, r));
+    }
     let step1 = r.step1_s.map_or("step 1 was not reached".to_string(), |s| {
         format!("step 1 took {}", seconds(s))
     });
@@ -853,6 +871,33 @@ fn headline_of_attempt(a: &AttemptView) -> Option<HeadlineSentence> {
     })
 }
 
+/// The headline of a process whose step 1 could not be placed: its run is
+/// one phase, "before any step" (docs/step-rule.md), not a setup with an
+/// account "at the end of step 1".
+fn headline_without_step(a: &AttemptView, r: &RankView) -> HeadlineSentence {
+    let outside: u64 = r
+        .account
+        .phases
+        .iter()
+        .map(|p| p.out_of_pool_allocated + p.local_memory_growth)
+        .sum();
+    let oom = match r.forensics().len() {
+        0 => String::new(),
+        n => format!("; it ran out of memory ({n} failure(s))"),
+    };
+    HeadlineSentence {
+        subject: a.id(),
+        class: None,
+        text: format!(
+            "{} ({}): no step was placed, so the run is one phase, {}, with {} of lazy initialisation outside the pool{oom}.",
+            a.id(),
+            r.label,
+            super::BEFORE_ANY_STEP,
+            bytes(outside),
+        ),
+    }
+}
+
 /// Short name of a marker kind (legends, lanes, tables).
 pub fn marker_kind_label(k: MarkerKind) -> &'static str {
     match k {
@@ -866,8 +911,9 @@ pub fn marker_kind_label(k: MarkerKind) -> &'static str {
 }
 
 /// One line describing a timeline marker: what it was, when, and its detail
-/// (hover text in HTML, the detail line in the dashboard).
-pub fn marker_text(m: &Marker) -> String {
+/// (hover text in HTML, the detail line in the dashboard). `no_step`: the
+/// process has no step placed, so its one phase is "before any step".
+pub fn marker_text(m: &Marker, no_step: bool) -> String {
     let at = if m.t_s < 1.0 {
         format!("{:.3} ms", m.t_s * 1e3)
     } else {
@@ -875,8 +921,12 @@ pub fn marker_text(m: &Marker) -> String {
     };
     let when = format!(
         "at {at}{}",
-        m.phase
-            .map_or(String::new(), |p| format!(" in {}", p.label()))
+        m.phase.map_or(String::new(), |p| {
+            match super::phase_word(no_step, p, None) {
+                w if w == super::BEFORE_ANY_STEP => format!(" {w}"),
+                w => format!(" in {w}"),
+            }
+        })
     );
     let dur = m
         .end_s
