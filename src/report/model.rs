@@ -274,6 +274,9 @@ pub struct VerdictView {
     pub targets: Vec<String>,
     pub moved_bytes: f64,
     pub moved_seconds: f64,
+    /// What it moved in words, the same in every format
+    /// (`verdict_text::moved_text`).
+    pub moved: String,
     pub baseline_targeted_bytes: f64,
     pub baseline_targeted_seconds: f64,
     pub costs: Costs,
@@ -299,6 +302,7 @@ fn verdict_view(v: &Verdict) -> VerdictView {
         targets: v.targets.iter().map(|t| t.label().to_string()).collect(),
         moved_bytes: v.moved.bytes,
         moved_seconds: v.moved.seconds,
+        moved: verdict_text::moved_text(v),
         baseline_targeted_bytes: targeted.map_or(0.0, |t| t.bytes.baseline.median),
         baseline_targeted_seconds: targeted.map_or(0.0, |t| t.seconds.baseline.median),
         costs: Costs {
@@ -821,17 +825,10 @@ pub fn costs_text(c: &Costs) -> String {
     parts.join(", ")
 }
 
-/// "moved 128.3 MiB and 1.20 s of cuBLAS init out of step 1".
+/// "moved 128.3 MiB and 1.20 s of cuBLAS init out of step 1": the
+/// verdict's own words ([`VerdictView::moved`]), for the tables.
 pub fn moved_text(v: &VerdictView) -> String {
-    let what = v.targets.join(", ");
-    if v.moved_bytes <= 0.0 && v.moved_seconds <= 0.0 {
-        return format!("moved nothing of {what} out of step 1");
-    }
-    format!(
-        "moved {} and {} of {what} out of step 1",
-        bytes(v.moved_bytes.max(0.0) as u64),
-        seconds(v.moved_seconds.max(0.0))
-    )
+    v.moved.clone()
 }
 
 fn headline_of_verdict(v: &VerdictView) -> HeadlineSentence {

@@ -85,7 +85,10 @@ fn targets_text(targets: &[EventClass]) -> String {
     labels.join(", ")
 }
 
-fn moved_text(v: &Verdict) -> String {
+/// What a verdict moved, as every format says it: "moved 128.3 MiB of
+/// cuBLAS init out of step 1" (a figure within noise left out), or for an
+/// inconclusive verdict "shows … less … but cannot be judged".
+pub fn moved_text(v: &Verdict) -> String {
     let mut parts = Vec::new();
     if v.moved.bytes > 0.0 {
         parts.push(bytes(v.moved.bytes as u64));
