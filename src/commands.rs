@@ -342,25 +342,6 @@ fn run(args: RunArgs) -> i32 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_step_marker_takes_what_pythons_re_takes() {
-        for ok in [
-            r"step (?=\d)",
-            r"(?<!warm)step",
-            r"(?P<n>step)\s(?P=n)?",
-            r"^train_step$",
-        ] {
-            assert!(check_step_marker(ok).is_ok(), "{ok}");
-        }
-        let e = check_step_marker("step (").unwrap_err();
-        assert!(e.contains("--step-marker 'step ('"), "{e}");
-    }
-}
-
 /// The code `run` exits with: the command's for a single run, else 0 or
 /// MATRIX_RUN_FAILED.
 fn run_exit_code(results: &[crate::capture::matrix::AttemptResult], single: bool) -> i32 {
@@ -665,5 +646,24 @@ impl<W: Write> LineSink<W> {
             self.failed = Some(e);
         }
         self.failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_marker_takes_what_pythons_re_takes() {
+        for ok in [
+            r"step (?=\d)",
+            r"(?<!warm)step",
+            r"(?P<n>step)\s(?P=n)?",
+            r"^train_step$",
+        ] {
+            assert!(check_step_marker(ok).is_ok(), "{ok}");
+        }
+        let e = check_step_marker("step (").unwrap_err();
+        assert!(e.contains("--step-marker 'step ('"), "{e}");
     }
 }

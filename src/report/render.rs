@@ -218,6 +218,41 @@ impl<W: Write> Write for PipeWatch<W> {
     }
 }
 
+/// A writer that counts what passes through (for "wrote FILE (N bytes)").
+struct Counted<W: Write> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// GitHub Actions shows Markdown appended to `$GITHUB_STEP_SUMMARY` on the
+/// job page. Returns a warning when it is set and cannot be written.
+pub fn append_step_summary(md: &[u8]) -> Option<String> {
+    let path = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty())?;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(md));
+    written.err().map(|e| {
+        format!(
+            "cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
+            path.to_string_lossy()
+        )
+    })
+}
+
 #[cfg(test)]
 mod pipe_tests {
     use super::*;
@@ -256,39 +291,4 @@ mod pipe_tests {
         let other: Result<(), ReportError> = Err(ReportError::Output("disk full".into()));
         assert!(reader_gone_is_fine(other, false).is_err());
     }
-}
-
-/// A writer that counts what passes through (for "wrote FILE (N bytes)").
-struct Counted<W: Write> {
-    inner: W,
-    bytes: u64,
-}
-
-impl<W: Write> Write for Counted<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.bytes += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// GitHub Actions shows Markdown appended to `$GITHUB_STEP_SUMMARY` on the
-/// job page. Returns a warning when it is set and cannot be written.
-pub fn append_step_summary(md: &[u8]) -> Option<String> {
-    let path = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty())?;
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(md));
-    written.err().map(|e| {
-        format!(
-            "cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
-            path.to_string_lossy()
-        )
-    })
 }

@@ -491,6 +491,24 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             " ",
         );
     }
+    phase_lines(o, p);
+    local_memory_lines(o, p);
+    nccl_lines(o, p);
+    autotune_lines(o, p);
+    compile_and_tightest_lines(o, p);
+    if !summarised {
+        late_warmups(o, p);
+    }
+    failed_call_lines(o, p);
+    for f in &p.forensics {
+        forensic(o, p, f);
+    }
+    probe_lines(o, p);
+}
+
+/// The phase table, what each phase put outside the pool and loaded, and
+/// each phase's end account.
+fn phase_lines(o: &mut String, p: &ProcessAccount) {
     write_table(o, &tables::phase_table(p));
     for ph in &p.phases {
         let oop: Vec<String> = ph
@@ -542,6 +560,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             }
         }
     }
+}
+
+/// Each local-memory growth (or failure to grow), with its kernel.
+fn local_memory_lines(o: &mut String, p: &ProcessAccount) {
     for l in &p.local_memory {
         let head = format!(
             "   local memory {} {} -> {}{} in {} at {:.2}s: ",
@@ -562,6 +584,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         }
         print_wrapped(o, &head, &items, ", ");
     }
+}
+
+/// Each NCCL communicator: where it was created, what it cost.
+fn nccl_lines(o: &mut String, p: &ProcessAccount) {
     for c in &p.nccl {
         let head = format!(
             "   NCCL communicator {} ({} ranks) created in {}: ",
@@ -578,6 +604,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         ];
         print_wrapped(o, &head, &items, ", ");
     }
+}
+
+/// Each Triton autotune, or the one a failure interrupted.
+fn autotune_lines(o: &mut String, p: &ProcessAccount) {
     for a in &p.autotune {
         if a.configs == 0 {
             let head = format!(
@@ -619,6 +649,11 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         }
         print_wrapped(o, &head, &items, "; ");
     }
+}
+
+/// The compiles in total, the tightest out-of-pool moments and the
+/// smallest device the process fits on.
+fn compile_and_tightest_lines(o: &mut String, p: &ProcessAccount) {
     let compile_total: f64 = p.compiles.iter().map(|c| c.seconds).sum();
     if !p.compiles.is_empty() {
         let misses = p
@@ -660,9 +695,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             bytes(c)
         );
     }
-    if !summarised {
-        late_warmups(o, p);
-    }
+}
+
+/// Driver calls that failed for another reason than memory.
+fn failed_call_lines(o: &mut String, p: &ProcessAccount) {
     for c in &p.failed_calls {
         let head = format!(
             "   failed call in {} at {:.2}s: ",
@@ -678,9 +714,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         );
         print_wrapped(o, &head, &[what], " ");
     }
-    for f in &p.forensics {
-        forensic(o, p, f);
-    }
+}
+
+/// The step check, what the probe lost and cost, and the problems met.
+fn probe_lines(o: &mut String, p: &ProcessAccount) {
     if let Some(c) = p.step_checks.first() {
         let _ = writeln!(
             o,
