@@ -840,3 +840,32 @@ fn arguments_and_environment_that_are_not_utf8_reach_the_command_byte_for_byte()
         .assert()
         .success();
 }
+
+#[test]
+fn a_matrix_that_captured_nothing_reads_whole_words_and_no_repeat_advice() {
+    // `run --out X --preset nemo-automodel -- true; report X`: a variant
+    // named with all its prewarms is wider than half a line.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nemo");
+    doctor()
+        .args(["run", "--no-probe", "--preset", "nemo-automodel", "--out"])
+        .arg(&out)
+        .args(["--", "true"])
+        .assert()
+        .code(0);
+    let text = doctor().arg("report").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("INCONCLUSIVE"), "{text}");
+    assert!(!text.contains("I N C O N"), "{text}");
+    // No line is a column of single characters.
+    let singles = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(4)
+        .filter(|w| w.iter().all(|t| t.chars().count() == 1 && t.chars().all(char::is_alphabetic)))
+        .count();
+    assert_eq!(singles, 0, "{text}");
+    // The attempts ran to their end and captured no step 1: repeating them
+    // captures nothing more, so there is no --repeat advice.
+    assert!(!text.contains("--repeat 3"), "{text}");
+}
