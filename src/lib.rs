@@ -13,3 +13,4 @@ pub mod prewarm;
 pub mod probe;
 pub mod report;
 pub mod tui;
+pub mod units;

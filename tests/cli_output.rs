@@ -508,7 +508,7 @@ fn report_o_says_where_it_wrote_and_dash_means_stdout() {
         )));
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    assert_eq!(written["schema_version"], 2);
+    assert_eq!(written["schema_version"], 3);
     let out = doctor()
         .args([
             "report",
@@ -523,7 +523,7 @@ fn report_o_says_where_it_wrote_and_dash_means_stdout() {
         .success()
         .stderr("");
     let printed: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    assert_eq!(printed["schema_version"], 2);
+    assert_eq!(printed["schema_version"], 3);
 }
 
 #[test]
@@ -862,7 +862,10 @@ fn a_matrix_that_captured_nothing_reads_whole_words_and_no_repeat_advice() {
         .split_whitespace()
         .collect::<Vec<_>>()
         .windows(4)
-        .filter(|w| w.iter().all(|t| t.chars().count() == 1 && t.chars().all(char::is_alphabetic)))
+        .filter(|w| {
+            w.iter()
+                .all(|t| t.chars().count() == 1 && t.chars().all(char::is_alphabetic))
+        })
         .count();
     assert_eq!(singles, 0, "{text}");
     // The attempts ran to their end and captured no step 1: repeating them

@@ -104,7 +104,11 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
         }
     }
     for (_, r, f) in m.forensics() {
-        out.push(fact("failing request", &f.request, TEXT));
+        out.push(fact(
+            "failing request",
+            prewarm_doctor::report::verdict_text::request_text(f),
+            TEXT,
+        ));
         for g in prewarm_doctor::report::projection_texts(f) {
             out.push(near("what-if", g.prewarms.join(", "), &g.outcome, TEXT));
         }

@@ -76,7 +76,7 @@ fn matrix_verdict_evidence() {
     assert_eq!(a.overlay, Some(Overlay::Verdict));
     let s = screen(&a, 120, 40);
     assert!(s.contains("nccl_comm WORKS"), "{s}");
-    assert!(s.contains("+388.0 MiB held at step-1 end"), "{s}");
+    assert!(s.contains("+390.0 MiB held at step-1 end"), "{s}");
     insta::assert_snapshot!("matrix_verdict_nccl_comm", s);
 }
 

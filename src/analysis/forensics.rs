@@ -8,7 +8,8 @@
 use super::framework::class_of_source;
 use super::memory::{Failure, Replay};
 use super::model::{
-    CommAccount, ExceptionEvent, FailedCall, Forensic, OomBudget, PrewarmProjection, Remedy,
+    CommAccount, ExceptionEvent, FailedCall, FailedRequest, Forensic, OomBudget, PrewarmProjection,
+    Remedy,
 };
 use super::phases::Boundaries;
 use crate::prewarm::catalog::{CATALOG, EventClass};
@@ -47,18 +48,12 @@ pub fn persists(class: EventClass) -> bool {
     !matches!(class, EventClass::TritonAutotune | EventClass::Compile)
 }
 
-fn describe(f: &Failure) -> String {
+/// What failed, as data; with the size and source it tells one failure
+/// from the allocator's retries of it.
+fn describe(f: &Failure) -> FailedRequest {
     match &f.local_kernel {
-        Some(k) => format!(
-            "local-memory growth of {} for kernel {k}",
-            crate::report::bytes(f.bytes)
-        ),
-        None => format!(
-            "{} of {} by {}",
-            f.api,
-            crate::report::bytes(f.bytes),
-            f.source
-        ),
+        Some(k) => FailedRequest::LocalMemoryGrowth { kernel: k.clone() },
+        None => FailedRequest::Allocation { api: f.api.clone() },
     }
 }
 
@@ -266,13 +261,13 @@ pub fn forensics(
             .zip(e.pool_allocated)
             .map(|(r, a)| r.saturating_sub(a)))
     });
-    let mut last: Option<(u64, String)> = None;
+    let mut last: Option<(u64, (FailedRequest, u64, String))> = None;
     for f in replay
         .failures
         .iter()
         .filter(|f| f.result == CUDA_ERROR_OUT_OF_MEMORY)
     {
-        let key = describe(f);
+        let key = (describe(f), f.bytes, f.source.clone());
         // Allocators retry after freeing caches: one failure, several calls.
         if let Some((t, k)) = &last
             && *k == key
@@ -314,7 +309,7 @@ pub fn forensics(
             t_s: f.t.saturating_sub(bounds.start) as f64 / 1e9,
             phase: bounds.phase_of(f.t),
             step,
-            request: key,
+            request: key.0,
             recovered: bounds.step_ends.iter().any(|&e| e > f.t),
             source: f.source.clone(),
             library: f.library.clone(),
@@ -342,7 +337,7 @@ pub fn forensics(
             t_s: e.t_s,
             phase: e.phase,
             step: bounds.step_of(t),
-            request: "not seen by the probe (only the exception)".into(),
+            request: FailedRequest::NotSeen,
             recovered: false,
             source: String::new(),
             library: String::new(),

@@ -24,8 +24,9 @@ pub struct Headline {
     pub ranks: u32,
     pub step1_device_peak: Option<u64>,
     /// Out-of-pool bytes that landed in step 1: allocation calls, local-memory
-    /// growth and NCCL's inferred init bytes.
-    pub step1_out_of_pool: u64,
+    /// growth and NCCL's inferred init bytes (None: no rank reached step 1,
+    /// so nothing was measured; never shown as 0 B).
+    pub step1_out_of_pool: Option<u64>,
     pub step1_tightest_headroom: Option<i64>,
     pub step1_s: Option<f64>,
     pub setup_s: Option<f64>,
@@ -176,9 +177,9 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         step1_device_peak: peaks.iter().copied().max(),
         step1_out_of_pool: ranks
             .iter()
+            .filter(|p| step1(p).is_some())
             .map(|p| step1_out_of_pool(p))
-            .max()
-            .unwrap_or(0),
+            .max(),
         step1_tightest_headroom: ranks
             .iter()
             .flat_map(|p| {
@@ -291,7 +292,7 @@ pub fn summary_of(
             .filter(|h| h.exit_code.is_some_and(|c| c != 0))
             .count() as u32,
         step1_device_peak: stat_of(&heads, |h| h.step1_device_peak.map(|v| v as f64)),
-        step1_out_of_pool: stat_of(&heads, |h| Some(h.step1_out_of_pool as f64)),
+        step1_out_of_pool: stat_of(&heads, |h| h.step1_out_of_pool.map(|v| v as f64)),
         step1_tightest_headroom: stat_of(&heads, |h| h.step1_tightest_headroom.map(|v| v as f64)),
         step1_s: stat_of(&heads, |h| h.step1_s),
         setup_s: stat_of(&heads, |h| h.setup_s),

@@ -54,6 +54,46 @@ pub struct DeviceView {
 }
 
 impl DeviceView {
+    /// What other processes (and whatever the GPU held before the run) had
+    /// on the device at `t`: NVML's device figure minus this process's. 0
+    /// without NVML (the process's figure is then the device's).
+    pub fn others_at(&self, t: u64) -> u64 {
+        match (self.device_used.at(t), self.used.at(t)) {
+            (Some(device), Some(own)) => device.saturating_sub(own),
+            _ => 0,
+        }
+    }
+
+    /// This process's own device memory, from a device-wide reading of free
+    /// memory taken at `t` (cuMemGetInfo): the device's use minus the others'.
+    pub fn own_from_free(&self, t: u64, free: u64) -> Option<u64> {
+        self.cuda_total
+            .map(|total| total.saturating_sub(free).saturating_sub(self.others_at(t)))
+    }
+
+    /// This process's device memory at `t` from the most recent reading: NVML
+    /// (sampled, lags allocations by up to a sample) or the probe's own
+    /// cuMemGetInfo (taken around every tracked call), whichever is later.
+    pub fn own_used_at(&self, t: u64) -> Option<u64> {
+        let nvml_i = self.used.points.partition_point(|p| p.0 <= t);
+        let nvml = (nvml_i > 0).then(|| self.used.points[nvml_i - 1]);
+        let probe_i = self.probe_free.points.partition_point(|p| p.0 <= t);
+        let probe = (probe_i > 0).then(|| self.probe_free.points[probe_i - 1]);
+        match (nvml, probe) {
+            (Some(n), Some(p)) if p.0 > n.0 && !self.device_used.points.is_empty() => {
+                // Others' memory as of the process's own last sample.
+                let others = self.device_used.at(n.0).map(|d| d.saturating_sub(n.1));
+                let own = self
+                    .cuda_total
+                    .zip(others)
+                    .map(|(total, o)| total.saturating_sub(p.1).saturating_sub(o));
+                own.or(Some(n.1))
+            }
+            (Some(n), _) => Some(n.1),
+            (None, _) => None,
+        }
+    }
+
     /// Free device memory at `t`: the most recent of cuMemGetInfo (probe) and NVML.
     pub fn free_at(&self, t: u64) -> Option<u64> {
         let probe = self.probe_free.points[..self.probe_free.points.partition_point(|p| p.0 <= t)]
@@ -266,32 +306,49 @@ const GROWTH_WINDOW_NS: u64 = 20_000_000;
 /// Longest wait for the probe's next free-memory reading after a launch.
 const PROBE_READING_WITHIN_NS: u64 = 2_000_000_000;
 
+/// Where the device is read "before" a local-memory record's growth: the
+/// start of its measurement window, never before its context came up.
+fn growth_window_start(r: &ProcessRecords, i: usize) -> u64 {
+    let l = &r.local[i];
+    let ctx_up = r
+        .contexts
+        .iter()
+        .filter(|c| c.context_id == l.context_id)
+        .map(|c| c.t)
+        .min()
+        .unwrap_or(0);
+    l.t_start.saturating_sub(GROWTH_WINDOW_NS).max(ctx_up)
+}
+
 /// Device growth over [a, b] that no allocation call explains.
 ///
 /// A window without allocation calls is measured on the device timeline
-/// (NVML between the probe's readings). NVML lags allocations by
-/// milliseconds, so a window with allocation calls is measured on the
-/// probe's own cuMemGetInfo readings instead: the last before the window and
-/// the first after the launch, minus the known allocations between them.
+/// (NVML between the probe's readings), unless `exact`. NVML lags
+/// allocations by milliseconds, so a window with allocation calls (or an
+/// `exact` one) is measured on the probe's own cuMemGetInfo readings
+/// instead: the last before the window and the first after the launch,
+/// minus the known allocations between them. `exact` is for the context's
+/// first launch: an NVML sample that lags what came just before the window
+/// (the context itself, an allocation) would read as a commit.
 fn measured_growth(
     device: &DeviceView,
     known: &Series,
-    a: u64,
-    launch_end: u64,
-    b: u64,
+    (a, launch_end, b): (u64, u64, u64),
+    exact: bool,
 ) -> Option<u64> {
     let lo = known.points.partition_point(|p| p.0 < a);
     let hi = known.points.partition_point(|p| p.0 <= b);
-    if hi == lo {
-        let before = device.used.at(a)?;
-        let after = device.used.at(b)?;
-        return Some(after.saturating_sub(before));
-    }
     let readings = &device.probe_free.points;
     let before = readings[..readings.partition_point(|p| p.0 <= a)].last();
     let after = readings
         .get(readings.partition_point(|p| p.0 < launch_end))
         .filter(|p| p.0 <= launch_end + PROBE_READING_WITHIN_NS);
+    let probe_pair = before.is_some() && after.is_some();
+    if hi == lo && !(exact && probe_pair && device.own_device) {
+        let before = device.used.at(a)?;
+        let after = device.used.at(b)?;
+        return Some(after.saturating_sub(before));
+    }
     let known_change =
         |t0: u64, t1: u64| known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
     let change = match (before, after) {
@@ -417,6 +474,51 @@ fn released_by_failure(
     (before - after > 0).then(|| (before - after) as u64)
 }
 
+/// Shares a window's measured device growth among its local-memory records.
+/// A reservation growth is new device memory, so the growing records are
+/// served first, in proportion to CUPTI's reservation increases and never
+/// beyond them; a context's initial reservation (`initial`) gets only what
+/// they leave: the commit at the first launch counts device growth that no
+/// other record in the window explains.
+fn split_growth(
+    r: &ProcessRecords,
+    cluster: &[usize],
+    total: u64,
+    initial: &HashSet<usize>,
+) -> Vec<(usize, u64)> {
+    let weight = |i: usize| {
+        r.local[i]
+            .total_after
+            .saturating_sub(r.local[i].total_before)
+            .max(1)
+    };
+    let (first, growing): (Vec<usize>, Vec<usize>) =
+        cluster.iter().partition(|&&i| initial.contains(&i));
+    let caps: Vec<u64> = growing.iter().map(|&i| weight(i)).collect();
+    let sum: u64 = caps.iter().sum();
+    // The device cannot gain more than the driver reserved: anything beyond
+    // is someone else's growth inside the window.
+    let to_growing = total.min(sum);
+    let mut out = Vec::new();
+    let mut given = 0u64;
+    for (k, &i) in growing.iter().enumerate() {
+        let share = if k + 1 == growing.len() {
+            to_growing - given
+        } else {
+            (to_growing as u128 * caps[k] as u128 / sum as u128) as u64
+        };
+        given += share;
+        out.push((i, share));
+    }
+    let mut left = total - to_growing;
+    for &i in &first {
+        let share = left.min(weight(i));
+        left -= share;
+        out.push((i, share));
+    }
+    out
+}
+
 /// Measured device growth for each local-memory record (index-aligned with
 /// `r.local`). Launches whose windows overlap are measured together and the
 /// growth is shared in proportion to CUPTI's reservation increases.
@@ -426,6 +528,15 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         .filter(|&i| r.local[i].t_start != 0)
         .collect();
     idx.sort_by_key(|&i| r.local[i].t_start);
+    // Each context's first record from an empty reservation: the reservation
+    // every context starts with, which some drivers commit at this launch.
+    let mut initial: HashSet<usize> = HashSet::new();
+    let mut seen_ctx: HashSet<u32> = HashSet::new();
+    for &i in &idx {
+        if r.local[i].total_before == 0 && seen_ctx.insert(r.local[i].context_id) {
+            initial.insert(i);
+        }
+    }
     let mut cluster: Vec<usize> = Vec::new();
     let flush = |cluster: &mut Vec<usize>, out: &mut Vec<Option<u64>>| {
         if cluster.is_empty() {
@@ -446,28 +557,9 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
             .max(ctx_up);
         let launch_end = cluster.iter().map(|&i| r.local[i].t_end).max().unwrap_or(0);
         let b = launch_end + GROWTH_WINDOW_NS;
-        if let Some(total) = measured_growth(device, known, a, launch_end, b) {
-            let weights: Vec<u64> = cluster
-                .iter()
-                .map(|&i| {
-                    r.local[i]
-                        .total_after
-                        .saturating_sub(r.local[i].total_before)
-                        .max(1)
-                })
-                .collect();
-            let sum: u64 = weights.iter().sum();
-            // The device cannot gain more than the driver reserved: anything
-            // beyond is someone else's growth inside the window.
-            let total = total.min(sum);
-            let mut given = 0u64;
-            for (k, &i) in cluster.iter().enumerate() {
-                let share = if k + 1 == cluster.len() {
-                    total - given
-                } else {
-                    (total as u128 * weights[k] as u128 / sum as u128) as u64
-                };
-                given += share;
+        let exact = cluster.iter().any(|i| initial.contains(i));
+        if let Some(total) = measured_growth(device, known, (a, launch_end, b), exact) {
+            for (i, share) in split_growth(r, cluster, total, &initial) {
                 out[i] = Some(share);
             }
         }
@@ -617,7 +709,23 @@ pub fn replay(
                 } else {
                     measured.get(*i).copied().flatten().unwrap_or(reserved_grow)
                 };
-                let free = device.free_at(*t);
+                // The device strictly before the request: the last reading
+                // before the launch's measurement window (the growth lands
+                // during the launch call, before CUPTI's kernel start, and
+                // a reading after it already holds it), less what was
+                // allocated since. A failed growth never landed.
+                let before_t = if failed {
+                    *t
+                } else {
+                    growth_window_start(r, *i)
+                };
+                let allocated_since = known
+                    .at(*t)
+                    .unwrap_or(0)
+                    .saturating_sub(known.at(before_t).unwrap_or(0));
+                let free = device
+                    .free_at(before_t)
+                    .map(|f| f.saturating_sub(allocated_since));
                 out.exposures.push(Exposure {
                     t_s: secs(*t, start),
                     phase,
@@ -630,6 +738,7 @@ pub fn replay(
                         .cuda_total
                         .zip(free)
                         .map(|(tot, f)| tot.saturating_sub(f)),
+                    process_used_before: free.and_then(|f| device.own_from_free(before_t, f)),
                     pool_reserved: state.pool,
                     device_free_before: free,
                     headroom_after: free.map(|f| f as i64 - grow as i64),
@@ -719,6 +828,7 @@ pub fn replay(
                         if !in_pool {
                             push_request_exposure(
                                 &mut out.exposures,
+                                device,
                                 m,
                                 &source,
                                 phase,
@@ -739,6 +849,7 @@ pub fn replay(
                         } else {
                             push_request_exposure(
                                 &mut out.exposures,
+                                device,
                                 m,
                                 &source,
                                 phase,
@@ -879,6 +990,7 @@ impl PoolSeen {
 #[allow(clippy::too_many_arguments)]
 fn push_request_exposure(
     out: &mut Vec<Exposure>,
+    device: &DeviceView,
     m: &MemCall,
     source: &str,
     phase: Phase,
@@ -898,6 +1010,8 @@ fn push_request_exposure(
         what: m.api.name().to_string(),
         bytes: m.bytes,
         device_used_before: total.zip(free).map(|(t, f)| t.saturating_sub(f)),
+        // cuMemGetInfo inside the call, before the driver allocated.
+        process_used_before: free.and_then(|f| device.own_from_free(m.t_start, f)),
         pool_reserved: pool,
         device_free_before: free,
         headroom_after: free.map(|f| f as i64 - m.bytes as i64),
@@ -1077,7 +1191,7 @@ mod tests {
         };
         let known = series(&[(10 * MS, 64)]);
         assert_eq!(
-            measured_growth(&device, &known, 80 * MS, 110 * MS, 130 * MS),
+            measured_growth(&device, &known, (80 * MS, 110 * MS, 130 * MS), false),
             Some(100)
         );
     }
@@ -1094,7 +1208,7 @@ mod tests {
         };
         let known = series(&[(0, 0), (95 * MS, 64)]);
         assert_eq!(
-            measured_growth(&device, &known, 92 * MS, 110 * MS, 130 * MS),
+            measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
         );
     }
@@ -1108,7 +1222,7 @@ mod tests {
         };
         let known = series(&[(0, 0), (95 * MS, 64)]);
         assert_eq!(
-            measured_growth(&device, &known, 92 * MS, 110 * MS, 130 * MS),
+            measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
         );
         // An allocation the device does not show yet never makes growth negative.
@@ -1117,7 +1231,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            measured_growth(&lagging, &known, 92 * MS, 110 * MS, 130 * MS),
+            measured_growth(&lagging, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(0)
         );
     }
@@ -1218,5 +1332,172 @@ mod tests {
         // The device-memory series used to explain growth includes both pools.
         let known = known_allocations(&r);
         assert_eq!(known.at(61 * MS), Some(72 * MIB));
+    }
+
+    fn spill(t: u64, before: u64, after: u64) -> prewarm_events::LocalMemoryGrowth {
+        prewarm_events::LocalMemoryGrowth {
+            t_start: t,
+            t_end: t + MS,
+            device: 0,
+            context_id: 1,
+            correlation_id: 1,
+            kernel: "spills".into(),
+            total_before: before,
+            total_after: after,
+            per_thread: 0,
+            registers: 255,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+        }
+    }
+
+    const GIB: u64 = 1024 * MIB;
+
+    /// Synthetic samplings (not a recording): a 1 GiB local-memory growth at
+    /// a launch whose kernel starts at 500 ms. The driver grows the
+    /// reservation in the launch call, so the device timeline may show it
+    /// before CUPTI's kernel start (`lands` 488 ms, sampled at 493 ms) or after (505 ms). The
+    /// others' memory (`others`: another process on the GPU) is on the
+    /// device, not this process's. Returns (headroom after, process used
+    /// before, smallest device).
+    fn growth_exposure(lands: u64, others: u64) -> (i64, u64, u64) {
+        let own_before = 3 * GIB;
+        let total = 2 * FREE;
+        let r = ProcessRecords {
+            contexts: vec![prewarm_events::ContextCreated {
+                t: 0,
+                device: 0,
+                context_id: 1,
+                pci_bus_id: String::new(),
+                free: total - own_before - others,
+                total,
+            }],
+            local: vec![spill(500 * MS, 10 * MIB, 10 * MIB + GIB)],
+            ..Default::default()
+        };
+        let own = |t: u64| own_before + if t >= lands { GIB } else { 0 };
+        let samples: Vec<u64> = (0..100).map(|k| k * 10 * MS + 3 * MS).collect();
+        let device = DeviceView {
+            used: series(&samples.iter().map(|&t| (t, own(t))).collect::<Vec<_>>()),
+            device_used: series(
+                &samples
+                    .iter()
+                    .map(|&t| (t, own(t) + others))
+                    .collect::<Vec<_>>(),
+            ),
+            cuda_total: Some(total),
+            probe_free: series(&[(0, total - own_before - others)]),
+            own_device: others == 0,
+            ..Default::default()
+        };
+        let bounds = Boundaries {
+            start: 0,
+            step1_begin: Some(400 * MS),
+            step_ends: vec![600 * MS],
+            end: 1000 * MS,
+            rule: String::new(),
+        };
+        let rp = replay(&r, &bounds, &device, &[], &[]);
+        assert_eq!(rp.local_events.len(), 1);
+        assert_eq!(rp.local_events[0].device_growth, GIB);
+        let e = &rp.exposures[0];
+        let cap = e.process_used_before.unwrap() + e.bytes;
+        (
+            e.headroom_after.unwrap(),
+            e.process_used_before.unwrap(),
+            cap,
+        )
+    }
+
+    #[test]
+    fn headroom_is_read_before_the_growth_wherever_the_sampling_puts_it() {
+        let free_before = (2 * FREE - 3 * GIB) as i64;
+        for lands in [488 * MS, 505 * MS] {
+            let (headroom, own, cap) = growth_exposure(lands, 0);
+            // Counted once: the device before, less the growth.
+            assert_eq!(headroom, free_before - GIB as i64, "lands at {lands}");
+            assert_eq!(own, 3 * GIB);
+            // Never above what was seen (3 GiB + the 1 GiB that landed).
+            assert_eq!(cap, 4 * GIB);
+        }
+    }
+
+    #[test]
+    fn on_a_shared_gpu_the_smallest_device_is_this_process_own_need() {
+        let others = 20 * GIB;
+        for lands in [488 * MS, 505 * MS] {
+            let (headroom, own, cap) = growth_exposure(lands, others);
+            // Headroom is the device's: the other process's memory is not free.
+            assert_eq!(headroom, (2 * FREE - 3 * GIB - others - GIB) as i64);
+            assert_eq!(own, 3 * GIB);
+            assert_eq!(cap, 4 * GIB);
+        }
+    }
+
+    /// The shapes of two H200 recordings, synthetic here: the context's first
+    /// launch together with a 90.75 MiB reservation growth, 92 MiB measured
+    /// (hf-llama: the growth explains it, the context commits nothing); the
+    /// first launch alone with 92 MiB measured (2-GPU FSDP2: a real commit).
+    #[test]
+    fn the_first_launch_commit_is_what_no_growing_record_explains() {
+        let growing = 95_158_272;
+        let r = ProcessRecords {
+            local: vec![
+                spill(100 * MS, 0, 155_713_536),
+                spill(101 * MS, 155_713_536, 155_713_536 + growing),
+            ],
+            ..Default::default()
+        };
+        let initial: HashSet<usize> = [0].into_iter().collect();
+        let shares = split_growth(&r, &[0, 1], 92 * MIB, &initial);
+        let share = |i: usize| shares.iter().find(|s| s.0 == i).unwrap().1;
+        assert_eq!(share(1), growing);
+        assert_eq!(share(0), 92 * MIB - growing);
+        assert!(share(0) < LATE_COMMIT_MIN);
+        let alone = split_growth(&r, &[0], 92 * MIB, &initial);
+        assert_eq!(alone, vec![(0, 92 * MIB)]);
+        // Never more than the reservation: beyond it is someone else's.
+        let capped = split_growth(&r, &[1], 200 * MIB, &initial);
+        assert_eq!(capped, vec![(1, growing)]);
+    }
+
+    /// Synthetic samplings (not a recording): the context comes up at 0 ms
+    /// holding 500 MiB, and NVML shows it only from its 30 ms sample. The
+    /// context's first launch at 10 ms is measured on the probe's own
+    /// readings (the context's, and one after the launch), so the lag is
+    /// never read as a first-launch commit; a real commit still is.
+    #[test]
+    fn the_first_launch_commit_is_measured_on_the_probe_readings() {
+        let commit_of = |drop: u64| {
+            let total = 2 * FREE;
+            let after = total - 500 * MIB - drop;
+            let r = ProcessRecords {
+                contexts: vec![prewarm_events::ContextCreated {
+                    t: 0,
+                    device: 0,
+                    context_id: 1,
+                    pci_bus_id: String::new(),
+                    free: total - 500 * MIB,
+                    total,
+                }],
+                mem: vec![call(12 * MS, MemApi::ModuleLoadData, 0, after, after)],
+                local: vec![spill(10 * MS, 0, 148 * MIB)],
+                ..Default::default()
+            };
+            let mut device = probe_view(&r);
+            device.probe_free.points.insert(0, (0, total - 500 * MIB));
+            device.used = series(&[(0, 0), (30 * MS, 500 * MIB + drop)]);
+            device.device_used = device.used.clone();
+            let bounds = Boundaries {
+                start: 0,
+                step1_begin: Some(400 * MS),
+                step_ends: vec![600 * MS],
+                end: 1000 * MS,
+                rule: String::new(),
+            };
+            replay(&r, &bounds, &device, &[], &[]).context_late
+        };
+        assert_eq!(commit_of(0), 0);
+        assert_eq!(commit_of(92 * MIB), 92 * MIB);
     }
 }

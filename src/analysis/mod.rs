@@ -19,7 +19,7 @@ pub mod verdict;
 pub mod verdict_costs;
 pub mod verdict_rules;
 #[cfg(test)]
-mod verdict_tests;
+pub(crate) mod verdict_tests;
 
 use crate::load::{Problem, RunData};
 use model::ProcessAccount;

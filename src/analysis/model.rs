@@ -26,10 +26,57 @@ pub struct SourceBytes {
     pub load_seconds: f64,
 }
 
-/// One named part of the memory outside PyTorch's pool.
+/// What holds one part of the memory outside PyTorch's pool. Typed from the
+/// replay on, so that the verdict's costs and the report key on the kind of a
+/// part, never on words.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum PartSource {
+    /// The CUDA context, with its initial local-memory reservation (see
+    /// [`ContextDetail`]).
+    Context,
+    /// Live allocations of one library (`nccl`, `cublas`, `torch (outside pool)`, ...).
+    Library(String),
+    /// Local-memory growth from spilling kernels (never given back).
+    LocalMemoryGrowth,
+    /// Reservation the driver dropped when a launch failed (negative bytes).
+    LocalMemoryDropped,
+    /// Device growth inside NCCL communicator init windows with no allocation
+    /// call (NCCL loading its kernels); inferred.
+    NcclWithoutAllocations,
+    /// Device growth at lazy module loading; inferred.
+    ModuleCode,
+}
+
+/// The figures that go with the CUDA context part (the report words them).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct ContextDetail {
+    /// The local-memory reservation every context starts with (CUPTI).
+    pub initial_local_memory: u64,
+    /// Of the part, device growth measured at the context's first kernel
+    /// launch that no other event in that window explains (0: none).
+    pub committed_at_first_launch: u64,
+}
+
+/// What failed in an out-of-memory failure.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FailedRequest {
+    /// A driver allocation call (`cuMemAlloc_v2`, ...).
+    Allocation { api: String },
+    /// A launch that needed the context's local-memory reservation to grow.
+    LocalMemoryGrowth { kernel: String },
+    /// The probe saw no failing request, only the process's exception.
+    NotSeen,
+}
+
+/// One part of the memory outside PyTorch's pool.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GapPart {
-    pub name: String,
+    pub source: PartSource,
+    /// Set on the context part only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextDetail>,
     /// Negative for memory given back (a reservation the driver dropped).
     pub bytes: i64,
     /// True when the bytes were inferred from timing (device growth inside a
@@ -138,7 +185,11 @@ pub struct Exposure {
     pub source: String,
     pub what: String,
     pub bytes: u64,
+    /// In use on the device just before (every process).
     pub device_used_before: Option<u64>,
+    /// This process's own device memory just before (what a device of its
+    /// own would need to hold before this request).
+    pub process_used_before: Option<u64>,
     pub pool_reserved: u64,
     pub device_free_before: Option<u64>,
     /// Free device memory left after it (negative: it could not fit).
@@ -311,8 +362,9 @@ pub struct Forensic {
     pub t_s: f64,
     pub phase: Phase,
     pub step: Option<u32>,
-    /// The failing request ("cuMemAlloc of 128 MiB by torch pool", "local-memory growth for rowwise_mix").
-    pub request: String,
+    /// The failing request, as data (the report words it with `bytes` and
+    /// `source`).
+    pub request: FailedRequest,
     /// The process finished a step after this failure: the allocator retried
     /// (after freeing its cache) and training went on. A near miss, not a crash.
     pub recovered: bool,

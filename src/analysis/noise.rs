@@ -15,6 +15,10 @@ pub enum Quantity {
     Bytes,
     /// Bytes inferred from the device timeline (NCCL init without allocation calls).
     InferredBytes,
+    /// Device memory a process holds, from the device's own readings (NVML,
+    /// cuMemGetInfo): sampled, so a few device pages either way between runs
+    /// holding the same bytes.
+    DeviceBytes,
     /// Wall time: cold compile and autotune vary by tens of percent.
     Seconds,
     /// Event counts (communicators, compiles, first launches).
@@ -45,6 +49,11 @@ impl Quantity {
             Quantity::InferredBytes => Model {
                 floor: 32.0 * MIB,
                 relative: 0.20,
+                grey_factor: 1.0,
+            },
+            Quantity::DeviceBytes => Model {
+                floor: 16.0 * MIB,
+                relative: 0.02,
                 grey_factor: 1.0,
             },
             Quantity::Seconds => Model {

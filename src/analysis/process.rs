@@ -309,49 +309,46 @@ pub fn analyse_process(
         }
         by_source.sort_by_key(|x| std::cmp::Reverse(x.allocated));
         let gap_t = gap_instant(*a, *b);
-        let gap_end = device.used.at(gap_t).map(|device_used| {
+        let gap_end = device.own_used_at(gap_t).map(|device_used| {
             let out_of_pool = device_used.saturating_sub(state.pool);
             let mut parts = Vec::new();
+            let part = |source: PartSource, bytes: i64, inferred: bool| GapPart {
+                source,
+                context: None,
+                bytes,
+                inferred,
+            };
             if let Some(c) = context_bytes {
-                let late = if state.context_late > 0 {
-                    format!(
-                        ", {} of it committed at the first kernel launch",
-                        crate::report::bytes(state.context_late)
-                    )
-                } else {
-                    String::new()
-                };
                 parts.push(GapPart {
-                    name: format!(
-                        "CUDA context (incl. {} initial local memory{late})",
-                        crate::report::bytes(rp.initial_local)
-                    ),
-                    bytes: (c + state.context_late) as i64,
-                    inferred: false,
+                    context: Some(ContextDetail {
+                        initial_local_memory: rp.initial_local,
+                        committed_at_first_launch: state.context_late,
+                    }),
+                    ..part(PartSource::Context, (c + state.context_late) as i64, false)
                 });
             }
             for (s, bytes) in &state.oop {
                 if *bytes > 0 {
-                    parts.push(GapPart {
-                        name: s.to_string(),
-                        bytes: *bytes as i64,
-                        inferred: false,
-                    });
+                    parts.push(part(
+                        PartSource::Library(s.to_string()),
+                        *bytes as i64,
+                        false,
+                    ));
                 }
             }
             if state.local_growth > 0 {
-                parts.push(GapPart {
-                    name: "local-memory growth (spills)".into(),
-                    bytes: state.local_growth as i64,
-                    inferred: false,
-                });
+                parts.push(part(
+                    PartSource::LocalMemoryGrowth,
+                    state.local_growth as i64,
+                    false,
+                ));
             }
             if state.local_released > 0 {
-                parts.push(GapPart {
-                    name: "local-memory reservation dropped by the failed launch".into(),
-                    bytes: -(state.local_released as i64),
-                    inferred: false,
-                });
+                parts.push(part(
+                    PartSource::LocalMemoryDropped,
+                    -(state.local_released as i64),
+                    false,
+                ));
             }
             let nccl_code: u64 = nccl
                 .iter()
@@ -360,18 +357,14 @@ pub fn analyse_process(
                 .map(|(c, _)| c.inferred_bytes)
                 .sum();
             if nccl_code > 0 {
-                parts.push(GapPart {
-                    name: "NCCL init without allocation calls (kernel code)".into(),
-                    bytes: nccl_code as i64,
-                    inferred: true,
-                });
+                parts.push(part(
+                    PartSource::NcclWithoutAllocations,
+                    nccl_code as i64,
+                    true,
+                ));
             }
             if state.module_code > 0 {
-                parts.push(GapPart {
-                    name: "module code (lazy loading)".into(),
-                    bytes: state.module_code as i64,
-                    inferred: true,
-                });
+                parts.push(part(PartSource::ModuleCode, state.module_code as i64, true));
             }
             let named: i64 = parts.iter().map(|p| p.bytes).sum();
             GapAccount {
@@ -469,12 +462,7 @@ pub fn analyse_process(
     let min_capacity_bytes = rp
         .exposures
         .iter()
-        .filter_map(|e| {
-            device
-                .cuda_total
-                .zip(e.device_free_before)
-                .map(|(t, f)| t.saturating_sub(f) + e.bytes)
-        })
+        .filter_map(|e| e.process_used_before.map(|u| u + e.bytes))
         .max();
 
     let status = r.header.get("status").cloned().unwrap_or_else(|| {

@@ -529,7 +529,11 @@ pub fn build(
             bytes: f.bytes,
             count: 1,
             source: f.source.clone(),
-            what: f.request.clone(),
+            what: match &f.request {
+                super::model::FailedRequest::Allocation { api } => api.clone(),
+                super::model::FailedRequest::LocalMemoryGrowth { kernel } => kernel.clone(),
+                super::model::FailedRequest::NotSeen => String::new(),
+            },
             libraries: vec![f.library.clone()]
                 .into_iter()
                 .filter(|l| !l.is_empty())

@@ -3,12 +3,13 @@
 //! communicators, and as context the step-1 time and device peak.
 
 use super::matrix::{Headline, Stat, VariantSummary};
-use super::model::{GapAccount, GapPart};
+use super::model::{GapAccount, PartSource};
 use super::noise::{Change, Quantity, assess};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// What holds a part of the out-of-pool memory at step-1 end.
+/// What holds a part of the out-of-pool memory at step-1 end, as the verdict
+/// groups the account's parts ([`PartSource`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", content = "name", rename_all = "snake_case")]
 pub enum HeldSource {
@@ -29,20 +30,16 @@ pub enum HeldSource {
 }
 
 impl HeldSource {
-    /// The source of one named part of the account (process.rs names them).
-    pub fn of_part(name: &str) -> HeldSource {
-        if name.starts_with("CUDA context") {
-            HeldSource::Context
-        } else if name.starts_with("local-memory growth") {
-            HeldSource::LocalMemory
-        } else if name.starts_with("local-memory reservation dropped") {
-            HeldSource::LocalMemoryDropped
-        } else if name.starts_with("NCCL init without allocation calls")
-            || name.starts_with("module code (lazy loading)")
-        {
-            HeldSource::WithoutRecords
-        } else {
-            HeldSource::Library(name.to_string())
+    /// The bucket of one part of the account (None: the unexplained remainder).
+    pub fn of(part: Option<&PartSource>) -> HeldSource {
+        match part {
+            Some(PartSource::Context) => HeldSource::Context,
+            Some(PartSource::LocalMemoryGrowth) => HeldSource::LocalMemory,
+            Some(PartSource::LocalMemoryDropped) => HeldSource::LocalMemoryDropped,
+            Some(PartSource::NcclWithoutAllocations | PartSource::ModuleCode) | None => {
+                HeldSource::WithoutRecords
+            }
+            Some(PartSource::Library(name)) => HeldSource::Library(name.clone()),
         }
     }
 }
@@ -59,36 +56,40 @@ pub struct HeldPart {
 
 /// The parts of a step-1-end account, one per source; the unexplained
 /// remainder joins the inferred bucket, so the parts add up to the measured
-/// out-of-pool total.
+/// out-of-pool total (device used − pool).
 pub fn held_parts(gap: &GapAccount) -> Vec<HeldPart> {
-    let remainder = GapPart {
-        name: String::new(),
-        bytes: gap.unexplained,
-        inferred: true,
-    };
     let mut by: BTreeMap<HeldSource, HeldPart> = BTreeMap::new();
-    for p in gap.parts.iter().chain([&remainder]) {
-        let source = if p.name.is_empty() {
-            HeldSource::WithoutRecords
-        } else {
-            HeldSource::of_part(&p.name)
-        };
+    let parts = gap
+        .parts
+        .iter()
+        .map(|p| (Some(&p.source), p.bytes, p.inferred))
+        .chain([(None, gap.unexplained, true)]);
+    for (source, bytes, inferred) in parts {
+        let source = HeldSource::of(source);
         let e = by.entry(source.clone()).or_insert(HeldPart {
             source,
             bytes: 0,
-            inferred: p.inferred,
+            inferred,
         });
-        e.bytes += p.bytes;
-        e.inferred &= p.inferred;
+        e.bytes += bytes;
+        e.inferred &= inferred;
     }
     by.into_values().collect()
 }
 
-/// One source, baseline vs variant.
+/// One source's share of the change of the total held at step-1 end: an
+/// explanation of [`Costs::held_total_step1_end`], never judged on its own
+/// (bytes that move from one source to another between runs are no cost).
+/// Taken on each side from the attempt(s) whose total is the median (the two
+/// middle ones averaged), so the shares add up to the total's change exactly.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HeldCost {
     pub source: HeldSource,
-    pub change: Change,
+    pub inferred: bool,
+    pub baseline: f64,
+    pub variant: f64,
+    /// variant − baseline.
+    pub delta: f64,
 }
 
 /// What a prewarm costs; shown next to its class, whatever the class.
@@ -96,10 +97,15 @@ pub struct HeldCost {
 pub struct Costs {
     /// Setup wall time, baseline vs variant.
     pub setup_s: Option<Change>,
-    /// Every source either side holds at step-1 end (None: no account on a side).
+    /// The judged memory quantity: what the variant holds outside the pool at
+    /// step-1 end (device used − pool), against the baseline, with its noise
+    /// (None: a side has no step-1 account).
+    pub held_total_step1_end: Option<Change>,
+    /// Per source, how the total's change splits (explanation only; None with
+    /// the total).
     pub held_step1_end: Option<Vec<HeldCost>>,
-    /// Sum of the increases beyond noise in `held_step1_end`: memory the
-    /// variant holds at step-1 end that the baseline did not.
+    /// The memory cost charged: the total's increase when it is beyond noise,
+    /// else 0. Never more than the total's change.
     pub held_extra: f64,
     /// The PyTorch pool's reserve at step-1 end (gives cached blocks back; not in `held_extra`).
     pub pool_reserved_step1_end: Option<Change>,
@@ -111,17 +117,22 @@ pub struct Costs {
     pub step1_device_peak: Option<Change>,
 }
 
+/// Shares of the total's change up to this are not worth naming: two device
+/// pages, what sampling moves between sources in runs holding the same bytes.
+pub const EXPLAIN_MIN_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
+
 impl Costs {
-    /// The held sources whose increase counts, largest first.
-    pub fn held_increases(&self) -> Vec<&HeldCost> {
-        let mut up: Vec<&HeldCost> = self
+    /// The sources whose share of the total's change is worth naming,
+    /// largest change first (ups and downs).
+    pub fn held_explained(&self) -> Vec<&HeldCost> {
+        let mut out: Vec<&HeldCost> = self
             .held_step1_end
             .iter()
             .flatten()
-            .filter(|h| h.change.is_up())
+            .filter(|h| h.delta.abs() > EXPLAIN_MIN_BYTES)
             .collect();
-        up.sort_by(|a, b| b.change.delta.total_cmp(&a.change.delta));
-        up
+        out.sort_by(|a, b| b.delta.abs().total_cmp(&a.delta.abs()));
+        out
     }
 }
 
@@ -135,63 +146,76 @@ fn change_of(
     Some(assess(q, stat(base)?, stat(variant)?))
 }
 
-/// Per source, baseline vs variant, over the attempts that have a step-1 account.
-fn held(base: &[Headline], variant: &[Headline]) -> Option<Vec<HeldCost>> {
+/// The total of one attempt's step-1-end parts.
+fn total_of(parts: &[HeldPart]) -> f64 {
+    parts.iter().map(|p| p.bytes as f64).sum()
+}
+
+/// Per source, the bytes of the median-total attempt (odd count) or the
+/// average of the two middle ones (even): their sum is the median total.
+fn median_parts(side: &[&[HeldPart]]) -> BTreeMap<HeldSource, (f64, bool)> {
+    let mut sorted: Vec<&[HeldPart]> = side.to_vec();
+    sorted.sort_by(|a, b| total_of(a).total_cmp(&total_of(b)));
+    let n = sorted.len();
+    let middle: &[&[HeldPart]] = if n % 2 == 1 {
+        &sorted[n / 2..n / 2 + 1]
+    } else {
+        &sorted[n / 2 - 1..n / 2 + 1]
+    };
+    let mut out: BTreeMap<HeldSource, (f64, bool)> = BTreeMap::new();
+    for parts in middle {
+        for p in parts.iter() {
+            let e = out.entry(p.source.clone()).or_insert((0.0, true));
+            e.0 += p.bytes as f64 / middle.len() as f64;
+            e.1 &= p.inferred;
+        }
+    }
+    out
+}
+
+fn refs(side: &[Vec<HeldPart>]) -> Vec<&[HeldPart]> {
+    side.iter().map(|p| p.as_slice()).collect()
+}
+
+/// The total held at step-1 end, judged, and its split by source.
+pub fn held(base: &[Headline], variant: &[Headline]) -> Option<(Change, Vec<HeldCost>)> {
     let with = |hs: &[Headline]| -> Vec<Vec<HeldPart>> {
         hs.iter().filter_map(|h| h.held_step1_end.clone()).collect()
     };
     let (b, v) = (with(base), with(variant));
-    if b.is_empty() || v.is_empty() {
-        return None;
-    }
-    let mut sources: BTreeMap<HeldSource, bool> = BTreeMap::new();
-    for p in b.iter().chain(&v).flatten() {
-        *sources.entry(p.source.clone()).or_insert(true) &= p.inferred;
-    }
-    let stat = |side: &[Vec<HeldPart>], s: &HeldSource| {
-        let values: Vec<f64> = side
-            .iter()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter(|p| &p.source == s)
-                    .map(|p| p.bytes as f64)
-                    .sum()
-            })
-            .collect();
-        Stat::of(&values).expect("one value per attempt")
-    };
-    Some(
-        sources
-            .into_iter()
-            .map(|(s, inferred)| {
-                let q = if inferred {
-                    Quantity::InferredBytes
-                } else {
-                    Quantity::Bytes
-                };
-                HeldCost {
-                    change: assess(q, stat(&b, &s), stat(&v, &s)),
-                    source: s,
-                }
-            })
-            .collect(),
-    )
+    let totals =
+        |side: &[Vec<HeldPart>]| Stat::of(&side.iter().map(|p| total_of(p)).collect::<Vec<_>>());
+    let total = assess(Quantity::DeviceBytes, totals(&b)?, totals(&v)?);
+    let (mb, mv) = (median_parts(&refs(&b)), median_parts(&refs(&v)));
+    let mut sources: Vec<&HeldSource> = mb.keys().chain(mv.keys()).collect();
+    sources.sort();
+    sources.dedup();
+    let split = sources
+        .into_iter()
+        .map(|s| {
+            let (bb, bi) = mb.get(s).copied().unwrap_or((0.0, true));
+            let (vb, vi) = mv.get(s).copied().unwrap_or((0.0, true));
+            HeldCost {
+                source: s.clone(),
+                inferred: bi && vi,
+                baseline: bb,
+                variant: vb,
+                delta: vb - bb,
+            }
+        })
+        .collect();
+    Some((total, split))
 }
 
 /// The costs of `v` against `base`.
 pub fn costs(base: &VariantSummary, v: &VariantSummary) -> Costs {
     let (b, w) = (&base.attempts[..], &v.attempts[..]);
-    let held = held(b, w);
-    let held_extra = held
-        .iter()
-        .flatten()
-        .filter(|h| h.change.is_up())
-        .map(|h| h.change.delta)
-        .sum();
+    let (total, split) = held(b, w).unzip();
+    let held_extra = total.filter(|t| t.is_up()).map_or(0.0, |t| t.delta);
     Costs {
         setup_s: change_of(Quantity::Seconds, b, w, |h| h.setup_s),
-        held_step1_end: held,
+        held_total_step1_end: total,
+        held_step1_end: split,
         held_extra,
         pool_reserved_step1_end: change_of(Quantity::Bytes, b, w, |h| {
             h.pool_reserved_step1_end.map(|x| x as f64)
@@ -207,32 +231,27 @@ pub fn costs(base: &VariantSummary, v: &VariantSummary) -> Costs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::model::GapPart;
 
-    fn part(name: &str, bytes: i64, inferred: bool) -> GapPart {
+    fn part(source: PartSource, bytes: i64, inferred: bool) -> GapPart {
         GapPart {
-            name: name.into(),
+            source,
+            context: None,
             bytes,
             inferred,
         }
     }
 
     #[test]
-    fn account_parts_map_to_stable_sources() {
+    fn account_parts_map_to_typed_sources() {
         let parts = vec![
-            part(
-                "CUDA context (incl. 148.5 MiB initial local memory)",
-                10,
-                false,
-            ),
-            part("nccl", 20, false),
-            part("cublas", 30, false),
-            part("local-memory growth (spills)", 40, false),
-            part(
-                "local-memory reservation dropped by the failed launch",
-                -5,
-                false,
-            ),
-            part("NCCL init without allocation calls (kernel code)", 50, true),
+            part(PartSource::Context, 10, false),
+            part(PartSource::Library("nccl".into()), 20, false),
+            part(PartSource::Library("cublas".into()), 30, false),
+            part(PartSource::LocalMemoryGrowth, 40, false),
+            part(PartSource::LocalMemoryDropped, -5, false),
+            part(PartSource::NcclWithoutAllocations, 50, true),
+            part(PartSource::ModuleCode, 3, true),
         ];
         let gap = GapAccount {
             at_s: 0.0,
@@ -250,7 +269,7 @@ mod tests {
         assert_eq!(find(HeldSource::LocalMemoryDropped), -5);
         assert_eq!(
             find(HeldSource::WithoutRecords),
-            57,
+            60,
             "inferred + unexplained"
         );
         assert!(
@@ -260,13 +279,11 @@ mod tests {
                 .inferred
         );
         let total: i64 = held.iter().map(|h| h.bytes).sum();
-        assert_eq!(total, 10 + 20 + 30 + 40 - 5 + 50 + 7);
-        // The context's name carries a number; it still maps to one source.
+        assert_eq!(total, 10 + 20 + 30 + 40 - 5 + 50 + 3 + 7);
+        // A library named like another source is still that library.
         assert_eq!(
-            HeldSource::of_part(
-                "CUDA context (incl. 0 B initial local memory, 2.0 MiB of it committed at the first kernel launch)"
-            ),
-            HeldSource::Context
+            HeldSource::of(Some(&PartSource::Library("CUDA context".into()))),
+            HeldSource::Library("CUDA context".into())
         );
     }
 }

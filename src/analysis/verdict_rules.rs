@@ -29,7 +29,8 @@ pub struct Evidence<'a> {
     /// None when a side has no attempt that reached step 1.
     pub targeted: Option<Targeted>,
     pub by_class: &'a [ClassComparison],
-    /// Memory the variant holds at step-1 end that the baseline did not (bytes).
+    /// The memory charged (bytes): the increase of the total the variant holds
+    /// outside the pool at step-1 end, when beyond noise; else 0.
     pub held_extra: f64,
 }
 
@@ -118,7 +119,9 @@ fn moved_of(t: &Targeted) -> Moved {
     }
 }
 
-/// R5: the bytes it keeps beyond what it moved out of step 1, when beyond noise.
+/// R5: the bytes it keeps beyond what it moved out of step 1, when beyond
+/// noise. `held_extra` is 0 unless the total held grew beyond its own noise,
+/// so a total within noise is never a net loss.
 fn net_memory_loss(held_extra: f64, moved_bytes: f64) -> Option<Reason> {
     let model = Quantity::Bytes.model();
     let noise = model

@@ -462,7 +462,7 @@ pub fn waterfall_rows(g: &GapAccount) -> Vec<WaterfallRow> {
     };
     push("torch pool reserved".into(), g.pool_reserved as i64, false);
     for p in &g.parts {
-        push(p.name.clone(), p.bytes, p.inferred);
+        push(super::verdict_text::part_label(p), p.bytes, p.inferred);
     }
     push("unexplained".into(), g.unexplained, false);
     rows.push(WaterfallRow {
@@ -1089,12 +1089,14 @@ mod tests {
             out_of_pool: 600,
             parts: vec![
                 crate::analysis::model::GapPart {
-                    name: "nccl".into(),
+                    source: crate::analysis::model::PartSource::Library("nccl".into()),
+                    context: None,
                     bytes: 500,
                     inferred: false,
                 },
                 crate::analysis::model::GapPart {
-                    name: "dropped".into(),
+                    source: crate::analysis::model::PartSource::LocalMemoryDropped,
+                    context: None,
                     bytes: -50,
                     inferred: false,
                 },

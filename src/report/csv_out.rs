@@ -144,7 +144,7 @@ fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), Report
                             p,
                             &name,
                             "out_of_pool_part",
-                            &part.name,
+                            &super::verdict_text::part_label(part),
                             part.bytes as f64,
                             "B",
                         );

@@ -330,7 +330,7 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
                 f.t_s,
                 super::phase_word(r.no_step(), f.phase, f.step)
             ),
-            request: f.request.clone(),
+            request: super::verdict_text::request_text(f),
             library: if f.library.is_empty() {
                 f.source.clone()
             } else {

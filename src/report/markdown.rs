@@ -300,7 +300,7 @@ fn forensics(o: &mut String, p: &ProcessAccount) {
             },
             f.t_s,
             f.step.map(|n| format!(" in step {n}")).unwrap_or_default(),
-            md(&f.request),
+            md(&super::verdict_text::request_text(f)),
             f.device_free_before
                 .map(bytes)
                 .unwrap_or_else(|| "?".into()),

@@ -72,30 +72,8 @@ pub fn no_step(p: &crate::analysis::model::ProcessAccount) -> bool {
     p.steps.step1_s.is_none()
 }
 
-/// Human-readable byte counts (binary units).
-pub fn bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// Signed byte counts.
-pub fn signed_bytes(b: i64) -> String {
-    if b < 0 {
-        format!("-{}", bytes(b.unsigned_abs()))
-    } else {
-        bytes(b as u64)
-    }
-}
+/// The byte formatter lives below analysis and report (`crate::units`).
+pub use crate::units::{bytes, signed_bytes};
 
 /// Seconds with sensible precision.
 pub fn seconds(s: f64) -> String {

@@ -246,6 +246,8 @@ pub struct Costs {
     pub setup_s: Option<f64>,
     /// Memory held at step-1 end that the baseline did not hold, bytes.
     pub held_extra_bytes: f64,
+    /// Whether both sides have a step-1-end account (else the memory held is unknown).
+    pub held_known: bool,
     /// Context, not a cost: step-1 device peak change, bytes.
     pub step1_peak_bytes: Option<f64>,
     /// Context, not a cost: step-1 wall time change, seconds.
@@ -308,6 +310,7 @@ fn verdict_view(v: &Verdict) -> VerdictView {
         costs: Costs {
             setup_s: v.costs.setup_s.map(|c| c.delta),
             held_extra_bytes: v.costs.held_extra,
+            held_known: v.costs.held_total_step1_end.is_some(),
             step1_peak_bytes: v.costs.step1_device_peak.map(|c| c.delta),
             step1_s: v.costs.step1_s.map(|c| c.delta),
         },
@@ -819,8 +822,10 @@ pub fn costs_text(c: &Costs) -> String {
             "{} held at step-1 end that the baseline does not hold",
             signed_bytes_f(c.held_extra_bytes)
         ));
-    } else {
+    } else if c.held_known {
         parts.push("no extra memory held at step-1 end".into());
+    } else {
+        parts.push("memory held at step-1 end unknown".into());
     }
     parts.join(", ")
 }
@@ -1003,6 +1008,7 @@ mod tests {
         let c = Costs {
             setup_s: Some(7.85),
             held_extra_bytes: 388.0 * 1024.0 * 1024.0,
+            held_known: true,
             step1_peak_bytes: Some(390.0 * 1024.0 * 1024.0),
             step1_s: Some(-9.6),
         };
@@ -1010,9 +1016,15 @@ mod tests {
             costs_text(&c),
             "setup +7.85 s, +388.0 MiB held at step-1 end that the baseline does not hold"
         );
+        // Never "no extra memory" where the memory held is not known.
         assert_eq!(
             costs_text(&Costs::default()),
-            "no extra memory held at step-1 end"
+            "memory held at step-1 end unknown"
         );
+        let known = Costs {
+            held_known: true,
+            ..Costs::default()
+        };
+        assert_eq!(costs_text(&known), "no extra memory held at step-1 end");
     }
 }

@@ -418,7 +418,7 @@ fn process(
             s,
             pid,
             tid::OOM,
-            &format!("OOM: {}", f.request),
+            &format!("OOM: {}", super::verdict_text::request_text(f)),
             f.t_s,
             serde_json::json!({
                 "library": f.library, "source": f.source, "bytes": f.bytes,

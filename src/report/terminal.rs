@@ -148,7 +148,7 @@ fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
             "OUT OF MEMORY in {}{}: {}; what led to it, and whether a prewarm would have saved it: below",
             step_label_in(p, f.phase, f.step),
             if f.recovered { " (recovered)" } else { "" },
-            terminal(&f.request)
+            terminal(&super::verdict_text::request_text(f))
         );
         print_text(o, &text, "   ", "     ");
     }
@@ -315,10 +315,11 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
         .parts
         .iter()
         .map(|p| {
-            let name = match (p.inferred, p.name.strip_suffix(')')) {
+            let label = super::verdict_text::part_label(p);
+            let name = match (p.inferred, label.strip_suffix(')')) {
                 (true, Some(stem)) => format!("{stem}, inferred)"),
-                (true, None) => format!("{} (inferred)", p.name),
-                (false, _) => p.name.clone(),
+                (true, None) => format!("{label} (inferred)"),
+                (false, _) => label.clone(),
             };
             format!("{name} {}", signed_bytes(p.bytes))
         })
@@ -405,7 +406,7 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         o,
         &head,
         &[
-            terminal(&f.request).into_owned(),
+            terminal(&super::verdict_text::request_text(f)).into_owned(),
             format!("with {free} free"),
         ],
         " ",

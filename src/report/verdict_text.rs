@@ -5,6 +5,7 @@
 
 use super::{bytes, seconds};
 use crate::analysis::matrix::{Exclusion, MatrixNote};
+use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::verdict::{
     ClassComparison, Confidence, Reason, Recommendation, Verdict, VerdictClass,
@@ -36,7 +37,9 @@ fn plus_seconds(d: f64) -> String {
 
 fn value(q: Quantity, v: f64) -> String {
     match q {
-        Quantity::Bytes | Quantity::InferredBytes => bytes(v.max(0.0) as u64),
+        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => {
+            bytes(v.max(0.0) as u64)
+        }
         Quantity::Seconds if v == 0.0 => "0 s".into(),
         Quantity::Seconds => seconds(v),
         Quantity::Events => format!("{v:.0}"),
@@ -45,7 +48,7 @@ fn value(q: Quantity, v: f64) -> String {
 
 fn delta(q: Quantity, d: f64) -> String {
     match q {
-        Quantity::Bytes | Quantity::InferredBytes => plus_bytes(d),
+        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => plus_bytes(d),
         Quantity::Seconds => plus_seconds(d),
         Quantity::Events => format!("{d:+.0}"),
     }
@@ -122,6 +125,56 @@ pub fn moved_text(v: &Verdict) -> String {
     }
 }
 
+/// One part of the memory outside the pool as users read it: "CUDA context
+/// (incl. 148.5 MiB initial local memory)", "nccl", "module code (lazy
+/// loading)" (the analysis gives the kind and the figures, never words).
+pub fn part_label(p: &GapPart) -> String {
+    match &p.source {
+        PartSource::Context => {
+            let d = p.context.unwrap_or_default();
+            let late = if d.committed_at_first_launch > 0 {
+                format!(
+                    ", {} of it committed at the first kernel launch",
+                    bytes(d.committed_at_first_launch)
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "CUDA context (incl. {} initial local memory{late})",
+                bytes(d.initial_local_memory)
+            )
+        }
+        PartSource::Library(name) => name.clone(),
+        PartSource::LocalMemoryGrowth => "local-memory growth (spills)".into(),
+        PartSource::LocalMemoryDropped => {
+            "local-memory reservation dropped by the failed launch".into()
+        }
+        PartSource::NcclWithoutAllocations => {
+            "NCCL init without allocation calls (kernel code)".into()
+        }
+        PartSource::ModuleCode => "module code (lazy loading)".into(),
+    }
+}
+
+/// The failing request of an out-of-memory failure as users read it:
+/// "cuMemAlloc_v2 of 128.0 MiB by torch pool", "local-memory growth of
+/// 2.5 GiB for kernel rowwise_mix".
+pub fn request_text(f: &Forensic) -> String {
+    match &f.request {
+        FailedRequest::LocalMemoryGrowth { kernel } => {
+            format!(
+                "local-memory growth of {} for kernel {kernel}",
+                bytes(f.bytes)
+            )
+        }
+        FailedRequest::Allocation { api } => {
+            format!("{api} of {} by {}", bytes(f.bytes), f.source)
+        }
+        FailedRequest::NotSeen => "not seen by the probe (only the exception)".into(),
+    }
+}
+
 fn source_label(s: &HeldSource) -> String {
     match s {
         HeldSource::Context => "CUDA context".into(),
@@ -134,18 +187,20 @@ fn source_label(s: &HeldSource) -> String {
     }
 }
 
-/// "+388.0 MiB held at step-1 end (nccl +388.0 MiB)", or that nothing is.
+/// The total held at step-1 end against the baseline, with its split by
+/// source as the explanation: "+388.0 MiB held at step-1 end that the
+/// baseline does not hold (nccl +388.0 MiB)", "no more out-of-pool memory
+/// held at step-1 end than the baseline (+1.0 MiB, within noise 16.0 MiB;
+/// CUDA context +70.0 MiB, without records -70.0 MiB)", or that it is
+/// unknown. The charged figure is the total's; the parts never add to it.
 fn held_text(c: &Costs) -> String {
-    if c.held_step1_end.is_none() {
+    let Some(total) = &c.held_total_step1_end else {
         return "memory held at step-1 end unknown (no step-1 account on a side)".into();
-    }
-    let up = c.held_increases();
-    if up.is_empty() {
-        return "no out-of-pool memory held at step-1 end beyond the baseline's".into();
-    }
-    let parts: Vec<String> = up
+    };
+    let parts: Vec<String> = c
+        .held_explained()
         .iter()
-        .map(|h| format!("{} {}", source_label(&h.source), plus_bytes(h.change.delta)))
+        .map(|h| format!("{} {}", source_label(&h.source), plus_bytes(h.delta)))
         .collect();
     let over_eager = c
         .nccl_communicators
@@ -158,10 +213,25 @@ fn held_text(c: &Costs) -> String {
             )
         })
         .unwrap_or_default();
+    if c.held_extra > 0.0 {
+        return format!(
+            "{} held at step-1 end that the baseline does not hold ({}{over_eager})",
+            plus_bytes(c.held_extra),
+            parts.join(", ")
+        );
+    }
+    let why = if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join(", "))
+    };
+    let noise = match total.outcome {
+        Outcome::Down => format!("beyond noise {}", value(total.quantity, total.noise)),
+        _ => format!("within noise {}", value(total.quantity, total.noise)),
+    };
     format!(
-        "{} held at step-1 end that the baseline does not hold ({}{over_eager})",
-        plus_bytes(c.held_extra),
-        parts.join(", ")
+        "no more out-of-pool memory held at step-1 end than the baseline ({}, {noise}{why}{over_eager})",
+        plus_bytes(total.delta)
     )
 }
 
@@ -227,7 +297,7 @@ fn side(s: Side) -> &'static str {
 
 fn quantity_word(q: Quantity) -> &'static str {
     match q {
-        Quantity::Bytes | Quantity::InferredBytes => "bytes",
+        Quantity::Bytes | Quantity::InferredBytes | Quantity::DeviceBytes => "bytes",
         Quantity::Seconds => "time",
         Quantity::Events => "events",
     }
@@ -503,6 +573,41 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::verdict_tests::{arb_case, judge_case, phantom_verdict};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// Every verdict is phrased with its costs, whatever the class, and
+        /// the memory held is never called "none extra" where it is unknown.
+        #[test]
+        fn every_verdict_is_phrased_with_its_costs_and_never_contradicts(
+            (base, var, prewarm, isolated) in arb_case()
+        ) {
+            let v = judge_case(&base, &var, prewarm, isolated);
+            let text = headline(&v);
+            prop_assert!(text.contains("at a cost of"), "{}", text);
+            let lines = evidence_lines(&v);
+            prop_assert!(lines.iter().any(|l| l.starts_with("cost: ")), "{:?}", lines);
+            if v.costs.held_total_step1_end.is_none() {
+                prop_assert!(text.contains("memory held at step-1 end unknown"), "{}", text);
+                prop_assert!(!text.contains("no more out-of-pool"), "{}", text);
+            }
+        }
+    }
+
+    /// Issue 15's phantom: one part +70 MiB, another −70 MiB. The text says
+    /// the total did not grow and shows the split as its explanation.
+    #[test]
+    fn a_relabelled_part_is_explained_not_charged() {
+        let v = phantom_verdict();
+        let text = headline(&v);
+        assert!(text.contains("no more out-of-pool memory held at step-1 end than the baseline (+0 B, within noise"), "{text}");
+        assert!(text.contains("CUDA context +70.0 MiB"), "{text}");
+        assert!(text.contains("without allocation records"), "{text}");
+        assert!(!text.contains("that the baseline does not hold"), "{text}");
+    }
 
     #[test]
     fn wraps_at_the_width_with_a_hanging_indent() {

@@ -9,7 +9,7 @@ use crate::analysis::model::ProcessAccount;
 use crate::analysis::phases::Phase;
 use crate::analysis::timeline::{Marker, MarkerKind, Point, Timeline, value_at};
 use crate::report::model::{self, ReportModel, Spread};
-use crate::report::{bytes, seconds, signed_bytes};
+use crate::report::{bytes, seconds, signed_bytes, verdict_text};
 use crate::tui::theme::Tone;
 use std::path::PathBuf;
 
@@ -448,7 +448,7 @@ fn account_of(r: &model::RankView) -> Option<AccountView> {
     parts.extend(
         g.parts
             .iter()
-            .map(|x| (x.name.clone(), x.bytes, x.inferred)),
+            .map(|x| (verdict_text::part_label(x), x.bytes, x.inferred)),
     );
     Some(AccountView {
         phase: ph.phase,
@@ -776,7 +776,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
     }
     for f in &p.forensics {
         let mut detail = vec![
-            kv("request", f.request.clone()),
+            kv("request", verdict_text::request_text(f)),
             kv("source", f.source.clone()),
             kv("library", f.library.clone()),
             kv("bytes", bytes(f.bytes)),
@@ -815,7 +815,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                 kind: EventKind::OutOfMemory,
                 library: f.library.clone(),
                 bytes: Some(f.bytes),
-                key: f.request.clone(),
+                key: verdict_text::request_text(f),
                 seconds: None,
                 failed: true,
                 detail,

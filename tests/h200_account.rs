@@ -1,0 +1,313 @@
+//! The account's arithmetic on every real H200 recording (issue 15): it never
+//! over-explains the device, identical attempts agree, headroom is read
+//! before each request, and the memory cost of any pair of attempts is the
+//! total's change, split by source without a one-sided sum.
+
+use prewarm_doctor::analysis::matrix::{Headline, headline, summary_of};
+use prewarm_doctor::analysis::model::{PartSource, ProcessAccount};
+use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::analysis::verdict_costs::{HeldPart, costs};
+use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
+use prewarm_doctor::load::load_run;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Every recording: the fixtures and the bundled matrix.
+fn folders() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut f: Vec<PathBuf> = std::fs::read_dir(root.join("tests/fixtures/h200"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    f.sort();
+    f.push(root.join("reports/h200-matrix"));
+    assert!(f.len() >= 16, "{f:?}");
+    f
+}
+
+/// Each recording analysed once for the whole test binary.
+fn recordings() -> &'static Vec<(String, Vec<AttemptAccount>)> {
+    static ALL: OnceLock<Vec<(String, Vec<AttemptAccount>)>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        folders()
+            .into_iter()
+            .map(|f| {
+                let name = f.file_name().unwrap().to_string_lossy().to_string();
+                (name, analyse_run(&load_run(&f).unwrap()))
+            })
+            .collect()
+    })
+}
+
+fn recording(name: &str) -> &'static [AttemptAccount] {
+    &recordings().iter().find(|r| r.0 == name).unwrap().1
+}
+
+/// The most the parts may claim beyond the device: 2% of what it holds, or
+/// 16 MiB (eight device pages), whichever is larger.
+fn over_explained_limit(device_used: u64) -> f64 {
+    (device_used as f64 * 0.02).max(16.0 * MIB)
+}
+
+#[test]
+fn no_phase_end_of_any_rank_is_over_explained() {
+    let mut ends = 0;
+    for (name, attempts) in recordings() {
+        for a in attempts {
+            for p in &a.processes {
+                for ph in &p.phases {
+                    let Some(g) = &ph.gap_end else { continue };
+                    ends += 1;
+                    assert!(
+                        g.unexplained as f64 >= -over_explained_limit(g.device_used),
+                        "{name} {}/{} pid {} {:?}: the parts claim {:.1} MiB more than the device holds ({:.1} MiB)",
+                        a.variant,
+                        a.attempt,
+                        p.pid,
+                        ph.phase,
+                        -(g.unexplained as f64) / MIB,
+                        g.device_used as f64 / MIB
+                    );
+                }
+            }
+        }
+    }
+    assert!(ends > 200, "{ends}");
+}
+
+fn context_part(p: &ProcessAccount, phase: Phase) -> Option<i64> {
+    let g = p
+        .phases
+        .iter()
+        .find(|x| x.phase == phase)?
+        .gap_end
+        .as_ref()?;
+    g.parts
+        .iter()
+        .find(|x| x.source == PartSource::Context)
+        .map(|x| x.bytes)
+}
+
+/// Largest minus smallest of some figures.
+fn spread(values: &[f64]) -> f64 {
+    let max = values.iter().copied().fold(f64::MIN, f64::max);
+    let min = values.iter().copied().fold(f64::MAX, f64::min);
+    max - min
+}
+
+/// The attempts of each variant of the repeat recordings (identical runs)
+/// give the same context figure, headroom and smallest device within noise.
+#[test]
+fn identical_attempts_agree_on_the_context_and_the_headroom() {
+    for name in [
+        "repeat-cublas",
+        "repeat-nccl",
+        "repeat-triton",
+        "hf-llama-matrix",
+    ] {
+        let mut by: BTreeMap<&str, Vec<&ProcessAccount>> = BTreeMap::new();
+        for a in recording(name) {
+            by.entry(a.variant.as_str())
+                .or_default()
+                .extend(a.processes.iter().filter(|p| p.context_bytes.is_some()));
+        }
+        for (variant, ranks) in by {
+            assert!(ranks.len() >= 2, "{name} {variant}");
+            let ctx: Vec<f64> = ranks
+                .iter()
+                .filter_map(|p| context_part(p, Phase::Step1))
+                .map(|b| b as f64)
+                .collect();
+            assert_eq!(ctx.len(), ranks.len(), "{name} {variant}");
+            assert!(
+                spread(&ctx) <= 4.0 * MIB,
+                "{name} {variant}: context {ctx:?}"
+            );
+            let tight: Vec<f64> = ranks
+                .iter()
+                .filter_map(|p| {
+                    p.tightest
+                        .iter()
+                        .filter(|t| t.phase == Phase::Step1)
+                        .filter_map(|t| t.headroom_after)
+                        .min()
+                })
+                .map(|h| h as f64)
+                .collect();
+            assert!(spread(&tight) <= 16.0 * MIB, "{name} {variant}: {tight:?}");
+            let cap: Vec<f64> = ranks
+                .iter()
+                .filter_map(|p| p.min_capacity_bytes)
+                .map(|c| c as f64)
+                .collect();
+            assert!(spread(&cap) <= 16.0 * MIB, "{name} {variant}: {cap:?}");
+        }
+    }
+}
+
+/// The smallest device that fits is never above what the process was seen
+/// to hold plus the request that did not happen (a failed one).
+#[test]
+fn the_smallest_device_is_never_above_the_peak_plus_the_failed_request() {
+    for (name, attempts) in recordings() {
+        for a in attempts {
+            for p in &a.processes {
+                let Some(cap) = p.min_capacity_bytes else {
+                    continue;
+                };
+                let peak = p
+                    .phases
+                    .iter()
+                    .filter_map(|ph| ph.device_used_peak)
+                    .max()
+                    .unwrap_or(0) as f64;
+                let failed: f64 = p
+                    .exposures
+                    .iter()
+                    .filter(|e| !e.succeeded)
+                    .map(|e| e.bytes as f64)
+                    .fold(0.0, f64::max);
+                assert!(
+                    cap as f64 <= peak + failed + 16.0 * MIB,
+                    "{name} {}/{} pid {}: smallest device {:.1} MiB, peak {:.1} MiB, failed request {:.1} MiB",
+                    a.variant,
+                    a.attempt,
+                    p.pid,
+                    cap as f64 / MIB,
+                    peak / MIB,
+                    failed / MIB
+                );
+                for e in &p.exposures {
+                    // Every figure is of the device before the request.
+                    if let (Some(own), Some(all)) = (e.process_used_before, e.device_used_before) {
+                        assert!(own <= all, "{name}: {e:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// On a GPU shared with a process holding 20 GiB, the smallest device is
+/// this process's own need, not the other's memory.
+#[test]
+fn a_shared_gpu_counts_only_this_process_memory() {
+    let a = &recording("shared-gpu")[0];
+    let p = a
+        .processes
+        .iter()
+        .find(|p| p.context_bytes.is_some())
+        .unwrap();
+    assert!(
+        p.memory_source.contains("per-process"),
+        "{}",
+        p.memory_source
+    );
+    let cap = p.min_capacity_bytes.unwrap() as f64;
+    assert!(cap < 2048.0 * MIB, "{}", cap / MIB);
+    let e = p.exposures.iter().max_by_key(|e| e.bytes).unwrap();
+    let (own, all) = (
+        e.process_used_before.unwrap(),
+        e.device_used_before.unwrap(),
+    );
+    assert!((all - own) as f64 > 20.0 * 1024.0 * MIB, "{e:?}");
+}
+
+/// Every attempt's step-1-end parts, with where it came from.
+fn all_headlines() -> Vec<(String, Headline)> {
+    recordings()
+        .iter()
+        .flat_map(|(name, attempts)| {
+            attempts
+                .iter()
+                .map(move |a| (format!("{name} {}/{}", a.variant, a.attempt), headline(a)))
+        })
+        .filter(|(_, h)| h.held_step1_end.is_some())
+        .collect()
+}
+
+fn one(name: &str, h: &Headline) -> prewarm_doctor::analysis::matrix::VariantSummary {
+    summary_of(name, Vec::new(), vec![h.clone()], 1, 1)
+}
+
+fn total(h: &Headline) -> f64 {
+    h.held_step1_end
+        .iter()
+        .flatten()
+        .map(|p| p.bytes as f64)
+        .sum()
+}
+
+/// Over every pair of attempts of every recording: the split adds up to the
+/// total's change, which is the device's own difference (device used − pool
+/// at step-1 end), and the charge is never more than that change.
+#[test]
+fn every_pair_of_attempts_splits_and_charges_the_total() {
+    let heads = all_headlines();
+    assert!(heads.len() >= 40, "{}", heads.len());
+    for (i, (bn, b)) in heads.iter().enumerate() {
+        for (vn, v) in &heads[i..] {
+            for (x, y, xn, yn) in [(b, v, bn, vn), (v, b, vn, bn)] {
+                let c = costs(&one("baseline", x), &one("variant", y));
+                let t = c.held_total_step1_end.expect("both sides have an account");
+                assert!(
+                    (t.delta - (total(y) - total(x))).abs() < 1.0,
+                    "{xn} vs {yn}"
+                );
+                let split: f64 = c.held_step1_end.iter().flatten().map(|h| h.delta).sum();
+                assert!((split - t.delta).abs() < 1.0, "{xn} vs {yn}");
+                assert!(c.held_extra >= 0.0 && c.held_extra <= t.delta.max(0.0) + t.noise);
+                assert_eq!(c.held_extra > 0.0, t.is_up(), "{xn} vs {yn}");
+            }
+        }
+    }
+}
+
+/// Moves `bytes` from part `from` to part `to` of a real attempt.
+fn relabel(h: &Headline, from: usize, to: usize, bytes: i64) -> Headline {
+    let mut h = h.clone();
+    let parts: &mut Vec<HeldPart> = h.held_step1_end.as_mut().unwrap();
+    let (from, to) = (from % parts.len(), to % parts.len());
+    parts[from].bytes -= bytes;
+    parts[to].bytes += bytes;
+    h
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Bytes of a real attempt held under another source are no cost, and
+    /// growth inside any part (inferred ones too) shows in the charge.
+    #[test]
+    fn real_attempts_relabelled_or_grown(
+        i in any::<prop::sample::Index>(),
+        j in any::<prop::sample::Index>(),
+        from in 0usize..8,
+        to in 0usize..8,
+        mib in 0i64..2048,
+        grow_mib in 0i64..2048,
+    ) {
+        let heads = all_headlines();
+        let (b, v) = (&heads[i.index(heads.len())].1, &heads[j.index(heads.len())].1);
+        let c = costs(&one("baseline", b), &one("variant", v));
+        let moved = relabel(v, from, to, mib << 20);
+        let m = costs(&one("baseline", b), &one("variant", &moved));
+        prop_assert_eq!(c.held_extra, m.held_extra);
+        prop_assert_eq!(c.held_total_step1_end, m.held_total_step1_end);
+        let mut grown = v.clone();
+        let parts = grown.held_step1_end.as_mut().unwrap();
+        let k = from % parts.len();
+        parts[k].bytes += grow_mib << 20;
+        let g = costs(&one("baseline", b), &one("variant", &grown));
+        let (t0, t1) = (c.held_total_step1_end.unwrap(), g.held_total_step1_end.unwrap());
+        prop_assert!((t1.delta - t0.delta - (grow_mib << 20) as f64).abs() < 1.0);
+        if t1.is_up() {
+            prop_assert!((g.held_extra - t1.delta).abs() < 1.0);
+        }
+    }
+}
