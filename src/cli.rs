@@ -64,6 +64,40 @@ fn check_command(cli: Cli) -> Result<Cli, clap::Error> {
     Ok(cli)
 }
 
+/// The end of `run --help`: the presets and every known prewarm, which a
+/// variant names (verdicts judge a variant on what its prewarms target, and
+/// a report's note about an unknown prewarm points here).
+pub fn run_epilogue() -> String {
+    use crate::prewarm::catalog::CATALOG;
+    let mut t = String::from(
+        "Presets (--preset):\n  nemo-automodel      a baseline, one variant per NeMo AutoModel prewarm,\n                      and 'all'\n  env:NAME[,NAME...]  a baseline and one variant per NAME, run with\n                      PREWARM_<NAME>=1\n\nKnown prewarms (a variant names them with `prewarms = [...]` in\n--variants-file, or they are recognised from its flag or environment variable):\n",
+    );
+    for p in CATALOG {
+        let how = match (p.flag, p.env) {
+            (Some(f), _) => format!(", {f} true"),
+            (None, Some(e)) => format!(", {e}=1"),
+            (None, None) => String::new(),
+        };
+        let targets: Vec<&str> = p.targets.iter().map(|c| c.label()).collect();
+        t.push_str(&format!("  {} ({}{how})\n", p.name, p.framework));
+        let about = format!("{}; targets {}", p.description, targets.join(", "));
+        // Wrapped here, indented: clap re-wraps long lines flush left.
+        let mut line = String::new();
+        for word in about.split(' ') {
+            if !line.is_empty() && line.len() + 1 + word.len() > 70 {
+                t.push_str(&format!("      {line}\n"));
+                line.clear();
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        t.push_str(&format!("      {line}\n"));
+    }
+    t
+}
+
 /// Prove what each CUDA/Triton/NCCL prewarm moves out of training step 1.
 #[derive(Debug, Parser)]
 #[command(name = "prewarm-doctor", version, about, long_about = None)]
@@ -75,6 +109,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a training command under capture (every rank), then print its step-1 story.
+    #[command(after_long_help = run_epilogue())]
     Run(RunArgs),
     /// Print the summary of a saved run directory, or write it as JSON, Markdown, CSV, HTML, PNG charts or a Perfetto trace.
     Report(ReportArgs),
@@ -176,14 +211,35 @@ pub enum FormatArg {
     Json,
     /// Markdown for pull requests; also appended to $GITHUB_STEP_SUMMARY when that is set.
     Md,
-    /// Tidy CSV, one measurement per row (report only).
+    /// Tidy CSV, one measurement per row.
     Csv,
-    /// One self-contained HTML file with charts; opens offline (report only).
+    /// One self-contained HTML file with charts; opens offline.
     Html,
-    /// PNG charts, one file per chart, into the folder given with -o (report only).
+    /// PNG charts, one file per chart, into the folder given with -o.
     Png,
-    /// Chrome trace-event JSON for ui.perfetto.dev (report only).
+    /// Chrome trace-event JSON for ui.perfetto.dev.
     Perfetto,
+}
+
+/// Output formats of `diff`: the ones a comparison has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormatArg {
+    /// Human-readable comparison.
+    Text,
+    /// The comparison as JSON (docs/json-schema.md).
+    Json,
+    /// Markdown for pull requests; also appended to $GITHUB_STEP_SUMMARY when that is set.
+    Md,
+}
+
+impl From<DiffFormatArg> for FormatArg {
+    fn from(f: DiffFormatArg) -> FormatArg {
+        match f {
+            DiffFormatArg::Text => FormatArg::Text,
+            DiffFormatArg::Json => FormatArg::Json,
+            DiffFormatArg::Md => FormatArg::Md,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -201,7 +257,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "VARIANT[/N]")]
     pub attempt: Option<String>,
     /// Text: tell every attempt, not just the baseline's first (Markdown folds every attempt by default).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "attempt")]
     pub all: bool,
     /// Exit with code 11 when this holds, e.g. 'step1_oop>0' or 'cublas:verdict!=works' (docs/gating.md). Repeatable.
     #[arg(long = "fail-if", value_name = "EXPR")]
@@ -214,9 +270,9 @@ pub struct DiffArgs {
     pub old: PathBuf,
     /// The later run directory.
     pub new: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
-    pub format: FormatArg,
+    /// Output format (for CSV, HTML, PNG or a Perfetto trace, run `report --format F` on each run).
+    #[arg(long, value_enum, default_value_t = DiffFormatArg::Text)]
+    pub format: DiffFormatArg,
     /// Exit with code 11 when this holds for the new run relative to the old, e.g. 'step1_peak>+5%'. Repeatable.
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,

@@ -253,6 +253,15 @@ fn spawn_failure_code(e: &crate::capture::child::ChildError) -> i32 {
     }
 }
 
+/// `--step-marker` is compiled by the shim with Python's `re`; it is checked
+/// here with a regex engine that accepts the same syntax (lookarounds,
+/// backreferences, `(?P<name>...)`), so a pattern Python takes is not refused.
+fn check_step_marker(m: &str) -> Result<(), String> {
+    fancy_regex::Regex::new(m)
+        .map(|_| ())
+        .map_err(|e| format!("--step-marker '{m}' is not a valid regular expression: {e}"))
+}
+
 fn run(args: RunArgs) -> i32 {
     if args.tui
         && let Err(e) = crate::tui::require_terminal(
@@ -264,11 +273,9 @@ fn run(args: RunArgs) -> i32 {
         return exit::DOCTOR_FAILED;
     }
     if let Some(m) = &args.step_marker
-        && let Err(e) = regex::Regex::new(m)
+        && let Err(e) = check_step_marker(m)
     {
-        output::error(format_args!(
-            "--step-marker '{m}' is not a valid regular expression: {e}"
-        ));
+        output::error(e);
         return exit::DOCTOR_FAILED;
     }
     let (variants, baseline) =
@@ -476,7 +483,27 @@ fn format(f: FormatArg) -> Format {
     }
 }
 
+/// The flags of `report` that a format cannot honour, as the usage error
+/// that says what to do instead.
+fn report_usage_error(args: &ReportArgs) -> Option<String> {
+    let tells = matches!(args.format, FormatArg::Text | FormatArg::Md);
+    let f = format!("{:?}", args.format).to_lowercase();
+    if !tells && (args.attempt.is_some() || args.all) {
+        let flag = if args.all { "--all" } else { "--attempt" };
+        return Some(format!(
+            "{flag} chooses the attempts the text and Markdown reports tell; --format {f} always holds every attempt (drop {flag}, or use --format text or md)"
+        ));
+    }
+    let to_stdout = args.output.as_deref().is_none_or(|p| p == Path::new("-"));
+    (args.format == FormatArg::Png && to_stdout)
+        .then(|| "--format png writes one file per chart: give a folder with -o DIR".into())
+}
+
 fn report(args: ReportArgs) -> i32 {
+    if let Some(why) = report_usage_error(&args) {
+        output::error(why);
+        return exit::USAGE;
+    }
     let gates = match parse_gates(&args.fail_if) {
         Ok(g) => g,
         Err(code) => return code,
@@ -502,6 +529,10 @@ fn report(args: ReportArgs) -> i32 {
         Err(e @ ReportError::NoSuchAttempt(_)) => {
             output::error(e);
             return exit::NO_SUCH_ATTEMPT;
+        }
+        Err(e @ ReportError::Usage(_)) => {
+            output::error(e);
+            return exit::USAGE;
         }
         Err(e) => {
             output::error(e);
@@ -536,17 +567,6 @@ fn diff(args: DiffArgs) -> i32 {
         Ok(g) => g,
         Err(code) => return code,
     };
-    if matches!(
-        args.format,
-        FormatArg::Csv | FormatArg::Html | FormatArg::Png | FormatArg::Perfetto
-    ) {
-        let f = format!("{:?}", args.format).to_lowercase();
-        output::error(format_args!(
-            "diff has no {} form; use --format json (or report --format {f} on each run)",
-            f.to_uppercase()
-        ));
-        return exit::USAGE;
-    }
     let inputs = match DiffInputs::load(&args.old, &args.new) {
         Ok(i) => i,
         Err(e) => {
@@ -554,7 +574,7 @@ fn diff(args: DiffArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    match write_diff(format(args.format), &inputs.diff()) {
+    match write_diff(format(args.format.into()), &inputs.diff()) {
         Ok(said) => said.iter().for_each(output::error),
         Err(e) => {
             output::error(e);
@@ -693,5 +713,24 @@ impl<W: Write> LineSink<W> {
             self.failed = Some(e);
         }
         self.failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_marker_takes_what_pythons_re_takes() {
+        for ok in [
+            r"step (?=\d)",
+            r"(?<!warm)step",
+            r"(?P<n>step)\s(?P=n)?",
+            r"^train_step$",
+        ] {
+            assert!(check_step_marker(ok).is_ok(), "{ok}");
+        }
+        let e = check_step_marker("step (").unwrap_err();
+        assert!(e.contains("--step-marker 'step ('"), "{e}");
     }
 }

@@ -18,14 +18,25 @@ use std::io::{ErrorKind, Write};
 /// Prefix of every message the doctor writes about itself.
 pub const PREFIX: &str = "prewarm-doctor: ";
 
-/// One message line on stderr, `prewarm-doctor: MSG`. Messages quote paths,
-/// flags and names from the user or a run folder, so the message is kept on
-/// one line with every control character shown as an escape
-/// (`crate::report::escape`). Write errors are ignored: there is nowhere
-/// left to report them.
+/// One message on stderr, `prewarm-doctor: MSG`. Messages quote paths,
+/// flags and names from the user or a run folder, so every control character
+/// is shown as an escape (`crate::report::escape`) — except the line breaks
+/// of a message that has several lines (a TOML parser's error with its
+/// caret), which stay line breaks, each further line indented under the
+/// first: a literal `\n` in an error is unreadable. Write errors are
+/// ignored: there is nowhere left to report them.
 pub fn error(msg: impl Display) {
-    let line = format!("{PREFIX}{}\n", terminal(&msg.to_string()));
-    write_stderr(&line);
+    write_stderr(&error_text(&msg.to_string()));
+}
+
+/// The text [`error`] writes for `msg`.
+pub fn error_text(msg: &str) -> String {
+    let lines: Vec<String> = msg
+        .trim_end_matches(['\n', '\r'])
+        .lines()
+        .map(|l| terminal(l).into_owned())
+        .collect();
+    format!("{PREFIX}{}\n", lines.join("\n  "))
 }
 
 /// Text on stderr (progress lines, the end-of-run summary), its newlines kept
@@ -76,6 +87,17 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_multi_line_error_keeps_its_line_breaks_and_escapes_the_rest() {
+        let text = error_text("bad.toml: parse error at line 2\n  |\n2 | nam\x1b[31m\n");
+        assert!(!text.contains("\\n"), "{text}");
+        assert_eq!(
+            text,
+            "prewarm-doctor: bad.toml: parse error at line 2\n    |\n  2 | nam\\x1b[31m\n"
+        );
+        assert_eq!(error_text("one line"), "prewarm-doctor: one line\n");
     }
 
     #[test]

@@ -93,7 +93,7 @@ fn a_closed_stderr_and_stdout_never_replace_the_commands_exit_code() {
 
 #[test]
 fn report_into_a_closed_pipe_exits_with_the_code_it_would_have_had() {
-    for format in ["json", "text", "md", "csv"] {
+    for format in ["json", "text", "md", "csv", "perfetto", "html"] {
         let out = raw_doctor(&["report", "reports/h200-matrix", "--format", format])
             .stdout(closed_pipe())
             .stderr(Stdio::piped())
@@ -288,6 +288,154 @@ fn usage_errors_of_run_are_125_and_of_other_verbs_2() {
         .code(0)
         .stdout(predicate::str::contains("--out"));
     doctor().arg("--version").assert().code(0);
+}
+
+#[test]
+fn flags_a_format_cannot_honour_are_usage_errors_that_say_what_to_do() {
+    // PNG writes a folder of files: without -o it is a usage error (2).
+    doctor()
+        .args(["report", "reports/h200-matrix", "--format", "png"])
+        .current_dir(root())
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains("give a folder with -o DIR"));
+    // --attempt and --all choose what the text formats tell; the others hold
+    // every attempt and say so instead of ignoring the flag.
+    for (format, flag) in [
+        ("json", ["--attempt", "cublas/2"].as_slice()),
+        ("csv", ["--attempt", "cublas"].as_slice()),
+        ("html", ["--all"].as_slice()),
+    ] {
+        doctor()
+            .args(["report", "reports/h200-matrix", "--format", format])
+            .args(flag)
+            .current_dir(root())
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(format!(
+                "--format {format} always holds every attempt"
+            )));
+    }
+    doctor()
+        .args([
+            "report",
+            "reports/h200-matrix",
+            "--all",
+            "--attempt",
+            "cublas",
+        ])
+        .current_dir(root())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with"));
+    // diff lists only the formats it has.
+    let help = doctor().args(["diff", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("- md:"), "{help}");
+    for refused in ["- csv:", "- html:", "- png:", "- perfetto:"] {
+        assert!(!help.contains(refused), "{refused} in diff --help: {help}");
+    }
+    doctor()
+        .args([
+            "diff",
+            "reports/h200-matrix",
+            "reports/h200-matrix",
+            "--format",
+            "csv",
+        ])
+        .current_dir(root())
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn run_help_lists_the_presets_and_every_known_prewarm() {
+    let help = doctor().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("nemo-automodel"), "{help}");
+    for p in prewarm_doctor::prewarm::catalog::CATALOG {
+        assert!(
+            help.contains(&format!("  {} (", p.name)),
+            "{}: {help}",
+            p.name
+        );
+    }
+}
+
+#[test]
+fn a_multi_line_error_keeps_its_lines_and_prints_no_literal_backslash_n() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[[variant]]\nnam = \"b\"\n").unwrap();
+    let out = doctor()
+        .args(["run", "--no-probe", "--out"])
+        .arg(dir.path().join("r"))
+        .arg("--variants-file")
+        .arg(&file)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown field `nam`"), "{err}");
+    assert!(!err.contains("\\n"), "a literal \\n: {err}");
+    assert!(err.lines().count() > 1, "{err}");
+}
+
+#[test]
+fn a_step_marker_in_pythons_re_syntax_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    doctor()
+        .args([
+            "run",
+            "--no-probe",
+            "--step-marker",
+            r"step (?=\d)",
+            "--out",
+        ])
+        .arg(dir.path().join("r"))
+        .args(["--", "true"])
+        .assert()
+        .code(0);
+    doctor()
+        .args(["run", "--no-probe", "--step-marker", "step (", "--out"])
+        .arg(dir.path().join("r2"))
+        .args(["--", "true"])
+        .assert()
+        .code(125)
+        .stderr(predicate::str::contains("--step-marker 'step ('"));
+}
+
+#[test]
+fn a_command_that_is_not_found_is_127_and_its_attempt_says_it_never_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    doctor()
+        .args(["run", "--no-probe", "--out"])
+        .arg(&out)
+        .args(["--", "prewarm-doctor-no-such-command"])
+        .assert()
+        .code(127)
+        .stderr(predicate::str::contains(
+            "(the command could not be started)",
+        ));
+    let text = doctor().arg("report").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("attempt 1 (the command could not be started)"),
+        "{text}"
+    );
+    assert!(!text.contains("interrupted"), "{text}");
+    let json = doctor()
+        .arg("report")
+        .arg(&out)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["attempts"][0]["interrupted"], false, "{json}");
 }
 
 #[test]
@@ -691,4 +839,36 @@ fn arguments_and_environment_that_are_not_utf8_reach_the_command_byte_for_byte()
         .arg(dir.path().join("r"))
         .assert()
         .success();
+}
+
+#[test]
+fn a_matrix_that_captured_nothing_reads_whole_words_and_no_repeat_advice() {
+    // `run --out X --preset nemo-automodel -- true; report X`: a variant
+    // named with all its prewarms is wider than half a line.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nemo");
+    doctor()
+        .args(["run", "--no-probe", "--preset", "nemo-automodel", "--out"])
+        .arg(&out)
+        .args(["--", "true"])
+        .assert()
+        .code(0);
+    let text = doctor().arg("report").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("INCONCLUSIVE"), "{text}");
+    assert!(!text.contains("I N C O N"), "{text}");
+    // No line is a column of single characters.
+    let singles = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(4)
+        .filter(|w| {
+            w.iter()
+                .all(|t| t.chars().count() == 1 && t.chars().all(char::is_alphabetic))
+        })
+        .count();
+    assert_eq!(singles, 0, "{text}");
+    // The attempts ran to their end and captured no step 1: repeating them
+    // captures nothing more, so there is no --repeat advice.
+    assert!(!text.contains("--repeat 3"), "{text}");
 }

@@ -545,7 +545,10 @@ fn a_prescription_replays_each_key_through_the_kernels_own_autotuner() {
         .arg("-c")
         .arg(REPLAY)
         .arg(&file)
-        .env("PYTHONPATH", root().join("tests/shim/fake_triton_prescribe"))
+        .env(
+            "PYTHONPATH",
+            root().join("tests/shim/fake_triton_prescribe"),
+        )
         .env("RANK", "0")
         .output()
         .unwrap();

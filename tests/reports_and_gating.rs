@@ -577,7 +577,7 @@ fn csv_is_tidy_and_holds_the_per_phase_sources() {
         .current_dir(root())
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("diff has no CSV form"));
+        .stderr(predicate::str::contains("possible values: text, json, md"));
 }
 
 #[test]
@@ -601,4 +601,57 @@ fn markdown_names_the_worst_rank_across_nodes() {
         "{text}"
     );
     assert!(text.contains("#### rank 1 on node1"), "{text}");
+}
+
+/// Two recordings of the same recipe: gates print the digits that decide
+/// them, say when a time change is within the noise of the two runs, and
+/// `beyond noise` fails only on changes larger than that.
+#[test]
+fn diff_gates_show_their_digits_and_the_noise_of_both_runs() {
+    let diff = |gates: &[&str]| {
+        let mut c = doctor();
+        c.args([
+            "diff",
+            "reports/h200-matrix",
+            "tests/fixtures/h200/matrix-live",
+        ]);
+        for g in gates {
+            c.args(["--fail-if", g]);
+        }
+        let o = c.current_dir(root()).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = diff(&["step1_peak>2GiB"]);
+    assert_eq!(code, Some(11));
+    for line in err.lines() {
+        // A verdict never stands beside two figures that print the same.
+        if let Some((_, cmp)) = line.split_once(": FAILED: ").or(line.split_once(": ok: ")) {
+            let cmp = cmp.trim_end_matches(" does not hold");
+            let (a, b) = cmp.split_once(" > ").unwrap();
+            assert_ne!(a, b, "{line}");
+        }
+    }
+    assert!(
+        err.contains("on 'cublas': FAILED: 2,158,821,376 B > 2,147,483,648 B"),
+        "{err}"
+    );
+    // The same recipe recorded twice: +31% on the baseline is within noise.
+    let (code, out, err) = diff(&["baseline:step1_time>+10%"]);
+    assert_eq!(code, Some(11));
+    assert!(err.contains("within the noise of the two runs"), "{err}");
+    assert!(out.contains("+31.4%, within noise"), "{out}");
+    let (code, _, err) = diff(&["baseline:step1_time>+10% beyond noise"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("holds, but within the noise"), "{err}");
+    // nccl_comm's +36.5% is beyond the noise of its repeats: still fails.
+    let (code, _, err) = diff(&["nccl_comm:step1_time>+10% beyond noise"]);
+    assert_eq!(code, Some(11), "{err}");
+    // A change without a unit is refused, with the fix.
+    let (code, _, err) = diff(&["step1_peak>+5"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("write '+5%' for a relative change"), "{err}");
 }

@@ -90,7 +90,7 @@ fn every_marker_of_the_synthetic_run_is_described_once_with_its_detail() {
         .timeline
         .markers
         .iter()
-        .map(prewarm_doctor::report::model::marker_text)
+        .map(|m| prewarm_doctor::report::model::marker_text(m, r.no_step()))
         .collect();
     let shown: String = texts
         .join("\n")
@@ -313,4 +313,136 @@ fn the_cli_writes_html_png_and_perfetto() {
         .unwrap();
     assert!(st.status.success());
     check_trace(&st.stdout);
+}
+
+/// Every H200 recording and the bundled matrix.
+fn recordings() -> Vec<std::path::PathBuf> {
+    let mut runs = vec![repo("reports/h200-matrix")];
+    let mut fixtures: Vec<_> = std::fs::read_dir(repo("tests/fixtures/h200"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    fixtures.sort();
+    runs.extend(fixtures);
+    runs
+}
+
+/// The pairs of text boxes of a chart that share pixels.
+fn overlapping(m: &ReportModel, chart: &Chart) -> Vec<String> {
+    let boxes = prewarm_doctor::report::png::chart_text_boxes(m, chart).unwrap();
+    assert!(!boxes.is_empty(), "{chart:?} drew no text");
+    let mut out = Vec::new();
+    for (i, a) in boxes.iter().enumerate() {
+        for b in &boxes[i + 1..] {
+            if a.overlaps(b) {
+                out.push(format!("{a:?} / {b:?}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_two_labels_of_any_chart_overlap_on_any_recording() {
+    for run in recordings() {
+        let m = model_of(&run, &run.display().to_string());
+        for chart in Chart::all(&m) {
+            let clashes = overlapping(&m, &chart);
+            assert!(
+                clashes.is_empty(),
+                "{}: {chart:?}: {clashes:#?}",
+                run.display()
+            );
+        }
+    }
+}
+
+/// A layout case no recording has: the bundled matrix's verdicts under
+/// eight names, long ones among them (an in-memory copy, not a recording).
+#[test]
+fn moved_vs_cost_stays_legible_with_many_variants_and_long_names() {
+    let mut m = model_of(&repo("reports/h200-matrix"), "reports/h200-matrix");
+    let matrix = m.matrix.as_mut().unwrap();
+    let names = [
+        "cublas_backward",
+        "fla_gdn_autotune",
+        "mamba_ssd_autotune",
+        "comm_groups",
+        "pipeline_stage_compile",
+        "pipeline_stage_compile_and_every_other_prewarm_of_the_recipe_at_once",
+        "a variant named with spaces that goes on for a while",
+        "all",
+    ];
+    let template = matrix.verdicts.clone();
+    matrix.verdicts = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut v = template[i % template.len()].clone();
+            v.variant = n.to_string();
+            v
+        })
+        .collect();
+    if let Some(dir) = std::env::var_os("PD_KEEP_CHARTS") {
+        // To look at it: PD_KEEP_CHARTS=/tmp/charts cargo test --test visual_reports
+        let png = render_to_vec(&PngChart(Chart::MovedVsCost), &m).unwrap();
+        std::fs::write(std::path::Path::new(&dir).join("moved-vs-cost-8.png"), png).unwrap();
+    }
+    let clashes = overlapping(&m, &Chart::MovedVsCost);
+    assert!(clashes.is_empty(), "{clashes:#?}");
+    let boxes = prewarm_doctor::report::png::chart_text_boxes(&m, &Chart::MovedVsCost).unwrap();
+    let (w, h) = Chart::MovedVsCost.size(&m);
+    for b in &boxes {
+        assert!(
+            b.x0 >= 0 && b.y0 >= 0 && b.x1 <= w as i32 && b.y1 <= h as i32,
+            "{b:?} outside {w}x{h}"
+        );
+    }
+    let all_text: Vec<&str> = boxes.iter().map(|b| b.text.as_str()).collect();
+    // The name too long for two lines is numbered, and spelled out in the key.
+    assert!(
+        all_text
+            .contains(&"6 = pipeline_stage_compile_and_every_other_prewarm_of_the_recipe_at_once"),
+        "{all_text:#?}"
+    );
+    assert!(
+        all_text.contains(&"7 = a variant named with spaces that goes on for a while"),
+        "{all_text:#?}"
+    );
+    // Names that fit two lines are wrapped whole: every piece is drawn.
+    for piece in ["pipeline_stage_", "compile", "mamba_ssd_autotune"] {
+        assert!(all_text.contains(&piece), "{piece}: {all_text:#?}");
+    }
+}
+
+#[test]
+fn the_waterfalls_and_timelines_of_one_report_share_one_unit() {
+    let m = model_of(&repo("reports/h200-matrix"), "reports/h200-matrix");
+    let mut units = std::collections::BTreeSet::new();
+    for chart in Chart::all(&m) {
+        if matches!(chart, Chart::MovedVsCost) {
+            continue;
+        }
+        for b in prewarm_doctor::report::png::chart_text_boxes(&m, &chart).unwrap() {
+            if let Some(u) = b.text.strip_prefix("device memory (") {
+                units.insert(u.trim_end_matches(')').to_string());
+            }
+        }
+    }
+    assert_eq!(units.len(), 1, "{units:?}");
+    // Long part names are wrapped, never cut.
+    let boxes = prewarm_doctor::report::png::chart_text_boxes(
+        &m,
+        &Chart::Waterfall {
+            variant: "baseline".into(),
+        },
+    )
+    .unwrap();
+    assert!(boxes.iter().all(|b| !b.text.contains('…')), "{boxes:#?}");
+    assert!(
+        boxes
+            .iter()
+            .any(|b| b.text.starts_with("CUDA context (incl."))
+    );
 }

@@ -2,13 +2,17 @@
 //! `diff` (the second run relative to the first). Grammar (docs/gating.md):
 //!
 //! ```text
-//! [VARIANT|PREWARM:]METRIC OP VALUE
+//! [VARIANT|PREWARM:]METRIC OP VALUE [beyond noise]
 //! METRIC  step1_peak | step1_oop | step1_time | setup_time | step1_headroom | failed | verdict
 //! OP      > >= < <= == !=
 //! VALUE   number with unit (0, 512MiB, 2GiB, 2GB, 1.5s, 300ms), relative change (+5%, -10%),
 //!         absolute change (+256MiB, +0.5s), or for verdict: works | partial | no_effect |
 //!         regression | inconclusive
 //! ```
+//!
+//! `beyond noise` (changes only) fails a gate only when the change is also
+//! larger than the noise of the two runs (their repeats' spread, or the
+//! documented model with one attempt: docs/verdicts.md §3).
 //!
 //! A gate that names a variant, prewarm or metric the run does not have is an
 //! error, never a pass. Results are data; `report::gates` phrases them.
@@ -38,6 +42,18 @@ pub enum GateError {
         "--fail-if '{0}': relative and change values (+5%, +256MiB) need two runs: use `prewarm-doctor diff OLD NEW --fail-if ...`"
     )]
     NeedsDiff(String),
+    #[error(
+        "--fail-if '{expr}': the change '{value}' has no unit: write '{value}%' for a relative change, or {examples} for an absolute one"
+    )]
+    UnitlessChange {
+        expr: String,
+        value: String,
+        examples: String,
+    },
+    #[error(
+        "--fail-if '{0}': 'beyond noise' qualifies a change (+5%, +256MiB, +0.5s) between two runs, not an absolute limit or a verdict"
+    )]
+    NoiseNeedsChange(String),
     #[error(
         "--fail-if '{expr}': no variant or prewarm named '{name}' in {where_} (variants: {}; prewarms: {})",
         list(.variants), list(.prewarms)
@@ -195,6 +211,9 @@ pub struct Gate {
     pub metric: Metric,
     pub op: Op,
     pub limit: Limit,
+    /// `... beyond noise`: fail only when the change is also larger than
+    /// the noise of the two runs.
+    pub beyond_noise: bool,
 }
 
 /// "2GiB" -> (2·2^30, Binary), "2GB" -> (2·10^9, Decimal), "300ms" -> (0.3, Seconds).
@@ -259,6 +278,10 @@ impl Gate {
     pub fn parse(expr: &str) -> Result<Gate, GateError> {
         let text = expr.trim().to_string();
         let (lhs, op, rhs) = split_op(&text).ok_or_else(|| GateError::Form(text.clone()))?;
+        let (rhs, beyond_noise) = match strip_noise(rhs) {
+            Some(r) => (r, true),
+            None => (rhs, false),
+        };
         let (name, metric_name) = match lhs.rsplit_once(':') {
             Some((v, m)) => (Some(v.trim().to_string()), m.trim()),
             None => (None, lhs),
@@ -275,12 +298,16 @@ impl Gate {
                 metric: metric_name.to_string(),
             })?;
         let limit = parse_limit(&text, metric, op, rhs)?;
+        if beyond_noise && !matches!(limit, Limit::Relative { .. } | Limit::Change { .. }) {
+            return Err(GateError::NoiseNeedsChange(text));
+        }
         Ok(Gate {
             text,
             name,
             metric,
             op,
             limit,
+            beyond_noise,
         })
     }
 
@@ -288,6 +315,15 @@ impl Gate {
     pub fn needs_diff(&self) -> bool {
         matches!(self.limit, Limit::Relative { .. } | Limit::Change { .. })
     }
+}
+
+/// The value without its `beyond noise` qualifier, if it has one.
+fn strip_noise(rhs: &str) -> Option<&str> {
+    const QUALIFIER: &str = "beyond noise";
+    let n = rhs.len().checked_sub(QUALIFIER.len())?;
+    (rhs.is_char_boundary(n) && rhs[n..].eq_ignore_ascii_case(QUALIFIER))
+        .then(|| rhs[..n].trim_end())
+        .filter(|r| !r.is_empty())
 }
 
 fn parse_limit(text: &str, metric: Metric, op: Op, rhs: &str) -> Result<Limit, GateError> {
@@ -315,6 +351,21 @@ fn parse_limit(text: &str, metric: Metric, op: Op, rhs: &str) -> Result<Limit, G
     })?;
     unit_fits(metric.kind(), unit).map_err(bad)?;
     let change = rhs.starts_with('+') || (rhs.starts_with('-') && metric != Metric::Step1Headroom);
+    // `step1_peak>+5` reads as five bytes, which nobody means: a change of
+    // bytes or seconds names its unit (or is a percentage).
+    let measured = matches!(metric.kind(), MetricKind::Bytes | MetricKind::Seconds);
+    if change && measured && unit == UnitFamily::Plain && value != 0.0 {
+        let number = rhs.trim();
+        let examples = match metric.kind() {
+            MetricKind::Seconds => format!("'{number}s' or '{number}ms'"),
+            _ => format!("'{number}MiB' or '{number}GiB'"),
+        };
+        return Err(GateError::UnitlessChange {
+            expr: text.to_string(),
+            value: number.to_string(),
+            examples,
+        });
+    }
     Ok(if change {
         Limit::Change { value, unit }
     } else {
@@ -356,6 +407,55 @@ pub struct GateResult {
     pub limit: Limit,
     pub observed: Observed,
     pub failed: bool,
+    /// Whether the comparison itself holds; differs from `failed` only for a
+    /// `beyond noise` gate whose change is within the noise.
+    pub holds: bool,
+    /// For a change between two runs: how it compares with their noise.
+    pub noise: Option<NoiseCheck>,
+}
+
+/// A change between two runs against the noise of both (their repeats'
+/// spread, or the documented model with one attempt on a side).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NoiseCheck {
+    /// The threshold the change was compared with, in the metric's unit.
+    pub threshold: f64,
+    /// Whether the change is no larger than the threshold (or in the model's
+    /// grey zone): it may be noise.
+    pub within: bool,
+    pub basis: super::noise::Basis,
+}
+
+/// The noise quantity of a metric.
+fn quantity(m: Metric) -> super::noise::Quantity {
+    use super::noise::Quantity;
+    match m.kind() {
+        MetricKind::Seconds => Quantity::Seconds,
+        MetricKind::Count | MetricKind::Class => Quantity::Events,
+        MetricKind::Bytes => Quantity::Bytes,
+    }
+}
+
+fn metric_stat(v: &VariantSummary, m: Metric) -> Option<Stat> {
+    match m {
+        Metric::Step1Peak => v.step1_device_peak,
+        Metric::Step1Oop => v.step1_out_of_pool,
+        Metric::Step1Time => v.step1_s,
+        Metric::SetupTime => v.setup_s,
+        Metric::Step1Headroom => v.step1_tightest_headroom,
+        Metric::Failed | Metric::Verdict => None,
+    }
+}
+
+/// How the change of `m` from `old` to `new` compares with the noise of both.
+pub fn noise_check(m: Metric, old: &VariantSummary, new: &VariantSummary) -> Option<NoiseCheck> {
+    use super::noise::{Outcome, assess};
+    let c = assess(quantity(m), metric_stat(old, m)?, metric_stat(new, m)?);
+    Some(NoiseCheck {
+        threshold: c.noise,
+        within: matches!(c.outcome, Outcome::Within | Outcome::Unsure),
+        basis: c.basis,
+    })
 }
 
 fn metric_value(v: &VariantSummary, m: Metric) -> Option<f64> {
@@ -537,12 +637,20 @@ pub fn evaluate(gates: &[Gate], runs: &Runs) -> Result<Vec<GateResult>, GateErro
         for name in resolve(g, runs)? {
             let new = runs.new.iter().find(|v| v.name == name);
             let old = runs.old.map(|o| o.iter().find(|v| v.name == name));
-            let (observed, failed) = match (new, old) {
+            let (observed, mut failed) = match (new, old) {
                 (Some(n), Some(Some(o))) => observe(g, n, Some(o), runs),
                 (Some(n), None) => observe(g, n, None, runs),
                 (None, _) => one_side(RunSide::Old, runs.allow_missing),
                 (Some(_), Some(None)) => one_side(RunSide::New, runs.allow_missing),
             };
+            let noise = match (new, old, &observed) {
+                (Some(n), Some(Some(o)), Observed::Change { .. }) => noise_check(g.metric, o, n),
+                _ => None,
+            };
+            let holds = failed;
+            if g.beyond_noise && noise.is_some_and(|c| c.within) {
+                failed = false;
+            }
             out.push(GateResult {
                 gate: g.text.clone(),
                 variant: name,
@@ -551,6 +659,8 @@ pub fn evaluate(gates: &[Gate], runs: &Runs) -> Result<Vec<GateResult>, GateErro
                 limit: g.limit.clone(),
                 observed,
                 failed,
+                holds,
+                noise,
             });
         }
     }

@@ -278,3 +278,54 @@ fn relative_and_change_limits() {
     );
     assert_eq!(relative_change(0.0, 0.0), 0.0);
 }
+
+#[test]
+fn a_unitless_change_of_bytes_or_seconds_is_refused_with_the_fix() {
+    let e = Gate::parse("step1_peak>+5").unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, GateError::UnitlessChange { .. }), "{e:?}");
+    assert!(msg.contains("'+5%'") && msg.contains("'+5MiB'"), "{msg}");
+    let msg = Gate::parse("setup_time>+2").unwrap_err().to_string();
+    assert!(msg.contains("'+2s'"), "{msg}");
+    // A plain absolute figure, a zero change and a count stay accepted.
+    assert!(Gate::parse("step1_oop>0").is_ok());
+    assert!(Gate::parse("step1_oop>+0").is_ok());
+    assert!(Gate::parse("failed>+1").is_ok());
+    assert!(Gate::parse("step1_headroom<-5").is_ok());
+}
+
+#[test]
+fn beyond_noise_qualifies_changes_only() {
+    let g = Gate::parse("step1_time>+10% beyond noise").unwrap();
+    assert!(g.beyond_noise);
+    assert_eq!(g.limit, Limit::Relative { fraction: 0.1 });
+    assert!(
+        Gate::parse("setup_time > +0.5s Beyond Noise")
+            .unwrap()
+            .beyond_noise
+    );
+    assert!(!Gate::parse("step1_time>+10%").unwrap().beyond_noise);
+    assert!(matches!(
+        Gate::parse("step1_time>2s beyond noise"),
+        Err(GateError::NoiseNeedsChange(_))
+    ));
+    assert!(Gate::parse("step1_time>beyond noise").is_err());
+}
+
+#[test]
+fn a_beyond_noise_gate_passes_a_change_within_the_noise_of_both_runs() {
+    let with_times = |name: &str, times: &[f64]| VariantSummary {
+        step1_s: Stat::of(times),
+        ..summary(name, &[], Some(GIB), 0.0)
+    };
+    let old = [with_times("v", &[8.0, 10.0, 12.0])];
+    let new = [with_times("v", &[11.0, 13.0, 16.0])];
+    let gates = [
+        Gate::parse("step1_time>+10%").unwrap(),
+        Gate::parse("step1_time>+10% beyond noise").unwrap(),
+    ];
+    let r = evaluate(&gates, &runs(&new, Some(&old))).unwrap();
+    assert!(r[0].failed && r[0].holds);
+    assert!(!r[1].failed && r[1].holds);
+    assert!(r[1].noise.is_some_and(|n| n.within), "{:?}", r[1].noise);
+}

@@ -90,6 +90,8 @@ pub enum Exclusion {
     Warmup,
     /// A signal stopped it, or it never recorded an exit status.
     Interrupted,
+    /// The command could not be started (not found, not executable).
+    NotStarted,
     /// Some of its files are corrupt.
     Damaged { problems: Vec<Problem> },
 }
@@ -212,6 +214,9 @@ pub fn exclusions(a: &AttemptAccount) -> Vec<Exclusion> {
     }
     if a.interrupted {
         out.push(Exclusion::Interrupted);
+    }
+    if a.not_started {
+        out.push(Exclusion::NotStarted);
     }
     let damaged: Vec<Problem> = a
         .problems

@@ -38,6 +38,9 @@ pub struct AttemptAccount {
     /// Stopped by a signal the doctor forwarded (Ctrl-C, timeout) or never finished:
     /// incomplete, so comparisons leave it out.
     pub interrupted: bool,
+    /// The command could not be started (not found, not executable): no
+    /// exit status, and not an interruption either.
+    pub not_started: bool,
     pub warmup: bool,
     pub host_notices: Vec<String>,
     pub processes: Vec<ProcessAccount>,
@@ -73,6 +76,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
         let mut exit_code = None;
         let mut warmup = false;
         let mut interrupted = false;
+        let mut not_started = false;
         for host in &attempt.hosts {
             problems.extend(host.problems.iter().cloned());
             let tag = host
@@ -92,7 +96,9 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
                     command = m.command.clone();
                 }
                 warmup |= m.warmup;
-                interrupted |= m.exit.is_none_or(|e| e.forwarded > 0);
+                let never_ran = m.exit.is_none() && m.spawn_error.is_some();
+                not_started |= never_ran;
+                interrupted |= !never_ran && m.exit.is_none_or(|e| e.forwarded > 0);
                 if let Some(e) = &m.exit {
                     exit_code =
                         Some(exit_code.map_or(e.code, |c: i32| if c != 0 { c } else { e.code }));
@@ -116,6 +122,7 @@ pub fn analyse_run(run: &RunData) -> Vec<AttemptAccount> {
             command,
             exit_code,
             interrupted,
+            not_started,
             warmup,
             host_notices: notices,
             ranks: ranks::spread(&processes),

@@ -79,13 +79,18 @@ impl Builder {
         }
     }
 
-    fn inconclusive(mut self, why: Reason, next: Recommendation) -> Decision {
+    fn inconclusive(self, why: Reason, next: Recommendation) -> Decision {
+        self.inconclusive_as(why, Some(next))
+    }
+
+    /// Inconclusive with no advice: what would settle it is not running again.
+    fn inconclusive_as(mut self, why: Reason, next: Option<Recommendation>) -> Decision {
         self.reasons.push(why);
         Decision {
             class: VerdictClass::Inconclusive,
             confidence: Confidence::Unknown,
             reasons: self.reasons,
-            recommendation: Some(next),
+            recommendation: next,
             moved: self.moved,
         }
     }
@@ -198,10 +203,12 @@ pub fn classify(e: &Evidence) -> Decision {
         });
         return d.decide(VerdictClass::Regression);
     }
-    // R2
+    // R2: attempts that ran to their end but captured no step 1 (nothing
+    // GPU-side, or no optimizer step): running them again captures nothing
+    // more, so there is no --repeat advice.
     let Some(t) = e.targeted else {
         let side = no_data_side(&e.attempts, true).unwrap_or(Side::Variant);
-        return d.inconclusive(Reason::NoUsableAttempts { side }, repeat);
+        return d.inconclusive_as(Reason::NoUsableAttempts { side }, None);
     };
     // R3
     let cached: Vec<EventClass> = e

@@ -394,6 +394,9 @@ fn r2_no_step1_on_a_side_is_inconclusive() {
         == Reason::NoUsableAttempts {
             side: Side::Baseline
         }));
+    // The attempt ran to its end and captured no step 1: running it again
+    // captures nothing more, so no --repeat advice.
+    assert_eq!(v.recommendation, None, "{v:#?}");
 }
 
 #[test]
@@ -741,7 +744,13 @@ fn check_consistency(v: &Verdict) {
         }
         VerdictClass::Regression => assert!(regression_reason, "{v:#?}"),
         VerdictClass::Inconclusive => {
-            assert!(v.recommendation.is_some());
+            // Only attempts that ran and captured no step 1 go without
+            // advice: running them again captures nothing more (R2).
+            assert!(
+                v.recommendation.is_some()
+                    || reason(&|r| matches!(r, Reason::NoUsableAttempts { .. })),
+                "{v:#?}"
+            );
             assert_eq!(v.confidence, Confidence::Unknown);
             assert!(reason(&|r| matches!(
                 r,

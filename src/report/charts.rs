@@ -31,7 +31,7 @@ fn text(size: u32, h: HPos, v: VPos) -> TextStyle<'static> {
 
 /// The font every chart is drawn with, embedded so charts render on machines
 /// without system fonts (assets/fonts/LICENSE-DejaVu.txt).
-static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-subset.ttf");
+pub(crate) static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-subset.ttf");
 
 /// Pixel size of a timeline chart.
 pub const TIMELINE_SIZE: (u32, u32) = (1100, 470);
@@ -189,11 +189,14 @@ pub fn draw_timeline<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     t: &Timeline,
+    scale: Option<PageScale>,
 ) -> Result<Vec<Glyph>, ReportError> {
     ensure_font();
     let err = chart_err("timeline");
     area.fill(&WHITE).map_err(&err)?;
     let window = timeline_window(t);
+    // No step placed: the one phase is "before any step", not setup.
+    let no_step = t.phases.iter().all(|b| b.phase == Phase::Setup);
     let (lanes_area, main) = area.split_vertically(LANES_HEIGHT);
 
     let mut lanes = ChartBuilder::on(&lanes_area)
@@ -269,7 +272,8 @@ pub fn draw_timeline<DB: DrawingBackend>(
         .map_or(0, |e| e.iter().copied().max().unwrap_or(0))
         .max(device.iter().copied().max().unwrap_or(0))
         .max(1);
-    let (unit, unit_name) = byte_unit(top as f64);
+    // The page's unit, so the timelines of one report read alike.
+    let (unit, unit_name) = scale.map_or_else(|| byte_unit(top as f64), |s| (s.unit, s.unit_name));
     let ymax = top as f64 / unit * 1.12;
     let mut main_chart = ChartBuilder::on(&main)
         .margin_left(8)
@@ -295,7 +299,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
         let (px1, _) = rel(area, main_chart.backend_coord(&(z, ymax)));
         if px1 - px0 > 40 {
             area.draw_text(
-                b.phase.label(),
+                &super::phase_word(no_step, b.phase, None),
                 &("sans-serif", 12)
                     .into_font()
                     .color(&RGBColor(0x55, 0x55, 0x55)),
@@ -397,7 +401,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
             x1: x1.max(x0),
             y,
             failed: m.failed,
-            title: marker_text(m),
+            title: marker_text(m, no_step),
         });
     }
     Ok(glyphs)
@@ -480,9 +484,80 @@ fn short(s: &str, n: usize) -> String {
     }
 }
 
-/// Pixel height of a waterfall with `rows` rows.
-pub fn waterfall_height(rows: usize) -> u32 {
-    70 + 30 * rows as u32
+/// Splits a label into lines of at most `width` characters, at spaces, or
+/// at `_`/`-` inside a long identifier (kept at the end of the line); a
+/// label is wrapped, never cut.
+pub fn wrap_label(label: &str, width: usize) -> Vec<String> {
+    let width = width.max(4);
+    let mut pieces: Vec<String> = Vec::new();
+    for word in label.split(' ').filter(|w| !w.is_empty()) {
+        if word.chars().count() <= width {
+            pieces.push(word.to_string());
+            continue;
+        }
+        // A long identifier: break after `_` or `-`, else every `width` chars.
+        let mut part = String::new();
+        for c in word.chars() {
+            part.push(c);
+            let n = part.chars().count();
+            if (matches!(c, '_' | '-') && n >= width / 2) || n == width {
+                pieces.push(std::mem::take(&mut part) + "\u{0}");
+            }
+        }
+        if !part.is_empty() {
+            pieces.push(part);
+        }
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut glued = false;
+    for piece in pieces {
+        let (text, glue_next) = match piece.strip_suffix('\u{0}') {
+            Some(t) => (t.to_string(), true),
+            None => (piece, false),
+        };
+        let sep = if line.is_empty() || glued { "" } else { " " };
+        if !line.is_empty() && line.chars().count() + sep.len() + text.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+            line.push_str(&text);
+        } else {
+            line.push_str(sep);
+            line.push_str(&text);
+        }
+        glued = glue_next;
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Characters of a waterfall label per line (the label column is 340 px).
+const WATERFALL_LABEL_CHARS: usize = 46;
+/// Line spacing of wrapped chart labels, px.
+const LINE: i32 = 13;
+
+/// Pixel height of a waterfall with `rows` rows whose longest label wraps
+/// to `lines` lines.
+pub fn waterfall_height(rows: usize, lines: usize) -> u32 {
+    70 + waterfall_row_height(lines) * rows as u32
+}
+
+fn waterfall_row_height(lines: usize) -> u32 {
+    30u32.max(LINE as u32 * lines as u32 + 8)
+}
+
+/// The most lines any label of `g`'s waterfall wraps to.
+fn waterfall_lines(g: &GapAccount) -> usize {
+    waterfall_rows(g)
+        .iter()
+        .map(|r| wrap_label(&row_label(r), WATERFALL_LABEL_CHARS).len())
+        .max()
+        .unwrap_or(1)
+}
+
+fn row_label(r: &WaterfallRow) -> String {
+    format!("{}{}", r.label, if r.inferred { " (inferred)" } else { "" })
 }
 
 fn waterfall_color(label: &str, inferred: bool, index: usize) -> RGBColor {
@@ -501,29 +576,86 @@ fn waterfall_color(label: &str, inferred: bool, index: usize) -> RGBColor {
     }
 }
 
-/// Draws the account at step-1 end as a horizontal waterfall.
+/// The byte scale the comparable charts of one page share (every
+/// waterfall and timeline of a report): one unit, and for the waterfalls
+/// one range, so two variants' charts read side by side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PageScale {
+    pub unit: f64,
+    pub unit_name: &'static str,
+    /// The waterfalls' range, bytes.
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl PageScale {
+    /// The scale of every chart of `model`.
+    pub fn of(model: &ReportModel) -> PageScale {
+        let mut hi = 1.0f64;
+        let mut lo = 0.0f64;
+        for v in model.variants() {
+            let Some((_, r)) = model.representative(v) else {
+                continue;
+            };
+            if let Some(g) = r.step1_account() {
+                for row in waterfall_rows(g) {
+                    hi = hi.max(row.from.max(row.to) as f64);
+                    lo = lo.min(row.from.min(row.to) as f64);
+                }
+            }
+            let t = &r.timeline;
+            for series in [&t.device_used, &t.pool_reserved] {
+                hi = hi.max(series.iter().map(|p| p.1 as f64).fold(0.0, f64::max));
+            }
+        }
+        let (unit, unit_name) = byte_unit(hi);
+        PageScale {
+            unit,
+            unit_name,
+            lo,
+            hi,
+        }
+    }
+
+    /// The scale of one chart alone.
+    fn alone(lo: f64, hi: f64) -> PageScale {
+        let (unit, unit_name) = byte_unit(hi);
+        PageScale {
+            unit,
+            unit_name,
+            lo,
+            hi,
+        }
+    }
+}
+
+/// Draws the account at step-1 end as a horizontal waterfall, on the
+/// page's shared scale (`None`: its own).
 pub fn draw_waterfall<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     g: &GapAccount,
+    scale: Option<PageScale>,
 ) -> Result<(), ReportError> {
     ensure_font();
     let err = chart_err("account waterfall");
     area.fill(&WHITE).map_err(&err)?;
     let rows = waterfall_rows(g);
-    let hi = rows
+    let own_hi = rows
         .iter()
         .map(|r| r.from.max(r.to))
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let lo = rows
+    let own_lo = rows
         .iter()
         .map(|r| r.from.min(r.to))
         .min()
         .unwrap_or(0)
         .min(0) as f64;
-    let (unit, unit_name) = byte_unit(hi);
+    let scale = scale.unwrap_or_else(|| PageScale::alone(own_lo, own_hi));
+    let (unit, unit_name) = (scale.unit, scale.unit_name);
+    let (lo, hi) = (scale.lo.min(own_lo), scale.hi.max(own_hi));
     let n = rows.len() as f64;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 17))
@@ -569,13 +701,16 @@ pub fn draw_waterfall<DB: DrawingBackend>(
             )))
             .map_err(&err)?;
         let (lx, ly) = rel(area, chart.backend_coord(&(lo / unit, n - i as f64 - 0.5)));
-        let label = format!(
-            "{}{}",
-            short(&r.label, 48),
-            if r.inferred { " (inferred)" } else { "" }
-        );
-        area.draw_text(&label, &text(12, HPos::Right, VPos::Center), (lx - 8, ly))
+        let lines = wrap_label(&row_label(r), WATERFALL_LABEL_CHARS);
+        let first = ly - (lines.len() as i32 - 1) * LINE / 2;
+        for (k, line) in lines.iter().enumerate() {
+            area.draw_text(
+                line,
+                &text(12, HPos::Right, VPos::Center),
+                (lx - 8, first + k as i32 * LINE),
+            )
             .map_err(&err)?;
+        }
         let (vx, vy) = rel(area, chart.backend_coord(&(b.max(a), n - i as f64 - 0.5)));
         let value = if r.total {
             bytes((r.to - r.from).max(0) as u64)
@@ -588,9 +723,68 @@ pub fn draw_waterfall<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Characters of a variant name per line in the moved-vs-cost chart.
+const MOVED_LABEL_CHARS: usize = 20;
+/// Lines a variant's label may take before the chart names it by number
+/// (the full name then in a key under the chart).
+const MOVED_LABEL_LINES: usize = 2;
+
+/// How the moved-vs-cost chart lays its variants out: one row per variant
+/// (horizontal bars: names never run into each other however many there
+/// are), each name wrapped; names too long for their rows are numbered
+/// and spelled out in full in a key.
+pub struct MovedLayout {
+    /// Per variant, the lines left of its row (its name, then its class).
+    pub labels: Vec<Vec<String>>,
+    /// Key lines under the chart ("1 = full name"), when a name is numbered.
+    pub key: Vec<String>,
+    pub row_height: u32,
+}
+
+/// Head (title and legend) of each moved-vs-cost panel, px.
+const MOVED_HEAD: u32 = 52;
+/// Axis and margins under the rows, px.
+const MOVED_FOOT: u32 = 44;
+
+impl MovedLayout {
+    /// The layout of `verdicts`.
+    pub fn of(verdicts: &[VerdictView]) -> MovedLayout {
+        let mut key = Vec::new();
+        let labels: Vec<Vec<String>> = verdicts
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut lines = wrap_label(&v.variant, MOVED_LABEL_CHARS);
+                if lines.len() > MOVED_LABEL_LINES {
+                    key.push(format!("{} = {}", i + 1, v.variant));
+                    lines = vec![format!(
+                        "{} {}",
+                        i + 1,
+                        short(&v.variant, MOVED_LABEL_CHARS - 2)
+                    )];
+                }
+                lines.push(format!("({})", v.label));
+                lines
+            })
+            .collect();
+        let most = labels.iter().map(Vec::len).max().unwrap_or(1);
+        MovedLayout {
+            labels,
+            key,
+            row_height: 44u32.max(LINE as u32 * most as u32 + 10),
+        }
+    }
+
+    /// Pixel height of the chart.
+    pub fn height(&self) -> u32 {
+        let rows = self.labels.len().max(1) as u32;
+        MOVED_HEAD + MOVED_FOOT + rows * self.row_height + 18 * self.key.len() as u32
+    }
+}
+
 /// Draws, per prewarm, what it moved out of step 1 beside what it cost:
-/// bytes on the left (moved vs step-1 peak change), seconds on the right
-/// (moved vs setup time added).
+/// bytes on the left (moved vs extra memory held), seconds on the right
+/// (moved vs setup time added); one row per variant.
 pub fn draw_moved_vs_cost<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     verdicts: &[VerdictView],
@@ -598,128 +792,142 @@ pub fn draw_moved_vs_cost<DB: DrawingBackend>(
     ensure_font();
     let err = chart_err("moved vs cost");
     area.fill(&WHITE).map_err(&err)?;
-    let (left, right) = area.split_horizontally(area.dim_in_pixel().0 / 2);
-    let mib = (1u64 << 20) as f64;
+    let layout = MovedLayout::of(verdicts);
+    let key_height = 18 * layout.key.len() as u32;
+    let (panels, key_area) = area.split_vertically(area.dim_in_pixel().1 - key_height);
+    let (left, right) = panels.split_horizontally(panels.dim_in_pixel().0 / 2);
+    let top = verdicts
+        .iter()
+        .flat_map(|v| [v.moved_bytes.abs(), v.costs.held_extra_bytes.abs()])
+        .fold(1.0, f64::max);
+    let (unit, unit_name) = byte_unit(top);
     panel(
         &left,
         "bytes out of step 1 vs extra memory held",
         verdicts,
-        |v| (v.moved_bytes / mib, v.costs.held_extra_bytes / mib),
+        &layout,
+        |v| (v.moved_bytes / unit, v.costs.held_extra_bytes / unit),
         ("moved out of step 1", "held at step-1 end, extra (cost)"),
-        "MiB",
-        &|v| bytes(v.abs().mul_add(mib, 0.0) as u64),
+        unit_name,
+        &|v| bytes((v.abs() * unit) as u64),
     )?;
     panel(
         &right,
         "seconds out of step 1 vs setup time added",
         verdicts,
+        &layout,
         |v| (v.moved_seconds, v.costs.setup_s.unwrap_or(0.0)),
         ("moved out of step 1", "setup time added (cost)"),
         "s",
         &|v| seconds(v.abs()),
     )?;
+    for (k, line) in layout.key.iter().enumerate() {
+        key_area
+            .draw_text(line, &text(12, HPos::Left, VPos::Top), (16, k as i32 * 18))
+            .map_err(&err)?;
+    }
     Ok(())
 }
 
-#[allow(clippy::type_complexity)]
+/// One panel of the moved-vs-cost chart: per variant a row with the moved
+/// bar above the cost bar, each value at its bar's end.
+#[allow(clippy::too_many_arguments)]
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     verdicts: &[VerdictView],
+    layout: &MovedLayout,
     values: impl Fn(&VerdictView) -> (f64, f64),
     names: (&str, &str),
     unit: &str,
     fmt: &dyn Fn(f64) -> String,
 ) -> Result<(), ReportError> {
     let err = chart_err("moved vs cost");
+    let (head, body) = area.split_vertically(MOVED_HEAD);
+    let width = head.dim_in_pixel().0 as i32;
+    head.draw_text(title, &text(15, HPos::Center, VPos::Top), (width / 2, 6))
+        .map_err(&err)?;
+    // The legend in the head, never over a bar or a value.
+    let mut x = 20;
+    for (name, color) in [(names.0, MOVED), (names.1, COST)] {
+        head.draw(&Rectangle::new(
+            [(x, 32), (x + 12, 42)],
+            color.mix(0.85).filled(),
+        ))
+        .map_err(&err)?;
+        head.draw_text(name, &text(12, HPos::Left, VPos::Center), (x + 18, 37))
+            .map_err(&err)?;
+        x += 18 + name.chars().count() as i32 * 7 + 24;
+    }
     let n = verdicts.len().max(1) as f64;
     let vals: Vec<(f64, f64)> = verdicts.iter().map(&values).collect();
     let hi = vals.iter().flat_map(|v| [v.0, v.1]).fold(0.0, f64::max);
     let lo = vals.iter().flat_map(|v| [v.0, v.1]).fold(0.0, f64::min);
     let span = (hi - lo).max(1e-9);
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 15))
-        .margin(10)
-        .y_label_area_size(60)
-        .x_label_area_size(52)
-        .build_cartesian_2d(0f64..n, (lo - span * 0.12).min(0.0)..hi + span * 0.6)
+    // Room at both ends for the value written beside a bar.
+    let x_lo = if lo < 0.0 { lo - span * 0.45 } else { 0.0 };
+    let x_hi = hi + span * 0.32;
+    let mut chart = ChartBuilder::on(&body)
+        .margin_left(8)
+        .margin_right(16)
+        .margin_bottom(6)
+        .y_label_area_size(150)
+        .x_label_area_size(36)
+        .build_cartesian_2d(x_lo..x_hi, 0f64..n)
         .map_err(&err)?;
     chart
         .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .light_line_style(GRID.mix(0.6))
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_labels(6)
+        .light_line_style(TRANSPARENT)
         .bold_line_style(GRID)
-        .y_desc(unit)
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_desc(unit)
+        .x_label_formatter(&|v| format!("{v:.1}"))
         .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 12))
         .draw()
         .map_err(&err)?;
     chart
         .draw_series(std::iter::once(PathElement::new(
-            vec![(0.0, 0.0), (n, 0.0)],
+            vec![(0.0, 0.0), (0.0, n)],
             BLACK.mix(0.5),
         )))
         .map_err(&err)?;
-    for (i, (v, (moved, cost))) in verdicts.iter().zip(&vals).enumerate() {
-        let x = i as f64;
+    for (i, (lines, (moved, cost))) in layout.labels.iter().zip(&vals).enumerate() {
+        let row = n - i as f64;
         for (k, (value, color)) in [(*moved, MOVED), (*cost, COST)].into_iter().enumerate() {
-            let a = x + 0.12 + k as f64 * 0.38;
+            let (y_top, y_bot) = (row - 0.12 - k as f64 * 0.4, row - 0.46 - k as f64 * 0.4);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(a, 0.0), (a + 0.36, value)],
+                    [(0.0, y_bot), (value, y_top)],
                     color.mix(0.85).filled(),
                 )))
                 .map_err(&err)?;
-            let (px, py) = rel(area, chart.backend_coord(&(a + 0.18, value)));
-            let (anchor, dy) = if value < 0.0 {
-                (VPos::Top, 3)
+            let (px, py) = rel(area, chart.backend_coord(&(value, (y_top + y_bot) / 2.0)));
+            let (anchor, dx) = if value < 0.0 {
+                (HPos::Right, -5)
             } else {
-                (VPos::Bottom, -3)
+                (HPos::Left, 5)
             };
             area.draw_text(
                 &format!("{}{}", if value < 0.0 { "-" } else { "" }, fmt(value)),
-                &text(12, HPos::Center, anchor),
-                (px, py + dy),
+                &text(11, anchor, VPos::Center),
+                (px + dx, py),
             )
             .map_err(&err)?;
         }
-        let (px, py) = rel(
-            area,
-            chart.backend_coord(&(x + 0.5, (lo - span * 0.12).min(0.0))),
-        );
-        area.draw_text(
-            &short(&v.variant, 22),
-            &text(12, HPos::Center, VPos::Top),
-            (px, py + 6),
-        )
-        .map_err(&err)?;
-        area.draw_text(
-            &format!("({})", v.label),
-            &text(12, HPos::Center, VPos::Top),
-            (px, py + 22),
-        )
-        .map_err(&err)?;
+        let (lx, ly) = rel(area, chart.backend_coord(&(x_lo, row - 0.5)));
+        let first = ly - (lines.len() as i32 - 1) * LINE / 2;
+        for (k, line) in lines.iter().enumerate() {
+            area.draw_text(
+                line,
+                &text(12, HPos::Right, VPos::Center),
+                (lx - 8, first + k as i32 * LINE),
+            )
+            .map_err(&err)?;
+        }
     }
-    for (k, (name, color)) in [(names.0, MOVED), (names.1, COST)].into_iter().enumerate() {
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(0.0, 0.0), (0.0, 0.0)],
-                color,
-            )))
-            .map_err(&err)?
-            .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
-        let _ = k;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(GRID)
-        .label_font(("sans-serif", 12))
-        .draw()
-        .map_err(&err)?;
     Ok(())
 }
 
@@ -786,14 +994,20 @@ impl Chart {
     /// Pixel size of the chart.
     pub fn size(&self, model: &ReportModel) -> (u32, u32) {
         match self {
-            Chart::MovedVsCost => MOVED_SIZE,
+            Chart::MovedVsCost => {
+                let verdicts = model.matrix.as_ref().map_or(&[][..], |m| &m.verdicts);
+                (
+                    MOVED_SIZE.0,
+                    MOVED_SIZE.1.max(MovedLayout::of(verdicts).height()),
+                )
+            }
             Chart::Timeline { .. } => TIMELINE_SIZE,
             Chart::Waterfall { variant } => {
-                let rows = model
+                let (rows, lines) = model
                     .representative(variant)
                     .and_then(|(_, r)| r.step1_account())
-                    .map_or(3, |g| waterfall_rows(g).len());
-                (WATERFALL_WIDTH, waterfall_height(rows))
+                    .map_or((3, 1), |g| (waterfall_rows(g).len(), waterfall_lines(g)));
+                (WATERFALL_WIDTH, waterfall_height(rows, lines))
             }
         }
     }
@@ -832,7 +1046,7 @@ impl Chart {
                     "memory over the whole process (step 1 never finished)"
                 };
                 let title = format!("{variant}: {span} ({}, {})", a.id(), r.label);
-                draw_timeline(area, &title, &r.timeline)
+                draw_timeline(area, &title, &r.timeline, Some(PageScale::of(model)))
             }
             Chart::Waterfall { variant } => {
                 let (a, r) = model
@@ -840,12 +1054,13 @@ impl Chart {
                     .ok_or_else(|| missing("waterfall"))?;
                 let g = r.step1_account().ok_or_else(|| missing("waterfall"))?;
                 let title = format!(
-                    "{variant}: device memory at the end of step 1 ({}, {}, {:.2} s)",
+                    "{variant}: device memory at {} ({}, {}, {:.2} s)",
+                    r.account_when(),
                     a.id(),
                     r.label,
                     g.at_s
                 );
-                draw_waterfall(area, &title, g)?;
+                draw_waterfall(area, &title, g, Some(PageScale::of(model)))?;
                 Ok(Vec::new())
             }
         }

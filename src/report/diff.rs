@@ -4,8 +4,12 @@
 use super::table::{Align, Table, WIDTH};
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::matrix::{MatrixAccount, Stat, VariantSummary};
+use crate::analysis::noise::{Outcome, Quantity, assess};
 use serde::Serialize;
 use std::fmt::Write;
+
+/// What "within noise" means beside a time change.
+const NOISE_FOOTNOTE: &str = "within noise: the time change is no larger than the noise of the two runs (the spread of their repeats; with one attempt on a side, the model of docs/verdicts.md §3); a gate fails only beyond it with --fail-if 'step1_time>+10% beyond noise' (docs/gating.md)";
 
 /// Two runs' variants, ready to render.
 pub struct Diff<'a> {
@@ -33,13 +37,28 @@ fn pct(old: f64, new: f64) -> String {
     }
 }
 
-/// A figure of both runs: label, old, new, and how to show a value.
+/// A figure of both runs: label, old, new, how to show a value, and the
+/// noise model its change is judged with (wall times: they vary run to run).
 type FigureRow<'f> = (
     &'static str,
     Option<Stat>,
     Option<Stat>,
     &'f dyn Fn(f64) -> String,
+    Option<Quantity>,
 );
+
+/// ", within noise (±4.29 s)" when a change is no larger than the noise of
+/// the two runs (their repeats' spread; with one attempt on a side, the
+/// model of docs/verdicts.md §3); nothing when it is beyond it.
+fn noise_note(q: Quantity, old: Stat, new: Stat, fmt: &dyn Fn(f64) -> String) -> String {
+    let c = assess(q, old, new);
+    match c.outcome {
+        Outcome::Within | Outcome::Unsure if c.delta != 0.0 => {
+            format!(", within noise (±{})", fmt(c.noise))
+        }
+        _ => String::new(),
+    }
+}
 
 /// One section of the diff: a variant in both runs, or in one of them.
 enum Section<'a> {
@@ -77,33 +96,42 @@ impl<'a> Diff<'a> {
         ]);
         let b = |v: f64| bytes(v.max(0.0) as u64);
         let sb = |v: f64| signed_bytes(v as i64);
+        let secs = Some(Quantity::Seconds);
         let rows: [FigureRow; 5] = [
             (
                 "step-1 device peak",
                 p.step1_device_peak,
                 n.step1_device_peak,
                 &b,
+                None,
             ),
             (
                 "step-1 out-of-pool",
                 p.step1_out_of_pool,
                 n.step1_out_of_pool,
                 &b,
+                None,
             ),
             (
                 "step-1 tightest",
                 p.step1_tightest_headroom,
                 n.step1_tightest_headroom,
                 &sb,
+                None,
             ),
-            ("step-1 time", p.step1_s, n.step1_s, &seconds),
-            ("setup time", p.setup_s, n.setup_s, &seconds),
+            ("step-1 time", p.step1_s, n.step1_s, &seconds, secs),
+            ("setup time", p.setup_s, n.setup_s, &seconds, secs),
         ];
-        for (label, old, new, fmt) in rows {
-            let (old, new) = (med(old), med(new));
+        for (label, old_stat, new_stat, fmt, quantity) in rows {
+            let (old, new) = (med(old_stat), med(new_stat));
             let show = |v: Option<f64>| v.map(fmt).unwrap_or_else(|| "-".into());
-            let change = match (old, new) {
-                (Some(a), Some(b)) => pct(a, b),
+            let change = match (old_stat, new_stat) {
+                (Some(a), Some(b)) => {
+                    let noise = quantity
+                        .map(|q| noise_note(q, a, b, fmt))
+                        .unwrap_or_default();
+                    format!("{}{noise}", pct(a.median, b.median))
+                }
                 _ => String::new(),
             };
             t.row(vec![label.into(), show(old), show(new), change]);
@@ -148,6 +176,9 @@ impl<'a> Diff<'a> {
                 }
             }
         }
+        for line in super::verdict_text::wrap(NOISE_FOOTNOTE, "   ", "     ", WIDTH) {
+            let _ = writeln!(o, "{line}");
+        }
         o
     }
 
@@ -179,6 +210,7 @@ impl<'a> Diff<'a> {
                 }
             }
         }
+        let _ = writeln!(o, "\n{NOISE_FOOTNOTE}");
         o
     }
 

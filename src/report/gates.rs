@@ -3,7 +3,10 @@
 
 use super::verdict_text::class_label;
 use super::{bytes, seconds};
-use crate::analysis::gate::{GateResult, Limit, Metric, MetricKind, Observed, RunSide, UnitFamily};
+use crate::analysis::gate::{
+    GateResult, Limit, Metric, MetricKind, NoiseCheck, Observed, RunSide, UnitFamily,
+};
+use crate::analysis::noise::Basis;
 
 /// Bytes in decimal units: "2.15 GB".
 pub fn decimal_bytes(b: f64) -> String {
@@ -40,16 +43,63 @@ fn figure(metric: Metric, unit: UnitFamily, v: f64) -> String {
     }
 }
 
+/// Two figures of a comparison in the same unit, with as many digits as it
+/// takes to tell them apart: a gate never reads "2.0 GiB > 2.0 GiB" beside
+/// a result that depends on the digits not shown.
+fn figures(metric: Metric, unit: UnitFamily, a: f64, b: f64) -> (String, String) {
+    let short = (figure(metric, unit, a), figure(metric, unit, b));
+    if short.0 != short.1 || a == b || !a.is_finite() || !b.is_finite() {
+        return short;
+    }
+    match metric.kind() {
+        MetricKind::Bytes => (exact_bytes(a), exact_bytes(b)),
+        MetricKind::Seconds => {
+            let digits = (3..=9)
+                .find(|d| format!("{a:.d$}", d = *d) != format!("{b:.d$}", d = *d))
+                .unwrap_or(9);
+            (format!("{a:.digits$} s"), format!("{b:.digits$} s"))
+        }
+        MetricKind::Count | MetricKind::Class => (format!("{a}"), format!("{b}")),
+    }
+}
+
+/// A byte count to the byte, grouped: "-2,147,489,792 B" (a median of an
+/// even number of attempts may end in .5).
+pub fn exact_bytes(v: f64) -> String {
+    let whole = v.abs().trunc() as u64;
+    let digits = whole.to_string();
+    let mut grouped = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if v < 0.0 { "-" } else { "" };
+    let half = if v.fract() != 0.0 { ".5" } else { "" };
+    format!("{sign}{grouped}{half} B")
+}
+
+/// Two percentages, with the digits that tell them apart.
+fn percents(a: f64, b: f64) -> (String, String) {
+    let short = (percent(a), percent(b));
+    if short.0 != short.1 || a == b || !a.is_finite() || !b.is_finite() {
+        return short;
+    }
+    let digits = (2..=9)
+        .find(|d| format!("{:+.d$}", a * 100.0, d = *d) != format!("{:+.d$}", b * 100.0, d = *d))
+        .unwrap_or(9);
+    (
+        format!("{:+.digits$}%", a * 100.0),
+        format!("{:+.digits$}%", b * 100.0),
+    )
+}
+
 fn unit_of(limit: &Limit) -> UnitFamily {
     match limit {
         Limit::Absolute { unit, .. } | Limit::Change { unit, .. } => *unit,
         _ => UnitFamily::Plain,
     }
-}
-
-fn change_figure(metric: Metric, unit: UnitFamily, d: f64) -> String {
-    let sign = if d < 0.0 { "-" } else { "+" };
-    format!("{sign}{}", figure(metric, unit, d.abs()))
 }
 
 fn percent(f: f64) -> String {
@@ -64,25 +114,26 @@ fn percent(f: f64) -> String {
 fn comparison(r: &GateResult) -> String {
     let unit = unit_of(&r.limit);
     let op = r.op.symbol();
-    let f = |v: f64| figure(r.metric, unit, v);
     match (&r.observed, &r.limit) {
         (Observed::Value { value }, Limit::Absolute { value: limit, .. }) => {
-            format!("{} {op} {}", f(*value), f(*limit))
+            let (v, l) = figures(r.metric, unit, *value, *limit);
+            format!("{v} {op} {l}")
         }
-        (Observed::Change { old, new }, Limit::Relative { fraction }) => format!(
-            "{} {op} {} ({} -> {})",
-            percent(crate::analysis::gate::relative_change(*old, *new)),
-            percent(*fraction),
-            f(*old),
-            f(*new)
-        ),
-        (Observed::Change { old, new }, Limit::Change { value, .. }) => format!(
-            "{} {op} {} ({} -> {})",
-            change_figure(r.metric, unit, new - old),
-            change_figure(r.metric, unit, *value),
-            f(*old),
-            f(*new)
-        ),
+        (Observed::Change { old, new }, Limit::Relative { fraction }) => {
+            let (c, l) = percents(
+                crate::analysis::gate::relative_change(*old, *new),
+                *fraction,
+            );
+            let (o, n) = figures(r.metric, unit, *old, *new);
+            format!("{c} {op} {l} ({o} -> {n})")
+        }
+        (Observed::Change { old, new }, Limit::Change { value, .. }) => {
+            let change = if old == new { 0.0 } else { new - old };
+            let (c, l) = figures(r.metric, unit, change.abs(), value.abs());
+            let sign = |v: f64| if v < 0.0 { "-" } else { "+" };
+            let (o, n) = figures(r.metric, unit, *old, *new);
+            format!("{}{c} {op} {}{l} ({o} -> {n})", sign(change), sign(*value))
+        }
         (Observed::Verdict { class }, Limit::Verdict { class: want }) => format!(
             "verdict {} {op} {}",
             class_label(*class),
@@ -120,7 +171,18 @@ fn unit_note(r: &GateResult) -> Option<&'static str> {
         .then_some("GB/MB/kB are decimal (10^9/10^6/10^3 bytes); write GiB/MiB/KiB for binary")
 }
 
-/// One line per result: the gate, the variant, the outcome, the figures.
+/// "the noise of the two runs (±1.2 s, their repeats' spread)".
+fn noise_text(r: &GateResult, n: &NoiseCheck) -> String {
+    let size = figure(r.metric, unit_of(&r.limit), n.threshold);
+    let basis = match n.basis {
+        Basis::Measured => "the spread of their repeats",
+        Basis::Model => "one attempt on a side: the noise model of docs/verdicts.md §3",
+    };
+    format!("the noise of the two runs (±{size}, {basis})")
+}
+
+/// One line per result: the gate, the variant, the outcome, the figures,
+/// and for a change between two runs whether it is beyond their noise.
 pub fn gate_line(r: &GateResult) -> String {
     let mut line = format!(
         "[prewarm-doctor] --fail-if '{}' on '{}': {}: {}",
@@ -129,8 +191,19 @@ pub fn gate_line(r: &GateResult) -> String {
         if r.failed { "FAILED" } else { "ok" },
         comparison(r)
     );
-    if !r.failed && matches!(r.observed, Observed::Value { .. } | Observed::Change { .. }) {
-        line.push_str(" does not hold");
+    let figures = matches!(r.observed, Observed::Value { .. } | Observed::Change { .. });
+    match (r.holds, r.noise) {
+        (true, Some(n)) if n.within && !r.failed => line.push_str(&format!(
+            " holds, but within {}; the gate asks for a change beyond noise",
+            noise_text(r, &n)
+        )),
+        (true, Some(n)) if n.within => line.push_str(&format!(
+            " — within {} (add 'beyond noise' to the gate to fail only on a larger change)",
+            noise_text(r, &n)
+        )),
+        (true, Some(n)) => line.push_str(&format!(" — beyond {}", noise_text(r, &n))),
+        (false, _) if figures => line.push_str(" does not hold"),
+        _ => {}
     }
     if let Some(n) = unit_note(r) {
         line.push_str(&format!(" [{n}]"));
@@ -170,6 +243,78 @@ mod tests {
             allow_missing: false,
         };
         gate_line(&evaluate(&[Gate::parse(gate).unwrap()], &runs).unwrap()[0])
+    }
+
+    fn timed(times: &[f64]) -> VariantSummary {
+        VariantSummary {
+            step1_s: Stat::of(times),
+            ..summary(1.0)
+        }
+    }
+
+    fn diff_line(gate: &str, old: &[f64], new: &[f64]) -> String {
+        let (old, new) = ([timed(old)], [timed(new)]);
+        let runs = Runs {
+            new: &new,
+            new_matrix: None,
+            old: Some(&old),
+            allow_missing: false,
+        };
+        gate_line(&evaluate(&[Gate::parse(gate).unwrap()], &runs).unwrap()[0])
+    }
+
+    #[test]
+    fn figures_that_print_alike_get_the_digits_that_tell_them_apart() {
+        let gib = 1024.0 * 1024.0 * 1024.0;
+        let over = line("step1_peak>2GiB", 2.0 * gib + 6144.0);
+        assert_eq!(
+            over,
+            "[prewarm-doctor] --fail-if 'step1_peak>2GiB' on 'v': FAILED: 2,147,489,792 B > 2,147,483,648 B"
+        );
+        let under = line("step1_peak>2GiB", 2.0 * gib - 4096.0);
+        assert!(
+            under.ends_with("ok: 2,147,479,552 B > 2,147,483,648 B does not hold"),
+            "{under}"
+        );
+        // Exactly equal: the short form is already the whole truth.
+        assert!(
+            line("step1_peak>2GiB", 2.0 * gib).ends_with("ok: 2.0 GiB > 2.0 GiB does not hold")
+        );
+        assert_eq!(exact_bytes(-1234.5), "-1,234.5 B");
+        assert_eq!(
+            percents(0.10004, 0.1),
+            ("+10.004%".into(), "+10.000%".into())
+        );
+    }
+
+    #[test]
+    fn a_time_change_within_the_noise_of_both_runs_says_so_and_beyond_noise_passes_it() {
+        // Repeats spread by seconds: +31% is within their noise.
+        let old = [8.0, 10.45, 12.0];
+        let new = [11.0, 13.74, 16.0];
+        let plain = diff_line("step1_time>+10%", &old, &new);
+        assert!(plain.contains("FAILED: +31.5% > +10.0%"), "{plain}");
+        assert!(
+            plain.contains("within the noise of the two runs"),
+            "{plain}"
+        );
+        let qualified = diff_line("step1_time>+10% beyond noise", &old, &new);
+        assert!(qualified.contains(": ok: +31.5% > +10.0%"), "{qualified}");
+        assert!(
+            qualified.contains("holds, but within the noise"),
+            "{qualified}"
+        );
+        // Tight repeats: the same change is beyond noise and fails either way.
+        let tight = diff_line(
+            "step1_time>+10% beyond noise",
+            &[10.4, 10.45, 10.5],
+            &[13.7, 13.74, 13.8],
+        );
+        assert!(tight.contains("FAILED: +31.5% > +10.0%"), "{tight}");
+        assert!(
+            tight.contains("beyond the noise of the two runs"),
+            "{tight}"
+        );
     }
 
     #[test]

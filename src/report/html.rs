@@ -68,6 +68,9 @@ struct TimelineBlock {
     events: Vec<EventLine>,
     merged: u64,
     waterfall: Option<String>,
+    /// When the account is taken: "the end of step 1", or "the end of the
+    /// run, before any step".
+    account_when: String,
     unexplained: Option<String>,
 }
 
@@ -104,7 +107,17 @@ struct ForensicLine {
     free: String,
     message: String,
     preceded: String,
+    /// "would a prewarm have saved it?": one line per group of prewarms
+    /// with the same outcome ("still short by 1.6 GiB") and why.
+    what_ifs: Vec<WhatIf>,
+    /// The fixes that remove the demand (prune an autotune candidate).
+    remedies: Vec<String>,
+}
+
+struct WhatIf {
     prewarms: String,
+    outcome: String,
+    why: String,
 }
 
 struct LateLine {
@@ -138,6 +151,8 @@ struct Page {
     distribution: Vec<DistLine>,
     forensics: Vec<ForensicLine>,
     late: Vec<LateLine>,
+    /// What to say when nothing lands late.
+    late_none: String,
     how: Vec<KeyValue>,
     variant_specs: Vec<KeyValue>,
     hosts: Vec<KeyValue>,
@@ -167,15 +182,6 @@ fn opt_bytes(v: Option<u64>) -> String {
 
 fn opt_secs(v: Option<f64>) -> String {
     v.map_or("–".into(), seconds)
-}
-
-/// "setup", "step 1", "step 7", "after last step".
-fn when(phase: crate::analysis::phases::Phase, step: Option<u32>) -> String {
-    use crate::analysis::phases::Phase;
-    match (phase, step) {
-        (Phase::Steady, Some(s)) => format!("step {s}"),
-        (p, _) => p.label().to_string(),
-    }
 }
 
 fn place(a: &AttemptView, r: &RankView) -> String {
@@ -213,7 +219,9 @@ fn timeline_block(
         .iter()
         .map(|m| EventLine {
             t: format!("{:.3}", m.t_s),
-            phase: m.phase.map_or("–".into(), |p| p.label().to_string()),
+            phase: m
+                .phase
+                .map_or("–".into(), |p| super::phase_word(r.no_step(), p, None)),
             kind: marker_kind_label(m.kind).to_string(),
             css: kind_class(m.kind).to_string(),
             bytes: if m.bytes > 0 {
@@ -221,7 +229,7 @@ fn timeline_block(
             } else {
                 String::new()
             },
-            text: marker_text(m),
+            text: marker_text(m, r.no_step()),
         })
         .collect();
     Ok(Some(TimelineBlock {
@@ -235,6 +243,7 @@ fn timeline_block(
         events,
         merged: r.timeline.merged_markers,
         waterfall,
+        account_when: r.account_when(),
         unexplained: r.step1_account().map(|g| {
             format!(
                 "{} of {} unexplained",
@@ -316,7 +325,11 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
         .into_iter()
         .map(|(a, r, f)| ForensicLine {
             place: place(a, r),
-            when: format!("{:.3} s, {}", f.t_s, when(f.phase, f.step)),
+            when: format!(
+                "{:.3} s, {}",
+                f.t_s,
+                super::phase_word(r.no_step(), f.phase, f.step)
+            ),
             request: super::verdict_text::request_text(f),
             library: if f.library.is_empty() {
                 f.source.clone()
@@ -335,9 +348,35 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
                 .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
                 .collect::<Vec<_>>()
                 .join(", "),
-            prewarms: f.prewarms.join(", "),
+            what_ifs: super::projection_texts(f)
+                .into_iter()
+                .map(|g| WhatIf {
+                    prewarms: g.prewarms.join(", "),
+                    outcome: g.outcome,
+                    why: g.why.join("; "),
+                })
+                .collect(),
+            remedies: f.remedies.iter().map(super::remedy_text).collect(),
         })
         .collect()
+}
+
+/// "Nothing lazy lands after setup." — unless no process has a step placed:
+/// then there is no setup to land after (its run is one phase, before any step).
+fn late_none(model: &ReportModel) -> String {
+    let ranks: Vec<&RankView> = model
+        .variants()
+        .into_iter()
+        .filter_map(|v| model.representative(v).map(|(_, r)| r))
+        .collect();
+    if !ranks.is_empty() && ranks.iter().all(|r| r.no_step()) {
+        format!(
+            "No step was placed, so each run is one phase, {}: nothing can be said to land after setup.",
+            super::BEFORE_ANY_STEP
+        )
+    } else {
+        "Nothing lazy lands after setup.".into()
+    }
 }
 
 fn late_lines(model: &ReportModel) -> Vec<LateLine> {
@@ -357,7 +396,7 @@ fn late_lines(model: &ReportModel) -> Vec<LateLine> {
                 place: place(a, r),
                 class: w.class.label().to_string(),
                 what: format!("{}{keys}", text.what),
-                when: when(w.phase, w.step),
+                when: super::phase_word(r.no_step(), w.phase, w.step),
                 seconds: if w.seconds > 0.0 {
                     seconds(w.seconds)
                 } else {
@@ -618,6 +657,7 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
         distribution,
         forensics: forensic_lines(model),
         late: late_lines(model),
+        late_none: late_none(model),
         how,
         variant_specs,
         hosts,

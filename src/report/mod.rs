@@ -47,6 +47,32 @@ pub fn cu_result_name(code: u32) -> String {
     format!("{name} ({code})")
 }
 
+/// The one phase of a process whose step 1 could not be placed (it died
+/// before its first step, or never stepped): not "setup", since it may hold
+/// step 1's work (docs/step-rule.md). Every format names it so.
+pub const BEFORE_ANY_STEP: &str = "before any step";
+
+/// A phase as every format names it: "setup", "step 1", "step 7",
+/// "after last step" — or [`BEFORE_ANY_STEP`] for the one phase of a process
+/// without a step (`no_step`).
+pub fn phase_word(
+    no_step: bool,
+    phase: crate::analysis::phases::Phase,
+    step: Option<u32>,
+) -> String {
+    use crate::analysis::phases::Phase;
+    match (phase, step) {
+        (Phase::Setup, _) if no_step => BEFORE_ANY_STEP.into(),
+        (Phase::Steady, Some(n)) => format!("step {n}"),
+        (p, _) => p.label().into(),
+    }
+}
+
+/// Whether a process has no step 1 placed (its run is one phase).
+pub fn no_step(p: &crate::analysis::model::ProcessAccount) -> bool {
+    p.steps.step1_s.is_none()
+}
+
 /// The byte formatter lives below analysis and report (`crate::units`).
 pub use crate::units::{bytes, signed_bytes};
 

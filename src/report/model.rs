@@ -276,6 +276,9 @@ pub struct VerdictView {
     pub targets: Vec<String>,
     pub moved_bytes: f64,
     pub moved_seconds: f64,
+    /// What it moved in words, the same in every format
+    /// (`verdict_text::moved_text`).
+    pub moved: String,
     pub baseline_targeted_bytes: f64,
     pub baseline_targeted_seconds: f64,
     pub costs: Costs,
@@ -301,6 +304,7 @@ fn verdict_view(v: &Verdict) -> VerdictView {
         targets: v.targets.iter().map(|t| t.label().to_string()).collect(),
         moved_bytes: v.moved.bytes,
         moved_seconds: v.moved.seconds,
+        moved: verdict_text::moved_text(v),
         baseline_targeted_bytes: targeted.map_or(0.0, |t| t.bytes.baseline.median),
         baseline_targeted_seconds: targeted.map_or(0.0, |t| t.seconds.baseline.median),
         costs: Costs {
@@ -359,6 +363,9 @@ pub struct AttemptView {
     pub command: Vec<String>,
     pub exit_code: Option<i32>,
     pub interrupted: bool,
+    /// The command could not be started (not found, not executable).
+    #[serde(skip)]
+    pub not_started: bool,
     pub warmup: bool,
     pub notices: Vec<String>,
     pub problems: Vec<Problem>,
@@ -403,6 +410,21 @@ impl RankView {
             .find(|p| p.phase == Phase::Step1)
             .or(phases.iter().find(|p| p.phase == Phase::Setup))
             .and_then(|p| p.gap_end.as_ref())
+    }
+
+    /// When [`Self::step1_account`] is taken, in words: "the end of step 1",
+    /// or for a process without a step "the end of the run, before any step".
+    pub fn account_when(&self) -> String {
+        if super::no_step(&self.account) {
+            format!("the end of the run, {}", super::BEFORE_ANY_STEP)
+        } else {
+            "the end of step 1".into()
+        }
+    }
+
+    /// Whether this process has no step placed (its run is one phase).
+    pub fn no_step(&self) -> bool {
+        super::no_step(&self.account)
     }
 
     /// What still lands after setup (the warmups a user still needs).
@@ -561,6 +583,7 @@ impl AttemptView {
             command: a.command,
             exit_code: a.exit_code,
             interrupted: a.interrupted,
+            not_started: a.not_started,
             warmup: a.warmup,
             notices: a.host_notices,
             problems: a.problems,
@@ -571,10 +594,12 @@ impl AttemptView {
         }
     }
 
-    /// " (cache warm-up, untimed)", " (interrupted)" or nothing: why an
-    /// attempt does not count, after its name.
+    /// " (cache warm-up, untimed)", " (interrupted)", " (the command could
+    /// not be started)" or nothing: why an attempt does not count, after its name.
     pub fn status_suffix(&self) -> &'static str {
-        if self.warmup {
+        if self.not_started {
+            " (the command could not be started)"
+        } else if self.warmup {
             " (cache warm-up, untimed)"
         } else if self.interrupted {
             " (interrupted)"
@@ -816,17 +841,10 @@ pub fn costs_text(c: &Costs) -> String {
     parts.join(", ")
 }
 
-/// "moved 128.3 MiB and 1.20 s of cuBLAS init out of step 1".
+/// "moved 128.3 MiB and 1.20 s of cuBLAS init out of step 1": the
+/// verdict's own words ([`VerdictView::moved`]), for the tables.
 pub fn moved_text(v: &VerdictView) -> String {
-    let what = v.targets.join(", ");
-    if v.moved_bytes <= 0.0 && v.moved_seconds <= 0.0 {
-        return format!("moved nothing of {what} out of step 1");
-    }
-    format!(
-        "moved {} and {} of {what} out of step 1",
-        bytes(v.moved_bytes.max(0.0) as u64),
-        seconds(v.moved_seconds.max(0.0))
-    )
+    v.moved.clone()
 }
 
 fn headline_of_verdict(v: &VerdictView) -> HeadlineSentence {
@@ -839,6 +857,9 @@ fn headline_of_verdict(v: &VerdictView) -> HeadlineSentence {
 
 fn headline_of_attempt(a: &AttemptView) -> Option<HeadlineSentence> {
     let r = a.worst_rank()?;
+    if super::no_step(&r.account) {
+        return Some(headline_without_step(a, r));
+    }
     let step1 = r.step1_s.map_or("step 1 was not reached".to_string(), |s| {
         format!("step 1 took {}", seconds(s))
     });
@@ -863,6 +884,33 @@ fn headline_of_attempt(a: &AttemptView) -> Option<HeadlineSentence> {
     })
 }
 
+/// The headline of a process whose step 1 could not be placed: its run is
+/// one phase, "before any step" (docs/step-rule.md), not a setup with an
+/// account "at the end of step 1".
+fn headline_without_step(a: &AttemptView, r: &RankView) -> HeadlineSentence {
+    let outside: u64 = r
+        .account
+        .phases
+        .iter()
+        .map(|p| p.out_of_pool_allocated + p.local_memory_growth)
+        .sum();
+    let oom = match r.forensics().len() {
+        0 => String::new(),
+        n => format!("; it ran out of memory ({n} failure(s))"),
+    };
+    HeadlineSentence {
+        subject: a.id(),
+        class: None,
+        text: format!(
+            "{} ({}): no step was placed, so the run is one phase, {}, with {} of lazy initialisation outside the pool{oom}.",
+            a.id(),
+            r.label,
+            super::BEFORE_ANY_STEP,
+            bytes(outside),
+        ),
+    }
+}
+
 /// Short name of a marker kind (legends, lanes, tables).
 pub fn marker_kind_label(k: MarkerKind) -> &'static str {
     match k {
@@ -876,8 +924,9 @@ pub fn marker_kind_label(k: MarkerKind) -> &'static str {
 }
 
 /// One line describing a timeline marker: what it was, when, and its detail
-/// (hover text in HTML, the detail line in the dashboard).
-pub fn marker_text(m: &Marker) -> String {
+/// (hover text in HTML, the detail line in the dashboard). `no_step`: the
+/// process has no step placed, so its one phase is "before any step".
+pub fn marker_text(m: &Marker, no_step: bool) -> String {
     let at = if m.t_s < 1.0 {
         format!("{:.3} ms", m.t_s * 1e3)
     } else {
@@ -885,8 +934,12 @@ pub fn marker_text(m: &Marker) -> String {
     };
     let when = format!(
         "at {at}{}",
-        m.phase
-            .map_or(String::new(), |p| format!(" in {}", p.label()))
+        m.phase.map_or(String::new(), |p| {
+            match super::phase_word(no_step, p, None) {
+                w if w == super::BEFORE_ANY_STEP => format!(" {w}"),
+                w => format!(" in {w}"),
+            }
+        })
     );
     let dur = m
         .end_s

@@ -282,7 +282,7 @@ fn process(
     }
     for p in &acc.phases {
         s.event(&Event {
-            name: p.phase.label(),
+            name: super::tables::phase_label(acc, p.phase),
             ph: "X",
             ts: us(p.start_s),
             dur: Some(us(p.end_s.max(p.start_s)) - us(p.start_s)),

@@ -23,6 +23,10 @@ pub enum ReportError {
     /// `--attempt` named an attempt the run does not have.
     #[error("{0}")]
     NoSuchAttempt(String),
+    /// The flags ask for something the format cannot do (PNG to standard
+    /// output): a usage error, exit code 2.
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// One output format.
@@ -95,7 +99,7 @@ pub fn write_report(
     }
     let Some(renderer) = renderer(format, selection) else {
         let dir = output.ok_or_else(|| {
-            ReportError::Output(
+            ReportError::Usage(
                 "--format png writes one file per chart: give a folder with -o DIR".into(),
             )
         })?;
@@ -159,17 +163,58 @@ fn stream(
         }
         None => {
             let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
+            let mut out = PipeWatch {
+                inner: std::io::BufWriter::new(stdout.lock()),
+                gone: false,
+            };
             let written = renderer
                 .render(model, &mut out)
                 .and_then(|()| Ok(out.flush()?));
-            match written {
-                Err(ReportError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                    Ok(Vec::new())
-                }
-                other => other.map(|()| Vec::new()),
-            }
+            reader_gone_is_fine(written, out.gone)
         }
+    }
+}
+
+/// A render that failed because the reader closed the pipe (`| head -1`)
+/// is not an error, whatever layer the failure came back through (serde_json
+/// wraps it in its own error for the JSON and Perfetto formats).
+fn reader_gone_is_fine(
+    written: Result<(), ReportError>,
+    gone: bool,
+) -> Result<Vec<String>, ReportError> {
+    match written {
+        Err(_) if gone => Ok(Vec::new()),
+        Err(ReportError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Vec::new()),
+        other => other.map(|()| Vec::new()),
+    }
+}
+
+/// A writer that remembers whether its reader went away (a broken pipe).
+struct PipeWatch<W: Write> {
+    inner: W,
+    gone: bool,
+}
+
+impl<W: Write> PipeWatch<W> {
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            self.gone = true;
+        }
+        r
+    }
+}
+
+impl<W: Write> Write for PipeWatch<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
     }
 }
 
@@ -206,4 +251,44 @@ pub fn append_step_summary(md: &[u8]) -> Option<String> {
             path.to_string_lossy()
         )
     })
+}
+
+#[cfg(test)]
+mod pipe_tests {
+    use super::*;
+
+    /// A reader that went away after `room` bytes.
+    struct Closing {
+        room: usize,
+    }
+
+    impl Write for Closing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_reader_gone_in_the_middle_of_serde_json_is_not_an_error() {
+        let mut out = PipeWatch {
+            inner: Closing { room: 3 },
+            gone: false,
+        };
+        let big = vec!["a long string"; 100];
+        let written = serde_json::to_writer(&mut out, &big).map_err(ReportError::from);
+        assert!(matches!(written, Err(ReportError::Json(_))));
+        assert!(out.gone);
+        assert!(reader_gone_is_fine(written, out.gone).unwrap().is_empty());
+        // Any other failure stays an error.
+        let other: Result<(), ReportError> = Err(ReportError::Output("disk full".into()));
+        assert!(reader_gone_is_fine(other, false).is_err());
+    }
 }

@@ -109,8 +109,8 @@ pub fn verdict_table(m: &MatrixView) -> Table {
 /// A phase's label in the table: a run whose step 1 could not be placed has
 /// one phase, which is not "setup" (it may hold step 1's work).
 pub fn phase_label(p: &ProcessAccount, phase: Phase) -> &'static str {
-    if phase == Phase::Setup && p.steps.step1_s.is_none() {
-        "before any step"
+    if phase == Phase::Setup && super::no_step(p) {
+        super::BEFORE_ANY_STEP
     } else {
         phase.label()
     }

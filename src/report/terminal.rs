@@ -493,6 +493,24 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             " ",
         );
     }
+    phase_lines(o, p);
+    local_memory_lines(o, p);
+    nccl_lines(o, p);
+    autotune_lines(o, p);
+    compile_and_tightest_lines(o, p);
+    if !summarised {
+        late_warmups(o, p);
+    }
+    failed_call_lines(o, p);
+    for f in &p.forensics {
+        forensic(o, p, f);
+    }
+    probe_lines(o, p);
+}
+
+/// The phase table, what each phase put outside the pool and loaded, and
+/// each phase's end account.
+fn phase_lines(o: &mut String, p: &ProcessAccount) {
     write_table(o, &tables::phase_table(p));
     for ph in &p.phases {
         let oop: Vec<String> = ph
@@ -544,6 +562,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             }
         }
     }
+}
+
+/// Each local-memory growth (or failure to grow), with its kernel.
+fn local_memory_lines(o: &mut String, p: &ProcessAccount) {
     for l in &p.local_memory {
         let head = format!(
             "   local memory {} {} -> {}{} in {} at {:.2}s: ",
@@ -564,6 +586,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         }
         print_wrapped(o, &head, &items, ", ");
     }
+}
+
+/// Each NCCL communicator: where it was created, what it cost.
+fn nccl_lines(o: &mut String, p: &ProcessAccount) {
     for c in &p.nccl {
         let head = format!(
             "   NCCL communicator {}{} ({} ranks) created in {}: ",
@@ -583,6 +609,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         ];
         print_wrapped(o, &head, &items, ", ");
     }
+}
+
+/// Each Triton autotune, or the one a failure interrupted.
+fn autotune_lines(o: &mut String, p: &ProcessAccount) {
     for a in &p.autotune {
         if a.configs == 0 {
             let head = format!(
@@ -624,6 +654,11 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         }
         print_wrapped(o, &head, &items, "; ");
     }
+}
+
+/// The compiles in total, the tightest out-of-pool moments and the
+/// smallest device the process fits on.
+fn compile_and_tightest_lines(o: &mut String, p: &ProcessAccount) {
     let compile_total: f64 = p.compiles.iter().map(|c| c.seconds).sum();
     if !p.compiles.is_empty() {
         let misses = p
@@ -665,9 +700,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             bytes(c)
         );
     }
-    if !summarised {
-        late_warmups(o, p);
-    }
+}
+
+/// Driver calls that failed for another reason than memory.
+fn failed_call_lines(o: &mut String, p: &ProcessAccount) {
     for c in &p.failed_calls {
         let head = format!(
             "   failed call in {} at {:.2}s: ",
@@ -683,9 +719,10 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         );
         print_wrapped(o, &head, &[what], " ");
     }
-    for f in &p.forensics {
-        forensic(o, p, f);
-    }
+}
+
+/// The step check, what the probe lost and cost, and the problems met.
+fn probe_lines(o: &mut String, p: &ProcessAccount) {
     if let Some(c) = p.step_checks.first() {
         let _ = writeln!(
             o,

@@ -88,7 +88,10 @@ fn targets_text(targets: &[EventClass]) -> String {
     labels.join(", ")
 }
 
-fn moved_text(v: &Verdict) -> String {
+/// What a verdict moved, as every format says it: "moved 128.3 MiB of
+/// cuBLAS init out of step 1" (a figure within noise left out), or for an
+/// inconclusive verdict "shows … less … but cannot be judged".
+pub fn moved_text(v: &Verdict) -> String {
     let mut parts = Vec::new();
     if v.moved.bytes > 0.0 {
         parts.push(bytes(v.moved.bytes as u64));
@@ -453,6 +456,7 @@ pub fn exclusion_text(e: &Exclusion) -> String {
         Exclusion::Interrupted => {
             "interrupted (a signal stopped it, or it recorded no exit status)".into()
         }
+        Exclusion::NotStarted => "the command could not be started".into(),
         Exclusion::Damaged { problems } => {
             let files: Vec<String> = problems
                 .iter()
@@ -536,8 +540,15 @@ pub fn words(text: &str, room: usize) -> Vec<String> {
 }
 
 /// Word-wraps `text` to `width` columns: `first` before the first line,
-/// `rest` before the others. A word wider than a line is cut to fit.
+/// `rest` before the others. A word wider than a line is cut to fit. A
+/// `first` wider than half the line (a variant named with all its prewarms)
+/// is wrapped as words too, so it never squeezes the words after it into
+/// one character per line.
 pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
+    if first.chars().count() > width / 2 && !first.trim().is_empty() {
+        let lead: String = first.chars().take_while(|c| *c == ' ').collect();
+        return wrap(&format!("{} {text}", first.trim()), &lead, rest, width);
+    }
     let mut lines = Vec::new();
     let mut line = first.to_string();
     let mut empty = true;
@@ -607,5 +618,26 @@ mod tests {
             wrap("averyveryverylongword", "- ", "  ", 8),
             vec!["- averyv", "  eryver", "  ylongw", "  ord"]
         );
+    }
+
+    #[test]
+    fn a_head_wider_than_the_line_never_collapses_to_a_character_per_line() {
+        let head = format!("   all [{}]: ", ["cublas_backward"; 6].join(", "));
+        let lines = wrap(
+            "INCONCLUSIVE (cannot be judged on this run)",
+            &head,
+            "     ",
+            100,
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("INCONCLUSIVE (cannot be judged")),
+            "{lines:#?}"
+        );
+        // A long first prefix leaves every word whole.
+        let lines = wrap("averyveryverylongword x", "- a long lead: ", "  ", 24);
+        assert_eq!(lines, ["- a long lead:", "  averyveryverylongword", "  x"]);
     }
 }

@@ -232,9 +232,11 @@ impl LiveRun {
                 Ok(Ending::Signal(s)) if still_running => crate::output::stderr_text(&format!(
                     "[prewarm-doctor] signal {s}: dashboard closed; the signal was forwarded to the training, which is stopping\n"
                 )),
-                Ok(Ending::Detached) | Ok(Ending::Quit) if still_running => crate::output::stderr_text(
-                    "[prewarm-doctor] dashboard closed; the run goes on and its output follows (all of it is in output.log of each attempt folder)\n",
-                ),
+                Ok(Ending::Detached) | Ok(Ending::Quit) if still_running => {
+                    crate::output::stderr_text(
+                        "[prewarm-doctor] dashboard closed; the run goes on and its output follows (all of it is in output.log of each attempt folder)\n",
+                    )
+                }
                 _ => {}
             }
             let r = worker

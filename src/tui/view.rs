@@ -139,17 +139,24 @@ pub struct EventRow {
     pub failed: bool,
     /// Every field, for the detail panel.
     pub detail: Vec<(String, String)>,
+    /// The phase as every format names it ("steps 2..N", "before any step"
+    /// for a process without a step: `crate::report::phase_word`).
+    pub phase_name: String,
     /// Kind, phase, library and key in lower case, for the `/` filter.
     pub search: String,
 }
 
 impl EventRow {
-    /// Fills `search` from the columns the filter looks at.
+    /// Fills `search` from the columns the filter looks at (the phase named
+    /// as a process with a step names it; [`EventRow::named`] renames it).
     fn indexed(mut self) -> EventRow {
+        if self.phase_name.is_empty() {
+            self.phase_name = crate::report::phase_word(false, self.phase, None);
+        }
         self.search = format!(
             "{} {} {} {}",
             self.kind.label(),
-            self.phase.label(),
+            self.phase_name,
             self.library,
             self.key
         )
@@ -158,10 +165,25 @@ impl EventRow {
     }
 }
 
+impl EventRow {
+    /// The row of a process without a step: its phase is "before any step".
+    fn named(mut self, no_step: bool) -> EventRow {
+        if no_step {
+            self.phase_name = crate::report::phase_word(true, self.phase, None);
+            self.search.clear();
+            return self.indexed();
+        }
+        self
+    }
+}
+
 /// The memory account at one instant: device used split by holder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AccountView {
     pub phase: Phase,
+    /// When it is taken: "the end of step 1", or "the end of the run,
+    /// before any step" (`crate::report::model::RankView::account_when`).
+    pub when: String,
     pub at_s: f64,
     pub device_used: u64,
     /// (name, bytes, inferred); the pool first.
@@ -317,6 +339,8 @@ fn matrix_view(m: &model::MatrixView, attempts: &[AttemptView]) -> MatrixView {
 fn attempt_view(a: &model::AttemptView, running: bool) -> AttemptView {
     let (status, status_tone) = if running {
         ("running".to_string(), Tone::Warn)
+    } else if a.not_started {
+        ("not started".to_string(), Tone::Bad)
     } else if a.interrupted {
         ("interrupted".to_string(), Tone::Warn)
     } else {
@@ -360,7 +384,7 @@ fn now_label(p: &ProcessAccount, running: bool) -> String {
     let started = p.phases.iter().any(|ph| ph.phase == Phase::Step1);
     let failed = !p.forensics.is_empty() || !p.exceptions.is_empty();
     match (started, running) {
-        (false, _) if failed => "failed before step 1".into(),
+        (false, _) if failed => format!("failed, {}", crate::report::BEFORE_ANY_STEP),
         (false, true) => "setup".into(),
         (false, false) => "no step".into(),
         (true, true) => format!("step {}", p.steps.count + 1),
@@ -398,7 +422,11 @@ fn rank_view(r: &model::RankView, running: bool) -> RankView {
         bands,
         end_s: t.end_s.max(bands_end(t)),
         events: events_of(&r.account),
-        markers: t.markers.iter().map(marker_row).collect(),
+        markers: t
+            .markers
+            .iter()
+            .map(|m| marker_row(m).named(r.no_step()))
+            .collect(),
         account: account_of(r),
         series: series_of(t),
         oom: !r.forensics().is_empty(),
@@ -424,6 +452,7 @@ fn account_of(r: &model::RankView) -> Option<AccountView> {
     );
     Some(AccountView {
         phase: ph.phase,
+        when: r.account_when(),
         at_s: g.at_s,
         device_used: g.device_used,
         parts,
@@ -483,7 +512,17 @@ fn marker_row(m: &Marker) -> EventRow {
         MarkerKind::Compile => EventKind::Compile,
         MarkerKind::Oom => EventKind::OutOfMemory,
     };
-    let mut detail = vec![kv("what", m.what.clone()), kv("source", m.source.clone())];
+    // An NCCL marker's `what` is the communicator's handle; the text and
+    // HTML name a communicator by its id (the key), and so does the dashboard.
+    let what_label = if kind == EventKind::Nccl {
+        "handle"
+    } else {
+        "what"
+    };
+    let mut detail = vec![
+        kv(what_label, m.what.clone()),
+        kv("source", m.source.clone()),
+    ];
     if m.bytes > 0 {
         detail.push(kv("bytes", bytes(m.bytes)));
     }
@@ -520,6 +559,7 @@ fn marker_row(m: &Marker) -> EventRow {
         detail.push(kv("failed", "yes"));
     }
     let key = match (&m.key, &m.config) {
+        (Some(k), _) if kind == EventKind::Nccl => k.clone(),
         (Some(k), _) if kind == EventKind::Autotune => format!("{} {k}", m.what),
         (_, Some(c)) if kind == EventKind::LocalMemory => format!("{} [{c}]", m.what),
         _ => m.what.clone(),
@@ -535,6 +575,7 @@ fn marker_row(m: &Marker) -> EventRow {
         seconds: m.end_s.map(|e| (e - m.t_s).max(0.0)),
         failed: m.failed,
         detail,
+        phase_name: String::new(),
         search: String::new(),
     }
     .indexed()
@@ -568,6 +609,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                     ),
                     kv("succeeded", if e.succeeded { "yes" } else { "NO" }),
                 ],
+                phase_name: String::new(),
                 search: String::new(),
             }
             .indexed(),
@@ -604,15 +646,17 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                 seconds: None,
                 failed: l.failed,
                 detail,
+                phase_name: String::new(),
                 search: String::new(),
             }
             .indexed(),
         );
     }
     for c in &p.nccl {
+        let id = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
         let mut detail = vec![
-            kv("communicator", c.comm.clone()),
-            kv("id", c.comm_id.clone().unwrap_or_else(|| "?".into())),
+            kv("communicator id", id.clone()),
+            kv("handle", c.comm.clone()),
             kv(
                 "rank",
                 format!(
@@ -634,10 +678,11 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                 kind: EventKind::Nccl,
                 library: "NCCL".into(),
                 bytes: Some(c.bytes + c.inferred_bytes),
-                key: c.comm.clone(),
+                key: id,
                 seconds: c.init_seconds,
                 failed: false,
                 detail,
+                phase_name: String::new(),
                 search: String::new(),
             }
             .indexed(),
@@ -671,6 +716,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                 seconds: Some(a.seconds),
                 failed: false,
                 detail,
+                phase_name: String::new(),
                 search: String::new(),
             }
             .indexed(),
@@ -700,6 +746,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                         },
                     ),
                 ],
+                phase_name: String::new(),
                 search: String::new(),
             }
             .indexed(),
@@ -721,6 +768,7 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                     kv("exception", e.kind.clone()),
                     kv("message", e.message.clone()),
                 ],
+                phase_name: String::new(),
                 search: String::new(),
             }
             .indexed(),
@@ -746,6 +794,23 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
         if !f.prewarms.is_empty() {
             detail.push(kv("prewarms that would move it", f.prewarms.join(", ")));
         }
+        // The what-if of each prewarm and the fix, as the terminal says them.
+        for g in crate::report::projection_texts(f) {
+            // The names go in the value: a long list of prewarms as the key
+            // would push every value off the overlay.
+            detail.push(kv(
+                "would a prewarm save it?",
+                format!(
+                    "{}: {}; {}",
+                    g.prewarms.join(", "),
+                    g.outcome,
+                    g.why.join("; ")
+                ),
+            ));
+        }
+        for r in &f.remedies {
+            detail.push(kv("the fix", crate::report::remedy_text(r)));
+        }
         if let Some(m) = &f.message {
             detail.push(kv("message", m.clone()));
         }
@@ -761,13 +826,15 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                 seconds: None,
                 failed: true,
                 detail,
+                phase_name: String::new(),
                 search: String::new(),
             }
             .indexed(),
         );
     }
     rows.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    rows
+    let no_step = crate::report::no_step(p);
+    rows.into_iter().map(|r| r.named(no_step)).collect()
 }
 
 /// The dashboard of a run's report model; `running` is the attempt in

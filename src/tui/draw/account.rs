@@ -109,10 +109,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(vec![
-                Span::styled(
-                    format!("device memory at the end of {} ", acc.phase.label()),
-                    t.heading(),
-                ),
+                Span::styled(format!("device memory at {} ", acc.when), t.heading()),
                 Span::styled(
                     format!(
                         "({:.2} s): {}",
@@ -151,6 +148,7 @@ mod tests {
     fn waterfall_steps_and_ends_at_device_used() {
         let acc = AccountView {
             phase: Phase::Step1,
+            when: "the end of step 1".into(),
             at_s: 1.0,
             device_used: 100,
             parts: vec![("pool".into(), 50, false), ("ctx".into(), 40, false)],

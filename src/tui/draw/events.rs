@@ -62,7 +62,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             let e = &rank.events[idx];
             let row = Row::new(vec![
                 Cell::from(format!("{:.3}", e.t_s)),
-                Cell::from(e.phase.label()),
+                Cell::from(e.phase_name.clone()),
                 Cell::from(e.kind.label()),
                 Cell::from(clip(&e.library, 14)),
                 Cell::from(e.bytes.map_or(String::new(), |b| short_bytes(b as f64))),
@@ -91,12 +91,21 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             Cell::from(title)
         })
         .collect();
+    // As wide as the longest phase name shown ("before any step", "after
+    // last step"), so a phase is never cut.
+    let phase_width = rank
+        .events
+        .iter()
+        .map(|e| e.phase_name.chars().count())
+        .max()
+        .unwrap_or(5)
+        .clamp(5, 15) as u16;
     frame.render_widget(
         Table::new(
             rows,
             [
                 Constraint::Length(8),
-                Constraint::Length(10),
+                Constraint::Length(phase_width),
                 Constraint::Length(9),
                 Constraint::Length(14),
                 Constraint::Length(6),

@@ -149,6 +149,13 @@ fn event(app: &App, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, u16, u
             Span::raw(v.clone()),
         ]));
     }
-    let h = (lines.len() as u16 + 4).min(30);
-    (format!("{} event", e.kind.label()), lines, 110, h)
+    // Tall enough for the lines as they wrap (a what-if or a fix is often
+    // longer than one line), up to 30 rows; beyond that j/k scroll.
+    let w: u16 = 110;
+    let rows: usize = lines
+        .iter()
+        .map(|l| l.width().max(1).div_ceil(usize::from(w - 2)))
+        .sum();
+    let h = (rows as u16 + 4).min(30);
+    (format!("{} event", e.kind.label()), lines, w, h)
 }

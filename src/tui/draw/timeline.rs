@@ -201,6 +201,11 @@ fn draw_bands(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, are
     let t = app.theme;
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
+    // No step placed: the one band is "before any step", not setup.
+    let no_step = rank
+        .bands
+        .iter()
+        .all(|b| b.phase == crate::analysis::phases::Phase::Setup);
     for band in &rank.bands {
         if band.end_s < a || band.start_s > b {
             continue;
@@ -211,7 +216,8 @@ fn draw_bands(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, are
             *c = '─';
         }
         cells[x0] = '├';
-        for (k, ch) in band.phase.label().chars().enumerate() {
+        let name = crate::report::phase_word(no_step, band.phase, None);
+        for (k, ch) in name.chars().enumerate() {
             if x0 + 1 + k < x1 {
                 cells[x0 + 1 + k] = ch;
             }
@@ -251,7 +257,7 @@ fn draw_markers(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, a
 
 /// One line about an event: when, where, what and how much.
 pub fn event_line(e: &EventRow) -> String {
-    let mut s = format!("{} · {}", short_secs(e.t_s), e.phase.label());
+    let mut s = format!("{} · {}", short_secs(e.t_s), e.phase_name);
     if let Some(n) = e
         .step
         .filter(|_| e.phase != crate::analysis::phases::Phase::Step1)

@@ -1,0 +1,460 @@
+//! Every format says the same thing. Facts are taken from the report model
+//! — each verdict's class, what it moved and what it cost; each
+//! out-of-memory failure's request, what-if per prewarm and remedy; the
+//! phase a process without a step is in; the warmups still landing after
+//! setup; the communicator ids — and each is looked for in the terminal
+//! report, the Markdown, the HTML as headless Chromium shows it (DOM text),
+//! the dashboard (ratatui's TestBackend), and where the fact has a place
+//! there, the PNG charts (their drawn text) and the Perfetto trace, on every
+//! recording under tests/fixtures/h200 and reports/h200-matrix.
+//!
+//! Needs Debian's `chromium` for the HTML (as tests/html_chromium.rs; set
+//! PD_SKIP_CHROMIUM=1 to leave the HTML out knowingly).
+
+mod common;
+
+use common::{model_of, repo};
+use prewarm_doctor::report::charts::Chart;
+use prewarm_doctor::report::html::Html;
+use prewarm_doctor::report::markdown::Markdown;
+use prewarm_doctor::report::model::{ReportModel, costs_text};
+use prewarm_doctor::report::perfetto::Perfetto;
+use prewarm_doctor::report::render::render_to_vec;
+use prewarm_doctor::report::select::Selection;
+use prewarm_doctor::report::terminal::Terminal;
+use prewarm_doctor::tui::app::{App, RunState, Tab};
+use prewarm_doctor::tui::draw::draw;
+use prewarm_doctor::tui::theme::Theme;
+use ratatui::Terminal as Tty;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::path::{Path, PathBuf};
+
+/// Where a fact must be found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Terminal,
+    Markdown,
+    Html,
+    Dashboard,
+    Png,
+    Perfetto,
+}
+
+const TEXT: &[Format] = &[
+    Format::Terminal,
+    Format::Markdown,
+    Format::Html,
+    Format::Dashboard,
+];
+
+/// One fact of the model: text that must appear, or a pair that must
+/// appear close together ("cublas" then "works" within a few words).
+#[derive(Debug)]
+struct Fact {
+    what: String,
+    text: String,
+    /// When set, `text` must be followed by this within 90 characters.
+    then: Option<String>,
+    formats: Vec<Format>,
+}
+
+fn fact(what: &str, text: impl Into<String>, formats: &[Format]) -> Fact {
+    Fact {
+        what: what.into(),
+        text: text.into(),
+        then: None,
+        formats: formats.to_vec(),
+    }
+}
+
+fn near(what: &str, a: impl Into<String>, b: impl Into<String>, formats: &[Format]) -> Fact {
+    Fact {
+        then: Some(b.into()),
+        ..fact(what, a, formats)
+    }
+}
+
+/// The facts of a model.
+fn facts(m: &ReportModel) -> Vec<Fact> {
+    use Format::*;
+    let mut out = Vec::new();
+    if let Some(matrix) = &m.matrix {
+        for v in &matrix.verdicts {
+            out.push(near(
+                "verdict class",
+                &v.variant,
+                &v.label,
+                &[Terminal, Markdown, Html, Dashboard, Png],
+            ));
+            out.push(fact(
+                "what it moved",
+                prewarm_doctor::report::model::moved_text(v),
+                &[Terminal, Markdown, Html],
+            ));
+            let costs = costs_text(&v.costs);
+            let setup = costs.split(", ").next().unwrap_or_default().to_string();
+            if setup.starts_with("setup ") {
+                out.push(fact("setup cost", setup, &[Terminal, Markdown, Html]));
+            }
+            if v.costs.held_extra_bytes > 0.0 {
+                let held = costs.split(", ").last().unwrap_or_default().to_string();
+                out.push(fact("memory cost", held, TEXT));
+            }
+        }
+    }
+    for (_, r, f) in m.forensics() {
+        out.push(fact(
+            "failing request",
+            prewarm_doctor::report::verdict_text::request_text(f),
+            TEXT,
+        ));
+        for g in prewarm_doctor::report::projection_texts(f) {
+            out.push(near("what-if", g.prewarms.join(", "), &g.outcome, TEXT));
+        }
+        for remedy in &f.remedies {
+            out.push(fact(
+                "remedy",
+                prewarm_doctor::report::remedy_text(remedy),
+                TEXT,
+            ));
+        }
+        if r.no_step() {
+            out.push(fact(
+                "phase of a run without a step",
+                "before any step",
+                TEXT,
+            ));
+        }
+    }
+    for v in m.variants() {
+        let Some((_, r)) = m.representative(v) else {
+            continue;
+        };
+        if r.no_step() {
+            out.push(fact(
+                "phase of a run without a step",
+                "before any step",
+                &[Terminal, Markdown, Html, Dashboard, Perfetto],
+            ));
+        }
+        for w in r.late_warmups().iter().filter(|w| !w.minor) {
+            let text = prewarm_doctor::report::warmup_text(w);
+            out.push(fact("late warmup", text.what, &[Terminal, Markdown, Html]));
+        }
+        for c in &r.account.nccl {
+            let id = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
+            out.push(fact(
+                "communicator id",
+                id,
+                &[Terminal, Html, Dashboard, Perfetto],
+            ));
+        }
+    }
+    out
+}
+
+/// Whitespace collapsed, Markdown's escapes and emphasis and the
+/// dashboard's box borders removed, so wrapped text reads as one line.
+fn normalise(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek().is_some_and(|n| n.is_ascii_punctuation()) => {
+                out.push(chars.next().unwrap());
+            }
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+            }
+            '│' | '┃' | '║' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn holds(f: &Fact, hay: &str) -> bool {
+    let hay_l = hay.to_lowercase();
+    let text = normalise(&f.text).to_lowercase();
+    match &f.then {
+        None => hay_l.contains(&text),
+        Some(then) => {
+            let then = normalise(then).to_lowercase();
+            hay_l.match_indices(&text).any(|(i, _)| {
+                let rest: String = hay_l[i + text.len()..].chars().take(90).collect();
+                rest.contains(&then)
+            })
+        }
+    }
+}
+
+fn terminal(m: &ReportModel) -> String {
+    Terminal {
+        selection: Selection::All,
+    }
+    .text(m)
+    .unwrap()
+}
+
+fn markdown(m: &ReportModel) -> String {
+    String::from_utf8(
+        render_to_vec(
+            &Markdown {
+                selection: Selection::All,
+            },
+            m,
+        )
+        .unwrap(),
+    )
+    .unwrap()
+}
+
+/// The HTML's text as Chromium shows it (the DOM after parsing, tags out,
+/// entities decoded by the browser).
+fn html_dom_text(m: &ReportModel, dir: &Path) -> Option<String> {
+    let bin = chromium()?;
+    let page = dir.join("report.html");
+    std::fs::write(&page, render_to_vec(&Html, m).unwrap()).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    Some(dom_text(&dom))
+}
+
+/// Text nodes of a serialised DOM (charts and styles left out: the
+/// charts are checked as PNG).
+fn dom_text(dom: &str) -> String {
+    let mut out = String::new();
+    let mut rest = dom;
+    while let Some(i) = rest.find('<') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let end_tag = ["svg", "style", "script"]
+            .iter()
+            .find(|t| tail.starts_with(&format!("<{t}")))
+            .map(|t| format!("</{t}>"));
+        rest = match end_tag {
+            Some(close) => tail.find(&close).map_or("", |j| &tail[j + close.len()..]),
+            None => tail.find('>').map_or("", |j| &tail[j + 1..]),
+        };
+        out.push(' ');
+    }
+    out.push_str(rest);
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+fn chromium() -> Option<PathBuf> {
+    if std::env::var_os("PD_SKIP_CHROMIUM").is_some_and(|v| v == "1") {
+        return None;
+    }
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|c| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|p| p.join(c))
+                .find(|p| p.is_file())
+        });
+    Some(found.or_else(|| std::env::var_os("PD_CHROMIUM").map(PathBuf::from)).expect(
+        "headless Chromium is needed (apt-get install -y chromium, as .ci/run does), or set PD_SKIP_CHROMIUM=1",
+    ))
+}
+
+/// Every screen of the dashboard a reader would look at for the facts: the
+/// matrix, and for each attempt and process its account, its events (all,
+/// then the NCCL communicators alone), and the detail of each failed event.
+fn dashboard_text(run: &Path) -> String {
+    let data = prewarm_doctor::tui::loader::load_once(run, false).unwrap();
+    let mut app = App::new(data, Theme::plain(), RunState::Replay);
+    let mut text = screen(&app);
+    // Each verdict's evidence (the matrix rows, Enter).
+    app.tab = Tab::Matrix;
+    for _ in 0..app.matrix_rows() {
+        press(&mut app, KeyCode::Enter);
+        text.push_str(&overlay_screens(&mut app));
+        press(&mut app, KeyCode::Down);
+    }
+    for a in 0..app.data.attempts.len() {
+        app.select_attempt(a as isize);
+        for r in 0..app.attempt().map_or(0, |a| a.ranks.len()) {
+            app.select_rank(r as isize);
+            app.tab = Tab::Account;
+            text.push_str(&screen(&app));
+            app.tab = Tab::Events;
+            filter(&mut app, "");
+            text.push_str(&screen(&app));
+            filter(&mut app, "nccl comm");
+            text.push_str(&screen(&app));
+            filter(&mut app, "");
+            let failed: Vec<usize> = (0..app.events.rows.len())
+                .filter(|&k| app.rank().unwrap().events[app.events.rows[k]].failed)
+                .collect();
+            for k in failed {
+                app.events.selected = k;
+                press(&mut app, KeyCode::Enter);
+                text.push_str(&overlay_screens(&mut app));
+            }
+        }
+    }
+    text
+}
+
+/// An open overlay drawn, scrolled through to its end, then closed.
+fn overlay_screens(app: &mut App) -> String {
+    let mut text = String::new();
+    if app.overlay.is_none() {
+        return text;
+    }
+    for _ in 0..8 {
+        text.push_str(&screen(app));
+        for _ in 0..20 {
+            press(app, KeyCode::Char('j'));
+        }
+    }
+    press(app, KeyCode::Esc);
+    text
+}
+
+/// Sets the events filter as a user types it.
+fn filter(app: &mut App, what: &str) {
+    press(app, KeyCode::Char('/'));
+    press(app, KeyCode::Esc);
+    if !what.is_empty() {
+        press(app, KeyCode::Char('/'));
+        for c in what.chars() {
+            press(app, KeyCode::Char(c));
+        }
+        press(app, KeyCode::Enter);
+    }
+}
+
+fn press(app: &mut App, code: KeyCode) {
+    app.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+fn screen(app: &App) -> String {
+    let (w, h) = (200u16, 70u16);
+    let mut term = Tty::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| draw(f, app)).unwrap();
+    let buf = term.backend().buffer();
+    let mut out = String::new();
+    for y in 0..h {
+        for x in 0..w {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The text drawn on every PNG chart, in drawing order.
+fn png_text(m: &ReportModel) -> String {
+    let mut out = String::new();
+    for chart in Chart::all(m) {
+        for b in prewarm_doctor::report::png::chart_text_boxes(m, &chart).unwrap() {
+            out.push_str(&b.text);
+            out.push(' ');
+        }
+    }
+    out
+}
+
+fn perfetto_text(m: &ReportModel) -> String {
+    String::from_utf8(render_to_vec(&Perfetto, m).unwrap()).unwrap()
+}
+
+fn recordings() -> Vec<PathBuf> {
+    let mut runs = vec![repo("reports/h200-matrix")];
+    let mut fixtures: Vec<_> = std::fs::read_dir(repo("tests/fixtures/h200"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    fixtures.sort();
+    runs.extend(fixtures);
+    runs
+}
+
+#[test]
+fn every_format_states_every_fact_of_the_model_on_every_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for run in recordings() {
+        let m = model_of(&run, &run.display().to_string());
+        let facts = facts(&m);
+        let html = html_dom_text(&m, dir.path());
+        let texts: Vec<(Format, Option<String>)> = vec![
+            (Format::Terminal, Some(terminal(&m))),
+            (Format::Markdown, Some(markdown(&m))),
+            (Format::Html, html),
+            (Format::Dashboard, Some(dashboard_text(&run))),
+            (Format::Png, Some(png_text(&m))),
+            (Format::Perfetto, Some(perfetto_text(&m))),
+        ];
+        for (format, text) in &texts {
+            let Some(text) = text else { continue };
+            let hay = normalise(text);
+            for f in facts.iter().filter(|f| f.formats.contains(format)) {
+                checked += 1;
+                if !holds(f, &hay) {
+                    missing.push(format!(
+                        "{}: {format:?} lacks the {} {:?}{}",
+                        run.strip_prefix(repo("")).unwrap_or(&run).display(),
+                        f.what,
+                        f.text,
+                        f.then
+                            .as_ref()
+                            .map_or(String::new(), |t| format!(" … {t:?}"))
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 200,
+        "only {checked} checks: the facts are not being found"
+    );
+    assert!(
+        missing.is_empty(),
+        "{} facts missing:\n{}",
+        missing.len(),
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_normalisation_reads_wrapped_escaped_and_boxed_text_as_one_line() {
+    assert_eq!(normalise("a\n     b"), "a b");
+    assert_eq!(
+        normalise(r"triton\_autotune **WORKS**"),
+        "triton_autotune WORKS"
+    );
+    assert_eq!(normalise("│ still short │\n│ by 1 │"), "still short by 1");
+    let f = near("x", "cublas", "works", &[]);
+    assert!(holds(&f, "cublas (works)"));
+    assert!(!holds(&f, &format!("cublas {} works", "x".repeat(90))));
+}
