@@ -30,7 +30,7 @@ TORCHRUN="$PY -m torch.distributed.run --standalone --nproc_per_node=1"
 status=0
 
 echo "=== cold matrix: all_lazy_init.py, $REPEAT attempt(s) per variant"
-timeout 180 "$BIN" run --out "$OUT/matrix" --cache cold --repeat "$REPEAT" \
+timeout ${MATRIX_TIMEOUT:-240} "$BIN" run --out "$OUT/matrix" --cache cold --repeat "$REPEAT" \
   --variant baseline \
   --variant cublas:--prewarm-cublas \
   --variant triton_autotune:--prewarm-triton-autotune \

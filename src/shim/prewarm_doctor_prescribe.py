@@ -486,16 +486,21 @@ def _unwrap_after_steps(torch, dist):
     optimizer steps (default 3); a group first used later is not recorded."""
     import torch.optim.optimizer as optim_mod
 
-    state = {"steps": 0, "handle": None}
+    state = {"steps": 0, "done": False}
 
     def post_step(optimizer, args, kwargs):
+        # Never remove this hook from inside it: torch iterates the global
+        # post-hook dict live while it calls them ("OrderedDict mutated during
+        # iteration" in the training's optimizer.step()). Once done it is one
+        # dictionary look-up per step.
+        if state["done"]:
+            return
         state["steps"] += 1
         if state["steps"] >= _WATCH_STEPS * max(1, len(_state.get("optimizers") or [])):
+            state["done"] = True
             _unwrap_collectives(dist)
-            if state["handle"] is not None:
-                state["handle"].remove()
 
-    state["handle"] = optim_mod.register_optimizer_step_post_hook(post_step)
+    optim_mod.register_optimizer_step_post_hook(post_step)
 
 
 def install(torch):

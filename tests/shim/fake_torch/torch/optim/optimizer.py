@@ -1,12 +1,29 @@
-_pre, _post = [], []
+from collections import OrderedDict
+
+# Like torch: ordered dicts of hooks, iterated live while the hooks run (a
+# hook that removes itself mid-iteration raises "OrderedDict mutated during
+# iteration" in the training's optimizer.step(), as it does in torch).
+_pre, _post = OrderedDict(), OrderedDict()
+
+
+class _Handle:
+    def __init__(self, hooks, key):
+        self.hooks, self.key = hooks, key
+
+    def remove(self):
+        self.hooks.pop(self.key, None)
 
 
 def register_optimizer_step_pre_hook(hook):
-    _pre.append(hook)
+    key = object()
+    _pre[key] = hook
+    return _Handle(_pre, key)
 
 
 def register_optimizer_step_post_hook(hook):
-    _post.append(hook)
+    key = object()
+    _post[key] = hook
+    return _Handle(_post, key)
 
 
 class Optimizer:
@@ -18,7 +35,7 @@ class Optimizer:
             raise ValueError("zero_grad was asked to fail")
 
     def step(self):
-        for h in _pre:
+        for h in _pre.values():
             h(self, (), {})
-        for h in _post:
+        for h in _post.values():
             h(self, (), {})
