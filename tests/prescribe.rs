@@ -99,19 +99,74 @@ fn recordings() -> Vec<PathBuf> {
     out
 }
 
+/// A recording made with the replay signatures (tests/fixtures/h200/
+/// prescribe-*-recording) gives, byte for byte, the prescription that was
+/// generated from it on the H200 and proven there by the matrix
+/// (tests/fixtures/h200-prescriptions/*.py); only the run's path differs.
+/// The proof matrices (prescribe-*-matrix: their baseline is another cold run
+/// of the same example) warm the same cuBLAS dtypes, groups and autotune keys.
+fn assert_same_as_proven(run: &Path, text: &str) {
+    let name = run.file_name().unwrap().to_string_lossy();
+    let (example, exact) = match name.strip_prefix("prescribe-") {
+        Some(n) if n.ends_with("-recording") => (n.trim_end_matches("-recording"), true),
+        Some(n) if n.ends_with("-matrix") => (n.trim_end_matches("-matrix"), false),
+        // Other recordings with signatures (the account matrix of
+        // all_lazy_init.py): its baseline's late cuBLAS init and autotune
+        // keys are replayed, not listed as unreplayable.
+        _ => {
+            assert!(
+                text.contains("# cuBLAS block: forward+backward in")
+                    && text.contains(" key (")
+                    && !text.contains("No fingerprint was recorded"),
+                "{run:?}:\n{text}"
+            );
+            return;
+        }
+    };
+    let proven = std::fs::read_to_string(root().join(format!(
+        "tests/fixtures/h200-prescriptions/{example}.py"
+    )))
+    .unwrap();
+    if exact {
+        let proven = proven.replace(
+            &format!("/tmp/w/prescribe/{example}/recording"),
+            &root().join(run).to_string_lossy(),
+        );
+        assert_eq!(text, proven, "{run:?}");
+        return;
+    }
+    let warmed = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| {
+                l.starts_with("#   ") && l.contains(" key (")
+                    || l.starts_with("# cuBLAS block: forward+backward in")
+                    || l.starts_with("# NCCL block: group")
+            })
+            .map(|l| l.split(';').next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(warmed(text), warmed(&proven), "{run:?}");
+}
+
 #[test]
 fn every_bundled_recording_gets_a_valid_prescription_that_guesses_nothing() {
     let runs = recordings();
     assert!(runs.len() >= 10, "{runs:?}");
+    let mut with_signatures = 0;
     for run in &runs {
         let p = prescribe(&root().join(run), None).unwrap_or_else(|e| panic!("{run:?}: {e}"));
         py_compile(&p.text);
+        if p.plan.fingerprint.is_some() {
+            with_signatures += 1;
+            assert_same_as_proven(run, &p.text);
+            continue;
+        }
         // Made before the replay records existed: nothing is replayed, and
         // every late cuBLAS init, communicator or autotune says why not.
         assert!(p.plan.triton.is_empty() && p.plan.cublas.is_empty() && p.plan.groups.is_empty());
-        assert!(p.plan.fingerprint.is_none());
         assert!(p.text.contains("No fingerprint was recorded"), "{run:?}");
     }
+    assert!(with_signatures >= 2, "the H200 recordings with replay signatures are gone");
     let nccl = prescribe(
         &root().join("tests/fixtures/h200/examples-nccl-baseline"),
         None,
