@@ -386,24 +386,12 @@ fn perfetto_text(m: &ReportModel) -> String {
     String::from_utf8(render_to_vec(&Perfetto, m).unwrap()).unwrap()
 }
 
-fn recordings() -> Vec<PathBuf> {
-    let mut runs = vec![repo("reports/h200-matrix")];
-    let mut fixtures: Vec<_> = std::fs::read_dir(repo("tests/fixtures/h200"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    fixtures.sort();
-    runs.extend(fixtures);
-    runs
-}
-
 #[test]
 fn every_format_states_every_fact_of_the_model_on_every_recording() {
     let dir = tempfile::tempdir().unwrap();
     let mut missing = Vec::new();
     let mut checked = 0;
-    for run in recordings() {
+    for run in common::recordings() {
         let m = model_of(&run, &run.display().to_string());
         let facts = facts(&m);
         let html = html_dom_text(&m, dir.path());

@@ -123,9 +123,9 @@ fn assert_same_as_proven(run: &Path, text: &str) {
             return;
         }
     };
-    let proven = std::fs::read_to_string(root().join(format!(
-        "tests/fixtures/h200-prescriptions/{example}.py"
-    )))
+    let proven = std::fs::read_to_string(
+        root().join(format!("tests/fixtures/h200-prescriptions/{example}.py")),
+    )
     .unwrap();
     if exact {
         let proven = proven.replace(
@@ -166,7 +166,10 @@ fn every_bundled_recording_gets_a_valid_prescription_that_guesses_nothing() {
         assert!(p.plan.triton.is_empty() && p.plan.cublas.is_empty() && p.plan.groups.is_empty());
         assert!(p.text.contains("No fingerprint was recorded"), "{run:?}");
     }
-    assert!(with_signatures >= 2, "the H200 recordings with replay signatures are gone");
+    assert!(
+        with_signatures >= 2,
+        "the H200 recordings with replay signatures are gone"
+    );
     let nccl = prescribe(
         &root().join("tests/fixtures/h200/examples-nccl-baseline"),
         None,

@@ -12,20 +12,7 @@ use prewarm_doctor::report::pipeline::Analysed;
 use prewarm_doctor::report::render::render_to_vec;
 use prewarm_doctor::report::select::Selection;
 use prewarm_doctor::report::terminal::{Terminal, WIDTH};
-use std::path::{Path, PathBuf};
-
-/// Every recording: the bundled matrix and each fixture.
-fn recordings() -> Vec<PathBuf> {
-    let mut out = vec![common::repo("reports/h200-matrix")];
-    let mut fixtures: Vec<PathBuf> = std::fs::read_dir(common::repo("tests/fixtures/h200"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    fixtures.sort();
-    out.extend(fixtures);
-    out
-}
+use std::path::Path;
 
 fn model(path: &Path) -> ReportModel {
     Analysed::load(path).unwrap().model()
@@ -37,7 +24,7 @@ fn too_wide(text: &str) -> Vec<&str> {
 
 #[test]
 fn the_terminal_summary_fits_100_columns_on_every_recording() {
-    for path in recordings() {
+    for path in common::recordings() {
         let m = model(&path);
         for selection in [Selection::Default, Selection::All] {
             let text = Terminal { selection }.text(&m).unwrap();
@@ -106,7 +93,7 @@ fn the_first_lines_answer_the_question() {
 
 #[test]
 fn markdown_stays_under_the_comment_limit_on_every_recording() {
-    for path in recordings() {
+    for path in common::recordings() {
         let m = model(&path);
         for selection in [Selection::Default, Selection::All] {
             let md = render_to_vec(&Markdown { selection }, &m).unwrap();

@@ -315,19 +315,6 @@ fn the_cli_writes_html_png_and_perfetto() {
     check_trace(&st.stdout);
 }
 
-/// Every H200 recording and the bundled matrix.
-fn recordings() -> Vec<std::path::PathBuf> {
-    let mut runs = vec![repo("reports/h200-matrix")];
-    let mut fixtures: Vec<_> = std::fs::read_dir(repo("tests/fixtures/h200"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    fixtures.sort();
-    runs.extend(fixtures);
-    runs
-}
-
 /// The pairs of text boxes of a chart that share pixels.
 fn overlapping(m: &ReportModel, chart: &Chart) -> Vec<String> {
     let boxes = prewarm_doctor::report::png::chart_text_boxes(m, chart).unwrap();
@@ -345,7 +332,7 @@ fn overlapping(m: &ReportModel, chart: &Chart) -> Vec<String> {
 
 #[test]
 fn no_two_labels_of_any_chart_overlap_on_any_recording() {
-    for run in recordings() {
+    for run in common::recordings() {
         let m = model_of(&run, &run.display().to_string());
         for chart in Chart::all(&m) {
             let clashes = overlapping(&m, &chart);

@@ -43,6 +43,19 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Every H200 recording: the bundled matrix, then each fixture folder in name order.
+pub fn recordings() -> Vec<std::path::PathBuf> {
+    let mut runs = vec![repo("reports/h200-matrix")];
+    let mut fixtures: Vec<_> = std::fs::read_dir(repo("tests/fixtures/h200"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    fixtures.sort();
+    runs.extend(fixtures);
+    runs
+}
+
 /// The path of a file in this repository.
 pub fn repo(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
