@@ -215,6 +215,7 @@ pub fn render(run: &str, attempt: &str, plan: &Plan) -> Result<String, askama::E
         .lazy
         .iter()
         .map(|m| json!(lazy_advice(*m, plan.eager.as_ref())))
+        .chain(plan.prune.iter().map(|a| json!(prune_advice(a))))
         .collect();
     Module {
         header: header(run, attempt, plan),
@@ -236,6 +237,28 @@ fn moved(m: Move) -> String {
         m.seconds,
         m.bytes,
         m.bytes as f64 / (1u64 << 20) as f64
+    )
+}
+
+/// The alternative to warming a spilling autotune candidate.
+fn prune_advice(a: &plan::PruneAlternative) -> String {
+    let per_thread = if a.per_thread > 0 {
+        format!("{} bytes of local memory per thread, ", a.per_thread)
+    } else {
+        String::new()
+    };
+    let registers = if a.registers > 0 {
+        format!("{} registers", a.registers)
+    } else {
+        "registers unknown".to_string()
+    };
+    format!(
+        "{}'s autotune candidate {} grew the local-memory reservation by {} bytes ({:.1} MiB; {per_thread}{registers}) while it was benchmarked{}. The Triton block moves that growth to setup, where it stays held: the driver never gives local memory back. The alternative that removes the demand: prune that candidate from the kernel's autotune configs (the autotuner then chooses among the rest).",
+        a.kernel,
+        a.config,
+        a.local_bytes,
+        a.local_bytes as f64 / (1u64 << 20) as f64,
+        a.step.map_or_else(String::new, |s| format!(" at step {s}"))
     )
 }
 
@@ -312,6 +335,14 @@ fn header(run: &str, attempt: &str, plan: &Plan) -> Vec<String> {
         h.push(format!(
             "Lazy module loading: advice only (ADVICE): {:.3} s, {} bytes after setup.",
             m.seconds, m.bytes
+        ));
+    }
+    for a in &plan.prune {
+        h.push(format!(
+            "Alternative (ADVICE): prune {}'s autotune candidate {} (it grew local memory by {:.1} MiB, never given back).",
+            c(&a.kernel),
+            c(&a.config),
+            a.local_bytes as f64 / (1u64 << 20) as f64
         ));
     }
     h

@@ -103,6 +103,9 @@ pub struct Plan {
     pub not_replayed: Vec<NotReplayed>,
     /// Lazy module loading after setup: advice only.
     pub lazy: Option<Move>,
+    /// Autotune candidates whose benchmark grew the local-memory reservation
+    /// after setup: the alternative to warming them (advice only).
+    pub prune: Vec<PruneAlternative>,
     /// What `CUDA_MODULE_LOADING=EAGER` cost, when the run folder measured it:
     /// (variant, setup seconds, context bytes), against the prescribed attempt.
     pub eager: Option<(String, f64, i64)>,
@@ -147,6 +150,7 @@ pub fn plan(processes: &[ProcessInput]) -> Plan {
     nccl(processes, &mut p);
     triton(processes, &mut p);
     leftovers(processes, &mut p);
+    p.prune = prune_alternatives(processes);
     p
 }
 
@@ -366,6 +370,51 @@ fn triton(processes: &[ProcessInput], p: &mut Plan) {
             }
         }
     }
+}
+
+/// A spilling autotune candidate: warming its kernel at setup moves the
+/// local-memory growth there, where it stays held (the driver never gives it
+/// back); pruning the candidate from the kernel's configs removes the demand.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PruneAlternative {
+    pub kernel: String,
+    pub config: String,
+    /// CUPTI's reservation increase for the candidate's launch.
+    pub local_bytes: u64,
+    pub per_thread: u32,
+    pub registers: u16,
+    pub step: Option<u32>,
+}
+
+/// Per kernel, the autotune candidate whose benchmark grew local memory the
+/// most after setup (the one worth pruning: the others stay to choose from).
+fn prune_alternatives(processes: &[ProcessInput]) -> Vec<PruneAlternative> {
+    let mut out: Vec<PruneAlternative> = Vec::new();
+    for x in processes {
+        for l in &x.account.local_memory {
+            let Some(config) = &l.autotune_config else {
+                continue;
+            };
+            if l.phase == crate::analysis::phases::Phase::Setup || l.after <= l.before {
+                continue;
+            }
+            let grew = l.after - l.before;
+            let candidate = PruneAlternative {
+                kernel: l.kernel.clone(),
+                config: config.clone(),
+                local_bytes: grew,
+                per_thread: l.per_thread,
+                registers: l.registers,
+                step: l.step,
+            };
+            match out.iter_mut().find(|a| a.kernel == l.kernel) {
+                Some(a) if a.local_bytes >= grew => {}
+                Some(a) => *a = candidate,
+                None => out.push(candidate),
+            }
+        }
+    }
+    out
 }
 
 /// Late items no block warms: listed with why; lazy loading as advice.
