@@ -103,15 +103,31 @@ fn recordings() -> Vec<PathBuf> {
 fn every_bundled_recording_gets_a_valid_prescription_that_guesses_nothing() {
     let runs = recordings();
     assert!(runs.len() >= 10, "{runs:?}");
+    let mut with_fingerprint = Vec::new();
     for run in &runs {
         let p = prescribe(&root().join(run), None).unwrap_or_else(|e| panic!("{run:?}: {e}"));
         py_compile(&p.text);
+        if p.plan.fingerprint.is_some() {
+            with_fingerprint.push(run.clone());
+            continue;
+        }
         // Made before the replay records existed: nothing is replayed, and
         // every late cuBLAS init, communicator or autotune says why not.
         assert!(p.plan.triton.is_empty() && p.plan.cublas.is_empty() && p.plan.groups.is_empty());
-        assert!(p.plan.fingerprint.is_none());
         assert!(p.text.contains("No fingerprint was recorded"), "{run:?}");
     }
+    // Recorded with the shim's fingerprint and replay records (the binary
+    // of commit 39be6ed): cuBLAS in the optimizers' dtypes is what step 1
+    // lacked; no communicator, no autotune.
+    assert_eq!(
+        with_fingerprint,
+        [PathBuf::from("tests/fixtures/h200/shared-gpu-2")]
+    );
+    let p = prescribe(&root().join(&with_fingerprint[0]), None).unwrap();
+    let dtypes: Vec<&str> = p.plan.cublas.iter().map(|c| c.dtype.as_str()).collect();
+    assert_eq!(dtypes, ["torch.bfloat16", "torch.float32"]);
+    assert!(p.plan.cublas.iter().all(|c| c.ranks.is_none()));
+    assert!(p.plan.triton.is_empty() && p.plan.groups.is_empty());
     let nccl = prescribe(
         &root().join("tests/fixtures/h200/examples-nccl-baseline"),
         None,
