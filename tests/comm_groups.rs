@@ -11,6 +11,7 @@ use common::terminal_text;
 use prewarm_doctor::analysis::comm_groups::NamedBy;
 use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::analysis::verdict::VerdictClass;
 use prewarm_doctor::analysis::verdict_comms::GroupOutcome;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
@@ -42,6 +43,29 @@ fn every_communicator_of_the_fsdp2_job_is_named_by_its_members() {
             }
         }
     }
+}
+
+/// A matrix stopped before the prewarm's attempt ran (the H200 cold matrix
+/// of 2026-12-01 timed out after baseline/1 and cublas/1) says it cannot be
+/// judged; no per-group line says its groups moved to setup.
+#[test]
+fn a_variant_without_an_attempt_moves_no_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("run");
+    common::copy_tree(&fixture("multinode-fsdp2"), &root);
+    std::fs::remove_dir_all(root.join("nccl_comm")).unwrap();
+    let run = load_run(&root).unwrap();
+    let m = compare(run.meta.as_ref(), &analyse_run(&run)).expect("a matrix");
+    let v = m
+        .verdicts
+        .iter()
+        .find(|v| v.variant == "nccl_comm")
+        .unwrap();
+    assert_eq!(v.class, VerdictClass::Inconclusive, "{v:?}");
+    assert!(m.comm_groups.is_empty(), "{:?}", m.comm_groups);
+    let text = terminal_text(&root);
+    assert!(text.contains("nccl_comm INCONCLUSIVE"), "{text}");
+    assert!(!text.contains("moved to setup"), "{text}");
 }
 
 #[test]

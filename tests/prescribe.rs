@@ -111,12 +111,11 @@ fn assert_same_as_proven(run: &Path, text: &str) {
         Some(n) if n.ends_with("-recording") => (n.trim_end_matches("-recording"), true),
         Some(n) if n.ends_with("-matrix") => (n.trim_end_matches("-matrix"), false),
         // Other recordings with signatures (the account matrix of
-        // all_lazy_init.py): its baseline's late cuBLAS init and autotune
-        // keys are replayed, not listed as unreplayable.
+        // all_lazy_init.py, the shared-GPU cuBLAS run): their late cuBLAS
+        // init is replayed, not listed as unreplayable.
         _ => {
             assert!(
                 text.contains("# cuBLAS block: forward+backward in")
-                    && text.contains(" key (")
                     && !text.contains("No fingerprint was recorded"),
                 "{run:?}:\n{text}"
             );
@@ -209,6 +208,14 @@ fn every_bundled_recording_gets_a_valid_prescription_that_guesses_nothing() {
         with_signatures >= 2,
         "the H200 recordings with replay signatures are gone"
     );
+    // Recorded with the shim's fingerprint (the binary of commit 39be6ed) on
+    // the cuBLAS example: cuBLAS in the optimizers' dtypes is what step 1
+    // lacked; no communicator, no autotune.
+    let p = prescribe(&root().join("tests/fixtures/h200/shared-gpu-2"), None).unwrap();
+    let dtypes: Vec<&str> = p.plan.cublas.iter().map(|c| c.dtype.as_str()).collect();
+    assert_eq!(dtypes, ["torch.bfloat16", "torch.float32"]);
+    assert!(p.plan.cublas.iter().all(|c| c.ranks.is_none()));
+    assert!(p.plan.triton.is_empty() && p.plan.groups.is_empty());
     let nccl = prescribe(
         &root().join("tests/fixtures/h200/examples-nccl-baseline"),
         None,

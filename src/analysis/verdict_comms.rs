@@ -213,12 +213,20 @@ pub fn comm_verdicts(
     variants: &[VariantSummary],
     attempts: &[AttemptAccount],
 ) -> Vec<CommVerdict> {
-    let Some(base) = variants.iter().find(|v| v.name == baseline) else {
+    // A side without an attempt that counts (none ran, or all were
+    // excluded) created nothing we saw: no group was moved, missed or made.
+    let Some(base) = variants
+        .iter()
+        .find(|v| v.name == baseline && !v.attempts.is_empty())
+    else {
         return Vec::new();
     };
     let base_sides = variant_sides(base, attempts);
     let mut out = Vec::new();
-    for v in variants.iter().filter(|v| v.name != baseline) {
+    for v in variants
+        .iter()
+        .filter(|v| v.name != baseline && !v.attempts.is_empty())
+    {
         let (targets, _) = targets_of(&v.prewarms);
         if v.prewarms.is_empty() || !targets.contains(&EventClass::NcclComm) {
             continue;

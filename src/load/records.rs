@@ -67,6 +67,9 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                 // The probe buffers per thread: calls of different threads
                 // reach the file in flush order, not in time order.
                 r.mem.sort_by_key(|m| m.t_end);
+                // CUPTI hands kernel records over in buffers whose order is
+                // not launch order either: put each growth where it landed.
+                r.local = growths_in_launch_order(std::mem::take(&mut r.local), &r.first_launches);
                 if let Some(h) = &outcome.header {
                     r.header = h.fields.iter().cloned().collect();
                 }
@@ -81,6 +84,80 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
         r.problems.extend(problems);
     }
     r
+}
+
+/// Local-memory growths re-derived in launch order.
+///
+/// The probe names a growth at the first kernel record it *processes* whose
+/// context total (CUPTI's `localMemoryTotal`) exceeds the largest seen so
+/// far. CUPTI delivers kernel records in buffers that need not come in
+/// launch order (on the H200 recordings, one run of records per launching
+/// thread), and a buffer of later launches can be processed first: the
+/// growth is then named at a later launch of another thread, after the
+/// reservation had long grown (on the H200 the autograd thread's buffer came
+/// first, and the forward's GELU growth was named at a backward kernel
+/// 120 ms later). Every first-launch record carries the context's total too,
+/// so the growths are walked again in launch order: a growth is the earliest
+/// launch whose total exceeds every earlier one's. Where that launch is the
+/// probe's own growth record it is kept (with `total_before` from the walk);
+/// where it is only a first-launch record, a growth is made from it (kernel,
+/// times, totals; its registers and local memory per thread are not in that
+/// record: 0, unknown). Growth records that the walk finds already reserved
+/// are dropped. Failed growths (zero times: the launch that could not grow
+/// it) stay as written.
+pub fn growths_in_launch_order(
+    local: Vec<LocalMemoryGrowth>,
+    first: &[KernelFirstLaunch],
+) -> Vec<LocalMemoryGrowth> {
+    let (failed, ok): (Vec<_>, Vec<_>) = local.into_iter().partition(|l| l.t_start == 0);
+    // (launch start, a growth record before a first launch at the same
+    // instant, context, total, which record).
+    enum Seen<'a> {
+        Growth(LocalMemoryGrowth),
+        First(&'a KernelFirstLaunch),
+    }
+    let mut seen: Vec<(u64, u8, u32, u64, Seen)> = ok
+        .into_iter()
+        .map(|l| (l.t_start, 0, l.context_id, l.total_after, Seen::Growth(l)))
+        .chain(
+            first
+                .iter()
+                .filter(|k| k.t_start != 0)
+                .map(|k| (k.t_start, 1, k.context_id, k.local_total, Seen::First(k))),
+        )
+        .collect();
+    seen.sort_by_key(|s| (s.0, s.1));
+    let mut max: HashMap<u32, u64> = HashMap::new();
+    let mut out = Vec::new();
+    for (_, _, ctx, total, s) in seen {
+        let before = max.get(&ctx).copied().unwrap_or(0);
+        if total <= before {
+            continue;
+        }
+        max.insert(ctx, total);
+        out.push(match s {
+            Seen::Growth(l) => LocalMemoryGrowth {
+                total_before: before,
+                ..l
+            },
+            Seen::First(k) => LocalMemoryGrowth {
+                t_start: k.t_start,
+                t_end: k.t_end,
+                device: k.device,
+                context_id: k.context_id,
+                correlation_id: 0,
+                kernel: k.kernel.clone(),
+                total_before: before,
+                total_after: total,
+                per_thread: 0,
+                registers: 0,
+                grid: [0; 3],
+                block: [0; 3],
+            },
+        });
+    }
+    out.extend(failed);
+    out
 }
 
 impl HostData {
@@ -118,5 +195,128 @@ impl HostData {
             }
         });
         results.into_inner().expect("workers finished")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn growth(t: u64, ctx: u32, kernel: &str, before: u64, after: u64) -> LocalMemoryGrowth {
+        LocalMemoryGrowth {
+            t_start: t,
+            t_end: if t == 0 { 0 } else { t + 10 },
+            device: 0,
+            context_id: ctx,
+            correlation_id: 7,
+            kernel: kernel.into(),
+            total_before: before,
+            total_after: after,
+            per_thread: 16,
+            registers: 18,
+            grid: [1, 1, 1],
+            block: [128, 1, 1],
+        }
+    }
+
+    fn first(t: u64, ctx: u32, kernel: &str, total: u64) -> KernelFirstLaunch {
+        KernelFirstLaunch {
+            t_start: t,
+            t_end: t + 10,
+            device: 0,
+            context_id: ctx,
+            kernel: kernel.into(),
+            local_total: total,
+        }
+    }
+
+    /// The shape of the H200 `shared-gpu-2` recording: the autograd
+    /// thread's buffer was processed first, so the probe named the growth
+    /// 148.5 -> 239.2 MiB at a backward kernel (`mul`, 277.747 s) although
+    /// the forward's GELU (277.627 s) was the first launch with that total.
+    #[test]
+    fn a_growth_named_late_moves_to_the_first_launch_that_shows_it() {
+        let (a, b) = (155_713_536, 250_871_808);
+        let local = vec![
+            growth(1_000, 1, "uniform", 0, a),
+            growth(277_747, 1, "mul", a, b),
+        ];
+        let firsts = vec![
+            first(1_000, 1, "uniform", a),
+            first(277_619, 1, "nvjet", a),
+            first(277_627, 1, "gelu", b),
+            first(277_747, 1, "mul", b),
+        ];
+        let out = growths_in_launch_order(local, &firsts);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0], growth(1_000, 1, "uniform", 0, a));
+        let g = &out[1];
+        assert_eq!((g.t_start, g.t_end), (277_627, 277_637));
+        assert_eq!(g.kernel, "gelu");
+        assert_eq!((g.total_before, g.total_after), (a, b));
+        // Not in a first-launch record: unknown, never the other kernel's.
+        assert_eq!((g.registers, g.per_thread, g.correlation_id), (0, 0, 0));
+    }
+
+    #[test]
+    fn growths_in_launch_order_stay_as_written() {
+        let local = vec![
+            growth(100, 1, "a", 0, 148 * MIB),
+            growth(200, 1, "b", 148 * MIB, 240 * MIB),
+            // Another context keeps its own reservation.
+            growth(150, 2, "c", 0, 148 * MIB),
+            // A launch that could not grow it: placed at the failure, kept.
+            growth(0, 1, "spills", 240 * MIB, 4096 * MIB),
+        ];
+        let firsts = vec![
+            first(100, 1, "a", 148 * MIB),
+            first(150, 2, "c", 148 * MIB),
+            first(200, 1, "b", 240 * MIB),
+            first(300, 1, "d", 240 * MIB),
+        ];
+        let out = growths_in_launch_order(local.clone(), &firsts);
+        assert_eq!(
+            out,
+            vec![
+                local[0].clone(),
+                local[2].clone(),
+                local[1].clone(),
+                local[3].clone()
+            ]
+        );
+    }
+
+    /// Two growths processed in the wrong order: the probe saw the larger
+    /// total first, so it never wrote the earlier, smaller growth; the walk
+    /// in launch order gives each its own record, the later one growing from
+    /// the earlier one's total.
+    #[test]
+    fn growths_processed_out_of_order_are_split_in_launch_order() {
+        let local = vec![growth(300, 1, "big", 0, 300 * MIB)];
+        let firsts = vec![
+            first(100, 1, "small", 100 * MIB),
+            first(300, 1, "big", 300 * MIB),
+        ];
+        let out = growths_in_launch_order(local, &firsts);
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            (
+                out[0].kernel.as_str(),
+                out[0].total_before,
+                out[0].total_after
+            ),
+            ("small", 0, 100 * MIB)
+        );
+        assert_eq!(
+            (
+                out[1].kernel.as_str(),
+                out[1].total_before,
+                out[1].total_after
+            ),
+            ("big", 100 * MIB, 300 * MIB)
+        );
+        assert_eq!(out[1].registers, 18);
     }
 }

@@ -580,7 +580,12 @@ fn local_memory_lines(o: &mut String, p: &ProcessAccount) {
             step_label_in(p, l.phase, l.step),
             l.t_s,
         );
-        let mut items = vec![format!("{} ({} regs)", terminal(&l.kernel), l.registers)];
+        // 0 registers: a growth placed at a first-launch record, which does not carry them.
+        let mut items = vec![if l.registers > 0 {
+            format!("{} ({} regs)", terminal(&l.kernel), l.registers)
+        } else {
+            terminal(&l.kernel).to_string()
+        }];
         if let Some(c) = &l.autotune_config {
             items.push(format!("autotune candidate {}", terminal(c)));
         }

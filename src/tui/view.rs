@@ -623,8 +623,10 @@ pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
                 format!("{} -> {}", bytes(l.before), bytes(l.after)),
             ),
             kv("device growth", bytes(l.device_growth)),
-            kv("registers", l.registers.to_string()),
         ];
+        if l.registers > 0 {
+            detail.push(kv("registers", l.registers.to_string()));
+        }
         if let Some(c) = &l.autotune_config {
             detail.push(kv("autotune candidate", c.clone()));
         }
