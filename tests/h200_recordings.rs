@@ -664,3 +664,64 @@ fn a_shared_cache_is_flagged_and_distorts_step_times() {
     };
     assert!(setup(&shared) < 1.0 && setup(&cold) > 5.0);
 }
+
+/// examples/shape_buckets.py on the H200: a Triton kernel autotuned per batch
+/// bucket (1024 at step 1, 2048 at step 3, 4096 at step 5). The hand-written
+/// prewarm that warms only the first bucket moves step 1's autotune exactly as
+/// the complete one does, but leaves 2 keys tuned at steps 3 and 5 that the
+/// baseline tunes there too: partial (R8 after step 1), never works.
+#[test]
+fn a_prewarm_that_warms_only_the_first_shape_bucket_is_partial() {
+    let root = fixture("prescribe-shape-matrix");
+    let run = load_run(&root).unwrap();
+    let all = analyse_run(&run);
+    let m = compare(run.meta.as_ref(), &all).unwrap();
+    let v = |n: &str| m.verdicts.iter().find(|v| v.variant == n).unwrap();
+    let first = v("first_bucket");
+    assert_eq!(first.class, VerdictClass::Partial, "{first:#?}");
+    let left: Vec<&Reason> = first
+        .reasons
+        .iter()
+        .filter(|r| matches!(r, Reason::StillAfterStep1 { .. }))
+        .collect();
+    match left[..] {
+        [
+            Reason::StillAfterStep1 {
+                class: EventClass::TritonAutotune,
+                events,
+                steps,
+                ..
+            },
+        ] => {
+            assert_eq!(events.variant.median, 2.0);
+            assert_eq!(steps, &vec![3, 5]);
+        }
+        _ => panic!("{left:#?}"),
+    }
+    for name in ["all_buckets", "prescribed"] {
+        assert_eq!(v(name).class, VerdictClass::Works, "{name}");
+        assert!(
+            !v(name)
+                .reasons
+                .iter()
+                .any(|r| matches!(r, Reason::StillAfterStep1 { .. }))
+        );
+    }
+    // The prescribed prewarm targets NCCL init too; this run creates no
+    // communicator, so it is not named among what moved.
+    let p = v("prescribed");
+    assert!(p.targets.contains(&EventClass::NcclComm));
+    assert!(!p.moved.classes.contains(&EventClass::NcclComm));
+    assert!(p.moved.classes.contains(&EventClass::Cublas));
+    assert!(p.moved.classes.contains(&EventClass::TritonAutotune));
+    let text = terminal_text(&root);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("PARTIAL: moved 90.0 MiB and 1.77 s of Triton autotune, local-memory growth, compile out of step 1; 2 Triton autotune keys still first tuned at steps 3 and 5"),
+        "{text}"
+    );
+    assert!(
+        !flat.contains("NCCL communicator init out of step 1"),
+        "{text}"
+    );
+}

@@ -454,6 +454,61 @@ pub fn class_costs(p: &ProcessAccount, phase: Phase) -> BTreeMap<EventClass, Cla
     m
 }
 
+/// What each lazy-initialisation class cost in steps 2..N of one process
+/// (the same figures as [`class_costs`] for that phase), with the steps its
+/// events landed in: autotunes, compiles, local-memory growths and
+/// communicators by their own step; cuBLAS and lazy module loading by the
+/// late warmups' steps (docs/verdicts.md R8: work a prewarm left after step 1).
+pub fn later_costs(p: &ProcessAccount) -> BTreeMap<EventClass, LaterCost> {
+    let steady = |ph: Phase| ph == Phase::Steady;
+    let mut steps: BTreeMap<EventClass, Vec<u32>> = BTreeMap::new();
+    let mut add = |c: EventClass, s: Option<u32>| {
+        if let Some(s) = s.filter(|s| *s >= 2) {
+            steps.entry(c).or_default().push(s);
+        }
+    };
+    for a in p.autotune.iter().filter(|a| steady(a.phase)) {
+        add(EventClass::TritonAutotune, a.step);
+    }
+    for c in p.compiles.iter().filter(|c| steady(c.phase)) {
+        add(EventClass::Compile, c.step);
+    }
+    for l in p
+        .local_memory
+        .iter()
+        .filter(|l| steady(l.phase) && !l.failed)
+    {
+        add(EventClass::LocalMemory, l.step);
+    }
+    for c in p.nccl.iter().filter(|c| c.phase == Some(Phase::Steady)) {
+        add(EventClass::NcclComm, c.step);
+    }
+    for w in p
+        .late_warmups
+        .iter()
+        .filter(|w| matches!(w.class, EventClass::Cublas | EventClass::ModuleLoad))
+    {
+        for s in &w.steps {
+            add(w.class, Some(*s));
+        }
+    }
+    class_costs(p, Phase::Steady)
+        .into_iter()
+        .map(|(class, c)| {
+            let mut s = steps.remove(&class).unwrap_or_default();
+            s.sort_unstable();
+            s.dedup();
+            let later = LaterCost {
+                bytes: c.bytes,
+                seconds: c.seconds,
+                events: c.events,
+                steps: s,
+            };
+            (class, later)
+        })
+        .collect()
+}
+
 /// The event class of an out-of-pool source, for warmup lists and forensics.
 pub fn class_of_source(source: &str) -> Option<EventClass> {
     match source {

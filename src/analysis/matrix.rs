@@ -14,7 +14,7 @@ use crate::prewarm::catalog::EventClass;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub use super::model::ClassCost;
+pub use super::model::{ClassCost, LaterCost};
 
 /// The figures of one attempt, taken from its worst rank.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -35,6 +35,9 @@ pub struct Headline {
     /// NCCL communicators this attempt's worst rank created (any phase).
     pub nccl_comms: u32,
     pub step1_by_class: BTreeMap<EventClass, ClassCost>,
+    /// What each class cost in steps 2..N, same rank as `step1_by_class`
+    /// (empty when nothing landed there or no step ended after step 1).
+    pub later_by_class: BTreeMap<EventClass, LaterCost>,
     /// Largest minus smallest step-1 device peak across ranks.
     pub rank_skew_peak: Option<u64>,
     /// Whether a rank reached step 1 (only such attempts give step-1 figures).
@@ -199,6 +202,7 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         step1_by_class: worst
             .map(|p| super::framework::class_costs(p, Phase::Step1))
             .unwrap_or_default(),
+        later_by_class: worst.map(super::framework::later_costs).unwrap_or_default(),
         rank_skew_peak: a.ranks.as_ref().and_then(|r| r.step1_peak_skew),
         reached_step1: ranks.iter().any(|p| step1(p).is_some()),
         held_step1_end: peak_step1.and_then(|s| s.gap_end.as_ref()).map(held_parts),

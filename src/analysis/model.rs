@@ -125,6 +125,17 @@ pub struct ClassCost {
     pub events: u32,
 }
 
+/// What one event class cost in steps 2..N (a [`ClassCost`] of that phase)
+/// and the steps its events landed in.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LaterCost {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub events: u32,
+    /// Steps (2..N) where its events landed, ascending.
+    pub steps: Vec<u32>,
+}
+
 /// One phase of one process.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PhaseAccount {

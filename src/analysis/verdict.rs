@@ -110,6 +110,18 @@ pub enum Reason {
     StillInStep1 { change: Change, share: f64 },
     /// One targeted class rose beyond noise while the total fell.
     ClassIncreased { class: EventClass, change: Change },
+    /// Work of a targeted class that the baseline also has in steps 2..N is
+    /// left there, beyond noise and material (`share` of the baseline's):
+    /// the prewarm could have moved it (R8). `events` are the variant's
+    /// (autotune keys, compiles, ...), `steps` where they landed.
+    StillAfterStep1 {
+        class: EventClass,
+        bytes: Change,
+        seconds: Change,
+        events: Change,
+        share: f64,
+        steps: Vec<u32>,
+    },
 }
 
 /// One targeted class, baseline vs variant, in step 1.
@@ -121,6 +133,18 @@ pub struct ClassComparison {
     pub events: Change,
 }
 
+/// One targeted class, baseline vs variant, in steps 2..N (after step 1),
+/// with the steps each side's work landed in (over its attempts).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaterComparison {
+    pub class: EventClass,
+    pub bytes: Change,
+    pub seconds: Change,
+    pub events: Change,
+    pub baseline_steps: Vec<u32>,
+    pub variant_steps: Vec<u32>,
+}
+
 /// The sums over the targeted classes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Targeted {
@@ -129,10 +153,14 @@ pub struct Targeted {
 }
 
 /// What it moved out of step 1 (0 where the decrease is within noise).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Moved {
     pub bytes: f64,
     pub seconds: f64,
+    /// The targeted classes that moved: those whose step-1 bytes or seconds
+    /// went down beyond noise (when only the sum did, those that fell);
+    /// never a class with nothing on either side.
+    pub classes: Vec<EventClass>,
 }
 
 /// Attempts that count on each side (those that reached step 1 give step-1 figures).
@@ -157,6 +185,8 @@ pub struct Verdict {
     pub attempts: AttemptCounts,
     /// Per targeted class (empty when a side has no step-1 figures).
     pub by_class: Vec<ClassComparison>,
+    /// Per targeted class, steps 2..N (empty when a side has no step-1 figures).
+    pub later_by_class: Vec<LaterComparison>,
     pub targeted: Option<Targeted>,
     pub moved: Moved,
     pub costs: Costs,
@@ -209,6 +239,25 @@ fn compare_class(b: &[&Headline], v: &[&Headline], class: EventClass) -> ClassCo
     }
 }
 
+fn compare_later(b: &[&Headline], v: &[&Headline], class: EventClass) -> LaterComparison {
+    let get = |h: &Headline| h.later_by_class.get(&class).cloned().unwrap_or_default();
+    let change = |q, f: &dyn Fn(&Headline) -> f64| assess(q, class_stat(b, f), class_stat(v, f));
+    let steps = |hs: &[&Headline]| {
+        let mut s: Vec<u32> = hs.iter().flat_map(|h| get(h).steps).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    LaterComparison {
+        class,
+        bytes: change(Quantity::Bytes, &|h| get(h).bytes as f64),
+        seconds: change(Quantity::Seconds, &|h| get(h).seconds),
+        events: change(Quantity::Events, &|h| get(h).events as f64),
+        baseline_steps: steps(b),
+        variant_steps: steps(v),
+    }
+}
+
 fn targeted_totals(b: &[&Headline], v: &[&Headline], targets: &[EventClass]) -> Targeted {
     let sum = |h: &Headline, f: &dyn Fn(&super::matrix::ClassCost) -> f64| {
         targets
@@ -242,6 +291,14 @@ pub fn judge(base: &VariantSummary, v: &VariantSummary, isolated: bool) -> Verdi
     } else {
         Vec::new()
     };
+    let later_by_class: Vec<LaterComparison> = if have_step1 {
+        targets
+            .iter()
+            .map(|t| compare_later(&b1, &v1, *t))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let targeted = have_step1.then(|| targeted_totals(&b1, &v1, &targets));
     let costs = costs(base, v);
     let attempts = AttemptCounts {
@@ -259,6 +316,7 @@ pub fn judge(base: &VariantSummary, v: &VariantSummary, isolated: bool) -> Verdi
         variant_failed: v.failed_attempts,
         targeted,
         by_class: &by_class,
+        later_by_class: &later_by_class,
         held_extra: costs.held_extra,
     };
     let decision = classify(&evidence);
@@ -272,6 +330,7 @@ pub fn judge(base: &VariantSummary, v: &VariantSummary, isolated: bool) -> Verdi
         recommendation: decision.recommendation,
         attempts,
         by_class,
+        later_by_class,
         targeted,
         moved: decision.moved,
         costs,

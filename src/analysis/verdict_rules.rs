@@ -3,8 +3,8 @@
 
 use super::noise::{Outcome, Quantity, present};
 use super::verdict::{
-    AttemptCounts, ClassComparison, Confidence, Moved, Reason, Recommendation, Targeted,
-    VerdictClass,
+    AttemptCounts, ClassComparison, Confidence, LaterComparison, Moved, Reason, Recommendation,
+    Targeted, VerdictClass,
 };
 use crate::prewarm::catalog::EventClass;
 use serde::Serialize;
@@ -29,6 +29,8 @@ pub struct Evidence<'a> {
     /// None when a side has no attempt that reached step 1.
     pub targeted: Option<Targeted>,
     pub by_class: &'a [ClassComparison],
+    /// Per targeted class, steps 2..N (R8: work it could have moved, left there).
+    pub later_by_class: &'a [LaterComparison],
     /// The memory charged (bytes): the increase of the total the variant holds
     /// outside the pool at step-1 end, when beyond noise; else 0.
     pub held_extra: f64,
@@ -111,11 +113,33 @@ fn no_data_side(a: &AttemptCounts, step1: bool) -> Option<Side> {
     }
 }
 
-fn moved_of(t: &Targeted) -> Moved {
+fn moved_of(t: &Targeted, by_class: &[ClassComparison]) -> Moved {
     let down = |c: &super::noise::Change| if c.is_down() { -c.delta } else { 0.0 };
+    let (bytes, seconds) = (down(&t.bytes), down(&t.seconds));
+    let mut classes: Vec<EventClass> = by_class
+        .iter()
+        .filter(|k| k.bytes.is_down() || k.seconds.is_down())
+        .map(|k| k.class)
+        .collect();
+    if classes.is_empty() && (bytes > 0.0 || seconds > 0.0) {
+        // Only the sum moved beyond noise: the classes that fell, else (the
+        // median of sums is not the sum of medians) those the baseline's
+        // step 1 has.
+        let named = |f: &dyn Fn(&ClassComparison) -> bool| -> Vec<EventClass> {
+            by_class.iter().filter(|k| f(k)).map(|k| k.class).collect()
+        };
+        classes = named(&|k| k.bytes.delta < 0.0 || k.seconds.delta < 0.0);
+        if classes.is_empty() {
+            classes = named(&|k| k.bytes.baseline.max > 0.0 || k.seconds.baseline.max > 0.0);
+        }
+    }
+    if bytes == 0.0 && seconds == 0.0 {
+        classes.clear();
+    }
     Moved {
-        bytes: down(&t.bytes),
-        seconds: down(&t.seconds),
+        bytes,
+        seconds,
+        classes,
     }
 }
 
@@ -134,8 +158,44 @@ fn net_memory_loss(held_extra: f64, moved_bytes: f64) -> Option<Reason> {
     })
 }
 
-/// R8: a material part left in step 1, or a targeted class that rose.
-fn leftovers(t: &Targeted, by_class: &[ClassComparison]) -> Vec<Reason> {
+/// The share of the baseline's `c` left in the variant when it is material:
+/// present beyond noise on both sides and at least [`MATERIAL_SHARE`] of the
+/// baseline's.
+fn material_left(c: &super::noise::Change) -> Option<f64> {
+    let (base, left) = (c.baseline.median, c.variant.median);
+    (present(c.quantity, c.baseline)
+        && present(c.quantity, c.variant)
+        && base > 0.0
+        && left >= MATERIAL_SHARE * base)
+        .then(|| left / base)
+}
+
+/// R8 after step 1: per targeted class, work the baseline also has in steps
+/// 2..N that the variant still has there (bytes or seconds, beyond noise and
+/// material). Work only the variant has there is not the prewarm's to move.
+fn left_after_step1(later: &[LaterComparison]) -> Vec<Reason> {
+    later
+        .iter()
+        .filter_map(|k| {
+            let share = [k.bytes, k.seconds]
+                .iter()
+                .filter_map(material_left)
+                .reduce(f64::max)?;
+            Some(Reason::StillAfterStep1 {
+                class: k.class,
+                bytes: k.bytes,
+                seconds: k.seconds,
+                events: k.events,
+                share,
+                steps: k.variant_steps.clone(),
+            })
+        })
+        .collect()
+}
+
+/// R8: a material part left in step 1, a targeted class that rose, or
+/// targeted work left in steps 2..N.
+fn leftovers(t: &Targeted, by_class: &[ClassComparison], later: &[LaterComparison]) -> Vec<Reason> {
     let mut out = Vec::new();
     for c in [t.bytes, t.seconds] {
         let base = c.baseline.median;
@@ -157,6 +217,7 @@ fn leftovers(t: &Targeted, by_class: &[ClassComparison]) -> Vec<Reason> {
             }
         }
     }
+    out.extend(left_after_step1(later));
     out
 }
 
@@ -187,7 +248,7 @@ pub fn classify(e: &Evidence) -> Decision {
         });
     }
     if let Some(t) = &e.targeted {
-        d.moved = moved_of(t);
+        d.moved = moved_of(t, e.by_class);
         if d.moved.bytes > 0.0 || d.moved.seconds > 0.0 {
             d.reasons.push(Reason::MovedOut {
                 bytes: d.moved.bytes,
@@ -254,7 +315,7 @@ pub fn classify(e: &Evidence) -> Decision {
         return d.decide(VerdictClass::NoEffect);
     }
     // R8, R9
-    let left = leftovers(&t, e.by_class);
+    let left = leftovers(&t, e.by_class, e.later_by_class);
     let class = if left.is_empty() {
         VerdictClass::Works
     } else {

@@ -4,7 +4,7 @@
 //! docs/verdicts.md, the three issue cases with one and three attempts, and
 //! properties over generated summaries (proptest).
 
-use super::matrix::{ClassCost, Headline, VariantSummary, summary_of};
+use super::matrix::{ClassCost, Headline, LaterCost, VariantSummary, summary_of};
 use super::noise::Outcome;
 use super::verdict::{Confidence, Reason, Recommendation, Verdict, VerdictClass, judge};
 use super::verdict_costs::{HeldPart, HeldSource};
@@ -19,6 +19,8 @@ const GIB: f64 = 1024.0 * MIB;
 #[derive(Clone, Debug)]
 pub(crate) struct A {
     classes: Vec<(EventClass, f64, f64, u32)>,
+    /// Steps 2..N: class, bytes, seconds, events, steps.
+    later: Vec<(EventClass, f64, f64, u32, Vec<u32>)>,
     step1_s: f64,
     setup_s: f64,
     peak: f64,
@@ -33,6 +35,7 @@ impl A {
     fn new() -> A {
         A {
             classes: Vec::new(),
+            later: Vec::new(),
             step1_s: 10.0,
             setup_s: 5.0,
             peak: 10.0 * GIB,
@@ -45,6 +48,10 @@ impl A {
     }
     fn class(mut self, c: EventClass, bytes: f64, seconds: f64, events: u32) -> A {
         self.classes.push((c, bytes, seconds, events));
+        self
+    }
+    fn later(mut self, c: EventClass, bytes: f64, seconds: f64, events: u32, steps: &[u32]) -> A {
+        self.later.push((c, bytes, seconds, events, steps.to_vec()));
         self
     }
     fn held(mut self, s: HeldSource, bytes: f64) -> A {
@@ -91,6 +98,19 @@ impl A {
             oom: false,
             nccl_comms: self.comms,
             step1_by_class: by,
+            later_by_class: self
+                .later
+                .iter()
+                .map(|(c, b, s, e, steps)| {
+                    let later = LaterCost {
+                        bytes: *b as u64,
+                        seconds: *s,
+                        events: *e,
+                        steps: steps.clone(),
+                    };
+                    (*c, later)
+                })
+                .collect(),
             rank_skew_peak: None,
             reached_step1: self.reached_step1,
             held_step1_end: self.reached_step1.then(|| {
@@ -606,9 +626,13 @@ fn arb_attempt(template: Vec<(EventClass, f64, f64)>) -> impl Strategy<Value = A
             1..5,
         ),
         (1.0..100.0f64, 1.0..100.0f64, 0u32..3, 0u32..10, 0u32..20),
+        (
+            select(vec![0.0, 0.05, 0.3, 0.62, 3.0]),
+            select(vec![0.0, 0.0, 1.0, 64.0]),
+        ),
     )
         .prop_map(
-            move |(scales, held, (step1, setup, comms, fail, unreached))| {
+            move |(scales, held, (step1, setup, comms, fail, unreached), (later_s, later_mib))| {
                 let mut a = A::new();
                 for ((c, b, s), (scale, wobble, events)) in template.iter().zip(scales) {
                     a = a.class(*c, (b * scale).round(), s * scale * wobble, events);
@@ -621,6 +645,14 @@ fn arb_attempt(template: Vec<(EventClass, f64, f64)>) -> impl Strategy<Value = A
                 a.comms = comms;
                 a.exit = i32::from(fail == 0);
                 a.reached_step1 = unreached != 0;
+                // Work after step 1: autotune keys (targeted by the Triton
+                // prewarm only) and cuBLAS bytes (by the cuBLAS one only).
+                if later_s > 0.0 {
+                    a = a.later(TritonAutotune, 0.0, later_s, 2, &[3, 5]);
+                }
+                if later_mib > 0.0 {
+                    a = a.later(Cublas, later_mib * MIB, 0.0, 1, &[2]);
+                }
                 a
             },
         )
@@ -700,12 +732,23 @@ fn check_consistency(v: &Verdict) {
     let nothing = reason(&|r| matches!(r, Reason::MovedNothing { .. } | Reason::NothingToMove));
     assert_eq!(moved_out, v.moved.bytes > 0.0 || v.moved.seconds > 0.0);
     assert!(!(moved_out && nothing), "moved and moved nothing: {v:#?}");
+    // The classes named as moved are targeted and had something in the
+    // baseline's step 1; there are some exactly when it moved.
+    assert_eq!(moved_out, !v.moved.classes.is_empty(), "{v:#?}");
+    for c in &v.moved.classes {
+        assert!(v.targets.contains(c), "{v:#?}");
+        let k = v.by_class.iter().find(|k| k.class == *c).expect("compared");
+        assert!(
+            k.bytes.baseline.max > 0.0 || k.seconds.baseline.max > 0.0,
+            "{v:#?}"
+        );
+    }
     if let Some(t) = t {
         assert_eq!(v.moved.bytes > 0.0, t.bytes.is_down());
         assert_eq!(v.moved.seconds > 0.0, t.seconds.is_down());
     }
     for r in &v.reasons {
-        if let Reason::ClassIncreased { class, .. } = r {
+        if let Reason::ClassIncreased { class, .. } | Reason::StillAfterStep1 { class, .. } = r {
             assert!(v.targets.contains(class), "untargeted class blamed: {v:#?}");
         }
         // A net memory loss needs the total held to have grown beyond noise.
@@ -724,7 +767,10 @@ fn check_consistency(v: &Verdict) {
                     .all(|c| !c.bytes.is_up() && !c.seconds.is_up())
             );
             assert!(!regression_reason && !nothing);
-            assert!(!reason(&|r| matches!(r, Reason::StillInStep1 { .. })));
+            assert!(!reason(&|r| matches!(
+                r,
+                Reason::StillInStep1 { .. } | Reason::StillAfterStep1 { .. }
+            )));
         }
         VerdictClass::Partial => {
             let t = t.expect("partial has figures");
@@ -732,7 +778,9 @@ fn check_consistency(v: &Verdict) {
             assert!(!regression_reason);
             assert!(reason(&|r| matches!(
                 r,
-                Reason::StillInStep1 { .. } | Reason::ClassIncreased { .. }
+                Reason::StillInStep1 { .. }
+                    | Reason::ClassIncreased { .. }
+                    | Reason::StillAfterStep1 { .. }
             )));
         }
         VerdictClass::NoEffect => {
@@ -885,4 +933,182 @@ pub(crate) fn phantom_verdict() -> Verdict {
         .held(HeldSource::Context, 70.0 * MIB)
         .held(HeldSource::WithoutRecords, 6930.0 * MIB);
     verdict(&["triton_autotune"], &[base], &[var])
+}
+
+// ---- R8 after step 1: targeted work left in steps 2..N (docs/verdicts.md) ----
+
+/// examples/shape_buckets.py on the H200 (tests/fixtures/h200/
+/// prescribe-shape-matrix): a Triton kernel autotuned per batch bucket, 1024
+/// at step 1, 2048 at step 3, 4096 at step 5.
+fn buckets_baseline() -> A {
+    A::new()
+        .class(Cublas, 128.3 * MIB, 0.116, 6)
+        .class(TritonAutotune, 0.0, 1.08, 1)
+        .class(LocalMemory, 90.0 * MIB, 0.0, 1)
+        .class(Compile, 0.0, 0.687, 3)
+        .later(TritonAutotune, 0.0, 0.631, 2, &[3, 5])
+}
+
+/// The step-1 bucket warmed; `later_s` of autotune left at steps 3 and 5.
+fn buckets_variant(later_s: f64) -> A {
+    let a = A::new().class(Cublas, 128.3 * MIB, 0.083, 6);
+    if later_s > 0.0 {
+        a.later(TritonAutotune, 0.0, later_s, 2, &[3, 5])
+    } else {
+        a
+    }
+}
+
+/// The shape-bucket comparison for the text tests: `later_s` of autotune
+/// left at steps 3 and 5 by a variant with these prewarms.
+pub(crate) fn buckets_verdict(prewarms: &[&str], later_s: f64) -> Verdict {
+    verdict(prewarms, &[buckets_baseline()], &[buckets_variant(later_s)])
+}
+
+fn still_after(v: &Verdict) -> Vec<&Reason> {
+    v.reasons
+        .iter()
+        .filter(|r| matches!(r, Reason::StillAfterStep1 { .. }))
+        .collect()
+}
+
+#[test]
+fn r8_a_prewarm_that_leaves_later_buckets_is_partial_n1() {
+    let v = verdict(
+        &["triton_autotune"],
+        &[buckets_baseline()],
+        &[buckets_variant(0.619)],
+    );
+    assert_eq!(v.class, VerdictClass::Partial, "{v:#?}");
+    assert!(v.moved.seconds > 1.7, "step 1's work moved: {v:#?}");
+    let left = still_after(&v);
+    assert_eq!(left.len(), 1, "{v:#?}");
+    let Reason::StillAfterStep1 {
+        class,
+        events,
+        steps,
+        share,
+        ..
+    } = left[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(*class, TritonAutotune);
+    assert_eq!(events.variant.median, 2.0);
+    assert_eq!(steps, &vec![3, 5]);
+    assert!((share - 0.619 / 0.631).abs() < 1e-9);
+}
+
+#[test]
+fn r8_a_prewarm_that_leaves_later_buckets_is_partial_n3() {
+    let b = three(&buckets_baseline(), &[0.9, 1.0, 1.1]);
+    let w = three(&buckets_variant(0.619), &[0.95, 1.0, 1.05]);
+    let v = verdict(&["triton_autotune"], &b, &w);
+    assert_eq!(v.class, VerdictClass::Partial, "{v:#?}");
+    assert_eq!(v.confidence, Confidence::Measured);
+    assert_eq!(still_after(&v).len(), 1);
+}
+
+#[test]
+fn r8_a_prewarm_that_warms_every_bucket_works() {
+    let v = verdict(
+        &["triton_autotune"],
+        &[buckets_baseline()],
+        &[buckets_variant(0.0)],
+    );
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    assert!(still_after(&v).is_empty());
+    let later = &v.later_by_class;
+    let k = later.iter().find(|k| k.class == TritonAutotune).unwrap();
+    assert_eq!(k.baseline_steps, vec![3, 5]);
+    assert!(k.variant_steps.is_empty());
+    let b = three(&buckets_baseline(), &[0.9, 1.0, 1.1]);
+    let w = three(&buckets_variant(0.0), &[0.95, 1.0, 1.05]);
+    assert_eq!(
+        verdict(&["triton_autotune"], &b, &w).class,
+        VerdictClass::Works
+    );
+}
+
+#[test]
+fn r8_untargeted_work_after_step1_is_never_blamed() {
+    // cuBLAS init at step 2 on both sides: not what a Triton prewarm targets.
+    let b = buckets_baseline().later(Cublas, 64.0 * MIB, 0.1, 2, &[2]);
+    let w = buckets_variant(0.0).later(Cublas, 64.0 * MIB, 0.1, 2, &[2]);
+    let v = verdict(
+        &["triton_autotune"],
+        std::slice::from_ref(&b),
+        std::slice::from_ref(&w),
+    );
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    assert!(v.later_by_class.iter().all(|k| k.class != Cublas));
+    // The cuBLAS prewarm targets it: moved step 1's, left step 2's.
+    let mut w = w;
+    w.classes.retain(|c| c.0 != Cublas);
+    let v = verdict(&["cublas"], &[b], &[w]);
+    assert_eq!(v.class, VerdictClass::Partial, "{v:#?}");
+    assert!(matches!(
+        still_after(&v)[..],
+        [Reason::StillAfterStep1 { class: Cublas, .. }]
+    ));
+}
+
+#[test]
+fn r8_work_after_step1_within_noise_or_only_in_the_variant_is_not_left() {
+    // 60 ms of autotune left: under the seconds floor (100 ms), not present.
+    let v = verdict(
+        &["triton_autotune"],
+        &[buckets_baseline()],
+        &[buckets_variant(0.06)],
+    );
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    // In the grey zone (between T and 2T from zero with one attempt): not
+    // known to be there, not blamed.
+    let v = verdict(
+        &["triton_autotune"],
+        &[buckets_baseline()],
+        &[buckets_variant(0.15)],
+    );
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    // Work the baseline never had after step 1 is not the prewarm's to move.
+    let b = buckets_baseline();
+    let b = A {
+        later: Vec::new(),
+        ..b
+    };
+    let v = verdict(&["triton_autotune"], &[b], &[buckets_variant(0.619)]);
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    // Under 10 % of the baseline's is not material (as in step 1).
+    let b = A {
+        later: Vec::new(),
+        ..buckets_baseline()
+    }
+    .later(TritonAutotune, 0.0, 20.0, 40, &[2, 3]);
+    let v = verdict(&["triton_autotune"], &[b], &[buckets_variant(1.9)]);
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+}
+
+#[test]
+fn moved_names_only_the_classes_that_moved() {
+    // The prescribed prewarm of the shape matrix targets NCCL too; there is none.
+    let b = buckets_baseline();
+    let w = A::new().class(Cublas, 0.0, 0.005, 0);
+    let v = verdict(
+        &["cublas", "triton_autotune", "nccl_comm"],
+        std::slice::from_ref(&b),
+        &[w],
+    );
+    assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
+    assert!(v.targets.contains(&NcclComm));
+    assert_eq!(
+        v.moved.classes,
+        vec![Cublas, TritonAutotune, LocalMemory, Compile]
+    );
+    // Nothing moved: no class named.
+    let v = verdict(
+        &["nccl_comm"],
+        std::slice::from_ref(&b),
+        std::slice::from_ref(&b),
+    );
+    assert!(v.moved.classes.is_empty());
 }

@@ -8,7 +8,7 @@ use crate::analysis::matrix::{Exclusion, MatrixNote};
 use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::verdict::{
-    ClassComparison, Confidence, Reason, Recommendation, Verdict, VerdictClass,
+    ClassComparison, Confidence, LaterComparison, Reason, Recommendation, Verdict, VerdictClass,
 };
 use crate::analysis::verdict_costs::{Costs, HeldSource};
 use crate::analysis::verdict_rules::Side;
@@ -92,6 +92,13 @@ fn targets_text(targets: &[EventClass]) -> String {
 /// cuBLAS init out of step 1" (a figure within noise left out), or for an
 /// inconclusive verdict "shows … less … but cannot be judged".
 pub fn moved_text(v: &Verdict) -> String {
+    // The classes that moved, not every class it targets (a prewarm that
+    // targets NCCL init moves none where there is none).
+    let moved_classes = if v.moved.classes.is_empty() {
+        targets_text(&v.targets)
+    } else {
+        targets_text(&v.moved.classes)
+    };
     let mut parts = Vec::new();
     if v.moved.bytes > 0.0 {
         parts.push(bytes(v.moved.bytes as u64));
@@ -101,16 +108,14 @@ pub fn moved_text(v: &Verdict) -> String {
     }
     if !parts.is_empty() && v.class == VerdictClass::Inconclusive {
         return format!(
-            "shows {} less of {} in step 1 but cannot be judged on this run",
-            parts.join(" and "),
-            targets_text(&v.targets)
+            "shows {} less of {moved_classes} in step 1 but cannot be judged on this run",
+            parts.join(" and ")
         );
     }
     if !parts.is_empty() {
         return format!(
-            "moved {} of {} out of step 1",
-            parts.join(" and "),
-            targets_text(&v.targets)
+            "moved {} of {moved_classes} out of step 1",
+            parts.join(" and ")
         );
     }
     if v.reasons.contains(&Reason::NothingToMove) {
@@ -247,12 +252,68 @@ fn setup_text(c: &Costs) -> String {
 
 /// One sentence: what it moved, what it cost.
 pub fn headline(v: &Verdict) -> String {
+    let left: Vec<String> = v.reasons.iter().filter_map(left_after_text).collect();
+    let left = if left.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", left.join("; "))
+    };
     format!(
-        "{}, at a cost of {} and {}.",
+        "{}{left}, at a cost of {} and {}.",
         moved_text(v),
         setup_text(&v.costs),
         held_text(&v.costs)
     )
+}
+
+/// "steps 3 and 5", "step 2", "steps 2..N" (no step known).
+fn steps_text(steps: &[u32]) -> String {
+    let names: Vec<String> = steps.iter().map(|s| s.to_string()).collect();
+    match names.split_last() {
+        None => "steps 2..N".into(),
+        Some((last, [])) => format!("step {last}"),
+        Some((last, rest)) => format!("steps {} and {last}", rest.join(", ")),
+    }
+}
+
+fn plural(n: u32, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// What a prewarm left after step 1 that it could have moved, as the
+/// headline and the evidence say it: "2 Triton autotune keys still first
+/// tuned at steps 3 and 5" (None for other reasons).
+pub fn left_after_text(r: &Reason) -> Option<String> {
+    let Reason::StillAfterStep1 {
+        class,
+        events,
+        steps,
+        ..
+    } = r
+    else {
+        return None;
+    };
+    let n = events.variant.median.round().max(0.0) as u32;
+    let what = match class {
+        EventClass::TritonAutotune if n > 0 => format!(
+            "{} still first tuned",
+            plural(n, "Triton autotune key", "Triton autotune keys")
+        ),
+        EventClass::Compile if n > 0 => format!("{} still", plural(n, "compile", "compiles")),
+        EventClass::LocalMemory if n > 0 => format!(
+            "{} still",
+            plural(n, "local-memory growth", "local-memory growths")
+        ),
+        EventClass::NcclComm if n > 0 => format!(
+            "{} still created",
+            plural(n, "NCCL communicator", "NCCL communicators")
+        ),
+        EventClass::ModuleLoad if n > 0 => {
+            format!("{} still first launched", plural(n, "kernel", "kernels"))
+        }
+        other => format!("{} still lands", other.label()),
+    };
+    Some(format!("{what} at {}", steps_text(steps)))
 }
 
 /// The class, with how far it can be trusted (and what to run when it cannot).
@@ -365,6 +426,28 @@ pub fn reason_text(r: &Reason) -> Option<String> {
             quantity_word(change.quantity),
             share * 100.0
         ),
+        Reason::StillAfterStep1 {
+            class,
+            bytes: b,
+            seconds: s,
+            share,
+            ..
+        } => {
+            let mut figures = Vec::new();
+            if b.variant.median > 0.0 {
+                figures.push(value(Quantity::Bytes, b.variant.median));
+            }
+            if s.variant.median > 0.0 {
+                figures.push(value(Quantity::Seconds, s.variant.median));
+            }
+            format!(
+                "{} left after step 1 that the baseline has too: {} ({}, {:.0}% of the baseline's in steps 2..N)",
+                class.label(),
+                left_after_text(r).unwrap_or_default(),
+                figures.join(", "),
+                share * 100.0
+            )
+        }
         Reason::ClassIncreased { class, change } => format!(
             "{} rose in step 1: {} {}",
             class.label(),
@@ -401,6 +484,43 @@ fn class_row(c: &ClassComparison) -> String {
         side(|x| x.baseline),
         side(|x| x.variant)
     )
+}
+
+/// "Triton autotune in steps 2..N: 631.0 ms, 2 events (steps 3 and 5) ->
+/// 619.2 ms, 2 events (steps 3 and 5)" (None when neither side has any).
+fn later_row(c: &LaterComparison) -> Option<String> {
+    let some = |x: &Change| x.baseline.max > 0.0 || x.variant.max > 0.0;
+    if !some(&c.bytes) && !some(&c.seconds) && !some(&c.events) {
+        return None;
+    }
+    let side = |pick: fn(&Change) -> crate::analysis::matrix::Stat, steps: &[u32]| {
+        let mut parts = Vec::new();
+        if some(&c.bytes) {
+            parts.push(stat(Quantity::Bytes, pick(&c.bytes)));
+        }
+        if some(&c.seconds) {
+            parts.push(stat(Quantity::Seconds, pick(&c.seconds)));
+        }
+        let events = pick(&c.events);
+        let unit = if events.median == 1.0 && events.spread() == 0.0 {
+            "event"
+        } else {
+            "events"
+        };
+        parts.push(format!("{} {unit}", stat(Quantity::Events, events)));
+        let at = if steps.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", steps_text(steps))
+        };
+        format!("{}{at}", parts.join(", "))
+    };
+    Some(format!(
+        "{} in steps 2..N: {} -> {}",
+        c.class.label(),
+        side(|x| x.baseline, &c.baseline_steps),
+        side(|x| x.variant, &c.variant_steps)
+    ))
 }
 
 fn cost_lines(c: &Costs) -> Vec<String> {
@@ -443,6 +563,7 @@ fn context_line(c: &Costs) -> Option<String> {
 /// The evidence under the class line: per targeted class, reasons, costs, context.
 pub fn evidence_lines(v: &Verdict) -> Vec<String> {
     let mut out: Vec<String> = v.by_class.iter().map(class_row).collect();
+    out.extend(v.later_by_class.iter().filter_map(later_row));
     out.extend(v.reasons.iter().filter_map(reason_text));
     out.extend(cost_lines(&v.costs));
     out.extend(context_line(&v.costs));
@@ -573,7 +694,7 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::verdict_tests::{arb_case, judge_case, phantom_verdict};
+    use crate::analysis::verdict_tests::{arb_case, buckets_verdict, judge_case, phantom_verdict};
     use proptest::prelude::*;
 
     proptest! {
@@ -607,6 +728,43 @@ mod tests {
         assert!(text.contains("CUDA context +70.0 MiB"), "{text}");
         assert!(text.contains("without allocation records"), "{text}");
         assert!(!text.contains("that the baseline does not hold"), "{text}");
+    }
+
+    /// The shape-bucket defect: a prewarm that warms only the first bucket
+    /// says what it left and where, in the headline and the evidence; one
+    /// that names NCCL among its targets never claims to have moved it.
+    #[test]
+    fn work_left_after_step1_is_said_with_its_steps() {
+        let v = buckets_verdict(&["triton_autotune"], 0.619);
+        assert_eq!(v.class, VerdictClass::Partial);
+        let text = headline(&v);
+        assert!(
+            text.contains("; 2 Triton autotune keys still first tuned at steps 3 and 5, at a cost"),
+            "{text}"
+        );
+        let lines = evidence_lines(&v);
+        assert!(
+            lines.iter().any(|l| l
+                == "Triton autotune in steps 2..N: 631.0 ms, 2 events (steps 3 and 5) -> 619.0 ms, 2 events (steps 3 and 5)"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with(
+                "Triton autotune left after step 1 that the baseline has too: 2 Triton autotune keys still first tuned at steps 3 and 5 (619.0 ms, 98% of the baseline's"
+            )),
+            "{lines:#?}"
+        );
+        let v = buckets_verdict(&["triton_autotune", "nccl_comm"], 0.0);
+        assert_eq!(v.class, VerdictClass::Works);
+        let text = moved_text(&v);
+        assert!(
+            text.ends_with("of Triton autotune, local-memory growth, compile out of step 1"),
+            "{text}"
+        );
+        assert!(!text.contains("NCCL"), "{text}");
+        assert_eq!(steps_text(&[2]), "step 2");
+        assert_eq!(steps_text(&[2, 3, 5]), "steps 2, 3 and 5");
+        assert_eq!(steps_text(&[]), "steps 2..N");
     }
 
     #[test]
