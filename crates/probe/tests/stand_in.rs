@@ -107,7 +107,9 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     for m in &failed {
         assert_eq!(m.bytes, 200 << 30);
         assert_eq!(m.total, 80 << 30);
-        assert!(m.free_before < 80 << 30 && m.free_before == m.free_after);
+        // Both readings are there; they need not be equal: the other
+        // threads allocate and free between the two.
+        assert!(m.free_before < 80 << 30 && m.free_after < 80 << 30, "{m:?}");
     }
 
     // Callers: the program for its own calls, the other library for its own.
