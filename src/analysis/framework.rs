@@ -109,6 +109,54 @@ pub fn comm_spans(windows: &[Option<Window>]) -> Vec<Option<Window>> {
         .collect()
 }
 
+/// Where each communicator's inferred bytes are read (index-aligned with
+/// `spans`): its span, with an end that falls inside a local-memory growth's
+/// measurement window (`growth`, see `memory::growth_windows`) moved out of
+/// it, the start to the window's start and the end to its end (unless that
+/// reaches into a neighbour's span). The replay counts a growth at CUPTI's
+/// kernel start, the device may show it from the window's start (the driver
+/// grows the reservation in the launch call): a span end between the two
+/// reads the growth on the device and not in the parts, and the
+/// communicator's inferred figure loses it (or gains it) although the
+/// growth's own part counts it.
+pub fn comm_measure_spans(spans: &[Option<Window>], growth: &[Window]) -> Vec<Option<Window>> {
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (a, b) = (*s)?;
+            let others = || {
+                spans
+                    .iter()
+                    .enumerate()
+                    .filter(move |(j, _)| *j != i)
+                    .filter_map(|(_, o)| *o)
+            };
+            let floor = others()
+                .filter(|o| o.1 <= a)
+                .map(|o| o.1)
+                .max()
+                .unwrap_or(0);
+            let ceil = others()
+                .filter(|o| o.0 >= b)
+                .map(|o| o.0)
+                .min()
+                .unwrap_or(u64::MAX);
+            let out = |mut t: u64, earlier: bool| {
+                while let Some(w) = growth.iter().find(|w| w.0 < t && t < w.1) {
+                    // A window that reaches into a neighbour's span: left as it is.
+                    if (earlier && w.0 < floor) || (!earlier && w.1 > ceil) {
+                        break;
+                    }
+                    t = if earlier { w.0 } else { w.1 };
+                }
+                t
+            };
+            Some((out(a, true), out(b, false)))
+        })
+        .collect()
+}
+
 /// Builds the communicator accounts. `spans` are the widened windows (device
 /// timeline), `inferred` the device growth over each span not explained by
 /// allocation calls (NCCL loading its kernels), both index-aligned with `windows`.
@@ -749,6 +797,30 @@ mod tests {
         let s = comm_spans(&far);
         assert_eq!(s[0], Some((95 * MS, 220 * MS)));
         assert_eq!(s[1], Some((895 * MS, 970 * MS)));
+    }
+
+    /// The shape of prescribe-all-matrix prescribed/1 (synthetic numbers): the
+    /// context's first launch (kernel start 244 ms, window 231..264 ms: the
+    /// context came up at 231 ms) inside which a communicator's span starts
+    /// (243.9 ms); the device showed the 92 MiB at 243 ms, before the span.
+    #[test]
+    fn a_communicator_is_read_outside_every_local_memory_window() {
+        const MS: u64 = 1_000_000;
+        let growth = [(231 * MS, 264 * MS), (600 * MS, 641 * MS)];
+        let spans = [Some((243 * MS + 900_000, 639 * MS)), None];
+        let read = comm_measure_spans(&spans, &growth);
+        // The start moves back to the window's start, the end on to the next window's end.
+        assert_eq!(read, vec![Some((231 * MS, 641 * MS)), None]);
+        // Windows that chain are all left behind; none touching the span: unchanged.
+        let chained = [(200 * MS, 235 * MS), (231 * MS, 264 * MS)];
+        assert_eq!(
+            comm_measure_spans(&spans[..1], &chained),
+            vec![Some((200 * MS, 639 * MS))]
+        );
+        assert_eq!(comm_measure_spans(&spans[..1], &[]), spans[..1].to_vec());
+        // Never into a neighbour's span: a window across two is left as it is.
+        let two = [Some((100 * MS, 240 * MS)), Some((243 * MS, 300 * MS))];
+        assert_eq!(comm_measure_spans(&two, &growth), two.to_vec());
     }
 
     #[test]

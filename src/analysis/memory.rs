@@ -251,6 +251,23 @@ pub fn failed_launch_time(r: &ProcessRecords) -> u64 {
         .unwrap_or(r.last_t)
 }
 
+/// Each local-memory growth's measurement window (the launch ±20 ms, never
+/// before its context came up; the context's first launch included): the
+/// device may show the growth anywhere inside it (the driver grows the
+/// reservation in the launch call, before CUPTI's kernel start, where the
+/// replay counts it). Failed growths (no timestamps) are left out.
+pub fn growth_windows(r: &ProcessRecords) -> Vec<(u64, u64)> {
+    (0..r.local.len())
+        .filter(|&i| r.local[i].t_start != 0)
+        .map(|i| {
+            (
+                growth_window_start(r, i),
+                r.local[i].t_end + GROWTH_WINDOW_NS,
+            )
+        })
+        .collect()
+}
+
 /// Pool plus out-of-pool bytes live after each allocation call (and each
 /// change of a stream-ordered pool's size), as a series.
 fn known_allocations(r: &ProcessRecords) -> Series {

@@ -188,7 +188,10 @@ pub fn analyse_process(
         queries.push(gap_instant(*a, *b));
     }
     let spans = framework::comm_spans(&comm_windows.iter().map(|c| c.1).collect::<Vec<_>>());
-    for s in spans.iter().flatten() {
+    // Each communicator's inferred bytes are read at ends outside any
+    // local-memory growth's window (framework::comm_measure_spans).
+    let read_at = framework::comm_measure_spans(&spans, &super::memory::growth_windows(&r));
+    for s in read_at.iter().flatten() {
         queries.push(s.0);
         queries.push(s.1);
     }
@@ -259,7 +262,7 @@ pub fn analyse_process(
     // (when NCCL reported the communicator complete, inferred bytes): a phase
     // end after that instant holds them.
     let mut comm_inferred = Vec::new();
-    for (span, (_, window)) in spans.iter().zip(&comm_windows) {
+    for (span, (_, window)) in read_at.iter().zip(&comm_windows) {
         match (span, window) {
             (Some((a, b)), Some(w)) => {
                 let before = remainder(*a, &rp.states[qi]);
