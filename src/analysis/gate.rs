@@ -17,7 +17,8 @@
 //! A gate that names a variant, prewarm or metric the run does not have is an
 //! error, never a pass. Results are data; `report::gates` phrases them.
 
-use super::matrix::{MatrixAccount, Stat, VariantSummary};
+use super::matrix::{MatrixAccount, VariantSummary};
+use super::stats::Stat;
 use super::verdict::VerdictClass;
 use serde::Serialize;
 

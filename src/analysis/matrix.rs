@@ -6,6 +6,7 @@ use super::AttemptAccount;
 use super::model::ProcessAccount;
 use super::phases::Phase;
 use super::ranks::{is_rank, step1, step1_out_of_pool, step1_peak};
+use super::stats::Stat;
 use super::verdict::{self, Verdict};
 use super::verdict_costs::{HeldPart, held_parts};
 use crate::capture::meta::RunMeta;
@@ -47,42 +48,6 @@ pub struct Headline {
     pub held_step1_end: Option<Vec<HeldPart>>,
     /// That rank's PyTorch pool reserve at step-1 end.
     pub pool_reserved_step1_end: Option<u64>,
-}
-
-/// Median and spread of one figure over repeats.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
-pub struct Stat {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub n: u32,
-}
-
-impl Stat {
-    /// From values (None when empty).
-    pub fn of(values: &[f64]) -> Option<Stat> {
-        if values.is_empty() {
-            return None;
-        }
-        let mut v = values.to_vec();
-        v.sort_by(|a, b| a.total_cmp(b));
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Stat {
-            median,
-            min: v[0],
-            max: v[n - 1],
-            n: n as u32,
-        })
-    }
-    /// max − min.
-    pub fn spread(&self) -> f64 {
-        self.max - self.min
-    }
 }
 
 /// Why an attempt is left out of medians and verdicts (docs/verdicts.md §1).

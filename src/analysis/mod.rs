@@ -16,6 +16,7 @@ pub mod process;
 pub mod ranks;
 pub mod records;
 pub mod sources;
+pub mod stats;
 pub mod timeline;
 pub mod verdict;
 pub mod verdict_comms;

@@ -2,7 +2,7 @@
 //! repeats, or with one attempt against a documented per-quantity noise model
 //! (docs/verdicts.md §3). Pure numbers; the verdict rules build on these.
 
-use super::matrix::Stat;
+use super::stats::Stat;
 use serde::Serialize;
 
 const MIB: f64 = 1024.0 * 1024.0;

@@ -2,8 +2,9 @@
 //! per targeted class what moved, the costs, the class, a confidence and
 //! structured reasons. The report layer phrases it; nothing here is English.
 
-use super::matrix::{Headline, Stat, VariantSummary};
+use super::matrix::{Headline, VariantSummary};
 use super::noise::{Change, Quantity, assess};
+use super::stats::Stat;
 use super::verdict_costs::{Costs, costs};
 use super::verdict_rules::{Evidence, Side, classify};
 use crate::prewarm::catalog::{self, EventClass};

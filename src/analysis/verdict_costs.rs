@@ -2,9 +2,10 @@
 //! time, memory held at step-1 end that the baseline did not hold (by source),
 //! communicators, and as context the step-1 time and device peak.
 
-use super::matrix::{Headline, Stat, VariantSummary};
+use super::matrix::{Headline, VariantSummary};
 use super::model::{GapAccount, PartSource};
 use super::noise::{Change, Quantity, assess};
+use super::stats::Stat;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -3,8 +3,9 @@
 
 use super::table::{Align, Table, WIDTH};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::matrix::{MatrixAccount, Stat, VariantSummary};
+use crate::analysis::matrix::{MatrixAccount, VariantSummary};
 use crate::analysis::noise::{Outcome, Quantity, assess};
+use crate::analysis::stats::Stat;
 use serde::Serialize;
 use std::fmt::Write;
 

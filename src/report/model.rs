@@ -13,11 +13,12 @@
 
 use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
-use crate::analysis::matrix::{MatrixAccount, Stat, VariantSummary};
+use crate::analysis::matrix::{MatrixAccount, VariantSummary};
 use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
 use crate::analysis::noise::Quantity;
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};
+use crate::analysis::stats::Stat;
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
 use crate::analysis::verdict::Verdict;
 use crate::capture::meta::RunMeta;

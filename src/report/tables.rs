@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     fn spread(values: &[f64]) -> Option<Spread> {
-        crate::analysis::matrix::Stat::of(values)
+        crate::analysis::stats::Stat::of(values)
             .as_ref()
             .map(Spread::from)
     }

@@ -55,7 +55,7 @@ fn delta(q: Quantity, d: f64) -> String {
 }
 
 /// "median ±half-spread" for repeats, the median alone for one attempt.
-fn stat(q: Quantity, s: crate::analysis::matrix::Stat) -> String {
+fn stat(q: Quantity, s: crate::analysis::stats::Stat) -> String {
     if s.n > 1 && s.spread() > 0.0 {
         format!("{} ±{}", value(q, s.median), value(q, s.spread() / 2.0))
     } else {
@@ -461,7 +461,7 @@ pub fn reason_text(r: &Reason) -> Option<String> {
 /// time only where a side has some).
 fn class_row(c: &ClassComparison) -> String {
     let some = |x: &Change| x.baseline.max > 0.0 || x.variant.max > 0.0;
-    let side = |pick: fn(&Change) -> crate::analysis::matrix::Stat| {
+    let side = |pick: fn(&Change) -> crate::analysis::stats::Stat| {
         let mut parts = Vec::new();
         if some(&c.bytes) {
             parts.push(stat(Quantity::Bytes, pick(&c.bytes)));
@@ -493,7 +493,7 @@ fn later_row(c: &LaterComparison) -> Option<String> {
     if !some(&c.bytes) && !some(&c.seconds) && !some(&c.events) {
         return None;
     }
-    let side = |pick: fn(&Change) -> crate::analysis::matrix::Stat, steps: &[u32]| {
+    let side = |pick: fn(&Change) -> crate::analysis::stats::Stat, steps: &[u32]| {
         let mut parts = Vec::new();
         if some(&c.bytes) {
             parts.push(stat(Quantity::Bytes, pick(&c.bytes)));
