@@ -7,6 +7,7 @@ use super::{bytes, seconds};
 use crate::analysis::matrix::{Exclusion, MatrixNote};
 use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
 use crate::analysis::noise::{Change, Outcome, Quantity};
+use crate::analysis::stats::Stat;
 use crate::analysis::verdict::{
     ClassComparison, Confidence, LaterComparison, Reason, Recommendation, Verdict, VerdictClass,
 };
@@ -55,7 +56,7 @@ fn delta(q: Quantity, d: f64) -> String {
 }
 
 /// "median ±half-spread" for repeats, the median alone for one attempt.
-fn stat(q: Quantity, s: crate::analysis::stats::Stat) -> String {
+fn stat(q: Quantity, s: Stat) -> String {
     if s.n > 1 && s.spread() > 0.0 {
         format!("{} ±{}", value(q, s.median), value(q, s.spread() / 2.0))
     } else {
@@ -457,27 +458,35 @@ pub fn reason_text(r: &Reason) -> Option<String> {
     })
 }
 
-/// "cuBLAS init in step 1: 128.3 MiB, 6 events -> 0 B, 0 events" (bytes and
-/// time only where a side has some).
-fn class_row(c: &ClassComparison) -> String {
+/// One side of a class row: "128.3 MiB, 116.3 ms, 6 events" (bytes and time
+/// only where either side has some).
+fn side_text(
+    bytes: &Change,
+    seconds: &Change,
+    events: &Change,
+    pick: fn(&Change) -> Stat,
+) -> String {
     let some = |x: &Change| x.baseline.max > 0.0 || x.variant.max > 0.0;
-    let side = |pick: fn(&Change) -> crate::analysis::stats::Stat| {
-        let mut parts = Vec::new();
-        if some(&c.bytes) {
-            parts.push(stat(Quantity::Bytes, pick(&c.bytes)));
-        }
-        if some(&c.seconds) {
-            parts.push(stat(Quantity::Seconds, pick(&c.seconds)));
-        }
-        let events = pick(&c.events);
-        let unit = if events.median == 1.0 && events.spread() == 0.0 {
-            "event"
-        } else {
-            "events"
-        };
-        parts.push(format!("{} {unit}", stat(Quantity::Events, events)));
-        parts.join(", ")
+    let mut parts = Vec::new();
+    if some(bytes) {
+        parts.push(stat(Quantity::Bytes, pick(bytes)));
+    }
+    if some(seconds) {
+        parts.push(stat(Quantity::Seconds, pick(seconds)));
+    }
+    let events = pick(events);
+    let unit = if events.median == 1.0 && events.spread() == 0.0 {
+        "event"
+    } else {
+        "events"
     };
+    parts.push(format!("{} {unit}", stat(Quantity::Events, events)));
+    parts.join(", ")
+}
+
+/// "cuBLAS init in step 1: 128.3 MiB, 6 events -> 0 B, 0 events".
+fn class_row(c: &ClassComparison) -> String {
+    let side = |pick: fn(&Change) -> Stat| side_text(&c.bytes, &c.seconds, &c.events, pick);
     format!(
         "{} in step 1: {} -> {}",
         c.class.label(),
@@ -493,27 +502,13 @@ fn later_row(c: &LaterComparison) -> Option<String> {
     if !some(&c.bytes) && !some(&c.seconds) && !some(&c.events) {
         return None;
     }
-    let side = |pick: fn(&Change) -> crate::analysis::stats::Stat, steps: &[u32]| {
-        let mut parts = Vec::new();
-        if some(&c.bytes) {
-            parts.push(stat(Quantity::Bytes, pick(&c.bytes)));
-        }
-        if some(&c.seconds) {
-            parts.push(stat(Quantity::Seconds, pick(&c.seconds)));
-        }
-        let events = pick(&c.events);
-        let unit = if events.median == 1.0 && events.spread() == 0.0 {
-            "event"
-        } else {
-            "events"
-        };
-        parts.push(format!("{} {unit}", stat(Quantity::Events, events)));
+    let side = |pick: fn(&Change) -> Stat, steps: &[u32]| {
         let at = if steps.is_empty() {
             String::new()
         } else {
             format!(" ({})", steps_text(steps))
         };
-        format!("{}{at}", parts.join(", "))
+        format!("{}{at}", side_text(&c.bytes, &c.seconds, &c.events, pick))
     };
     Some(format!(
         "{} in steps 2..N: {} -> {}",
