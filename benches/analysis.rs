@@ -24,7 +24,7 @@ fn bench(c: &mut Criterion) {
         format!("8 ranks x {events} events: load + analyse + render"),
         |b| {
             b.iter(|| {
-                let run = prewarm_doctor::report::pipeline::Analysed::load(dir.path()).unwrap();
+                let run = prewarm_doctor::pipeline::Analysed::load(dir.path()).unwrap();
                 let text = prewarm_doctor::report::terminal::Terminal::default()
                     .text(&run.into_model())
                     .unwrap();

@@ -14,35 +14,21 @@
 mod synthetic;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use prewarm_doctor::analysis::matrix::{MatrixAccount, compare};
-use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
+use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::charts::Chart;
 use prewarm_doctor::report::csv_out::Csv;
 use prewarm_doctor::report::html::Html;
 use prewarm_doctor::report::json::Json;
 use prewarm_doctor::report::markdown::Markdown;
-use prewarm_doctor::report::model::{ReportModel, RunInfo};
+use prewarm_doctor::report::model::ReportModel;
 use prewarm_doctor::report::perfetto::Perfetto;
 use prewarm_doctor::report::png::PngChart;
 use prewarm_doctor::report::render::Renderer;
 use prewarm_doctor::report::terminal::Terminal;
 use std::path::Path;
 
-struct Analysed {
-    run: prewarm_doctor::load::RunData,
-    attempts: Vec<AttemptAccount>,
-    matrix: Option<MatrixAccount>,
-}
-
 fn analyse(root: &Path) -> Analysed {
-    let run = prewarm_doctor::load::load_run(root).unwrap();
-    let attempts = analyse_run(&run);
-    let matrix = compare(run.meta.as_ref(), &attempts);
-    Analysed {
-        run,
-        attempts,
-        matrix,
-    }
+    Analysed::load(root).unwrap()
 }
 
 /// Copies one real rank `n` times into a fresh run folder.
@@ -62,11 +48,7 @@ fn copies_of_a_real_rank(root: &Path, n: u32) {
 }
 
 fn model(a: &Analysed) -> ReportModel {
-    ReportModel::build(
-        RunInfo::from_run("bench", &a.run),
-        &a.attempts,
-        a.matrix.as_ref(),
-    )
+    a.model_named("bench")
 }
 
 /// The text formats: terminal summary, Markdown, JSON, CSV.

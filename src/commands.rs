@@ -17,9 +17,9 @@ use crate::cli::{
 };
 use crate::output::{self, Delivery};
 use crate::prewarm::variants::{self, VariantError};
+use crate::pipeline::{Analysed, DiffInputs, end_of_run_summary};
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::report::escape::{terminal, terminal_block};
-use crate::report::pipeline::{Analysed, DiffInputs, end_of_run_summary, write_diff};
 use crate::report::render::{Format, ReportError, write_report};
 use crate::report::seconds;
 use crate::report::select::Selection;
@@ -598,6 +598,28 @@ fn diff(args: DiffArgs) -> i32 {
             exit::BAD_GATE
         }
     }
+}
+
+/// Writes `diff` in `format` (text, JSON or Markdown) to standard output;
+/// Markdown also goes to `$GITHUB_STEP_SUMMARY`. Returns what to tell the user.
+fn write_diff(
+    format: Format,
+    diff: &crate::report::diff::Diff,
+) -> Result<Vec<String>, ReportError> {
+    let bytes = match format {
+        Format::Json => crate::report::escape::json_controls(&diff.json()).into_owned(),
+        Format::Md => diff.markdown().into_bytes(),
+        _ => crate::report::escape::terminal_block(&diff.text())
+            .into_owned()
+            .into_bytes(),
+    };
+    let mut said = Vec::new();
+    if format == Format::Md {
+        said.extend(crate::report::render::append_step_summary(&bytes));
+    }
+    crate::output::stdout_bytes(&bytes)
+        .map_err(|e| ReportError::Output(format!("cannot write to standard output: {e}")))?;
+    Ok(said)
 }
 
 fn tui(args: TuiArgs) -> i32 {

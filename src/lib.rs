@@ -9,6 +9,7 @@ pub mod cli;
 pub mod commands;
 pub mod load;
 pub mod output;
+pub mod pipeline;
 pub mod prescribe;
 pub mod prewarm;
 pub mod probe;

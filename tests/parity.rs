@@ -297,7 +297,7 @@ fn dashboard_text(run: &Path) -> String {
         text.push_str(&overlay_screens(&mut app));
         press(&mut app, KeyCode::Down);
     }
-    for a in 0..app.data.attempts.len() {
+    for a in 0..app.data.model.attempts.len() {
         app.select_attempt(a as isize);
         for r in 0..app.attempt().map_or(0, |a| a.ranks.len()) {
             app.select_rank(r as isize);
@@ -310,7 +310,7 @@ fn dashboard_text(run: &Path) -> String {
             text.push_str(&screen(&app));
             filter(&mut app, "");
             let failed: Vec<usize> = (0..app.events.rows.len())
-                .filter(|&k| app.rank().unwrap().events[app.events.rows[k]].failed)
+                .filter(|&k| app.rank_events.events[app.events.rows[k]].failed)
                 .collect();
             for k in failed {
                 app.events.selected = k;

@@ -3,17 +3,16 @@
 //! (worst ranks + distribution) picks the right ranks.
 
 use prewarm_doctor::analysis::analyse_run;
-use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::timeline::{MAX_POINTS, MarkerKind};
 use prewarm_doctor::load::load_run;
+use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::model::{Figure, ReportModel, RunInfo};
 use std::path::Path;
 
 fn model(rel: &str) -> ReportModel {
-    let run = load_run(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap();
-    let attempts = analyse_run(&run);
-    let matrix = compare(run.meta.as_ref(), &attempts);
-    ReportModel::build(RunInfo::from_run(rel, &run), &attempts, matrix.as_ref())
+    Analysed::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel))
+        .unwrap()
+        .model_named(rel)
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! any change to what users read shows up in review.
 
 use prewarm_doctor::report::markdown::Markdown;
-use prewarm_doctor::report::pipeline::Analysed;
+use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::terminal::Terminal;
 use std::path::Path;
 

@@ -8,7 +8,8 @@ use prewarm_doctor::tui::app::{App, Effect, Overlay, RunState, Tab, Zoom};
 use prewarm_doctor::tui::draw::draw;
 use prewarm_doctor::tui::loader::load_once;
 use prewarm_doctor::tui::theme::Theme;
-use prewarm_doctor::tui::view::{Dashboard, EventKind};
+use prewarm_doctor::tui::dashboard::Dashboard;
+use prewarm_doctor::tui::event_table::EventKind;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -89,7 +90,7 @@ fn timeline_view() {
     key(&mut a, KeyCode::Char('2'));
     assert_eq!(a.zoom, Zoom::Step1);
     // Step to the spilling autotune candidate's local-memory growth.
-    let markers = a.rank().unwrap().markers.clone();
+    let markers = a.rank_events.markers.clone();
     let spill = markers
         .iter()
         .position(|m| m.kind == EventKind::LocalMemory && m.bytes.unwrap_or(0) > 100 << 20)
@@ -115,7 +116,7 @@ fn events_view() {
     key(&mut a, KeyCode::Char('/'));
     keys(&mut a, "nccl");
     key(&mut a, KeyCode::Enter);
-    let rank = a.rank().unwrap();
+    let rank = &a.rank_events;
     assert!(!a.events.rows.is_empty());
     assert!(a.events.rows.iter().all(|&i| {
         format!("{:?}", rank.events[i])
@@ -129,7 +130,7 @@ fn events_view() {
         key(&mut a, KeyCode::Char('s'));
     }
     key(&mut a, KeyCode::Char('r'));
-    let rank = a.rank().unwrap();
+    let rank = &a.rank_events;
     let b: Vec<u64> = a
         .events
         .rows
@@ -172,7 +173,7 @@ fn account_view() {
 #[test]
 fn single_run_lists_its_attempts() {
     let a = app("tests/fixtures/h200/examples-nccl-baseline");
-    assert!(a.data.matrix.is_none());
+    assert!(a.data.model.matrix.is_none());
     insta::assert_snapshot!("single_run_80x24", screen(&a, 80, 24));
 }
 
@@ -181,8 +182,7 @@ fn out_of_memory_events() {
     let mut a = app("tests/fixtures/h200/oom-triton-baseline");
     a.tab = Tab::Events;
     let oom = a
-        .rank()
-        .unwrap()
+        .rank_events
         .events
         .iter()
         .any(|e| e.kind == EventKind::OutOfMemory);
@@ -243,7 +243,7 @@ fn live_view_of_a_run_in_progress() {
     let mut a = App::new(d, Theme::plain(), RunState::Running);
     assert_eq!(a.tab, Tab::Live);
     assert_eq!(
-        a.attempt().unwrap().name(),
+        a.attempt().unwrap().id(),
         "all/2",
         "follows the running attempt"
     );
@@ -288,11 +288,26 @@ fn colours_are_foreground_accents_only_and_plain_has_none() {
 fn hostile_names_cannot_drive_the_terminal() {
     let mut d = dashboard(MATRIX);
     let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[2J<script>x</script>\r\n";
-    for r in d.attempts.iter_mut().flat_map(|a| a.ranks.iter_mut()) {
-        for e in r.events.iter_mut().chain(r.markers.iter_mut()) {
-            e.key = hostile.into();
-            e.library = hostile.into();
-            e.detail.push(("kernel".into(), hostile.into()));
+    for r in d.model.attempts.iter_mut().flat_map(|a| a.ranks.iter_mut()) {
+        for m in r.timeline.markers.iter_mut() {
+            m.what = hostile.into();
+            m.source = hostile.into();
+            m.key = Some(hostile.into());
+        }
+        let p = &mut r.account;
+        for e in p.exposures.iter_mut() {
+            e.what = hostile.into();
+            e.source = hostile.into();
+        }
+        for l in p.local_memory.iter_mut() {
+            l.kernel = hostile.into();
+        }
+        for a in p.autotune.iter_mut() {
+            a.kernel = hostile.into();
+            a.source = hostile.into();
+        }
+        for c in p.compiles.iter_mut() {
+            c.kernel = hostile.into();
         }
     }
     let mut a = App::new(d, Theme::plain(), RunState::Replay);
@@ -377,18 +392,22 @@ fn ctrl_c_is_forwarded_during_a_live_run() {
 #[test]
 fn matrix_rows_select_their_attempt_and_brackets_step_through_attempts() {
     let mut a = app(MATRIX);
-    assert_eq!(a.attempt().unwrap().name(), "baseline/1");
+    assert_eq!(a.attempt().unwrap().id(), "baseline/1");
     key(&mut a, KeyCode::Char('j'));
-    assert_eq!(a.attempt().unwrap().name(), "cublas/1");
+    assert_eq!(a.attempt().unwrap().id(), "cublas/1");
     key(&mut a, KeyCode::Char('G'));
-    assert_eq!(a.attempt().unwrap().name(), "all/1");
+    assert_eq!(a.attempt().unwrap().id(), "all/1");
     key(&mut a, KeyCode::Char('g'));
     key(&mut a, KeyCode::Char(']'));
-    assert_eq!(a.attempt().unwrap().name(), "baseline/2");
+    assert_eq!(a.attempt().unwrap().id(), "baseline/2");
     for _ in 0..50 {
         key(&mut a, KeyCode::Char(']'));
     }
-    assert_eq!(a.attempt, a.data.attempts.len() - 1, "clamped at the last");
+    assert_eq!(
+        a.attempt,
+        a.data.model.attempts.len() - 1,
+        "clamped at the last"
+    );
     for _ in 0..50 {
         key(&mut a, KeyCode::Char('['));
     }
@@ -441,7 +460,7 @@ fn new_data_keeps_the_selection() {
     let mut a = app(MATRIX);
     key(&mut a, KeyCode::Char(']'));
     key(&mut a, KeyCode::Char(']'));
-    let name = a.attempt().unwrap().name();
+    let name = a.attempt().unwrap().id();
     a.set_data(dashboard(MATRIX));
-    assert_eq!(a.attempt().unwrap().name(), name);
+    assert_eq!(a.attempt().unwrap().id(), name);
 }

@@ -191,9 +191,7 @@ pub fn report_pipeline_cleanup() {
 /// host.json, an NCCL log, run.json). Never panics; every problem it reports
 /// lies inside the file it names.
 pub fn report_pipeline(data: &[u8]) {
-    use prewarm_doctor::analysis::analyse_run;
     use prewarm_doctor::analysis::gate::{Gate, evaluate};
-    use prewarm_doctor::analysis::matrix::{compare, summaries};
     use prewarm_doctor::report::render::Renderer;
     use prewarm_doctor::report::select::Selection;
     use prewarm_doctor::report::{csv_out, json, markdown, terminal};
@@ -210,14 +208,11 @@ pub fn report_pipeline(data: &[u8]) {
     }
     let target = PIPELINE_FILES[which as usize % PIPELINE_FILES.len()];
     std::fs::write(p.run.join(target), content).expect("scratch write");
-    let Ok(run) = prewarm_doctor::load::load_run(&p.run) else {
+    // The one pipeline every verb uses; every format reads its one model.
+    let Ok(analysed) = prewarm_doctor::pipeline::Analysed::load(&p.run) else {
         return;
     };
-    let attempts = analyse_run(&run);
-    let matrix = compare(run.meta.as_ref(), &attempts);
-    // Every format reads one model built from the analysis.
-    let info = prewarm_doctor::report::model::RunInfo::from_run("run", &run);
-    let model = prewarm_doctor::report::model::ReportModel::build(info, &attempts, matrix.as_ref());
+    let model = analysed.model_named("run");
     let renderers: [&dyn Renderer; 6] = [
         &terminal::Terminal {
             selection: Selection::All,
@@ -233,19 +228,19 @@ pub fn report_pipeline(data: &[u8]) {
     for r in renderers {
         let _ = r.render(&model, &mut std::io::sink());
     }
-    let sums = summaries(run.meta.as_ref(), &attempts);
+    let sums = analysed.summaries();
     let gates: Vec<Gate> = ["step1_peak>+5%", "step1_oop>0", "default:setup_s>1"]
         .iter()
         .filter_map(|g| Gate::parse(g).ok())
         .collect();
     let runs = prewarm_doctor::analysis::gate::Runs {
         new: &sums,
-        new_matrix: matrix.as_ref(),
+        new_matrix: analysed.matrix.as_ref(),
         old: Some(&sums),
         allow_missing: false,
     };
     let _ = evaluate(&gates, &runs);
-    for a in &attempts {
+    for a in &analysed.attempts {
         for problem in a.all_problems() {
             if let Some(offset) = problem.offset {
                 let len =

@@ -9,7 +9,7 @@ pub mod python;
 
 use crate::analysis::AttemptAccount;
 use crate::load::shim::{ShimEvent, parse_shim};
-use crate::report::pipeline::Analysed;
+use crate::pipeline::Analysed;
 use askama::Template;
 use plan::{Move, Plan, ProcessInput};
 use serde_json::{Value, json};

@@ -14,7 +14,6 @@ pub mod markdown;
 pub mod matrix;
 pub mod model;
 pub mod perfetto;
-pub mod pipeline;
 pub mod png;
 pub mod render;
 pub mod select;

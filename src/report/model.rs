@@ -423,6 +423,20 @@ impl RankView {
         }
     }
 
+    /// "rank 3", or "pid 123" for a process without a rank: the label
+    /// without its host, for a column that has the host beside it.
+    pub fn process_name(&self) -> String {
+        self.rank
+            .map_or_else(|| format!("pid {}", self.pid), |n| format!("rank {n}"))
+    }
+
+    /// Where the timeline ends: its last sample, or the end of its last
+    /// phase when that is later.
+    pub fn timeline_end_s(&self) -> f64 {
+        let t = &self.timeline;
+        t.phases.iter().map(|b| b.end_s).fold(t.end_s.max(0.0), f64::max)
+    }
+
     /// Whether this process has no step placed (its run is one phase).
     pub fn no_step(&self) -> bool {
         super::no_step(&self.account)
@@ -666,6 +680,13 @@ impl AttemptView {
         }
         picked.sort_unstable();
         picked.iter().map(|&i| &self.ranks[i]).collect()
+    }
+}
+
+impl Default for ReportModel {
+    /// The model of nothing read yet (the dashboard before its first load).
+    fn default() -> ReportModel {
+        ReportModel::from_analysis(RunInfo::default(), Vec::new(), None)
     }
 }
 

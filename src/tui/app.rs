@@ -4,7 +4,9 @@
 
 use crate::analysis::phases::Phase;
 use crate::tui::theme::Theme;
-use crate::tui::view::{AttemptView, Dashboard, EventRow, RankView};
+use crate::report::model::{AttemptView, RankView};
+use crate::tui::dashboard::Dashboard;
+use crate::tui::event_table::{EventRow, RankEvents};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::collections::VecDeque;
 
@@ -39,9 +41,9 @@ pub enum Overlay {
     Help,
     /// The selected matrix row's verdict, evidence and costs.
     Verdict,
-    /// One event's every field (index into the rank's events).
+    /// One event's every field (index into [`RankEvents::events`]).
     Event(usize),
-    /// One timeline marker's detail (index into the rank's markers).
+    /// One timeline marker's detail (index into [`RankEvents::markers`]).
     Marker(usize),
     /// Leaving while the run goes on: stop it, leave it running, or stay.
     ConfirmQuit,
@@ -146,7 +148,7 @@ pub struct EventsTable {
     pub editing: bool,
     pub sort: usize,
     pub descending: bool,
-    /// Indices into the rank's events, filtered and sorted.
+    /// Indices into [`RankEvents::events`], filtered and sorted.
     pub rows: Vec<usize>,
     /// Every event of the rank in `sort` order (ascending), kept so that a
     /// filter keystroke only filters; dropped when the rank or data changes.
@@ -172,8 +174,11 @@ pub struct App {
     /// Follow the attempt being run (until the user picks one).
     pub follow: bool,
     pub zoom: Zoom,
-    /// Timeline cursor: an index into the rank's markers.
+    /// Timeline cursor: an index into [`RankEvents::markers`].
     pub cursor: Option<usize>,
+    /// The selected process's events and markers, derived from the model
+    /// when the selection or the data changes.
+    pub rank_events: RankEvents,
     pub events: EventsTable,
     pub log: VecDeque<String>,
     /// Lines scrolled back from the newest (0: follow the tail).
@@ -201,6 +206,7 @@ impl App {
             follow: matches!(run, RunState::Running | RunState::Watching),
             zoom: Zoom::All,
             cursor: None,
+            rank_events: RankEvents::default(),
             events: EventsTable::default(),
             log: VecDeque::new(),
             log_back: 0,
@@ -213,10 +219,11 @@ impl App {
         if !app.follow
             && let Some(a) = app
                 .data
+                .model
                 .matrix
                 .as_ref()
-                .and_then(|m| m.rows.first())
-                .and_then(|r| r.first_attempt)
+                .and_then(|m| m.variants.first())
+                .and_then(|v| app.first_attempt(&v.name))
         {
             app.select_attempt(a as isize);
         }
@@ -245,7 +252,18 @@ impl App {
 
     /// The selected attempt.
     pub fn attempt(&self) -> Option<&AttemptView> {
-        self.data.attempts.get(self.attempt)
+        self.data.model.attempts.get(self.attempt)
+    }
+
+    /// The attempt a variant's matrix row opens on: its first attempt that
+    /// was not interrupted (or is running now), else its first.
+    fn first_attempt(&self, variant: &str) -> Option<usize> {
+        let attempts = &self.data.model.attempts;
+        let ended = |a: &AttemptView| !a.interrupted || a.not_started || self.data.is_running(a);
+        attempts
+            .iter()
+            .position(|a| a.variant == variant && ended(a))
+            .or_else(|| attempts.iter().position(|a| a.variant == variant))
     }
 
     /// The selected process of the selected attempt.
@@ -255,26 +273,27 @@ impl App {
 
     /// Rows of the matrix tab: variants, or attempts for a single-variant run.
     pub fn matrix_rows(&self) -> usize {
-        match &self.data.matrix {
-            Some(m) => m.rows.len(),
-            None => self.data.attempts.len(),
+        match &self.data.model.matrix {
+            Some(m) => m.variants.len(),
+            None => self.data.model.attempts.len(),
         }
     }
 
     /// Replaces the data, keeping the selection where it still exists.
     pub fn set_data(&mut self, data: Dashboard) {
-        let attempt_name = self.attempt().map(|a| a.name());
+        let attempt_name = self.attempt().map(|a| a.id());
         let rank_label = self.rank().map(|r| (r.label.clone(), r.host.clone()));
-        let running = data.live.as_ref().and_then(|l| l.current.clone());
+        let running = data.running().map(str::to_string);
         self.data = data;
-        let by_name = |n: &str| self.data.attempts.iter().position(|a| a.name() == n);
+        let attempts = &self.data.model.attempts;
+        let by_name = |n: &str| attempts.iter().position(|a| a.id() == n);
         self.attempt = match (&running, &attempt_name) {
             (Some(r), _) if self.follow => by_name(r),
             (_, Some(n)) => by_name(n),
             _ => None,
         }
         .unwrap_or(self.attempt)
-        .min(self.data.attempts.len().saturating_sub(1));
+        .min(attempts.len().saturating_sub(1));
         let ranks = self.attempt().map_or(&[][..], |a| &a.ranks[..]);
         self.rank = rank_label
             .and_then(|(l, h)| ranks.iter().position(|r| r.label == l && r.host == h))
@@ -284,8 +303,7 @@ impl App {
         if !self.tabs().contains(&self.tab) {
             self.tab = Tab::Matrix;
         }
-        self.events.order = None;
-        self.refresh_events();
+        self.rank_changed();
         self.fix_cursor();
     }
 
@@ -424,7 +442,7 @@ impl App {
 
     /// Selects an attempt (clamped) and keeps the rank index where possible.
     pub fn select_attempt(&mut self, i: isize) {
-        let n = self.data.attempts.len();
+        let n = self.data.model.attempts.len();
         if n == 0 {
             return;
         }
@@ -432,8 +450,7 @@ impl App {
         self.attempt = i.clamp(0, n as isize - 1) as usize;
         let ranks = self.attempt().map_or(0, |a| a.ranks.len());
         self.rank = self.rank.min(ranks.saturating_sub(1));
-        self.events.order = None;
-        self.refresh_events();
+        self.rank_changed();
         self.cursor = None;
         self.fix_cursor();
     }
@@ -446,10 +463,17 @@ impl App {
         }
         self.rank = i.clamp(0, n as isize - 1) as usize;
         self.events.selected = 0;
-        self.events.order = None;
-        self.refresh_events();
+        self.rank_changed();
         self.cursor = None;
         self.fix_cursor();
+    }
+
+    /// Derives the selected process's events and markers from the model
+    /// again (after the selection or the data changed) and refilters them.
+    fn rank_changed(&mut self) {
+        self.rank_events = self.rank().map(RankEvents::of).unwrap_or_default();
+        self.events.order = None;
+        self.refresh_events();
     }
 
     fn live_key(&mut self, key: KeyEvent) {
@@ -471,7 +495,7 @@ impl App {
             Some(r) => r,
             None => {
                 if key.code == KeyCode::Enter && n > 0 {
-                    if self.data.matrix.is_some() {
+                    if self.data.model.matrix.is_some() {
                         self.open(Overlay::Verdict);
                     } else {
                         self.tab = Tab::Ranks;
@@ -481,8 +505,8 @@ impl App {
             }
         };
         self.matrix_row = row;
-        let attempt = match &self.data.matrix {
-            Some(m) => m.rows.get(row).and_then(|r| r.first_attempt),
+        let attempt = match &self.data.model.matrix {
+            Some(m) => m.variants.get(row).and_then(|v| self.first_attempt(&v.name)),
             None => Some(row),
         };
         if let Some(a) = attempt {
@@ -490,25 +514,27 @@ impl App {
         }
     }
 
-    /// The events within the timeline's zoom window, as (index, event).
+    /// The time span (seconds on the process's clock) the timeline shows.
     pub fn zoom_window(&self) -> Option<(f64, f64)> {
         let r = self.rank()?;
-        let band = |p: Phase| r.bands.iter().find(|b| b.phase == p);
+        let end = r.timeline_end_s();
+        let band = |p: Phase| r.timeline.phase(p);
         Some(match self.zoom {
-            Zoom::All => (0.0, r.end_s.max(1e-3)),
-            Zoom::Setup => band(Phase::Setup).map_or((0.0, r.end_s), |b| (b.start_s, b.end_s)),
-            Zoom::Step1 => band(Phase::Step1).map_or((0.0, r.end_s), |b| (b.start_s, b.end_s)),
+            Zoom::All => (0.0, end.max(1e-3)),
+            Zoom::Setup => band(Phase::Setup).map_or((0.0, end), |b| (b.start_s, b.end_s)),
+            Zoom::Step1 => band(Phase::Step1).map_or((0.0, end), |b| (b.start_s, b.end_s)),
         })
     }
 
     /// Markers of the selected process inside the zoom window: a range of
     /// indices (markers are time-ordered).
     pub fn in_window(&self) -> std::ops::Range<usize> {
-        let (Some(r), Some((a, b))) = (self.rank(), self.zoom_window()) else {
+        let Some((a, b)) = self.zoom_window() else {
             return 0..0;
         };
-        let lo = r.markers.partition_point(|e| e.t_s < a);
-        let hi = r.markers.partition_point(|e| e.t_s <= b);
+        let markers = &self.rank_events.markers;
+        let lo = markers.partition_point(|e| e.t_s < a);
+        let hi = markers.partition_point(|e| e.t_s <= b);
         lo..hi.max(lo)
     }
 
@@ -643,22 +669,22 @@ impl App {
     /// data change). The sorted order is computed once per column; a filter
     /// keystroke then only walks it.
     pub fn refresh_events(&mut self) {
-        let (ai, ri) = (self.attempt, self.rank);
-        let Some(rank) = self.data.attempts.get(ai).and_then(|a| a.ranks.get(ri)) else {
+        if self.rank().is_none() {
             self.events.rows.clear();
             self.events.selected = 0;
             return;
-        };
+        }
+        let events = &self.rank_events.events;
         let col = self.events.sort;
         let order = match self.events.order.take() {
             Some((c, o)) if c == col => o,
-            _ => sorted_order(&rank.events, Column::ALL[col]),
+            _ => sorted_order(events, Column::ALL[col]),
         };
         let needle = self.events.filter.to_lowercase();
         let mut rows: Vec<usize> = order
             .iter()
             .copied()
-            .filter(|&i| needle.is_empty() || matches_filter(&rank.events[i], &needle))
+            .filter(|&i| needle.is_empty() || matches_filter(&events[i], &needle))
             .collect();
         if self.events.descending {
             rows.reverse();

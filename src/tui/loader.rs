@@ -1,17 +1,15 @@
-//! The background loader: reads the run folder with the same loader and
-//! analysis every report uses and sends the dashboard's data to the event
-//! loop over a channel. A finished run is read once. A run still being
+//! The background loader: reads the run folder through the one pipeline
+//! every report uses (`crate::pipeline`) and sends the dashboard's data — the
+//! report model and the live progress — to the event loop over a channel. A finished run is read once. A run still being
 //! written is read again whenever its files change, never more often than
 //! every 0.5 s and never spending more than a third of one core (the pause
 //! after a load is twice what the load took).
 
-use super::view::{Dashboard, GpuView, LiveView, dashboard};
-use crate::analysis::analyse_run;
-use crate::analysis::matrix::compare;
+use super::dashboard::{Dashboard, GpuView, LiveView};
 use crate::capture::env::CacheMode;
 use crate::capture::layout::RUN_FILE;
-use crate::load::{LoadError, RunData, load_run};
-use crate::report::model::{ReportModel, RunInfo};
+use crate::load::{LoadError, RunData};
+use crate::pipeline::Analysed;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -168,26 +166,16 @@ pub fn just_starting(root: &Path, e: &LoadError) -> bool {
     matches!(e, LoadError::NotARun { .. }) && root.join(RUN_FILE).exists()
 }
 
-/// Reads and analyses the folder once.
+/// Reads the folder once: the report model, and the progress while an
+/// attempt is running (or `ours`: this doctor is running the command).
 pub fn load_once(root: &Path, ours: bool) -> Result<Dashboard, LoadError> {
-    let run = load_run(root)?;
-    let attempts = analyse_run(&run);
-    let matrix = compare(run.meta.as_ref(), &attempts);
-    let model = ReportModel::build(
-        RunInfo::from_run(&root.display().to_string(), &run),
-        &attempts,
-        matrix.as_ref(),
-    );
-    let current = current_attempt(&run);
-    let mut d = dashboard(
-        &model,
-        root.to_path_buf(),
-        current.as_ref().map(|(v, a)| (v.as_str(), a.as_str())),
-    );
-    if current.is_some() || ours {
-        d.live = Some(live_view(&run, current.as_ref()));
-    }
-    Ok(d)
+    let analysed = Analysed::load(root)?;
+    let current = current_attempt(&analysed.run);
+    let live = (current.is_some() || ours).then(|| live_view(&analysed.run, current.as_ref()));
+    Ok(Dashboard {
+        model: analysed.into_model(),
+        live,
+    })
 }
 
 fn live_view(run: &RunData, current: Option<&(String, String)>) -> LiveView {
@@ -292,10 +280,10 @@ mod tests {
     #[test]
     fn a_finished_recording_is_not_live() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix");
-        let run = load_run(&root).unwrap();
+        let run = crate::load::load_run(&root).unwrap();
         assert_eq!(current_attempt(&run), None);
         let d = load_once(&root, false).unwrap();
         assert!(d.live.is_none());
-        assert_eq!(d.attempts.len(), run.attempts.len());
+        assert_eq!(d.model.attempts.len(), run.attempts.len());
     }
 }

@@ -4,19 +4,22 @@
 //!
 //! Architecture: [`app::App`] holds the state and turns keys into state
 //! changes and effects (pure, tested without a terminal); [`draw::draw`]
-//! renders the state on any ratatui backend; [`loader`] reads the folder on a
-//! background thread with the same loader and analysis as every report and
-//! sends [`view::Dashboard`]s over a channel; [`term`] owns the real terminal
+//! renders the state on any ratatui backend, every view from the one report
+//! model; [`loader`] reads the folder on a background thread through the one
+//! pipeline every report uses and sends [`dashboard::Dashboard`]s (the model
+//! and the live progress) over a channel; [`event_table`] flattens the
+//! selected process's events for the Events and Timeline tabs; [`term`] owns the real terminal
 //! and always restores it; [`live`] connects `run --tui` (training output,
 //! Ctrl-C, stopping the matrix).
 
 pub mod app;
+pub mod dashboard;
 pub mod draw;
+pub mod event_table;
 pub mod live;
 pub mod loader;
 pub mod term;
 pub mod theme;
-pub mod view;
 
 use app::{App, Effect, RunState};
 use loader::{Loader, Update};

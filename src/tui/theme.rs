@@ -14,6 +14,18 @@ pub enum Tone {
     Neutral,
 }
 
+impl Tone {
+    /// How a verdict class (the model's key: "works", "regression", ...) reads.
+    pub fn of_verdict(class: &str) -> Tone {
+        match class {
+            "works" => Tone::Good,
+            "regression" => Tone::Bad,
+            "partial" | "no_effect" | "inconclusive" => Tone::Warn,
+            _ => Tone::Neutral,
+        }
+    }
+}
+
 /// The dashboard's styles; `plain` when colour is off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {

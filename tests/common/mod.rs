@@ -3,25 +3,18 @@
 
 pub mod synthetic;
 
-use prewarm_doctor::analysis::analyse_run;
-use prewarm_doctor::analysis::matrix::compare;
-use prewarm_doctor::load::load_run;
-use prewarm_doctor::report::model::{ReportModel, RunInfo};
+use prewarm_doctor::pipeline::Analysed;
+use prewarm_doctor::report::model::ReportModel;
 use std::path::Path;
 
 /// The report model of a run folder, named `label` in the report.
 pub fn model_of(path: &Path, label: &str) -> ReportModel {
-    let run = load_run(path).unwrap();
-    let attempts = analyse_run(&run);
-    let matrix = compare(run.meta.as_ref(), &attempts);
-    ReportModel::build(RunInfo::from_run(label, &run), &attempts, matrix.as_ref())
+    Analysed::load(path).unwrap().model_named(label)
 }
 
 /// The terminal report of a run folder with every attempt told (`--all`).
 pub fn terminal_text(path: &Path) -> String {
-    let model = prewarm_doctor::report::pipeline::Analysed::load(path)
-        .unwrap()
-        .model();
+    let model = Analysed::load(path).unwrap().model();
     prewarm_doctor::report::terminal::Terminal {
         selection: prewarm_doctor::report::select::Selection::All,
     }

@@ -3,9 +3,10 @@
 //! without allocation calls — down to the unexplained remainder.
 
 use super::{clip, short_bytes};
+use crate::analysis::model::GapAccount;
+use crate::report::verdict_text;
 use crate::tui::app::App;
 use crate::tui::theme::Tone;
-use crate::tui::view::AccountView;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -38,8 +39,35 @@ fn bar(from: i64, to: i64, scale: f64, width: usize, glyph: char) -> String {
     s
 }
 
+/// The bars of the waterfall: device used split by holder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parts {
+    pub device_used: u64,
+    /// (name, bytes, inferred); the pool first.
+    pub parts: Vec<(String, i64, bool)>,
+    pub unexplained: i64,
+}
+
+impl Parts {
+    /// The model's account at one instant, named as every format names its
+    /// parts (`verdict_text::part_label`), the pool first.
+    pub fn of(g: &GapAccount) -> Parts {
+        let mut parts = vec![("PyTorch pool".to_string(), g.pool_reserved as i64, false)];
+        parts.extend(
+            g.parts
+                .iter()
+                .map(|x| (verdict_text::part_label(x), x.bytes, x.inferred)),
+        );
+        Parts {
+            device_used: g.device_used,
+            parts,
+            unexplained: g.unexplained,
+        }
+    }
+}
+
 /// The waterfall's lines: each part starts where the one before ended.
-pub fn waterfall(acc: &AccountView, width: usize) -> Vec<(String, String, String, Tone)> {
+pub fn waterfall(acc: &Parts, width: usize) -> Vec<(String, String, String, Tone)> {
     let bar_w = width.saturating_sub(NAME + VALUE + 2).max(4);
     let named: i64 = acc.parts.iter().map(|p| p.1).sum();
     let top = (acc.device_used as i64).max(named).max(1);
@@ -95,7 +123,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         );
         return;
     };
-    let Some(acc) = &rank.account else {
+    let Some(gap) = rank.step1_account() else {
         frame.render_widget(
             Paragraph::new(Span::styled(
                 format!("{}: no device-memory figure at the end of step 1 (no NVML timeline and no probe reading)", rank.label),
@@ -109,12 +137,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(vec![
-                Span::styled(format!("device memory at {} ", acc.when), t.heading()),
+                Span::styled(
+                    format!("device memory at {} ", rank.account_when()),
+                    t.heading(),
+                ),
                 Span::styled(
                     format!(
                         "({:.2} s): {}",
-                        acc.at_s,
-                        crate::report::bytes(acc.device_used)
+                        gap.at_s,
+                        crate::report::bytes(gap.device_used)
                     ),
                     t.dim(),
                 ),
@@ -126,7 +157,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         ]),
         head,
     );
-    let lines: Vec<Line> = waterfall(acc, usize::from(body.width))
+    let lines: Vec<Line> = waterfall(&Parts::of(gap), usize::from(body.width))
         .into_iter()
         .map(|(name, bar, value, tone)| {
             Line::from(vec![
@@ -142,14 +173,10 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::phases::Phase;
 
     #[test]
     fn waterfall_steps_and_ends_at_device_used() {
-        let acc = AccountView {
-            phase: Phase::Step1,
-            when: "the end of step 1".into(),
-            at_s: 1.0,
+        let acc = Parts {
             device_used: 100,
             parts: vec![("pool".into(), 50, false), ("ctx".into(), 40, false)],
             unexplained: 10,

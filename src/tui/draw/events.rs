@@ -18,18 +18,19 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(1),
     ])
     .areas(area);
-    let Some(rank) = app.rank() else {
+    if app.rank().is_none() {
         frame.render_widget(
             Paragraph::new(Span::styled("no process in this attempt", t.dim())),
             area,
         );
         return;
-    };
+    }
+    let events = &app.rank_events.events;
     let ev = &app.events;
     let sort = Column::ALL[ev.sort];
     let mut spans = vec![
         Span::styled(
-            format!("{} of {} events", ev.rows.len(), rank.events.len()),
+            format!("{} of {} events", ev.rows.len(), events.len()),
             t.heading(),
         ),
         Span::styled(
@@ -59,7 +60,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .skip(offset)
         .take(visible)
         .map(|(i, &idx)| {
-            let e = &rank.events[idx];
+            let e = &events[idx];
             let row = Row::new(vec![
                 Cell::from(format!("{:.3}", e.t_s)),
                 Cell::from(e.phase_name.clone()),
@@ -93,8 +94,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .collect();
     // As wide as the longest phase name shown ("before any step", "after
     // last step"), so a phase is never cut.
-    let phase_width = rank
-        .events
+    let phase_width = events
         .iter()
         .map(|e| e.phase_name.chars().count())
         .max()
@@ -116,7 +116,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .column_spacing(1),
         table,
     );
-    let line = match ev.rows.get(ev.selected).and_then(|&i| rank.events.get(i)) {
+    let line = match ev.rows.get(ev.selected).and_then(|&i| events.get(i)) {
         Some(e) => Span::styled(clip(&event_line(e), usize::from(detail.width)), t.dim()),
         None if !ev.filter.is_empty() => {
             Span::styled("no event matches the filter (Esc in / clears it)", t.dim())

@@ -2,7 +2,7 @@
 //! each rank's phase and step, a memory sparkline per GPU, and the training's
 //! output as it comes.
 
-use super::{clip, clock, short_bytes};
+use super::{clip, clock, now_label, short_bytes};
 use crate::tui::app::App;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -14,9 +14,10 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let live = app.data.live.clone().unwrap_or_default();
     let ranks: Vec<_> = app
         .data
+        .model
         .attempts
         .iter()
-        .find(|a| live.current.as_deref() == Some(&a.name()))
+        .find(|a| live.current.as_deref() == Some(&a.id()))
         .map(|a| {
             a.ranks
                 .iter()
@@ -91,8 +92,8 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             })
             .map(|r| {
                 Line::from(vec![
-                    Span::styled(format!("{:<10}", r.name), t.heading()),
-                    Span::styled(format!("{:<14}", r.now), t.text()),
+                    Span::styled(format!("{:<10}", r.process_name()), t.heading()),
+                    Span::styled(format!("{:<14}", now_label(r, true)), t.text()),
                     Span::styled(
                         format!(
                             "step-1 peak {}  outside pool {}",

@@ -1,10 +1,10 @@
 //! The Matrix tab: variants with medians ± spread and each prewarm's verdict
 //! (for a single-variant run: its attempts).
 
-use super::{clip, scroll_offset, short_bytes, short_secs};
-use crate::report::model::Spread;
+use super::{attempt_status, clip, scroll_offset, short_bytes, short_secs};
+use crate::report::model::{MatrixView, Spread, VariantRow, VerdictView};
 use crate::tui::app::App;
-use crate::tui::view::MatrixView;
+use crate::tui::theme::Tone;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -47,8 +47,23 @@ pub fn stat_secs(s: Option<Spread>) -> String {
     }
 }
 
+/// "2/3": the attempts that count, of those planned.
+pub fn runs(v: &VariantRow) -> String {
+    format!("{}/{}", v.runs, v.expected)
+}
+
+/// A verdict's class as the matrix shows it ("WORKS") and how it reads.
+pub fn verdict_label(v: &VerdictView) -> (String, Tone) {
+    (v.label.to_uppercase(), Tone::of_verdict(&v.class))
+}
+
+/// The verdict of a variant's row, if it was judged.
+fn verdict_of<'m>(m: &'m MatrixView, v: &VariantRow) -> Option<&'m VerdictView> {
+    m.verdicts.iter().find(|x| x.variant == v.name)
+}
+
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    match &app.data.matrix {
+    match &app.data.model.matrix {
         Some(m) => draw_matrix(frame, app, m, area),
         None => draw_attempts(frame, app, area),
     }
@@ -56,7 +71,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
 
 fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
     let t = app.theme;
-    let table_h = (m.rows.len() as u16 + 1).min(area.height.saturating_sub(4).max(2));
+    let table_h = (m.variants.len() as u16 + 1).min(area.height.saturating_sub(4).max(2));
     let [head, table, below] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(table_h),
@@ -65,7 +80,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
     .areas(area);
     frame.render_widget(
         Paragraph::new(Line::from(vec![
-            Span::styled(format!("{} variants", m.rows.len()), t.heading()),
+            Span::styled(format!("{} variants", m.variants.len()), t.heading()),
             Span::styled(
                 format!(
                     " · cache {}{} · vs '{}' · step 1: median ±half-range",
@@ -87,7 +102,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
     let visible = table.height.saturating_sub(1) as usize;
     let offset = scroll_offset(app.matrix_row, visible);
     let rows: Vec<Row> = m
-        .rows
+        .variants
         .iter()
         .enumerate()
         .skip(offset)
@@ -95,20 +110,23 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
         .map(|(i, r)| {
             let mut cells = vec![
                 Cell::from(r.name.clone()),
-                Cell::from(r.runs.clone()),
-                Cell::from(stat_bytes(r.step1_peak)),
+                Cell::from(runs(r)),
+                Cell::from(stat_bytes(r.step1_device_peak)),
                 Cell::from(stat_bytes(r.step1_out_of_pool)),
             ];
             if wide {
                 cells.push(Cell::from(
-                    r.step1_headroom
+                    r.step1_tightest_headroom
                         .map_or("-".into(), |s| short_bytes(s.median)),
                 ));
             }
             cells.push(Cell::from(stat_secs(r.step1_s)));
             cells.push(Cell::from(stat_secs(r.setup_s)));
-            cells.push(match &r.verdict {
-                Some(v) => Cell::from(Span::styled(v.label.clone(), t.tone(v.tone))),
+            cells.push(match verdict_of(m, r) {
+                Some(v) => {
+                    let (label, tone) = verdict_label(v);
+                    Cell::from(Span::styled(label, t.tone(tone)))
+                }
                 None if r.is_baseline => Cell::from(Span::styled("baseline", t.dim())),
                 None => Cell::from(Span::styled("-", t.dim())),
             });
@@ -121,7 +139,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
         })
         .collect();
     let longest = m
-        .rows
+        .variants
         .iter()
         .map(|r| r.name.chars().count())
         .max()
@@ -153,16 +171,17 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
 fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
     let t = app.theme;
     let mut lines = Vec::new();
-    if let Some(r) = m.rows.get(app.matrix_row) {
-        match &r.verdict {
+    if let Some(r) = m.variants.get(app.matrix_row) {
+        match verdict_of(m, r) {
             Some(v) => {
+                let (label, tone) = verdict_label(v);
                 lines.push(Line::from(vec![
                     Span::styled(format!("{} ", r.name), t.heading()),
                     Span::styled(format!("[{}] ", r.prewarms.join(", ")), t.dim()),
-                    Span::styled(v.label.clone(), t.tone(v.tone)),
+                    Span::styled(label, t.tone(tone)),
                     Span::styled("  (Enter: evidence and costs)", t.dim()),
                 ]));
-                lines.push(Line::from(v.summary.clone()));
+                lines.push(Line::from(v.headline.clone()));
             }
             None if r.is_baseline => lines.push(Line::from(Span::styled(
                 format!("{}: the baseline every prewarm is judged against", r.name),
@@ -177,7 +196,8 @@ fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rec
             ))),
         }
     }
-    for n in &m.notes {
+    let excluded = m.excluded.iter().map(|e| format!("excluded: {e}"));
+    for n in m.notes.iter().cloned().chain(excluded) {
         lines.push(Line::from(Span::styled(format!("note: {n}"), t.dim())));
     }
     let [_, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
@@ -191,7 +211,7 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(
-                format!("{} attempt(s)", app.data.attempts.len()),
+                format!("{} attempt(s)", app.data.model.attempts.len()),
                 t.heading(),
             ),
             Span::styled(
@@ -205,6 +225,7 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
     let offset = scroll_offset(app.matrix_row, visible);
     let rows: Vec<Row> = app
         .data
+        .model
         .attempts
         .iter()
         .enumerate()
@@ -215,9 +236,10 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
             let peak = ranks.iter().filter_map(|r| r.step1_peak).max();
             let oop = ranks.iter().map(|r| r.step1_out_of_pool).max();
             let s1 = ranks.iter().filter_map(|r| r.step1_s).reduce(f64::max);
+            let (status, tone) = attempt_status(a, app.data.is_running(a));
             let row = Row::new(vec![
-                Cell::from(clip(&a.name(), 24)),
-                Cell::from(Span::styled(a.status.clone(), t.tone(a.status_tone))),
+                Cell::from(clip(&a.id(), 24)),
+                Cell::from(Span::styled(status, t.tone(tone))),
                 Cell::from(ranks.len().to_string()),
                 Cell::from(peak.map_or("?".into(), |b| short_bytes(b as f64))),
                 Cell::from(oop.map_or("?".into(), |b| short_bytes(b as f64))),

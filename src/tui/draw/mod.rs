@@ -1,7 +1,10 @@
-//! Drawing: one pure function from the state to a frame. It works on any
-//! ratatui backend (the terminal, or `TestBackend` in the tests) and only
-//! touches what is visible: long tables render their visible rows, series are
-//! down-sampled to the chart's width.
+//! Drawing: one pure function from the state to a frame. Every view reads
+//! the one report model (`App::data.model`, the same one every format
+//! renders) and the view state beside it; the words a view shares with the
+//! other formats come from `crate::report`. It works on any ratatui backend
+//! (the terminal, or `TestBackend` in the tests) and only touches what is
+//! visible: long tables render their visible rows, series are down-sampled
+//! to the chart's width.
 
 mod account;
 mod events;
@@ -13,7 +16,10 @@ pub use overlay::KEYS;
 mod ranks;
 mod timeline;
 
+use crate::analysis::phases::Phase;
+use crate::report::model::{AttemptView, RankView};
 use crate::tui::app::{App, RunState, Tab};
+use crate::tui::theme::Tone;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -57,7 +63,7 @@ fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::raw(" "));
     }
     let used: usize = spans.iter().map(|s| s.width()).sum();
-    let title = format!("prewarm-doctor · {}", app.data.title);
+    let title = format!("prewarm-doctor · {}", app.data.title());
     let room = (area.width as usize).saturating_sub(used + 1);
     if room > 8 {
         let shown = clip(&title, room);
@@ -74,11 +80,12 @@ fn draw_context(frame: &mut Frame, app: &App, area: Rect) {
     match app.attempt() {
         Some(a) => {
             spans.push(Span::styled("attempt ", t.dim()));
-            spans.push(Span::styled(a.name(), t.heading()));
+            spans.push(Span::styled(a.id(), t.heading()));
             spans.push(Span::raw(" "));
-            spans.push(Span::styled(a.status.clone(), t.tone(a.status_tone)));
+            let (status, tone) = attempt_status(a, app.data.is_running(a));
+            spans.push(Span::styled(status, t.tone(tone)));
             spans.push(Span::styled(
-                format!(" ({}/{})", app.attempt + 1, app.data.attempts.len()),
+                format!(" ({}/{})", app.attempt + 1, app.data.model.attempts.len()),
                 t.dim(),
             ));
             if let Some(r) = app.rank() {
@@ -134,6 +141,41 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
         None => spans.push(Span::styled(hints(app), t.dim())),
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// How an attempt stands: "running" (the attempt in progress), "not
+/// started", "interrupted", "exit N", "no exit status".
+pub fn attempt_status(a: &AttemptView, running: bool) -> (String, Tone) {
+    if running {
+        ("running".to_string(), Tone::Warn)
+    } else if a.not_started {
+        ("not started".to_string(), Tone::Bad)
+    } else if a.interrupted {
+        ("interrupted".to_string(), Tone::Warn)
+    } else {
+        match a.exit_code {
+            Some(0) => ("exit 0".to_string(), Tone::Good),
+            Some(c) => (format!("exit {c}"), Tone::Bad),
+            None => ("no exit status".to_string(), Tone::Warn),
+        }
+    }
+}
+
+/// Where a process is: the step in progress (`running`: its attempt is),
+/// or how it ended ("done, 4 steps", "failed in step 1", "failed, before
+/// any step").
+pub fn now_label(r: &RankView, running: bool) -> String {
+    let p = &r.account;
+    let started = p.phases.iter().any(|ph| ph.phase == Phase::Step1);
+    let failed = !p.forensics.is_empty() || !p.exceptions.is_empty();
+    match (started, running) {
+        (false, _) if failed => format!("failed, {}", crate::report::BEFORE_ANY_STEP),
+        (false, true) => "setup".into(),
+        (false, false) => "no step".into(),
+        (true, true) => format!("step {}", p.steps.count + 1),
+        (true, false) if failed => format!("failed in step {}", p.steps.count + 1),
+        (true, false) => format!("done, {} steps", p.steps.count),
+    }
 }
 
 /// Cuts `s` to at most `n` characters, marking the cut with `…`.

@@ -1,9 +1,12 @@
 //! Panels over the current view: help, a verdict's evidence, an event's
 //! detail, and the question asked before leaving a live run.
 
+use super::matrix::{runs, stat_bytes, stat_secs, verdict_label};
 use super::{centered, timeline::event_line};
+use crate::report::model::VerdictView;
+use crate::report::{bytes, seconds};
 use crate::tui::app::{App, Overlay};
-use crate::tui::view::EventRow;
+use crate::tui::event_table::EventRow;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -52,8 +55,8 @@ pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
             KEYS.len() as u16 + 2,
         ),
         Overlay::Verdict => verdict(app),
-        Overlay::Event(i) => event(app, app.rank().and_then(|r| r.events.get(i))),
-        Overlay::Marker(i) => event(app, app.rank().and_then(|r| r.markers.get(i))),
+        Overlay::Event(i) => event(app, app.rank_events.events.get(i)),
+        Overlay::Marker(i) => event(app, app.rank_events.markers.get(i)),
         Overlay::ConfirmQuit => (
             "the run is still going".into(),
             vec![
@@ -91,24 +94,29 @@ pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
 fn verdict(app: &App) -> (String, Vec<Line<'static>>, u16, u16) {
     let t = app.theme;
     let area = (120u16, 30u16);
-    let Some(row) = app
-        .data
+    let model = &app.data.model;
+    let Some(row) = model
         .matrix
         .as_ref()
-        .and_then(|m| m.rows.get(app.matrix_row))
+        .and_then(|m| m.variants.get(app.matrix_row))
     else {
         return ("verdict".into(), vec![], area.0, 3);
     };
     let mut lines = Vec::new();
-    match &row.verdict {
+    match model.verdict(&row.name) {
         Some(v) => {
+            let (label, tone) = verdict_label(v);
             lines.push(Line::from(vec![
                 Span::styled(format!("{} ", row.name), t.heading()),
-                Span::styled(v.label.clone(), t.tone(v.tone)),
+                Span::styled(label, t.tone(tone)),
             ]));
-            lines.push(Line::from(v.summary.clone()));
+            lines.push(Line::from(v.headline.clone()));
             lines.push(Line::from(""));
-            lines.extend(v.lines.iter().map(|l| Line::from(format!("- {l}"))));
+            lines.extend(
+                verdict_lines(v)
+                    .into_iter()
+                    .map(|l| Line::from(format!("- {l}"))),
+            );
         }
         None => lines.push(Line::from(Span::styled(
             "no verdict for this variant (the baseline, or no known prewarm)",
@@ -119,16 +127,44 @@ fn verdict(app: &App) -> (String, Vec<Line<'static>>, u16, u16) {
     lines.push(Line::from(Span::styled(
         format!(
             "medians over {} runs: step-1 peak {}, out of pool {}, step 1 {}, setup {}",
-            row.runs,
-            super::matrix::stat_bytes(row.step1_peak),
-            super::matrix::stat_bytes(row.step1_out_of_pool),
-            super::matrix::stat_secs(row.step1_s),
-            super::matrix::stat_secs(row.setup_s)
+            runs(row),
+            stat_bytes(row.step1_device_peak),
+            stat_bytes(row.step1_out_of_pool),
+            stat_secs(row.step1_s),
+            stat_secs(row.setup_s)
         ),
         t.dim(),
     )));
     let h = (lines.len() as u16 + 6).min(area.1);
     (format!("verdict: {}", row.name), lines, area.0, h)
+}
+
+/// A verdict's story: its prewarms, its class with its confidence, the
+/// evidence and costs (the model's sentences), and what still lands in step 1.
+fn verdict_lines(v: &VerdictView) -> Vec<String> {
+    let mut lines = vec![
+        format!("prewarms: {}", v.prewarms.join(", ")),
+        v.class_line.clone(),
+    ];
+    lines.extend(v.evidence.iter().cloned());
+    if !v.still_in_step1.is_empty() {
+        let parts: Vec<String> = v
+            .still_in_step1
+            .iter()
+            .map(|s| {
+                let mut t = s.class.clone();
+                if s.bytes > 0 {
+                    t += &format!(" {}", bytes(s.bytes));
+                }
+                if s.seconds > 0.0 {
+                    t += &format!(" {}", seconds(s.seconds));
+                }
+                t
+            })
+            .collect();
+        lines.push(format!("still in step 1: {}", parts.join(", ")));
+    }
+    lines
 }
 
 fn event(app: &App, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, u16, u16) {

@@ -2,7 +2,8 @@
 //! worst rank of each marked, and the skew across ranks. The selected rank is
 //! the one the Timeline, Events and Account tabs show.
 
-use super::{scroll_offset, short_bytes, short_secs};
+use super::{now_label, scroll_offset, short_bytes, short_secs};
+use crate::report::model::AttemptView;
 use crate::tui::app::App;
 use crate::tui::theme::Tone;
 use ratatui::Frame;
@@ -19,7 +20,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         );
         return;
     };
-    let extra = (attempt.spread.len() + attempt.notes.len()) as u16;
+    let spread = spread_lines(attempt);
+    let notes = notes(attempt);
+    let extra = (spread.len() + notes.len()) as u16;
     let [table, below] = Layout::vertical([
         Constraint::Min(3),
         Constraint::Length(extra.min(area.height / 2)),
@@ -51,6 +54,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     };
     let visible = usize::from(table.height.saturating_sub(1));
     let offset = scroll_offset(app.rank, visible);
+    let running = app.data.is_running(attempt);
     let rows: Vec<Row> = ranks
         .iter()
         .enumerate()
@@ -59,7 +63,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .map(|(i, r)| {
             let peak = r.step1_peak.map_or("?".into(), |b| short_bytes(b as f64));
             let row = Row::new(vec![
-                Cell::from(r.name.clone()),
+                Cell::from(r.process_name()),
                 Cell::from(r.host.clone()),
                 Cell::from(Span::styled(
                     peak,
@@ -73,9 +77,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                     r.step1_s.map_or("?".into(), short_secs),
                     mark(r.is_rank && r.step1_s.is_some() && r.step1_s == slowest),
                 )),
-                Cell::from(format!("{}/{}", r.step1_comms, r.comms)),
+                Cell::from(format!("{}/{}", r.step1_comms, r.account.nccl.len())),
                 Cell::from(if r.is_rank {
-                    r.now.clone()
+                    now_label(r, running)
                 } else {
                     "helper".into()
                 }),
@@ -115,22 +119,39 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .column_spacing(1),
         table,
     );
-    let mut lines: Vec<Line> = attempt
-        .spread
-        .iter()
-        .map(|(label, owner, value, skew)| {
+    let mut lines: Vec<Line> = spread
+        .into_iter()
+        .map(|l| {
             Line::from(vec![
-                Span::styled(format!("{label}: "), t.dim()),
-                Span::styled(format!("{owner} {value}"), t.heading()),
-                Span::styled(format!(", skew {skew}"), t.dim()),
+                Span::styled(format!("{}: ", l.label), t.dim()),
+                Span::styled(format!("{} {}", l.owner, l.value), t.heading()),
+                Span::styled(format!(", skew {}", l.skew), t.dim()),
             ])
         })
         .collect();
     lines.extend(
-        attempt
-            .notes
-            .iter()
-            .map(|n| Line::from(Span::styled(n.clone(), t.dim()))),
+        notes
+            .into_iter()
+            .map(|n| Line::from(Span::styled(n, t.dim()))),
     );
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), below);
+}
+
+/// The worst rank and the skew of each figure, as every format words them.
+fn spread_lines(a: &AttemptView) -> Vec<crate::report::SpreadLine> {
+    a.spread
+        .as_ref()
+        .map(crate::report::spread_lines)
+        .unwrap_or_default()
+}
+
+/// The attempt's notices, and which ranks are missing.
+fn notes(a: &AttemptView) -> Vec<String> {
+    let mut notes = a.notices.clone();
+    notes.extend(
+        a.spread
+            .as_ref()
+            .and_then(crate::report::missing_ranks_line),
+    );
+    notes
 }

@@ -3,8 +3,10 @@
 //! markers, and a cursor that steps from event to event.
 
 use super::{clip, short_bytes, short_secs};
+use crate::analysis::timeline::{Point, Timeline, value_at};
+use crate::report::model::RankView;
 use crate::tui::app::App;
-use crate::tui::view::{EventRow, RankView};
+use crate::tui::event_table::EventRow;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols::Marker;
@@ -83,6 +85,49 @@ pub fn as_steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     out
 }
 
+/// A memory series of the timeline in drawing form: (seconds since process
+/// start, bytes), time-ordered; the value holds until the next point.
+struct Series {
+    name: &'static str,
+    points: Vec<(f64, f64)>,
+}
+
+fn to_f(points: &[Point]) -> Vec<(f64, f64)> {
+    points.iter().map(|p| (p.0, p.1 as f64)).collect()
+}
+
+/// The sum of step series, at every instant any of them changes.
+fn sum_series(series: &[&[Point]]) -> Vec<(f64, f64)> {
+    let mut times: Vec<f64> = series.iter().flat_map(|s| s.iter().map(|p| p.0)).collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    times
+        .into_iter()
+        .map(|t| (t, series.iter().map(|s| value_at(s, t)).sum::<u64>() as f64))
+        .collect()
+}
+
+/// Device used, pool reserved, and out of pool (allocations and
+/// local-memory growth together).
+fn series_of(t: &Timeline) -> [Series; 3] {
+    let mut outside: Vec<&[Point]> = t.out_of_pool.iter().map(|s| &s.points[..]).collect();
+    outside.push(&t.local_memory);
+    [
+        Series {
+            name: "device used",
+            points: to_f(&t.device_used),
+        },
+        Series {
+            name: "pool reserved",
+            points: to_f(&t.pool_reserved),
+        },
+        Series {
+            name: "out of pool",
+            points: sum_series(&outside),
+        },
+    ]
+}
+
 /// The column of time `t` in a strip `width` cells wide showing [a, b].
 fn column(t: f64, a: f64, b: f64, width: u16) -> u16 {
     if width <= 1 || b <= a {
@@ -118,7 +163,8 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         format!("{}–{}  ", short_secs(a), short_secs(b)),
         t.dim(),
     ));
-    for (i, s) in rank.series.iter().enumerate() {
+    let series = series_of(&rank.timeline);
+    for (i, s) in series.iter().enumerate() {
         spans.push(Span::styled(
             format!("{} ", GLYPHS[i % GLYPHS.len()]),
             t.series(i),
@@ -130,8 +176,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let [gutter, plot] =
         Layout::horizontal([Constraint::Length(GUTTER), Constraint::Min(1)]).areas(chart_row);
     let buckets = usize::from(plot.width) * 2;
-    let sampled: Vec<Vec<(f64, f64)>> = rank
-        .series
+    let sampled: Vec<Vec<(f64, f64)>> = series
         .iter()
         .map(|s| as_steps(&downsample(&s.points, a, b, buckets)))
         .collect();
@@ -184,8 +229,8 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(labels), gutter);
 
     draw_bands(frame, app, rank, a, b, strip(bands));
-    draw_markers(frame, app, rank, a, b, strip(markers));
-    draw_detail(frame, app, rank, detail);
+    draw_markers(frame, app, a, b, strip(markers));
+    draw_detail(frame, app, detail);
 }
 
 /// The part of a strip row under the plot.
@@ -202,11 +247,11 @@ fn draw_bands(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, are
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
     // No step placed: the one band is "before any step", not setup.
-    let no_step = rank
-        .bands
+    let bands = &rank.timeline.phases;
+    let no_step = bands
         .iter()
         .all(|b| b.phase == crate::analysis::phases::Phase::Setup);
-    for band in &rank.bands {
+    for band in bands {
         if band.end_s < a || band.start_s > b {
             continue;
         }
@@ -227,18 +272,19 @@ fn draw_bands(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, are
     frame.render_widget(Paragraph::new(Span::styled(text, t.dim())), area);
 }
 
-fn draw_markers(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, area: Rect) {
+fn draw_markers(frame: &mut Frame, app: &App, a: f64, b: f64, area: Rect) {
     let t = app.theme;
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
-    let lo = rank.markers.partition_point(|e| e.t_s < a);
-    let hi = rank.markers.partition_point(|e| e.t_s <= b);
-    for e in &rank.markers[lo..hi] {
+    let markers = &app.rank_events.markers;
+    let lo = markers.partition_point(|e| e.t_s < a);
+    let hi = markers.partition_point(|e| e.t_s <= b);
+    for e in &markers[lo..hi] {
         cells[usize::from(column(e.t_s, a, b, w))] = if e.failed { '✖' } else { '▲' };
     }
     let cursor = app
         .cursor
-        .and_then(|c| rank.markers.get(c))
+        .and_then(|c| markers.get(c))
         .map(|e| usize::from(column(e.t_s, a, b, w)));
     let mut spans = Vec::new();
     let text: String = cells.iter().collect();
@@ -277,10 +323,10 @@ pub fn event_line(e: &EventRow) -> String {
     s
 }
 
-fn draw_detail(frame: &mut Frame, app: &App, rank: &RankView, area: Rect) {
+fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme;
     let w = usize::from(area.width);
-    let lines = match app.cursor.and_then(|c| rank.markers.get(c)) {
+    let lines = match app.cursor.and_then(|c| app.rank_events.markers.get(c)) {
         Some(e) => {
             let total = app.in_window_count();
             let pos = app.cursor_position().map_or(0, |p| p + 1);

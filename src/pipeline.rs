@@ -1,16 +1,21 @@
-//! From a run folder to what the verbs print: load it (src/load), analyse
-//! and compare it (src/analysis), build the one report model. `commands`
-//! calls these and only dispatches.
+//! The one pipeline from a run folder to the one report model: load it
+//! (src/load), analyse and compare it (src/analysis), build the model
+//! (src/report/model.rs). `report`, `diff`, `prescribe`, the summary printed
+//! at the end of `run` and the dashboard (replay, and live during
+//! `run --tui`) all start from [`Analysed`]; no other place calls the loader,
+//! the analysis and the model builder in sequence, so every view of a run is
+//! made the same way.
 
-use super::model::{ReportModel, RunInfo};
-use super::render::ReportError;
-use super::select::Selection;
 use crate::analysis::matrix::{MatrixAccount, VariantSummary, compare, summaries};
 use crate::analysis::{AttemptAccount, analyse_run};
 use crate::load::{LoadError, Problem, RunData, load_run};
+use crate::report::model::{ReportModel, RunInfo};
+use crate::report::select::Selection;
 use std::path::{Path, PathBuf};
 
-/// A run folder loaded and analysed.
+/// A run folder loaded and analysed: the raw run (for what only the files
+/// say: a live attempt's NVML samples, the shim's records), the analysis,
+/// and from them the report model.
 pub struct Analysed {
     /// The folder as the user named it.
     pub path: PathBuf,
@@ -36,14 +41,25 @@ impl Analysed {
 
     /// The report model every format renders (a copy of the analysis).
     pub fn model(&self) -> ReportModel {
-        let info = RunInfo::from_run(&self.path.display().to_string(), &self.run);
-        ReportModel::build(info, &self.attempts, self.matrix.as_ref())
+        ReportModel::build(self.run_info(), &self.attempts, self.matrix.as_ref())
     }
 
     /// The report model, taking the analysis over (no copy).
     pub fn into_model(self) -> ReportModel {
-        let info = RunInfo::from_run(&self.path.display().to_string(), &self.run);
+        let info = self.run_info();
         ReportModel::from_analysis(info, self.attempts, self.matrix)
+    }
+
+    /// The report model with the run called `label` instead of its path:
+    /// for tests, benchmarks and fuzzing, whose output must not depend on
+    /// where the checkout is.
+    pub fn model_named(&self, label: &str) -> ReportModel {
+        let info = RunInfo::from_run(label, &self.run);
+        ReportModel::build(info, &self.attempts, self.matrix.as_ref())
+    }
+
+    fn run_info(&self) -> RunInfo {
+        RunInfo::from_run(&self.path.display().to_string(), &self.run)
     }
 
     /// Each variant over its attempts (for gates and `diff`).
@@ -73,14 +89,14 @@ impl Analysed {
 /// and where the run folder is.
 pub fn end_of_run_summary(out: &Path) -> Result<String, LoadError> {
     let model = Analysed::load(out)?.into_model();
-    let mut text = super::terminal::Terminal {
+    let mut text = crate::report::terminal::Terminal {
         selection: Selection::Default,
     }
     .text(&model)
     .unwrap_or_default();
     text.push_str(&format!(
         "   run folder: {}\n",
-        super::escape::terminal(&out.display().to_string())
+        crate::report::escape::terminal(&out.display().to_string())
     ));
     Ok(text)
 }
@@ -107,8 +123,8 @@ impl DiffInputs {
     }
 
     /// The comparison, ready to render.
-    pub fn diff(&self) -> super::diff::Diff<'_> {
-        super::diff::Diff {
+    pub fn diff(&self) -> crate::report::diff::Diff<'_> {
+        crate::report::diff::Diff {
             old_run: self.old.path.display().to_string(),
             new_run: self.new.path.display().to_string(),
             old: &self.old_summaries,
@@ -117,27 +133,4 @@ impl DiffInputs {
             new_matrix: self.new.matrix.as_ref(),
         }
     }
-}
-
-/// Writes `diff` in `format` (text, JSON or Markdown) to standard output;
-/// Markdown also goes to `$GITHUB_STEP_SUMMARY`. Returns what to tell the user.
-pub fn write_diff(
-    format: super::render::Format,
-    diff: &super::diff::Diff,
-) -> Result<Vec<String>, ReportError> {
-    use super::render::Format;
-    let bytes = match format {
-        Format::Json => super::escape::json_controls(&diff.json()).into_owned(),
-        Format::Md => diff.markdown().into_bytes(),
-        _ => super::escape::terminal_block(&diff.text())
-            .into_owned()
-            .into_bytes(),
-    };
-    let mut said = Vec::new();
-    if format == Format::Md {
-        said.extend(super::render::append_step_summary(&bytes));
-    }
-    crate::output::stdout_bytes(&bytes)
-        .map_err(|e| ReportError::Output(format!("cannot write to standard output: {e}")))?;
-    Ok(said)
 }
