@@ -16,8 +16,8 @@ use crate::cli::{
     RunArgs, TuiArgs,
 };
 use crate::output::{self, Delivery};
-use crate::prewarm::variants::{self, VariantError};
 use crate::pipeline::{Analysed, DiffInputs, end_of_run_summary};
+use crate::prewarm::variants::{self, VariantError};
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::report::escape::{terminal, terminal_block};
 use crate::report::render::{Format, ReportError, write_report};

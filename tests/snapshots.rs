@@ -1,8 +1,8 @@
 //! The terminal summary's exact wording on real recordings (insta snapshots):
 //! any change to what users read shows up in review.
 
-use prewarm_doctor::report::markdown::Markdown;
 use prewarm_doctor::pipeline::Analysed;
+use prewarm_doctor::report::markdown::Markdown;
 use prewarm_doctor::report::terminal::Terminal;
 use std::path::Path;
 

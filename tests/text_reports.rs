@@ -6,9 +6,9 @@
 mod common;
 
 use common::synthetic::{self, Shape};
+use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::markdown::{BUDGET, Markdown};
 use prewarm_doctor::report::model::ReportModel;
-use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::render::render_to_vec;
 use prewarm_doctor::report::select::Selection;
 use prewarm_doctor::report::terminal::{Terminal, WIDTH};

@@ -5,11 +5,11 @@
 mod common;
 
 use prewarm_doctor::tui::app::{App, Effect, Overlay, RunState, Tab, Zoom};
+use prewarm_doctor::tui::dashboard::Dashboard;
 use prewarm_doctor::tui::draw::draw;
+use prewarm_doctor::tui::event_table::EventKind;
 use prewarm_doctor::tui::loader::load_once;
 use prewarm_doctor::tui::theme::Theme;
-use prewarm_doctor::tui::dashboard::Dashboard;
-use prewarm_doctor::tui::event_table::EventKind;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};

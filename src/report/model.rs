@@ -434,7 +434,10 @@ impl RankView {
     /// phase when that is later.
     pub fn timeline_end_s(&self) -> f64 {
         let t = &self.timeline;
-        t.phases.iter().map(|b| b.end_s).fold(t.end_s.max(0.0), f64::max)
+        t.phases
+            .iter()
+            .map(|b| b.end_s)
+            .fold(t.end_s.max(0.0), f64::max)
     }
 
     /// Whether this process has no step placed (its run is one phase).
@@ -626,6 +629,15 @@ impl AttemptView {
     /// "variant/attempt".
     pub fn id(&self) -> String {
         format!("{}/{}", self.variant, self.attempt)
+    }
+
+    /// The highest value of a figure over the training ranks (the top of
+    /// its distribution), if any rank has it.
+    pub fn figure_max(&self, figure: Figure) -> Option<f64> {
+        self.distribution
+            .iter()
+            .find(|d| d.figure == figure)
+            .map(|d| d.max)
     }
 
     /// The training ranks (helper processes left out).

@@ -3,10 +3,10 @@
 //! forward Ctrl-C, quit), so every key is tested without a terminal.
 
 use crate::analysis::phases::Phase;
-use crate::tui::theme::Theme;
 use crate::report::model::{AttemptView, RankView};
 use crate::tui::dashboard::Dashboard;
 use crate::tui::event_table::{EventRow, RankEvents};
+use crate::tui::theme::Theme;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::collections::VecDeque;
 
@@ -506,7 +506,10 @@ impl App {
         };
         self.matrix_row = row;
         let attempt = match &self.data.model.matrix {
-            Some(m) => m.variants.get(row).and_then(|v| self.first_attempt(&v.name)),
+            Some(m) => m
+                .variants
+                .get(row)
+                .and_then(|v| self.first_attempt(&v.name)),
             None => Some(row),
         };
         if let Some(a) = attempt {

@@ -5,7 +5,10 @@
 //! selected; the wording of a what-if or a fix is the one every format uses
 //! (`crate::report`).
 
-use crate::analysis::model::ProcessAccount;
+use crate::analysis::model::{
+    AutotuneAccount, CommAccount, CompileEvent, ExceptionEvent, Exposure, Forensic,
+    LocalMemoryEvent, ProcessAccount,
+};
 use crate::analysis::phases::Phase;
 use crate::analysis::timeline::{Marker, MarkerKind};
 use crate::report::model::RankView;
@@ -103,9 +106,7 @@ impl EventRow {
         .to_lowercase();
         self
     }
-}
 
-impl EventRow {
     /// The row of a process without a step: its phase is "before any step".
     fn named(mut self, no_step: bool) -> EventRow {
         if no_step {
@@ -205,259 +206,274 @@ fn marker_row(m: &Marker) -> EventRow {
 }
 
 /// Every event of a process, time-ordered.
-pub fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
-    let mut rows = Vec::new();
-    for e in p.exposures.iter().filter(|e| e.kind != "local memory") {
-        rows.push(
-            EventRow {
-                t_s: e.t_s,
-                phase: e.phase,
-                step: e.step,
-                kind: EventKind::Allocation,
-                library: e.source.clone(),
-                bytes: Some(e.bytes),
-                key: e.what.clone(),
-                seconds: None,
-                failed: !e.succeeded,
-                detail: vec![
-                    kv("what", e.what.clone()),
-                    kv("source", e.source.clone()),
-                    kv("bytes", bytes(e.bytes)),
-                    kv("device used before", opt_bytes(e.device_used_before)),
-                    kv("pool reserved", bytes(e.pool_reserved)),
-                    kv("free before", opt_bytes(e.device_free_before)),
-                    kv(
-                        "headroom after",
-                        e.headroom_after.map_or("?".into(), signed_bytes),
-                    ),
-                    kv("succeeded", if e.succeeded { "yes" } else { "NO" }),
-                ],
-                phase_name: String::new(),
-                search: String::new(),
-            }
-            .indexed(),
-        );
-    }
-    for l in &p.local_memory {
-        let mut detail = vec![
-            kv("kernel", l.kernel.clone()),
-            kv(
-                "reservation",
-                format!("{} -> {}", bytes(l.before), bytes(l.after)),
-            ),
-            kv("device growth", bytes(l.device_growth)),
-        ];
-        if l.registers > 0 {
-            detail.push(kv("registers", l.registers.to_string()));
-        }
-        if let Some(c) = &l.autotune_config {
-            detail.push(kv("autotune candidate", c.clone()));
-        }
-        if l.failed {
-            detail.push(kv("failed", "the driver could not grow the reservation"));
-        }
-        rows.push(
-            EventRow {
-                t_s: l.t_s,
-                phase: l.phase,
-                step: l.step,
-                kind: EventKind::LocalMemory,
-                library: "local memory".into(),
-                bytes: Some(l.device_growth),
-                key: match &l.autotune_config {
-                    Some(c) => format!("{} [{c}]", l.kernel),
-                    None => l.kernel.clone(),
-                },
-                seconds: None,
-                failed: l.failed,
-                detail,
-                phase_name: String::new(),
-                search: String::new(),
-            }
-            .indexed(),
-        );
-    }
-    for c in &p.nccl {
-        let id = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
-        let mut detail = vec![
-            kv("communicator id", id.clone()),
-            kv("handle", c.comm.clone()),
-            kv(
-                "rank",
-                format!(
-                    "{} of {}",
-                    c.rank.map_or("?".into(), |r| r.to_string()),
-                    c.nranks.map_or("?".into(), |r| r.to_string())
-                ),
-            ),
-            kv("init", c.init_seconds.map_or("?".into(), seconds)),
-            kv("allocated", bytes(c.bytes)),
-            kv("inferred (no allocation call)", bytes(c.inferred_bytes)),
-        ];
-        detail.extend(c.timings.iter().map(|(k, v)| kv(k, seconds(*v))));
-        rows.push(
-            EventRow {
-                t_s: c.start_s.unwrap_or(0.0),
-                phase: c.phase.unwrap_or(Phase::Setup),
-                step: c.step,
-                kind: EventKind::Nccl,
-                library: "NCCL".into(),
-                bytes: Some(c.bytes + c.inferred_bytes),
-                key: id,
-                seconds: c.init_seconds,
-                failed: false,
-                detail,
-                phase_name: String::new(),
-                search: String::new(),
-            }
-            .indexed(),
-        );
-    }
-    for a in &p.autotune {
-        let mut detail = vec![
-            kv("kernel", a.kernel.clone()),
-            kv("key", a.key.clone()),
-            kv("time", seconds(a.seconds)),
-            kv(
-                "configs",
-                format!("{} ({} benchmarked)", a.configs, a.benchmarked),
-            ),
-            kv("chosen", a.chosen.clone()),
-            kv("local-memory growth", bytes(a.local_memory_growth)),
-            kv("out-of-pool bytes", bytes(a.out_of_pool_bytes)),
-        ];
-        if !a.spilling_configs.is_empty() {
-            detail.push(kv("spilling candidates", a.spilling_configs.join("; ")));
-        }
-        rows.push(
-            EventRow {
-                t_s: a.start_s,
-                phase: a.phase,
-                step: a.step,
-                kind: EventKind::Autotune,
-                library: a.source.clone(),
-                bytes: Some(a.local_memory_growth + a.out_of_pool_bytes),
-                key: format!("{} {}", a.kernel, a.key),
-                seconds: Some(a.seconds),
-                failed: false,
-                detail,
-                phase_name: String::new(),
-                search: String::new(),
-            }
-            .indexed(),
-        );
-    }
-    for c in &p.compiles {
-        rows.push(
-            EventRow {
-                t_s: c.start_s,
-                phase: c.phase,
-                step: c.step,
-                kind: EventKind::Compile,
-                library: "triton".into(),
-                bytes: None,
-                key: c.kernel.clone(),
-                seconds: Some(c.seconds),
-                failed: false,
-                detail: vec![
-                    kv("kernel", c.kernel.clone()),
-                    kv("time", seconds(c.seconds)),
-                    kv(
-                        "cache",
-                        match c.cache_hit {
-                            Some(true) => "hit",
-                            Some(false) => "miss",
-                            None => "?",
-                        },
-                    ),
-                ],
-                phase_name: String::new(),
-                search: String::new(),
-            }
-            .indexed(),
-        );
-    }
-    for e in &p.exceptions {
-        rows.push(
-            EventRow {
-                t_s: e.t_s,
-                phase: e.phase,
-                step: None,
-                kind: EventKind::Exception,
-                library: "python".into(),
-                bytes: None,
-                key: e.kind.clone(),
-                seconds: None,
-                failed: true,
-                detail: vec![
-                    kv("exception", e.kind.clone()),
-                    kv("message", e.message.clone()),
-                ],
-                phase_name: String::new(),
-                search: String::new(),
-            }
-            .indexed(),
-        );
-    }
-    for f in &p.forensics {
-        let mut detail = vec![
-            kv("request", verdict_text::request_text(f)),
-            kv("source", f.source.clone()),
-            kv("library", f.library.clone()),
-            kv("bytes", bytes(f.bytes)),
-            kv("free before", opt_bytes(f.device_free_before)),
-            kv("device total", opt_bytes(f.device_total)),
-        ];
-        if !f.preceded_by.is_empty() {
-            let parts: Vec<String> = f
-                .preceded_by
-                .iter()
-                .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
-                .collect();
-            detail.push(kv("lazy init before it", parts.join(", ")));
-        }
-        if !f.prewarms.is_empty() {
-            detail.push(kv("prewarms that would move it", f.prewarms.join(", ")));
-        }
-        // The what-if of each prewarm and the fix, as the terminal says them.
-        for g in crate::report::projection_texts(f) {
-            // The names go in the value: a long list of prewarms as the key
-            // would push every value off the overlay.
-            detail.push(kv(
-                "would a prewarm save it?",
-                format!(
-                    "{}: {}; {}",
-                    g.prewarms.join(", "),
-                    g.outcome,
-                    g.why.join("; ")
-                ),
-            ));
-        }
-        for r in &f.remedies {
-            detail.push(kv("the fix", crate::report::remedy_text(r)));
-        }
-        if let Some(m) = &f.message {
-            detail.push(kv("message", m.clone()));
-        }
-        rows.push(
-            EventRow {
-                t_s: f.t_s,
-                phase: f.phase,
-                step: f.step,
-                kind: EventKind::OutOfMemory,
-                library: f.library.clone(),
-                bytes: Some(f.bytes),
-                key: verdict_text::request_text(f),
-                seconds: None,
-                failed: true,
-                detail,
-                phase_name: String::new(),
-                search: String::new(),
-            }
-            .indexed(),
-        );
-    }
+fn events_of(p: &ProcessAccount) -> Vec<EventRow> {
+    let mut rows: Vec<EventRow> = p
+        .exposures
+        .iter()
+        .filter(|e| e.kind != "local memory")
+        .map(exposure_row)
+        .collect();
+    rows.extend(p.local_memory.iter().map(local_memory_row));
+    rows.extend(p.nccl.iter().map(comm_row));
+    rows.extend(p.autotune.iter().map(autotune_row));
+    rows.extend(p.compiles.iter().map(compile_row));
+    rows.extend(p.exceptions.iter().map(exception_row));
+    rows.extend(p.forensics.iter().map(oom_row));
     rows.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     let no_step = crate::report::no_step(p);
     rows.into_iter().map(|r| r.named(no_step)).collect()
+}
+
+/// An out-of-pool allocation (local-memory growth has its own row).
+fn exposure_row(e: &Exposure) -> EventRow {
+    EventRow {
+        t_s: e.t_s,
+        phase: e.phase,
+        step: e.step,
+        kind: EventKind::Allocation,
+        library: e.source.clone(),
+        bytes: Some(e.bytes),
+        key: e.what.clone(),
+        seconds: None,
+        failed: !e.succeeded,
+        detail: vec![
+            kv("what", e.what.clone()),
+            kv("source", e.source.clone()),
+            kv("bytes", bytes(e.bytes)),
+            kv("device used before", opt_bytes(e.device_used_before)),
+            kv("pool reserved", bytes(e.pool_reserved)),
+            kv("free before", opt_bytes(e.device_free_before)),
+            kv(
+                "headroom after",
+                e.headroom_after.map_or("?".into(), signed_bytes),
+            ),
+            kv("succeeded", if e.succeeded { "yes" } else { "NO" }),
+        ],
+        phase_name: String::new(),
+        search: String::new(),
+    }
+    .indexed()
+}
+
+/// A growth of the local-memory reservation.
+fn local_memory_row(l: &LocalMemoryEvent) -> EventRow {
+    let mut detail = vec![
+        kv("kernel", l.kernel.clone()),
+        kv(
+            "reservation",
+            format!("{} -> {}", bytes(l.before), bytes(l.after)),
+        ),
+        kv("device growth", bytes(l.device_growth)),
+    ];
+    if l.registers > 0 {
+        detail.push(kv("registers", l.registers.to_string()));
+    }
+    if let Some(c) = &l.autotune_config {
+        detail.push(kv("autotune candidate", c.clone()));
+    }
+    if l.failed {
+        detail.push(kv("failed", "the driver could not grow the reservation"));
+    }
+
+    EventRow {
+        t_s: l.t_s,
+        phase: l.phase,
+        step: l.step,
+        kind: EventKind::LocalMemory,
+        library: "local memory".into(),
+        bytes: Some(l.device_growth),
+        key: match &l.autotune_config {
+            Some(c) => format!("{} [{c}]", l.kernel),
+            None => l.kernel.clone(),
+        },
+        seconds: None,
+        failed: l.failed,
+        detail,
+        phase_name: String::new(),
+        search: String::new(),
+    }
+    .indexed()
+}
+
+/// An NCCL communicator, named by its id as every format names it.
+fn comm_row(c: &CommAccount) -> EventRow {
+    let id = c.comm_id.clone().unwrap_or_else(|| c.comm.clone());
+    let mut detail = vec![
+        kv("communicator id", id.clone()),
+        kv("handle", c.comm.clone()),
+        kv(
+            "rank",
+            format!(
+                "{} of {}",
+                c.rank.map_or("?".into(), |r| r.to_string()),
+                c.nranks.map_or("?".into(), |r| r.to_string())
+            ),
+        ),
+        kv("init", c.init_seconds.map_or("?".into(), seconds)),
+        kv("allocated", bytes(c.bytes)),
+        kv("inferred (no allocation call)", bytes(c.inferred_bytes)),
+    ];
+    detail.extend(c.timings.iter().map(|(k, v)| kv(k, seconds(*v))));
+
+    EventRow {
+        t_s: c.start_s.unwrap_or(0.0),
+        phase: c.phase.unwrap_or(Phase::Setup),
+        step: c.step,
+        kind: EventKind::Nccl,
+        library: "NCCL".into(),
+        bytes: Some(c.bytes + c.inferred_bytes),
+        key: id,
+        seconds: c.init_seconds,
+        failed: false,
+        detail,
+        phase_name: String::new(),
+        search: String::new(),
+    }
+    .indexed()
+}
+
+/// A Triton autotune run.
+fn autotune_row(a: &AutotuneAccount) -> EventRow {
+    let mut detail = vec![
+        kv("kernel", a.kernel.clone()),
+        kv("key", a.key.clone()),
+        kv("time", seconds(a.seconds)),
+        kv(
+            "configs",
+            format!("{} ({} benchmarked)", a.configs, a.benchmarked),
+        ),
+        kv("chosen", a.chosen.clone()),
+        kv("local-memory growth", bytes(a.local_memory_growth)),
+        kv("out-of-pool bytes", bytes(a.out_of_pool_bytes)),
+    ];
+    if !a.spilling_configs.is_empty() {
+        detail.push(kv("spilling candidates", a.spilling_configs.join("; ")));
+    }
+
+    EventRow {
+        t_s: a.start_s,
+        phase: a.phase,
+        step: a.step,
+        kind: EventKind::Autotune,
+        library: a.source.clone(),
+        bytes: Some(a.local_memory_growth + a.out_of_pool_bytes),
+        key: format!("{} {}", a.kernel, a.key),
+        seconds: Some(a.seconds),
+        failed: false,
+        detail,
+        phase_name: String::new(),
+        search: String::new(),
+    }
+    .indexed()
+}
+
+/// A Triton compile.
+fn compile_row(c: &CompileEvent) -> EventRow {
+    EventRow {
+        t_s: c.start_s,
+        phase: c.phase,
+        step: c.step,
+        kind: EventKind::Compile,
+        library: "triton".into(),
+        bytes: None,
+        key: c.kernel.clone(),
+        seconds: Some(c.seconds),
+        failed: false,
+        detail: vec![
+            kv("kernel", c.kernel.clone()),
+            kv("time", seconds(c.seconds)),
+            kv(
+                "cache",
+                match c.cache_hit {
+                    Some(true) => "hit",
+                    Some(false) => "miss",
+                    None => "?",
+                },
+            ),
+        ],
+        phase_name: String::new(),
+        search: String::new(),
+    }
+    .indexed()
+}
+
+/// A Python exception.
+fn exception_row(e: &ExceptionEvent) -> EventRow {
+    EventRow {
+        t_s: e.t_s,
+        phase: e.phase,
+        step: None,
+        kind: EventKind::Exception,
+        library: "python".into(),
+        bytes: None,
+        key: e.kind.clone(),
+        seconds: None,
+        failed: true,
+        detail: vec![
+            kv("exception", e.kind.clone()),
+            kv("message", e.message.clone()),
+        ],
+        phase_name: String::new(),
+        search: String::new(),
+    }
+    .indexed()
+}
+
+/// An out-of-memory failure with its what-ifs and fix, worded as the terminal words them.
+fn oom_row(f: &Forensic) -> EventRow {
+    let mut detail = vec![
+        kv("request", verdict_text::request_text(f)),
+        kv("source", f.source.clone()),
+        kv("library", f.library.clone()),
+        kv("bytes", bytes(f.bytes)),
+        kv("free before", opt_bytes(f.device_free_before)),
+        kv("device total", opt_bytes(f.device_total)),
+    ];
+    if !f.preceded_by.is_empty() {
+        let parts: Vec<String> = f
+            .preceded_by
+            .iter()
+            .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
+            .collect();
+        detail.push(kv("lazy init before it", parts.join(", ")));
+    }
+    if !f.prewarms.is_empty() {
+        detail.push(kv("prewarms that would move it", f.prewarms.join(", ")));
+    }
+    // The what-if of each prewarm and the fix, as the terminal says them.
+    for g in crate::report::projection_texts(f) {
+        // The names go in the value: a long list of prewarms as the key
+        // would push every value off the overlay.
+        detail.push(kv(
+            "would a prewarm save it?",
+            format!(
+                "{}: {}; {}",
+                g.prewarms.join(", "),
+                g.outcome,
+                g.why.join("; ")
+            ),
+        ));
+    }
+    for r in &f.remedies {
+        detail.push(kv("the fix", crate::report::remedy_text(r)));
+    }
+    if let Some(m) = &f.message {
+        detail.push(kv("message", m.clone()));
+    }
+
+    EventRow {
+        t_s: f.t_s,
+        phase: f.phase,
+        step: f.step,
+        kind: EventKind::OutOfMemory,
+        library: f.library.clone(),
+        bytes: Some(f.bytes),
+        key: verdict_text::request_text(f),
+        seconds: None,
+        failed: true,
+        detail,
+        phase_name: String::new(),
+        search: String::new(),
+    }
+    .indexed()
 }

@@ -2,7 +2,7 @@
 //! (for a single-variant run: its attempts).
 
 use super::{attempt_status, clip, scroll_offset, short_bytes, short_secs};
-use crate::report::model::{MatrixView, Spread, VariantRow, VerdictView};
+use crate::report::model::{Figure, MatrixView, Spread, VariantRow, VerdictView};
 use crate::tui::app::App;
 use crate::tui::theme::Tone;
 use ratatui::Frame;
@@ -232,18 +232,15 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
         .skip(offset)
         .take(visible)
         .map(|(i, a)| {
-            let ranks: Vec<_> = a.ranks.iter().filter(|r| r.is_rank).collect();
-            let peak = ranks.iter().filter_map(|r| r.step1_peak).max();
-            let oop = ranks.iter().map(|r| r.step1_out_of_pool).max();
-            let s1 = ranks.iter().filter_map(|r| r.step1_s).reduce(f64::max);
+            let max = |f: Figure| a.figure_max(f);
             let (status, tone) = attempt_status(a, app.data.is_running(a));
             let row = Row::new(vec![
                 Cell::from(clip(&a.id(), 24)),
                 Cell::from(Span::styled(status, t.tone(tone))),
-                Cell::from(ranks.len().to_string()),
-                Cell::from(peak.map_or("?".into(), |b| short_bytes(b as f64))),
-                Cell::from(oop.map_or("?".into(), |b| short_bytes(b as f64))),
-                Cell::from(s1.map_or("?".into(), short_secs)),
+                Cell::from(a.training_ranks().count().to_string()),
+                Cell::from(max(Figure::Step1Peak).map_or("?".into(), short_bytes)),
+                Cell::from(max(Figure::Step1OutOfPool).map_or("?".into(), short_bytes)),
+                Cell::from(max(Figure::Step1Seconds).map_or("?".into(), short_secs)),
             ]);
             if i == app.matrix_row {
                 row.style(t.selected())

@@ -3,7 +3,7 @@
 //! the one the Timeline, Events and Account tabs show.
 
 use super::{now_label, scroll_offset, short_bytes, short_secs};
-use crate::report::model::AttemptView;
+use crate::report::model::{AttemptView, Figure};
 use crate::tui::app::App;
 use crate::tui::theme::Tone;
 use ratatui::Frame;
@@ -29,22 +29,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     ])
     .areas(area);
     let ranks = &attempt.ranks;
-    let worst_peak = ranks
-        .iter()
-        .filter(|r| r.is_rank)
-        .filter_map(|r| r.step1_peak)
-        .max();
-    let worst_oop = ranks
-        .iter()
-        .filter(|r| r.is_rank)
-        .map(|r| r.step1_out_of_pool)
-        .max();
-    let slowest = ranks
-        .iter()
-        .filter(|r| r.is_rank)
-        .filter_map(|r| r.step1_s)
-        .reduce(f64::max);
-    let several = ranks.iter().filter(|r| r.is_rank).count() > 1;
+    // The worst of each figure: the top of the model's distribution.
+    let worst_peak = attempt.figure_max(Figure::Step1Peak);
+    let worst_oop = attempt.figure_max(Figure::Step1OutOfPool);
+    let slowest = attempt.figure_max(Figure::Step1Seconds);
+    let several = attempt.training_ranks().count() > 1;
     let mark = |is_worst: bool| {
         if is_worst && several {
             t.tone(Tone::Bad)
@@ -67,15 +56,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 Cell::from(r.host.clone()),
                 Cell::from(Span::styled(
                     peak,
-                    mark(r.is_rank && r.step1_peak.is_some() && r.step1_peak == worst_peak),
+                    mark(r.is_rank && r.step1_peak.is_some_and(|v| Some(v as f64) == worst_peak)),
                 )),
                 Cell::from(Span::styled(
                     short_bytes(r.step1_out_of_pool as f64),
-                    mark(r.is_rank && Some(r.step1_out_of_pool) == worst_oop),
+                    mark(r.is_rank && Some(r.step1_out_of_pool as f64) == worst_oop),
                 )),
                 Cell::from(Span::styled(
                     r.step1_s.map_or("?".into(), short_secs),
-                    mark(r.is_rank && r.step1_s.is_some() && r.step1_s == slowest),
+                    mark(r.is_rank && r.step1_s.is_some_and(|v| Some(v) == slowest)),
                 )),
                 Cell::from(format!("{}/{}", r.step1_comms, r.account.nccl.len())),
                 Cell::from(if r.is_rank {
