@@ -1,5 +1,7 @@
 //! prewarm-doctor as a library: the data flows one way, capture → load
-//! (events) → analysis → report, with the CLI (`cli`, `commands`) on top.
+//! (events) → analysis → report, joined once by `pipeline` (load → analyse →
+//! model) for every verb and the dashboard, with the CLI (`cli`, `commands`)
+//! on top.
 //! The probe injected into training processes lives in `crates/probe`; the
 //! event file format both sides share lives in `crates/events`.
 
