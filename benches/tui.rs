@@ -28,8 +28,8 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     make_run(dir.path(), 1, events);
     let data = load_once(dir.path(), false).unwrap();
-    let rows = data.attempts[0].ranks[0].events.len();
     let mut app = App::new(data, Theme::from_env(), RunState::Replay);
+    let rows = app.selected.events.len();
     let mut g = c.benchmark_group(format!(
         "tui frame, 1 rank x {events} events ({rows} in the table)"
     ));

@@ -7,8 +7,8 @@ mod common;
 use prewarm_doctor::tui::app::{App, Effect, Overlay, RunState, Tab, Zoom};
 use prewarm_doctor::tui::dashboard::Dashboard;
 use prewarm_doctor::tui::draw::draw;
-use prewarm_doctor::tui::event_table::EventKind;
 use prewarm_doctor::tui::loader::load_once;
+use prewarm_doctor::tui::selected::EventKind;
 use prewarm_doctor::tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -90,7 +90,7 @@ fn timeline_view() {
     key(&mut a, KeyCode::Char('2'));
     assert_eq!(a.zoom, Zoom::Step1);
     // Step to the spilling autotune candidate's local-memory growth.
-    let markers = a.rank_events.markers.clone();
+    let markers = a.selected.markers.clone();
     let spill = markers
         .iter()
         .position(|m| m.kind == EventKind::LocalMemory && m.bytes.unwrap_or(0) > 100 << 20)
@@ -116,7 +116,7 @@ fn events_view() {
     key(&mut a, KeyCode::Char('/'));
     keys(&mut a, "nccl");
     key(&mut a, KeyCode::Enter);
-    let rank = &a.rank_events;
+    let rank = &a.selected;
     assert!(!a.events.rows.is_empty());
     assert!(a.events.rows.iter().all(|&i| {
         format!("{:?}", rank.events[i])
@@ -130,7 +130,7 @@ fn events_view() {
         key(&mut a, KeyCode::Char('s'));
     }
     key(&mut a, KeyCode::Char('r'));
-    let rank = &a.rank_events;
+    let rank = &a.selected;
     let b: Vec<u64> = a
         .events
         .rows
@@ -182,7 +182,7 @@ fn out_of_memory_events() {
     let mut a = app("tests/fixtures/h200/oom-triton-baseline");
     a.tab = Tab::Events;
     let oom = a
-        .rank_events
+        .selected
         .events
         .iter()
         .any(|e| e.kind == EventKind::OutOfMemory);

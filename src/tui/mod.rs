@@ -7,17 +7,17 @@
 //! renders the state on any ratatui backend, every view from the one report
 //! model; [`loader`] reads the folder on a background thread through the one
 //! pipeline every report uses and sends [`dashboard::Dashboard`]s (the model
-//! and the live progress) over a channel; [`event_table`] flattens the
-//! selected process's events for the Events and Timeline tabs; [`term`] owns the real terminal
+//! and the live progress) over a channel; [`selected`] holds the selected
+//! process in drawing form (its events table, markers and memory series); [`term`] owns the real terminal
 //! and always restores it; [`live`] connects `run --tui` (training output,
 //! Ctrl-C, stopping the matrix).
 
 pub mod app;
 pub mod dashboard;
 pub mod draw;
-pub mod event_table;
 pub mod live;
 pub mod loader;
+pub mod selected;
 pub mod term;
 pub mod theme;
 

@@ -3,10 +3,9 @@
 //! markers, and a cursor that steps from event to event.
 
 use super::{clip, short_bytes, short_secs};
-use crate::analysis::timeline::{Point, Timeline, value_at};
 use crate::report::model::RankView;
 use crate::tui::app::App;
-use crate::tui::event_table::EventRow;
+use crate::tui::selected::EventRow;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols::Marker;
@@ -85,49 +84,6 @@ pub fn as_steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     out
 }
 
-/// A memory series of the timeline in drawing form: (seconds since process
-/// start, bytes), time-ordered; the value holds until the next point.
-struct Series {
-    name: &'static str,
-    points: Vec<(f64, f64)>,
-}
-
-fn to_f(points: &[Point]) -> Vec<(f64, f64)> {
-    points.iter().map(|p| (p.0, p.1 as f64)).collect()
-}
-
-/// The sum of step series, at every instant any of them changes.
-fn sum_series(series: &[&[Point]]) -> Vec<(f64, f64)> {
-    let mut times: Vec<f64> = series.iter().flat_map(|s| s.iter().map(|p| p.0)).collect();
-    times.sort_by(f64::total_cmp);
-    times.dedup();
-    times
-        .into_iter()
-        .map(|t| (t, series.iter().map(|s| value_at(s, t)).sum::<u64>() as f64))
-        .collect()
-}
-
-/// Device used, pool reserved, and out of pool (allocations and
-/// local-memory growth together).
-fn series_of(t: &Timeline) -> [Series; 3] {
-    let mut outside: Vec<&[Point]> = t.out_of_pool.iter().map(|s| &s.points[..]).collect();
-    outside.push(&t.local_memory);
-    [
-        Series {
-            name: "device used",
-            points: to_f(&t.device_used),
-        },
-        Series {
-            name: "pool reserved",
-            points: to_f(&t.pool_reserved),
-        },
-        Series {
-            name: "out of pool",
-            points: sum_series(&outside),
-        },
-    ]
-}
-
 /// The column of time `t` in a strip `width` cells wide showing [a, b].
 fn column(t: f64, a: f64, b: f64, width: u16) -> u16 {
     if width <= 1 || b <= a {
@@ -163,7 +119,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         format!("{}–{}  ", short_secs(a), short_secs(b)),
         t.dim(),
     ));
-    let series = series_of(&rank.timeline);
+    let series = &app.selected.series;
     for (i, s) in series.iter().enumerate() {
         spans.push(Span::styled(
             format!("{} ", GLYPHS[i % GLYPHS.len()]),
@@ -276,7 +232,7 @@ fn draw_markers(frame: &mut Frame, app: &App, a: f64, b: f64, area: Rect) {
     let t = app.theme;
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
-    let markers = &app.rank_events.markers;
+    let markers = &app.selected.markers;
     let lo = markers.partition_point(|e| e.t_s < a);
     let hi = markers.partition_point(|e| e.t_s <= b);
     for e in &markers[lo..hi] {
@@ -326,7 +282,7 @@ pub fn event_line(e: &EventRow) -> String {
 fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme;
     let w = usize::from(area.width);
-    let lines = match app.cursor.and_then(|c| app.rank_events.markers.get(c)) {
+    let lines = match app.cursor.and_then(|c| app.selected.markers.get(c)) {
         Some(e) => {
             let total = app.in_window_count();
             let pos = app.cursor_position().map_or(0, |p| p + 1);

@@ -1,32 +1,36 @@
-//! The selected process's events flattened into one table (the Events tab)
-//! and its timeline markers with their detail (the Timeline's cursor), in the
-//! drawing form the dashboard filters, sorts and steps through. Derived from
-//! the report model's account and timeline of that process when it is
-//! selected; the wording of a what-if or a fix is the one every format uses
-//! (`crate::report`).
+//! The selected process in the drawing form the dashboard filters, sorts,
+//! steps through and plots: every event of its account flattened into one
+//! table (the Events tab), its timeline markers with their detail (the
+//! Timeline's cursor), and its memory series. Derived from the report
+//! model's account and timeline of that process when the selection or the
+//! data changes, so that drawing a frame only clips and formats; the wording
+//! of a what-if or a fix is the one every format uses (`crate::report`).
 
 use crate::analysis::model::{
     AutotuneAccount, CommAccount, CompileEvent, ExceptionEvent, Exposure, Forensic,
     LocalMemoryEvent, ProcessAccount,
 };
 use crate::analysis::phases::Phase;
-use crate::analysis::timeline::{Marker, MarkerKind};
+use crate::analysis::timeline::{Marker, MarkerKind, Point, Timeline, value_at};
 use crate::report::model::RankView;
 use crate::report::{bytes, seconds, signed_bytes, verdict_text};
 
-/// The events and markers of one process.
+/// The selected process's events, markers and series.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RankEvents {
+pub struct Selected {
     /// Every event the account holds, time-ordered (the events table).
     pub events: Vec<EventRow>,
     /// The timeline's markers, time-ordered (the timeline's cursor).
     pub markers: Vec<EventRow>,
+    /// Device used, pool reserved, out of pool (allocations and
+    /// local-memory growth together).
+    pub series: Vec<Series>,
 }
 
-impl RankEvents {
-    /// The tables of one process of the model.
-    pub fn of(rank: &RankView) -> RankEvents {
-        RankEvents {
+impl Selected {
+    /// One process of the model in drawing form.
+    pub fn of(rank: &RankView) -> Selected {
+        Selected {
             events: events_of(&rank.account),
             markers: rank
                 .timeline
@@ -34,8 +38,51 @@ impl RankEvents {
                 .iter()
                 .map(|m| marker_row(m).named(rank.no_step()))
                 .collect(),
+            series: series_of(&rank.timeline),
         }
     }
+}
+
+/// A memory series: (seconds since process start, bytes), time-ordered; the
+/// value holds until the next point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: &'static str,
+    pub points: Vec<(f64, f64)>,
+}
+
+fn to_f(points: &[Point]) -> Vec<(f64, f64)> {
+    points.iter().map(|p| (p.0, p.1 as f64)).collect()
+}
+
+/// The sum of step series, at every instant any of them changes.
+fn sum_series(series: &[&[Point]]) -> Vec<(f64, f64)> {
+    let mut times: Vec<f64> = series.iter().flat_map(|s| s.iter().map(|p| p.0)).collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    times
+        .into_iter()
+        .map(|t| (t, series.iter().map(|s| value_at(s, t)).sum::<u64>() as f64))
+        .collect()
+}
+
+fn series_of(t: &Timeline) -> Vec<Series> {
+    let mut outside: Vec<&[Point]> = t.out_of_pool.iter().map(|s| &s.points[..]).collect();
+    outside.push(&t.local_memory);
+    vec![
+        Series {
+            name: "device used",
+            points: to_f(&t.device_used),
+        },
+        Series {
+            name: "pool reserved",
+            points: to_f(&t.pool_reserved),
+        },
+        Series {
+            name: "out of pool",
+            points: sum_series(&outside),
+        },
+    ]
 }
 
 /// What kind of event a row of the events table (or a marker) is.
