@@ -3,15 +3,17 @@
 //! output as it comes.
 
 use super::{clip, clock, now_label, short_bytes};
+use crate::report::model::RankView;
 use crate::tui::app::App;
+use crate::tui::dashboard::LiveView;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph, Sparkline};
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
-    let live = app.data.live.clone().unwrap_or_default();
+    let none = LiveView::default();
+    let live = app.data.live.as_ref().unwrap_or(&none);
     let ranks: Vec<_> = app
         .data
         .model
@@ -35,7 +37,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Min(1),
     ])
     .areas(area);
+    draw_progress(frame, app, live, progress);
+    draw_ranks(frame, app, &ranks, rank_rows, rank_area);
+    draw_gpus(frame, app, live, gpu_rows, gpu_area);
+    draw_log(frame, app, log_head, log);
+}
 
+/// Attempt i/N, elapsed and the estimate left, over a gauge.
+fn draw_progress(frame: &mut Frame, app: &App, live: &LiveView, progress: Rect) {
+    let t = app.theme;
     let ratio = if live.total > 0 {
         (live.done as f64 / live.total as f64).clamp(0.0, 1.0)
     } else {
@@ -75,6 +85,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             .gauge_style(t.series(1)),
         gauge,
     );
+}
+
+/// Each rank of the running attempt: where it is and its step-1 figures.
+fn draw_ranks(frame: &mut Frame, app: &App, ranks: &[&RankView], rank_rows: u16, rank_area: Rect) {
+    let t = app.theme;
 
     let rank_lines: Vec<Line> = if ranks.is_empty() {
         vec![Line::from(Span::styled(
@@ -114,6 +129,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         v
     };
     frame.render_widget(Paragraph::new(rank_lines), rank_area);
+}
+
+/// A memory sparkline per GPU of the running attempt.
+fn draw_gpus(frame: &mut Frame, app: &App, live: &LiveView, gpu_rows: u16, gpu_area: Rect) {
+    let t = app.theme;
 
     for (i, g) in live.gpus.iter().take(usize::from(gpu_rows)).enumerate() {
         let row = Rect {
@@ -147,6 +167,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             s,
         );
     }
+}
+
+/// The training's output, following its tail unless scrolled back.
+fn draw_log(frame: &mut Frame, app: &App, log_head: Rect, log: Rect) {
+    let t = app.theme;
 
     frame.render_widget(
         Paragraph::new(Line::from(vec![
