@@ -316,13 +316,16 @@ fn hostile_names_cannot_drive_the_terminal() {
         key(&mut a, KeyCode::Enter);
         let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
         term.draw(|f| draw(f, &a)).unwrap();
+        let mut text = String::new();
         for cell in term.backend().buffer().content() {
             assert!(
                 !cell.symbol().contains(char::is_control),
                 "{tab:?}: {:?}",
                 cell.symbol()
             );
+            text.push_str(cell.symbol());
         }
+        assert!(text.contains("pwned"), "{tab:?}: the hostile name is shown");
         key(&mut a, KeyCode::Esc);
     }
 }
