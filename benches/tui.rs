@@ -29,7 +29,7 @@ fn bench(c: &mut Criterion) {
     make_run(dir.path(), 1, events);
     let data = load_once(dir.path(), false).unwrap();
     let mut app = App::new(data, Theme::from_env(), RunState::Replay);
-    let rows = app.selected.events.len();
+    let rows = app.tables().events.len();
     let mut g = c.benchmark_group(format!(
         "tui frame, 1 rank x {events} events ({rows} in the table)"
     ));

@@ -310,7 +310,7 @@ fn dashboard_text(run: &Path) -> String {
             text.push_str(&screen(&app));
             filter(&mut app, "");
             let failed: Vec<usize> = (0..app.events.rows.len())
-                .filter(|&k| app.selected.events[app.events.rows[k]].failed)
+                .filter(|&k| app.tables().events[app.events.rows[k]].failed)
                 .collect();
             for k in failed {
                 app.events.selected = k;

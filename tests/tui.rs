@@ -8,7 +8,7 @@ use prewarm_doctor::tui::app::{App, Effect, Overlay, RunState, Tab, Zoom};
 use prewarm_doctor::tui::dashboard::Dashboard;
 use prewarm_doctor::tui::draw::draw;
 use prewarm_doctor::tui::loader::load_once;
-use prewarm_doctor::tui::selected::EventKind;
+use prewarm_doctor::tui::process_tables::EventKind;
 use prewarm_doctor::tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -90,7 +90,7 @@ fn timeline_view() {
     key(&mut a, KeyCode::Char('2'));
     assert_eq!(a.zoom, Zoom::Step1);
     // Step to the spilling autotune candidate's local-memory growth.
-    let markers = a.selected.markers.clone();
+    let markers = a.tables().markers.clone();
     let spill = markers
         .iter()
         .position(|m| m.kind == EventKind::LocalMemory && m.bytes.unwrap_or(0) > 100 << 20)
@@ -116,7 +116,7 @@ fn events_view() {
     key(&mut a, KeyCode::Char('/'));
     keys(&mut a, "nccl");
     key(&mut a, KeyCode::Enter);
-    let rank = &a.selected;
+    let rank = a.tables();
     assert!(!a.events.rows.is_empty());
     assert!(a.events.rows.iter().all(|&i| {
         format!("{:?}", rank.events[i])
@@ -130,7 +130,7 @@ fn events_view() {
         key(&mut a, KeyCode::Char('s'));
     }
     key(&mut a, KeyCode::Char('r'));
-    let rank = &a.selected;
+    let rank = a.tables();
     let b: Vec<u64> = a
         .events
         .rows
@@ -182,7 +182,7 @@ fn out_of_memory_events() {
     let mut a = app("tests/fixtures/h200/oom-triton-baseline");
     a.tab = Tab::Events;
     let oom = a
-        .selected
+        .tables()
         .events
         .iter()
         .any(|e| e.kind == EventKind::OutOfMemory);
@@ -286,9 +286,9 @@ fn colours_are_foreground_accents_only_and_plain_has_none() {
 /// A hostile kernel name (escape sequences, a bell) draws as inert text.
 #[test]
 fn hostile_names_cannot_drive_the_terminal() {
-    let mut d = dashboard(MATRIX);
+    let mut model = dashboard(MATRIX).model;
     let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[2J<script>x</script>\r\n";
-    for r in d.model.attempts.iter_mut().flat_map(|a| a.ranks.iter_mut()) {
+    for r in model.attempts.iter_mut().flat_map(|a| a.ranks.iter_mut()) {
         for m in r.timeline.markers.iter_mut() {
             m.what = hostile.into();
             m.source = hostile.into();
@@ -310,6 +310,7 @@ fn hostile_names_cannot_drive_the_terminal() {
             c.kernel = hostile.into();
         }
     }
+    let d = Dashboard::new(model, None);
     let mut a = App::new(d, Theme::plain(), RunState::Replay);
     for tab in [Tab::Timeline, Tab::Events] {
         a.tab = tab;

@@ -5,7 +5,7 @@
 use crate::analysis::phases::Phase;
 use crate::report::model::{AttemptView, RankView};
 use crate::tui::dashboard::Dashboard;
-use crate::tui::selected::{EventRow, Selected};
+use crate::tui::process_tables::{EventRow, ProcessTables};
 use crate::tui::theme::Theme;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::collections::VecDeque;
@@ -41,9 +41,9 @@ pub enum Overlay {
     Help,
     /// The selected matrix row's verdict, evidence and costs.
     Verdict,
-    /// One event's every field (index into [`Selected::events`]).
+    /// One event's every field (index into [`ProcessTables::events`]).
     Event(usize),
-    /// One timeline marker's detail (index into [`Selected::markers`]).
+    /// One timeline marker's detail (index into [`ProcessTables::markers`]).
     Marker(usize),
     /// Leaving while the run goes on: stop it, leave it running, or stay.
     ConfirmQuit,
@@ -148,7 +148,7 @@ pub struct EventsTable {
     pub editing: bool,
     pub sort: usize,
     pub descending: bool,
-    /// Indices into [`Selected::events`], filtered and sorted.
+    /// Indices into [`ProcessTables::events`], filtered and sorted.
     pub rows: Vec<usize>,
     /// Every event of the rank in `sort` order (ascending), kept so that a
     /// filter keystroke only filters; dropped when the rank or data changes.
@@ -174,11 +174,8 @@ pub struct App {
     /// Follow the attempt being run (until the user picks one).
     pub follow: bool,
     pub zoom: Zoom,
-    /// Timeline cursor: an index into [`Selected::markers`].
+    /// Timeline cursor: an index into [`ProcessTables::markers`].
     pub cursor: Option<usize>,
-    /// The selected process in drawing form (events, markers, series),
-    /// derived from the model when the selection or the data changes.
-    pub selected: Selected,
     pub events: EventsTable,
     pub log: VecDeque<String>,
     /// Lines scrolled back from the newest (0: follow the tail).
@@ -206,7 +203,6 @@ impl App {
             follow: matches!(run, RunState::Running | RunState::Watching),
             zoom: Zoom::All,
             cursor: None,
-            selected: Selected::default(),
             events: EventsTable::default(),
             log: VecDeque::new(),
             log_back: 0,
@@ -264,6 +260,11 @@ impl App {
             .iter()
             .position(|a| a.variant == variant && ended(a))
             .or_else(|| attempts.iter().position(|a| a.variant == variant))
+    }
+
+    /// The selected process in drawing form (its events, markers, series).
+    pub fn tables(&self) -> &ProcessTables {
+        self.data.tables(self.attempt, self.rank)
     }
 
     /// The selected process of the selected attempt.
@@ -468,10 +469,9 @@ impl App {
         self.fix_cursor();
     }
 
-    /// Derives the selected process's events, markers and series from the model
-    /// again (after the selection or the data changed) and refilters them.
+    /// Sorts and filters the events table again for the process now
+    /// selected (after the selection or the data changed).
     fn rank_changed(&mut self) {
-        self.selected = self.rank().map(Selected::of).unwrap_or_default();
         self.events.order = None;
         self.refresh_events();
     }
@@ -535,7 +535,7 @@ impl App {
         let Some((a, b)) = self.zoom_window() else {
             return 0..0;
         };
-        let markers = &self.selected.markers;
+        let markers = &self.tables().markers;
         let lo = markers.partition_point(|e| e.t_s < a);
         let hi = markers.partition_point(|e| e.t_s <= b);
         lo..hi.max(lo)
@@ -677,7 +677,7 @@ impl App {
             self.events.selected = 0;
             return;
         }
-        let events = &self.selected.events;
+        let events = &self.data.tables(self.attempt, self.rank).events;
         let col = self.events.sort;
         let order = match self.events.order.take() {
             Some((c, o)) if c == col => o,

@@ -172,10 +172,7 @@ pub fn load_once(root: &Path, ours: bool) -> Result<Dashboard, LoadError> {
     let analysed = Analysed::load(root)?;
     let current = current_attempt(&analysed.run);
     let live = (current.is_some() || ours).then(|| live_view(&analysed.run, current.as_ref()));
-    Ok(Dashboard {
-        model: analysed.into_model(),
-        live,
-    })
+    Ok(Dashboard::new(analysed.into_model(), live))
 }
 
 fn live_view(run: &RunData, current: Option<&(String, String)>) -> LiveView {

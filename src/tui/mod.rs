@@ -6,9 +6,10 @@
 //! changes and effects (pure, tested without a terminal); [`draw::draw`]
 //! renders the state on any ratatui backend, every view from the one report
 //! model; [`loader`] reads the folder on a background thread through the one
-//! pipeline every report uses and sends [`dashboard::Dashboard`]s (the model
-//! and the live progress) over a channel; [`selected`] holds the selected
-//! process in drawing form (its events table, markers and memory series); [`term`] owns the real terminal
+//! pipeline every report uses and sends [`dashboard::Dashboard`]s (the model,
+//! each process in drawing form — [`process_tables`]: its events table,
+//! markers and memory series — and the live progress) over a channel;
+//! [`term`] owns the real terminal
 //! and always restores it; [`live`] connects `run --tui` (training output,
 //! Ctrl-C, stopping the matrix).
 
@@ -17,7 +18,7 @@ pub mod dashboard;
 pub mod draw;
 pub mod live;
 pub mod loader;
-pub mod selected;
+pub mod process_tables;
 pub mod term;
 pub mod theme;
 

@@ -25,7 +25,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
-    let events = &app.selected.events;
+    let events = &app.tables().events;
     let ev = &app.events;
     let sort = Column::ALL[ev.sort];
     let mut spans = vec![

@@ -6,7 +6,7 @@ use super::{centered, timeline::event_line};
 use crate::report::model::VerdictView;
 use crate::report::{bytes, seconds};
 use crate::tui::app::{App, Overlay};
-use crate::tui::selected::EventRow;
+use crate::tui::process_tables::EventRow;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -55,8 +55,8 @@ pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
             KEYS.len() as u16 + 2,
         ),
         Overlay::Verdict => verdict(app),
-        Overlay::Event(i) => event(app, app.selected.events.get(i)),
-        Overlay::Marker(i) => event(app, app.selected.markers.get(i)),
+        Overlay::Event(i) => event(app, app.tables().events.get(i)),
+        Overlay::Marker(i) => event(app, app.tables().markers.get(i)),
         Overlay::ConfirmQuit => (
             "the run is still going".into(),
             vec![

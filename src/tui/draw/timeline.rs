@@ -5,7 +5,7 @@
 use super::{clip, short_bytes, short_secs};
 use crate::report::model::RankView;
 use crate::tui::app::App;
-use crate::tui::selected::EventRow;
+use crate::tui::process_tables::EventRow;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols::Marker;
@@ -119,7 +119,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         format!("{}–{}  ", short_secs(a), short_secs(b)),
         t.dim(),
     ));
-    let series = &app.selected.series;
+    let series = &app.tables().series;
     for (i, s) in series.iter().enumerate() {
         spans.push(Span::styled(
             format!("{} ", GLYPHS[i % GLYPHS.len()]),
@@ -232,7 +232,7 @@ fn draw_markers(frame: &mut Frame, app: &App, a: f64, b: f64, area: Rect) {
     let t = app.theme;
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
-    let markers = &app.selected.markers;
+    let markers = &app.tables().markers;
     let lo = markers.partition_point(|e| e.t_s < a);
     let hi = markers.partition_point(|e| e.t_s <= b);
     for e in &markers[lo..hi] {
@@ -282,7 +282,7 @@ pub fn event_line(e: &EventRow) -> String {
 fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme;
     let w = usize::from(area.width);
-    let lines = match app.cursor.and_then(|c| app.selected.markers.get(c)) {
+    let lines = match app.cursor.and_then(|c| app.tables().markers.get(c)) {
         Some(e) => {
             let total = app.in_window_count();
             let pos = app.cursor_position().map_or(0, |p| p + 1);

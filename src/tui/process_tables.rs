@@ -1,10 +1,11 @@
-//! The selected process in the drawing form the dashboard filters, sorts,
-//! steps through and plots: every event of its account flattened into one
-//! table (the Events tab), its timeline markers with their detail (the
-//! Timeline's cursor), and its memory series. Derived from the report
-//! model's account and timeline of that process when the selection or the
-//! data changes, so that drawing a frame only clips and formats; the wording
-//! of a what-if or a fix is the one every format uses (`crate::report`).
+//! A process of the report model in the drawing form the dashboard filters,
+//! sorts, steps through and plots: every event of its account flattened into
+//! one table (the Events tab), its timeline markers with their detail (the
+//! Timeline's cursor), and its memory series. Derived from the model's
+//! account and timeline of each process on the loader thread, once per load,
+//! so that drawing a frame or changing the selection only clips and formats
+//! (a process can hold a million events); the wording of a what-if or a fix
+//! is the one every format uses (`crate::report`).
 
 use crate::analysis::model::{
     AutotuneAccount, CommAccount, CompileEvent, ExceptionEvent, Exposure, Forensic,
@@ -15,9 +16,9 @@ use crate::analysis::timeline::{Marker, MarkerKind, Point, Timeline, value_at};
 use crate::report::model::RankView;
 use crate::report::{bytes, seconds, signed_bytes, verdict_text};
 
-/// The selected process's events, markers and series.
+/// One process's events, markers and series.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Selected {
+pub struct ProcessTables {
     /// Every event the account holds, time-ordered (the events table).
     pub events: Vec<EventRow>,
     /// The timeline's markers, time-ordered (the timeline's cursor).
@@ -27,10 +28,17 @@ pub struct Selected {
     pub series: Vec<Series>,
 }
 
-impl Selected {
+impl ProcessTables {
+    /// No process (nothing selected yet).
+    pub const EMPTY: ProcessTables = ProcessTables {
+        events: Vec::new(),
+        markers: Vec::new(),
+        series: Vec::new(),
+    };
+
     /// One process of the model in drawing form.
-    pub fn of(rank: &RankView) -> Selected {
-        Selected {
+    pub fn of(rank: &RankView) -> ProcessTables {
+        ProcessTables {
             events: events_of(&rank.account),
             markers: rank
                 .timeline
