@@ -4,7 +4,7 @@
 //! total's change, split by source without a one-sided sum.
 
 use prewarm_doctor::analysis::matrix::{Headline, headline, summary_of};
-use prewarm_doctor::analysis::model::{PartSource, ProcessAccount};
+use prewarm_doctor::analysis::account::{PartSource, ProcessAccount};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict_costs::{HeldPart, costs};
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};

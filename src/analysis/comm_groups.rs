@@ -9,8 +9,8 @@
 //! ranks by the shared `commId` (recordings made before the shim wrote groups,
 //! and communicators torch keeps outside the group's own, such as P2P ones).
 
-use super::model::CommAccount;
-use super::model::ProcessAccount;
+use super::account::CommAccount;
+use super::account::ProcessAccount;
 use crate::load::shim::ShimEvent;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -7,7 +7,7 @@
 
 use super::framework::class_of_source;
 use super::memory::{Failure, Replay};
-use super::model::{
+use super::account::{
     CommAccount, ExceptionEvent, FailedCall, FailedRequest, Forensic, OomBudget, PrewarmProjection,
     Remedy,
 };

@@ -4,9 +4,9 @@
 //! breakdown and the list of warmups that still land after setup.
 
 use super::memory::{OopAlloc, Replay};
-use super::model::*;
+use super::account::*;
 use super::phases::{Boundaries, Phase};
-use super::records::ProcessRecords;
+use crate::load::records::ProcessRecords;
 use crate::load::nccl::NcclComm;
 use crate::load::shim::ShimEvent;
 use crate::prewarm::catalog::EventClass;

@@ -3,7 +3,7 @@
 //! per prewarm a verdict (`verdict.rs`). Data only: the report layer phrases it.
 
 use super::AttemptAccount;
-use super::model::ProcessAccount;
+use super::account::ProcessAccount;
 use super::phases::Phase;
 use super::ranks::{is_rank, step1, step1_out_of_pool, step1_peak};
 use super::stats::Stat;
@@ -15,7 +15,7 @@ use crate::prewarm::catalog::EventClass;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub use super::model::{ClassCost, LaterCost};
+pub use super::account::{ClassCost, LaterCost};
 
 /// The figures of one attempt, taken from its worst rank.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -2,9 +2,10 @@
 //! order: per-phase totals by source, the state at chosen instants, and the
 //! exposure of every out-of-pool request.
 
-use super::model::{Exposure, LocalMemoryEvent, SourceBytes};
+use super::account::{Exposure, LocalMemoryEvent, SourceBytes};
 use super::phases::{Boundaries, Phase};
-use super::records::{ProcessRecords, kernel_display};
+use super::names::kernel_display;
+use crate::load::records::ProcessRecords;
 use super::sources::{UNKNOWN, classify};
 use prewarm_events::{MemApi, MemCall, MemEffect, PoolUse, UNKNOWN_BYTES};
 use std::collections::{BTreeMap, HashMap, HashSet};

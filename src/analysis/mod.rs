@@ -8,13 +8,13 @@ pub mod framework;
 pub mod gate;
 pub mod matrix;
 pub mod memory;
-pub mod model;
+pub mod account;
 pub mod noise;
 pub mod phases;
 pub mod probe_cost;
 pub mod process;
 pub mod ranks;
-pub mod records;
+pub mod names;
 pub mod sources;
 pub mod stats;
 pub mod timeline;
@@ -26,7 +26,7 @@ pub mod verdict_rules;
 pub(crate) mod verdict_tests;
 
 use crate::load::{Problem, RunData};
-use model::ProcessAccount;
+use account::ProcessAccount;
 use serde::Serialize;
 
 /// The account of one attempt (one variant, one repeat), across hosts.

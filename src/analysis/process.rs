@@ -4,9 +4,10 @@
 use super::forensics::forensics;
 use super::framework::{self, StallWindows};
 use super::memory::{DeviceView, Series, replay};
-use super::model::*;
+use super::account::*;
 use super::phases::{Boundaries, Phase};
-use super::records::{ProcessRecords, bus_key};
+use super::names::bus_key;
+use crate::load::records::ProcessRecords;
 use super::sources::TORCH_POOL;
 use crate::load::shim::ShimEvent;
 use crate::load::{HostData, ProcessFiles};

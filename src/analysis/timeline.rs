@@ -11,7 +11,7 @@
 //! shows detail.
 
 use super::memory::{DeviceView, Series, SourceName, State};
-use super::model::{AutotuneAccount, CommAccount, CompileEvent, Forensic, LocalMemoryEvent};
+use super::account::{AutotuneAccount, CommAccount, CompileEvent, Forensic, LocalMemoryEvent};
 use super::phases::{Boundaries, Phase};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -530,9 +530,9 @@ pub fn build(
             count: 1,
             source: f.source.clone(),
             what: match &f.request {
-                super::model::FailedRequest::Allocation { api } => api.clone(),
-                super::model::FailedRequest::LocalMemoryGrowth { kernel } => kernel.clone(),
-                super::model::FailedRequest::NotSeen => String::new(),
+                super::account::FailedRequest::Allocation { api } => api.clone(),
+                super::account::FailedRequest::LocalMemoryGrowth { kernel } => kernel.clone(),
+                super::account::FailedRequest::NotSeen => String::new(),
             },
             libraries: vec![f.library.clone()]
                 .into_iter()

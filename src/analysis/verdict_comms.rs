@@ -9,7 +9,7 @@
 use super::AttemptAccount;
 use super::comm_groups::CommGroup;
 use super::matrix::VariantSummary;
-use super::model::CommAccount;
+use super::account::CommAccount;
 use super::phases::Phase;
 use super::verdict::targets_of;
 use crate::prewarm::catalog::EventClass;

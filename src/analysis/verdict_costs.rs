@@ -3,7 +3,7 @@
 //! communicators, and as context the step-1 time and device peak.
 
 use super::matrix::{Headline, VariantSummary};
-use super::model::{GapAccount, PartSource};
+use super::account::{GapAccount, PartSource};
 use super::noise::{Change, Quantity, assess};
 use super::stats::Stat;
 use serde::Serialize;
@@ -232,7 +232,7 @@ pub fn costs(base: &VariantSummary, v: &VariantSummary) -> Costs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::model::GapPart;
+    use crate::analysis::account::GapPart;
 
     fn part(source: PartSource, bytes: i64, inferred: bool) -> GapPart {
         GapPart {

@@ -9,7 +9,7 @@
 use super::model::{ReportModel, VerdictView, marker_kind_label, marker_text};
 use super::render::ReportError;
 use super::{bytes, seconds};
-use crate::analysis::model::GapAccount;
+use crate::analysis::account::GapAccount;
 use crate::analysis::phases::Phase;
 use crate::analysis::timeline::{MarkerKind, Point, Timeline, value_at};
 use plotters::coord::Shift;
@@ -1088,14 +1088,14 @@ mod tests {
             pool_reserved: 400,
             out_of_pool: 600,
             parts: vec![
-                crate::analysis::model::GapPart {
-                    source: crate::analysis::model::PartSource::Library("nccl".into()),
+                crate::analysis::account::GapPart {
+                    source: crate::analysis::account::PartSource::Library("nccl".into()),
                     context: None,
                     bytes: 500,
                     inferred: false,
                 },
-                crate::analysis::model::GapPart {
-                    source: crate::analysis::model::PartSource::LocalMemoryDropped,
+                crate::analysis::account::GapPart {
+                    source: crate::analysis::account::PartSource::LocalMemoryDropped,
                     context: None,
                     bytes: -50,
                     inferred: false,

@@ -4,7 +4,7 @@
 use super::escape::csv_field;
 use super::model::{AttemptView, ReportModel};
 use super::render::{Renderer, ReportError};
-use crate::analysis::model::ProcessAccount;
+use crate::analysis::account::ProcessAccount;
 
 const HEADER: [&str; 10] = [
     "variant", "attempt", "host", "rank", "pid", "phase", "metric", "source", "value", "unit",

@@ -9,7 +9,7 @@ use super::model::{AttemptView, MatrixView, ReportModel};
 use super::render::{Renderer, ReportError};
 use super::select::Selection;
 use super::{bytes, seconds, tables};
-use crate::analysis::model::ProcessAccount;
+use crate::analysis::account::ProcessAccount;
 use crate::analysis::phases::Phase;
 use std::fmt::Write;
 

@@ -69,7 +69,7 @@ pub fn phase_word(
 }
 
 /// Whether a process has no step 1 placed (its run is one phase).
-pub fn no_step(p: &crate::analysis::model::ProcessAccount) -> bool {
+pub fn no_step(p: &crate::analysis::account::ProcessAccount) -> bool {
     p.steps.step1_s.is_none()
 }
 
@@ -114,7 +114,7 @@ pub struct WarmupText {
 }
 
 /// Phrases one late warmup.
-pub fn warmup_text(w: &crate::analysis::model::LateWarmup) -> WarmupText {
+pub fn warmup_text(w: &crate::analysis::account::LateWarmup) -> WarmupText {
     use crate::prewarm::catalog::EventClass;
     let plural = |n: u32, one: &str, many: &str| {
         if n == 1 {
@@ -194,7 +194,7 @@ pub fn warmup_text(w: &crate::analysis::model::LateWarmup) -> WarmupText {
 
 /// The line that stands for the minor late warmups, if any: "and 12 more
 /// under 50 ms / 1 MiB each (35.2 ms, 12.0 KiB in all)".
-pub fn minor_warmups_line(ws: &[crate::analysis::model::LateWarmup]) -> Option<String> {
+pub fn minor_warmups_line(ws: &[crate::analysis::account::LateWarmup]) -> Option<String> {
     let minor: Vec<_> = ws.iter().filter(|w| w.minor).collect();
     if minor.is_empty() {
         return None;
@@ -231,8 +231,8 @@ pub struct ProjectionText {
 
 /// Groups a failure's projections (same outcome, same reason) and phrases
 /// them, best outcome first.
-pub fn projection_texts(f: &crate::analysis::model::Forensic) -> Vec<ProjectionText> {
-    let mut groups: Vec<(&crate::analysis::model::PrewarmProjection, Vec<String>)> = Vec::new();
+pub fn projection_texts(f: &crate::analysis::account::Forensic) -> Vec<ProjectionText> {
+    let mut groups: Vec<(&crate::analysis::account::PrewarmProjection, Vec<String>)> = Vec::new();
     for p in &f.projections {
         let same = groups.iter_mut().find(|(q, _)| {
             q.margin == p.margin
@@ -307,9 +307,9 @@ pub fn projection_texts(f: &crate::analysis::model::Forensic) -> Vec<ProjectionT
 }
 
 /// A remedy in words (names from the run: renderers escape them).
-pub fn remedy_text(r: &crate::analysis::model::Remedy) -> String {
+pub fn remedy_text(r: &crate::analysis::account::Remedy) -> String {
     match r {
-        crate::analysis::model::Remedy::PruneAutotuneConfig {
+        crate::analysis::account::Remedy::PruneAutotuneConfig {
             kernel,
             config,
             local_bytes,

@@ -14,7 +14,7 @@
 use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
 use crate::analysis::matrix::{MatrixAccount, VariantSummary};
-use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
+use crate::analysis::account::{Forensic, GapAccount, LateWarmup, ProcessAccount};
 use crate::analysis::noise::Quantity;
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};

@@ -12,7 +12,7 @@ use super::select::Selection;
 use super::table::Table;
 use super::tables;
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::model::{Forensic, GapAccount, ProcessAccount};
+use crate::analysis::account::{Forensic, GapAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;

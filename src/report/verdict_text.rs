@@ -5,7 +5,7 @@
 
 use super::{bytes, seconds};
 use crate::analysis::matrix::{Exclusion, MatrixNote};
-use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
+use crate::analysis::account::{FailedRequest, Forensic, GapPart, PartSource};
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::stats::Stat;
 use crate::analysis::verdict::{

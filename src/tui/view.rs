@@ -5,7 +5,7 @@
 //! every event of a process flattened into one table, the timeline's markers
 //! with their detail, and the series in drawing form.
 
-use crate::analysis::model::ProcessAccount;
+use crate::analysis::account::ProcessAccount;
 use crate::analysis::phases::Phase;
 use crate::analysis::timeline::{Marker, MarkerKind, Point, Timeline, value_at};
 use crate::report::model::{self, ReportModel, Spread};
