@@ -3,8 +3,8 @@
 //! before each request, and the memory cost of any pair of attempts is the
 //! total's change, split by source without a one-sided sum.
 
-use prewarm_doctor::analysis::matrix::{Headline, headline, summary_of};
 use prewarm_doctor::analysis::account::{PartSource, ProcessAccount};
+use prewarm_doctor::analysis::matrix::{Headline, headline, summary_of};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict_costs::{HeldPart, costs};
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};

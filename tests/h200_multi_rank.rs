@@ -6,8 +6,8 @@
 mod common;
 
 use common::{copy_tree, terminal_text};
-use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::account::{PartSource, ProcessAccount};
+use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict::{Confidence, VerdictClass};
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{copy_tree, terminal_text};
+use prewarm_doctor::analysis::account::{FailedRequest, PartSource, ProcessAccount, Remedy};
 use prewarm_doctor::analysis::framework::class_costs;
 use prewarm_doctor::analysis::matrix::{Exclusion, MatrixNote, compare};
-use prewarm_doctor::analysis::account::{FailedRequest, PartSource, ProcessAccount, Remedy};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict::{Confidence, Reason, Recommendation, VerdictClass};
 use prewarm_doctor::analysis::verdict_costs::HeldSource;

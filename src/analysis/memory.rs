@@ -3,113 +3,14 @@
 //! exposure of every out-of-pool request.
 
 use super::account::{Exposure, LocalMemoryEvent, SourceBytes};
-use super::phases::{Boundaries, Phase};
+use super::device::{DeviceView, Series};
 use super::names::kernel_display;
+use super::phases::{Boundaries, Phase};
+use super::sources::{SourceName, UNKNOWN, classify};
 use crate::load::records::ProcessRecords;
-use super::sources::{UNKNOWN, classify};
 use prewarm_events::{MemApi, MemCall, MemEffect, PoolUse, UNKNOWN_BYTES};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-
-/// A source name shared cheaply across millions of events.
-pub type SourceName = Arc<str>;
-
-/// A time series of (t, bytes), queried at or before an instant.
-#[derive(Debug, Clone, Default)]
-pub struct Series {
-    pub points: Vec<(u64, u64)>,
-}
-
-impl Series {
-    /// The last value at or before `t`.
-    pub fn at(&self, t: u64) -> Option<u64> {
-        let i = self.points.partition_point(|p| p.0 <= t);
-        (i > 0).then(|| self.points[i - 1].1)
-    }
-    /// The largest value in force during [a, b].
-    pub fn peak(&self, a: u64, b: u64) -> Option<u64> {
-        let lo = self.points.partition_point(|p| p.0 < a);
-        // A window that ends before it starts (damaged timestamps) holds nothing.
-        let hi = self.points.partition_point(|p| p.0 <= b).max(lo);
-        self.points[lo..hi]
-            .iter()
-            .map(|p| p.1)
-            .chain(self.at(a))
-            .max()
-    }
-}
-
-/// Device memory views of one process: what the process holds (NVML per
-/// process, or the device minus what was used before the run) and the
-/// device-level free memory (cuMemGetInfo at probe events, NVML between).
-#[derive(Debug, Clone, Default)]
-pub struct DeviceView {
-    pub used: Series,
-    pub used_source: String,
-    pub device_used: Series,
-    pub cuda_total: Option<u64>,
-    pub probe_free: Series,
-    /// The device-wide readings (cuMemGetInfo) are this process's own: it is
-    /// alone on its GPU (or there is no NVML to say otherwise).
-    pub own_device: bool,
-}
-
-impl DeviceView {
-    /// What other processes (and whatever the GPU held before the run) had
-    /// on the device at `t`: NVML's device figure minus this process's. 0
-    /// without NVML (the process's figure is then the device's).
-    pub fn others_at(&self, t: u64) -> u64 {
-        match (self.device_used.at(t), self.used.at(t)) {
-            (Some(device), Some(own)) => device.saturating_sub(own),
-            _ => 0,
-        }
-    }
-
-    /// This process's own device memory, from a device-wide reading of free
-    /// memory taken at `t` (cuMemGetInfo): the device's use minus the others'.
-    pub fn own_from_free(&self, t: u64, free: u64) -> Option<u64> {
-        self.cuda_total
-            .map(|total| total.saturating_sub(free).saturating_sub(self.others_at(t)))
-    }
-
-    /// This process's device memory at `t` from the most recent reading: NVML
-    /// (sampled, lags allocations by up to a sample) or the probe's own
-    /// cuMemGetInfo (taken around every tracked call), whichever is later.
-    pub fn own_used_at(&self, t: u64) -> Option<u64> {
-        let nvml_i = self.used.points.partition_point(|p| p.0 <= t);
-        let nvml = (nvml_i > 0).then(|| self.used.points[nvml_i - 1]);
-        let probe_i = self.probe_free.points.partition_point(|p| p.0 <= t);
-        let probe = (probe_i > 0).then(|| self.probe_free.points[probe_i - 1]);
-        match (nvml, probe) {
-            (Some(n), Some(p)) if p.0 > n.0 && !self.device_used.points.is_empty() => {
-                // Others' memory as of the process's own last sample.
-                let others = self.device_used.at(n.0).map(|d| d.saturating_sub(n.1));
-                let own = self
-                    .cuda_total
-                    .zip(others)
-                    .map(|(total, o)| total.saturating_sub(p.1).saturating_sub(o));
-                own.or(Some(n.1))
-            }
-            (Some(n), _) => Some(n.1),
-            (None, _) => None,
-        }
-    }
-
-    /// Free device memory at `t`: the most recent of cuMemGetInfo (probe) and NVML.
-    pub fn free_at(&self, t: u64) -> Option<u64> {
-        let probe = self.probe_free.points[..self.probe_free.points.partition_point(|p| p.0 <= t)]
-            .last()
-            .copied();
-        let nvml_i = self.device_used.points.partition_point(|p| p.0 <= t);
-        let nvml = (nvml_i > 0).then(|| self.device_used.points[nvml_i - 1]);
-        match (probe, nvml, self.cuda_total) {
-            (Some(p), Some(n), Some(total)) if n.0 > p.0 => Some(total.saturating_sub(n.1)),
-            (Some(p), _, _) => Some(p.1),
-            (None, Some(n), Some(total)) => Some(total.saturating_sub(n.1)),
-            _ => None,
-        }
-    }
-}
 
 /// Running totals at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -205,8 +106,8 @@ pub struct Replay {
     pub libraries_by_source: BTreeMap<String, Vec<String>>,
     /// Device growth at lazy module loading: (when, bytes), in time order.
     pub module_code: Vec<(u64, u64)>,
-    /// The down-sampled series for the timeline (see timeline.rs).
-    pub timeline: super::timeline::Recorder,
+    /// The down-sampled series for the timeline (see timeline_build.rs).
+    pub timeline: super::timeline_build::Recorder,
 }
 
 /// The per-phase entry of a source, created on first use.
@@ -664,7 +565,7 @@ pub fn replay(
     let mut out = Replay {
         states: vec![State::default(); queries.len()],
         module_code,
-        timeline: super::timeline::Recorder::new(bounds),
+        timeline: super::timeline_build::Recorder::new(bounds),
         ..Default::default()
     };
     let mut state = State::default();
@@ -797,7 +698,8 @@ pub fn replay(
                     max_local.insert(l.context_id, l.total_after);
                     state.local_growth += grow;
                     out.phases.entry(phase).or_default().local_growth += grow;
-                    out.timeline.observe(*t, &state);
+                    out.timeline
+                        .observe(*t, state.pool, state.local_growth, &state.oop);
                 }
                 continue;
             }
@@ -928,7 +830,8 @@ pub fn replay(
                 }
                 acc.pool_peak = acc.pool_peak.max(state.pool);
                 if matches!(effect, MemEffect::DeviceAlloc | MemEffect::DeviceFree) {
-                    out.timeline.observe(*t, &state);
+                    out.timeline
+                        .observe(*t, state.pool, state.local_growth, &state.oop);
                 }
             }
         }
@@ -1040,35 +943,6 @@ fn push_request_exposure(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn series_queries() {
-        let s = Series {
-            points: vec![(10, 1), (20, 5), (30, 2)],
-        };
-        assert_eq!(s.at(5), None);
-        assert_eq!(s.at(25), Some(5));
-        assert_eq!(s.peak(21, 29), Some(5));
-        assert_eq!(s.peak(0, 35), Some(5));
-        assert_eq!(s.peak(31, 40), Some(2));
-    }
-
-    #[test]
-    fn free_memory_prefers_the_most_recent_view() {
-        let d = DeviceView {
-            device_used: Series {
-                points: vec![(10, 100), (50, 300)],
-            },
-            cuda_total: Some(1000),
-            probe_free: Series {
-                points: vec![(20, 850)],
-            },
-            ..Default::default()
-        };
-        assert_eq!(d.free_at(15), Some(900));
-        assert_eq!(d.free_at(30), Some(850));
-        assert_eq!(d.free_at(60), Some(700));
-    }
 
     const MS: u64 = 1_000_000;
 

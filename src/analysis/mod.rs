@@ -2,22 +2,24 @@
 //! → per variant. Pure functions over data src/load decoded: no file I/O,
 //! no printing.
 
+pub mod account;
 pub mod comm_groups;
+pub mod device;
 pub mod forensics;
 pub mod framework;
 pub mod gate;
 pub mod matrix;
 pub mod memory;
-pub mod account;
+pub mod names;
 pub mod noise;
 pub mod phases;
 pub mod probe_cost;
 pub mod process;
 pub mod ranks;
-pub mod names;
 pub mod sources;
 pub mod stats;
 pub mod timeline;
+pub mod timeline_build;
 pub mod verdict;
 pub mod verdict_comms;
 pub mod verdict_costs;

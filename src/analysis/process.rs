@@ -1,14 +1,14 @@
 //! The account of one process: phases, memory by source reconciled with device
 //! truth, exposure, framework joins, stalls, late warmups and forensics.
 
+use super::account::*;
+use super::device::device_view;
 use super::forensics::forensics;
 use super::framework::{self, StallWindows};
-use super::memory::{DeviceView, Series, replay};
-use super::account::*;
+use super::memory::replay;
 use super::phases::{Boundaries, Phase};
-use super::names::bus_key;
-use crate::load::records::ProcessRecords;
 use super::sources::TORCH_POOL;
+use crate::load::records::ProcessRecords;
 use crate::load::shim::ShimEvent;
 use crate::load::{HostData, ProcessFiles};
 use prewarm_events::{MemApi, NoticeLevel};
@@ -16,98 +16,6 @@ use std::collections::BTreeMap;
 
 fn secs(t: u64, start: u64) -> f64 {
     t.saturating_sub(start) as f64 / 1e9
-}
-
-fn device_view(
-    host: &HostData,
-    pid: u32,
-    bus: Option<&str>,
-    r: &ProcessRecords,
-) -> (DeviceView, Option<u64>) {
-    let gpu = bus.and_then(|b| {
-        host.meta
-            .as_ref()?
-            .gpus
-            .iter()
-            .find(|g| bus_key(&g.pci_bus_id) == bus_key(b))
-            .cloned()
-    });
-    let device_used = gpu
-        .as_ref()
-        .and_then(|g| host.nvml.devices.get(&g.index))
-        .map(|s| Series {
-            points: s.iter().map(|x| (x.t, x.used)).collect(),
-        })
-        .unwrap_or_default();
-    let procs: Vec<(u64, u64)> = host
-        .nvml
-        .processes
-        .iter()
-        .filter(|s| s.pid == pid)
-        .map(|s| (s.t, s.used))
-        .collect();
-    let baseline = gpu.as_ref().map(|g| g.used_before_bytes);
-    // Every cuMemGetInfo the probe took: around each call, and as each
-    // context came up.
-    let unknown = prewarm_events::UNKNOWN_BYTES;
-    let mut probe_free: Vec<(u64, u64)> = r
-        .mem
-        .iter()
-        .flat_map(|m| [(m.t_start, m.free_before), (m.t_end, m.free_after)])
-        .chain(r.contexts.iter().map(|c| (c.t, c.free)))
-        .filter(|p| p.1 != unknown)
-        .collect();
-    probe_free.sort();
-    let cuda_total = r
-        .contexts
-        .iter()
-        .map(|c| c.total)
-        .chain(r.mem.iter().map(|m| m.total))
-        .find(|t| *t != prewarm_events::UNKNOWN_BYTES);
-    let alone = host
-        .nvml
-        .processes
-        .iter()
-        .filter(|s| gpu.as_ref().is_some_and(|g| g.index == s.gpu))
-        .all(|s| s.pid == pid);
-    let (used, used_source) = if !device_used.points.is_empty() && alone {
-        // Alone on its GPU: the device-level view is the same scale as
-        // cuMemGetInfo (which the probe reads) and sampled more often.
-        let b = baseline.unwrap_or(0);
-        (
-            Series { points: device_used.points.iter().map(|p| (p.0, p.1.saturating_sub(b))).collect() },
-            "NVML device used memory minus what was in use before the run (only process on its GPU)".to_string(),
-        )
-    } else if !procs.is_empty() {
-        (
-            Series { points: procs },
-            "NVML per-process used memory (GPU shared with other processes)".to_string(),
-        )
-    } else {
-        // No NVML: the device as cuMemGetInfo saw it at each allocation call.
-        let pts = match cuda_total {
-            Some(t) => probe_free
-                .iter()
-                .map(|&(at, free)| (at, t.saturating_sub(free)))
-                .collect(),
-            None => Vec::new(),
-        };
-        (
-            Series { points: pts },
-            "cuMemGetInfo at allocation calls (no NVML timeline)".to_string(),
-        )
-    };
-    (
-        DeviceView {
-            used,
-            used_source,
-            device_used,
-            cuda_total,
-            probe_free: Series { points: probe_free },
-            own_device: alone || host.nvml.processes.is_empty(),
-        },
-        baseline,
-    )
 }
 
 /// Builds the account of one process; None for processes that never created
@@ -543,11 +451,11 @@ pub fn analyse_process(
         })
         .collect();
     let header_u32 = |k: &str| r.header.get(k).and_then(|v| v.parse::<u32>().ok());
-    let timeline = super::timeline::build(
+    let timeline = super::timeline_build::build(
         std::mem::take(&mut rp.timeline),
         &device,
         &bounds,
-        super::timeline::Found {
+        super::timeline_build::Found {
             context: r.contexts.first().map(|c| c.t).zip(context_bytes),
             local: &rp.local_events,
             nccl: &nccl,

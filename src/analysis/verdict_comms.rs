@@ -7,9 +7,8 @@
 //! (a pair group training never uses) is named. Data only; docs/verdicts.md.
 
 use super::AttemptAccount;
-use super::comm_groups::CommGroup;
+use super::account::{CommAccount, CommGroup};
 use super::matrix::VariantSummary;
-use super::account::CommAccount;
 use super::phases::Phase;
 use super::verdict::targets_of;
 use crate::prewarm::catalog::EventClass;
@@ -290,7 +289,7 @@ mod tests {
         }
     }
 
-    use crate::analysis::comm_groups::NamedBy;
+    use crate::analysis::account::NamedBy;
 
     fn comm(desc: &str, ranks: &[u32], phase: Phase, step: Option<u32>, mib: u64) -> CommAccount {
         CommAccount {

@@ -2,8 +2,8 @@
 //! time, memory held at step-1 end that the baseline did not hold (by source),
 //! communicators, and as context the step-1 time and device peak.
 
-use super::matrix::{Headline, VariantSummary};
 use super::account::{GapAccount, PartSource};
+use super::matrix::{Headline, VariantSummary};
 use super::noise::{Change, Quantity, assess};
 use super::stats::Stat;
 use serde::Serialize;

@@ -5,8 +5,8 @@
 use super::escape::JsonControls;
 use super::model::{AttemptView, ReportModel};
 use super::render::{Renderer, ReportError};
-use crate::analysis::matrix::MatrixAccount;
 use crate::analysis::account::ProcessAccount;
+use crate::analysis::matrix::MatrixAccount;
 use crate::analysis::ranks::RankSpread;
 use crate::capture::meta::RunMeta;
 use crate::load::Problem;

@@ -13,8 +13,8 @@
 
 use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
-use crate::analysis::matrix::{MatrixAccount, VariantSummary};
 use crate::analysis::account::{Forensic, GapAccount, LateWarmup, ProcessAccount};
+use crate::analysis::matrix::{MatrixAccount, VariantSummary};
 use crate::analysis::noise::Quantity;
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};

@@ -4,8 +4,8 @@
 //! escape for their format.
 
 use super::{bytes, seconds};
-use crate::analysis::matrix::{Exclusion, MatrixNote};
 use crate::analysis::account::{FailedRequest, Forensic, GapPart, PartSource};
+use crate::analysis::matrix::{Exclusion, MatrixNote};
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::stats::Stat;
 use crate::analysis::verdict::{
