@@ -4,9 +4,9 @@
 //! total's change, split by source without a one-sided sum.
 
 use prewarm_doctor::analysis::account::{PartSource, ProcessAccount};
-use prewarm_doctor::analysis::matrix::{Headline, headline, summary_of};
 use prewarm_doctor::analysis::phases::Phase;
-use prewarm_doctor::analysis::verdict_costs::{HeldPart, costs};
+use prewarm_doctor::analysis::summary::{Headline, HeldPart, headline, summary_of};
+use prewarm_doctor::analysis::verdict_costs::costs;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use proptest::prelude::*;
@@ -325,7 +325,7 @@ fn all_headlines() -> Vec<(String, Headline)> {
         .collect()
 }
 
-fn one(name: &str, h: &Headline) -> prewarm_doctor::analysis::matrix::VariantSummary {
+fn one(name: &str, h: &Headline) -> prewarm_doctor::analysis::summary::VariantSummary {
     summary_of(name, Vec::new(), vec![h.clone()], 1, 1)
 }
 

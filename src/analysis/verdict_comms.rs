@@ -8,8 +8,8 @@
 
 use super::AttemptAccount;
 use super::account::{CommAccount, CommGroup};
-use super::matrix::VariantSummary;
 use super::phases::Phase;
+use super::summary::VariantSummary;
 use super::verdict::targets_of;
 use crate::prewarm::catalog::EventClass;
 use serde::Serialize;

@@ -3,9 +3,10 @@
 
 use super::table::{Align, Table, WIDTH};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::matrix::{MatrixAccount, VariantSummary};
+use crate::analysis::matrix::MatrixAccount;
 use crate::analysis::noise::{Outcome, Quantity, assess};
 use crate::analysis::stats::Stat;
+use crate::analysis::summary::VariantSummary;
 use serde::Serialize;
 use std::fmt::Write;
 

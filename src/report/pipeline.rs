@@ -5,7 +5,8 @@
 use super::model::{ReportModel, RunInfo};
 use super::render::ReportError;
 use super::select::Selection;
-use crate::analysis::matrix::{MatrixAccount, VariantSummary, compare, summaries};
+use crate::analysis::matrix::{MatrixAccount, compare};
+use crate::analysis::summary::{VariantSummary, summaries};
 use crate::analysis::{AttemptAccount, analyse_run};
 use crate::load::{LoadError, Problem, RunData, load_run};
 use std::path::{Path, PathBuf};
