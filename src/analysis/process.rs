@@ -181,6 +181,8 @@ struct Joins {
     stall_windows: StallWindows,
 }
 
+/// Joins the framework's records with the replay (see [`Joins`]); the
+/// autotunes mark the local-memory events of their candidates in `rp`.
 fn framework_joins(
     r: &ProcessRecords,
     bounds: &Boundaries,
