@@ -1,7 +1,7 @@
 //! A communicator prewarm's verdict per process group: which groups it moved
 //! out of the training steps into setup, which it missed (still created lazily
 //! in a step), and which it created needlessly (groups the baseline never
-//! creates a communicator for). The class-level verdict (verdict.rs) says how
+//! creates a communicator for). The class-level verdict (verdict_judge.rs) says how
 //! much NCCL init left step 1; this says where, so an incomplete prewarm
 //! (the expert or pipeline group it did not know about) or an over-eager one
 //! (a pair group training never uses) is named. Data only; docs/verdicts.md.
