@@ -7,7 +7,7 @@
 //! (`<title>`) and the PNG writer draws the same shapes.
 
 use super::model::{ReportModel, VerdictView, marker_kind_label, marker_text};
-use super::render::ReportError;
+use super::renderer::ReportError;
 use super::{bytes, seconds};
 use crate::analysis::model::GapAccount;
 use crate::analysis::phases::Phase;

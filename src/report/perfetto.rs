@@ -10,7 +10,7 @@
 //! Times are microseconds since each process started, so variants line up.
 
 use super::model::{AttemptView, RankView, ReportModel};
-use super::render::{Renderer, ReportError};
+use super::renderer::{Renderer, ReportError};
 use crate::analysis::timeline::{MAX_POINTS, MarkerKind, Point, value_at};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -282,7 +282,7 @@ fn process(
     }
     for p in &acc.phases {
         s.event(&Event {
-            name: super::tables::phase_label(acc, p.phase),
+            name: super::account_tables::phase_label(acc, p.phase),
             ph: "X",
             ts: us(p.start_s),
             dur: Some(us(p.end_s.max(p.start_s)) - us(p.start_s)),
