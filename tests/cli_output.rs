@@ -118,6 +118,82 @@ fn report_into_a_closed_pipe_exits_with_the_code_it_would_have_had() {
     assert_eq!(out.status.code(), Some(11));
 }
 
+/// Runs the doctor as `doctor ARGS | head -c1`: the reader takes one byte
+/// and goes away in the middle of the output. Returns the exit code and
+/// stderr.
+fn with_reader_gone_after_one_byte(args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = raw_doctor(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut one = [0u8; 1];
+    stdout.read_exact(&mut one).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_output_to_a_reader_that_leaves_after_one_byte_exits_0() {
+    let mut cases: Vec<Vec<&str>> = ["text", "json", "md", "csv", "html", "perfetto"]
+        .iter()
+        .map(|f| vec!["report", "reports/h200-matrix", "--format", f])
+        .collect();
+    for f in ["text", "json", "md"] {
+        cases.push(vec![
+            "diff",
+            "reports/h200-matrix",
+            "tests/fixtures/h200/matrix-live",
+            "--format",
+            f,
+        ]);
+    }
+    cases.push(vec![
+        "prescribe",
+        "tests/fixtures/h200/examples-cublas-baseline",
+    ]);
+    for args in cases {
+        let (code, stderr) = with_reader_gone_after_one_byte(&args);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn report_png_into_a_folder_says_each_page_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let charts = dir.path().join("charts");
+    let out = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "png", "-o"])
+        .arg(&charts)
+        .current_dir(root())
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .assert()
+        .success()
+        .stdout("");
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let pages: Vec<PathBuf> = std::fs::read_dir(&charts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!pages.is_empty());
+    for page in &pages {
+        assert_eq!(page.extension().unwrap(), "png");
+        assert!(
+            stderr.contains(&format!("wrote {}\n", page.display())),
+            "{stderr}"
+        );
+    }
+    assert_eq!(stderr.lines().count(), pages.len(), "{stderr}");
+}
+
 #[test]
 fn help_dump_and_diff_survive_closed_pipes() {
     let status = raw_doctor(&["--help"])
