@@ -21,8 +21,6 @@ mod destination;
 mod messages;
 mod stdout;
 
-pub use destination::{
-    OutputError, append_step_summary, refuse_destination, write_diff, write_report, write_text,
-};
-pub use messages::{PREFIX, error, error_text, stderr_text};
-pub use stdout::{Delivery, StdoutLines, print_stdout, stdout_bytes, write_to};
+pub use destination::{OutputError, refuse_destination, write_diff, write_report, write_text};
+pub use messages::{error, stderr_text};
+pub use stdout::{StdoutLines, print_stdout};

@@ -124,7 +124,7 @@ impl StdoutLines {
 mod tests {
     use super::*;
 
-    pub(crate) struct Closed(pub(crate) ErrorKind);
+    struct Closed(ErrorKind);
     impl Write for Closed {
         fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
             Err(self.0.into())

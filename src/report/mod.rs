@@ -7,8 +7,9 @@
 //! (`verdict_text`, `comm_text`, `gate_text`), the model, `account_tables`
 //! and `select`, `renderer` (the trait and its error), the renderers
 //! (`terminal` with `terminal_matrix`, `markdown`, `json`, `csv_out`, `html`,
-//! `charts` with `svg` and `png`, `perfetto`, and `diff`), then `format`
-//! (which renderer a `--format` picks) and `pipeline`.
+//! `charts` with `svg` and `png`, `perfetto`), `format` (which renderer a
+//! `--format` picks), then `diff` (two runs side by side, in a format) and
+//! `pipeline`.
 
 pub mod account_tables;
 pub mod charts;
