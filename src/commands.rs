@@ -169,7 +169,6 @@ fn prescribe(args: PrescribeArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    // The summary below says what the file holds; no "wrote" line.
     if let Err(e) = output::write_text(
         args.output.as_deref(),
         p.text.as_bytes(),
@@ -516,7 +515,7 @@ fn report(args: ReportArgs) -> i32 {
         selection,
         args.output.as_deref(),
     ) {
-        Ok(said) => said.iter().for_each(output::error),
+        Ok(()) => {}
         Err(e @ OutputError::Report(ReportError::NoSuchAttempt(_))) => {
             output::error(e);
             return exit::NO_SUCH_ATTEMPT;
@@ -565,12 +564,9 @@ fn diff(args: DiffArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    match write_diff(format(args.format.into()), &inputs.diff()) {
-        Ok(said) => said.iter().for_each(output::error),
-        Err(e) => {
-            output::error(e);
-            return exit::DOCTOR_FAILED;
-        }
+    if let Err(e) = write_diff(format(args.format.into()), &inputs.diff()) {
+        output::error(e);
+        return exit::DOCTOR_FAILED;
     }
     let damaged_old = report_damage(&inputs.old.damage_lines());
     let damaged_new = report_damage(&inputs.new.damage_lines());

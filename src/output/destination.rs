@@ -1,7 +1,7 @@
 //! Where a report, a diff or a prescription goes: standard output (no `-o`,
 //! or `-o -`), an `-o` file, an `-o` folder of PNG pages, and for Markdown
-//! also the GitHub job summary. What it says about it ("wrote FILE (N
-//! bytes)") comes back to the command, which prints it on stderr.
+//! also the GitHub job summary; and what the doctor says about it on stderr
+//! ("wrote FILE (N bytes)", a job summary that could not be appended).
 
 use super::stdout::{PipeWatch, stdout_bytes};
 use crate::report::diff::Diff;
@@ -60,9 +60,31 @@ const PAGES_NEED_A_FOLDER: &str =
 /// Writes the report of `model` in `format` where `output` says: a file,
 /// a folder for PNG, or standard output (`None` or `-`; not for PNG). A
 /// reader that went away on standard output is not an error. Markdown is
-/// also appended to `$GITHUB_STEP_SUMMARY` when set. Returns what to tell
-/// the user ("wrote FILE (N bytes)", a summary that could not be appended).
+/// also appended to `$GITHUB_STEP_SUMMARY` when set. Says on stderr what it
+/// wrote ("wrote FILE (N bytes)", a summary that could not be appended).
 pub fn write_report(
+    format: Format,
+    model: &ReportModel,
+    selection: Selection,
+    output: Option<&Path>,
+) -> Result<(), OutputError> {
+    report_to(format, model, selection, output).map(|notes| say(&notes))
+}
+
+/// Writes `diff` in `format` (text, JSON or Markdown) to standard output;
+/// Markdown also goes to `$GITHUB_STEP_SUMMARY` (a summary that could not be
+/// appended is said on stderr).
+pub fn write_diff(format: Format, diff: &Diff) -> Result<(), OutputError> {
+    diff_to_stdout(format, diff).map(|notes| say(&notes))
+}
+
+/// Each note on stderr, `prewarm-doctor: wrote FILE (N bytes)`.
+fn say(notes: &[String]) {
+    notes.iter().for_each(super::messages::error);
+}
+
+/// [`write_report`]; returns the notes to say.
+fn report_to(
     format: Format,
     model: &ReportModel,
     selection: Selection,
@@ -90,9 +112,8 @@ pub fn write_report(
     Ok(said)
 }
 
-/// Writes `diff` in `format` (text, JSON or Markdown) to standard output;
-/// Markdown also goes to `$GITHUB_STEP_SUMMARY`. Returns what to tell the user.
-pub fn write_diff(format: Format, diff: &Diff) -> Result<Vec<String>, OutputError> {
+/// [`write_diff`]; returns the notes to say.
+fn diff_to_stdout(format: Format, diff: &Diff) -> Result<Vec<String>, OutputError> {
     let mut bytes = Vec::new();
     diff.render(format, &mut bytes).map_err(ReportError::from)?;
     let mut said = Vec::new();
@@ -104,14 +125,10 @@ pub fn write_diff(format: Format, diff: &Diff) -> Result<Vec<String>, OutputErro
 }
 
 /// Writes `text` (`what`, named in an error: "the prescription") to the `-o`
-/// file, or to standard output for `None` or `-`. Returns "wrote FILE (N
-/// bytes)" for a file.
-pub fn write_text(
-    output: Option<&Path>,
-    text: &[u8],
-    what: &str,
-) -> Result<Option<String>, OutputError> {
-    write_whole(Destination::of(output), text, Some(what))
+/// file, or to standard output for `None` or `-`. Says nothing: the caller's
+/// summary says what the text holds.
+pub fn write_text(output: Option<&Path>, text: &[u8], what: &str) -> Result<(), OutputError> {
+    write_whole(Destination::of(output), text, Some(what)).map(drop)
 }
 
 /// `-o DIR/FILE` into a folder that is not there is refused before anything
