@@ -195,6 +195,65 @@ fn report_png_into_a_folder_says_each_page_it_wrote() {
 }
 
 #[test]
+fn markdown_of_report_and_diff_goes_to_the_job_summary_wherever_else_it_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.md");
+    // `diff --format md`: stdout and the job summary get the same bytes.
+    let out = doctor()
+        .args([
+            "diff",
+            "tests/fixtures/h200/examples-cublas-baseline",
+            "tests/fixtures/h200/examples-cublas-prewarm",
+            "--format",
+            "md",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .current_dir(root())
+        .assert()
+        .success()
+        .stderr("");
+    let printed = out.get_output().stdout.clone();
+    assert!(printed.starts_with(b"## prewarm-doctor diff"));
+    assert_eq!(std::fs::read(&summary).unwrap(), printed);
+    // `report --format md -o FILE`: the file, "wrote FILE (N bytes)", and
+    // the job summary again.
+    let file = dir.path().join("report.md");
+    let out = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "md", "-o"])
+        .arg(&file)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .current_dir(root())
+        .assert()
+        .success()
+        .stdout("");
+    let md = std::fs::read(&file).unwrap();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!(
+        stderr,
+        format!(
+            "prewarm-doctor: wrote {} ({} bytes)\n",
+            file.display(),
+            md.len()
+        )
+    );
+    assert!(std::fs::read(&summary).unwrap().ends_with(&md));
+    // A job summary that cannot be written is a warning, not a failure.
+    let unwritable = dir.path().join("no/such/folder/summary.md");
+    let out = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "md"])
+        .env("GITHUB_STEP_SUMMARY", &unwritable)
+        .current_dir(root())
+        .assert()
+        .success();
+    assert!(out.get_output().stdout.starts_with(b"## prewarm-doctor"));
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("cannot append to $GITHUB_STEP_SUMMARY"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn help_dump_and_diff_survive_closed_pipes() {
     let status = raw_doctor(&["--help"])
         .stdout(closed_pipe())
