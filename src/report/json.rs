@@ -4,7 +4,7 @@
 
 use super::escape::JsonControls;
 use super::model::{AttemptView, ReportModel};
-use super::render::{Renderer, ReportError};
+use super::renderer::{Renderer, ReportError};
 use crate::analysis::account::ProcessAccount;
 use crate::analysis::matrix::MatrixAccount;
 use crate::analysis::ranks::RankSpread;

@@ -1,27 +1,37 @@
 //! Outputs: the one report model ([`model::ReportModel`]), built once from
 //! the analysis, and the formats that render it to bytes through one trait
-//! ([`render::Renderer`]); none prints.
+//! ([`renderer::Renderer`]); none prints, and none chooses where its bytes
+//! go (`crate::output` does).
+//!
+//! The files, from the bottom up: `escape`, `text_layout`, the wording
+//! (`verdict_text`, `comm_text`, `gate_text`), the model, `account_tables`
+//! and `select`, `renderer` (the trait and its error), the renderers
+//! (`terminal` with `terminal_matrix`, `markdown`, `json`, `csv_out`, `html`,
+//! `charts` with `svg` and `png`, `perfetto`), `format` (which renderer a
+//! `--format` picks), then `diff` (two runs side by side, in a format) and
+//! `pipeline`.
 
+pub mod account_tables;
 pub mod charts;
 pub mod comm_text;
 pub mod csv_out;
 pub mod diff;
 pub mod escape;
-pub mod gates;
+pub mod format;
+pub mod gate_text;
 pub mod html;
 pub mod json;
 pub mod markdown;
-pub mod matrix;
 pub mod model;
 pub mod perfetto;
 pub mod pipeline;
 pub mod png;
-pub mod render;
+pub mod renderer;
 pub mod select;
 pub mod svg;
-pub mod table;
-pub mod tables;
 pub mod terminal;
+pub mod terminal_matrix;
+pub mod text_layout;
 pub mod verdict_text;
 
 /// A CUresult as the driver's header names it (the common ones), with its number.

@@ -3,7 +3,6 @@
 //! calls these and only dispatches.
 
 use super::model::{ReportModel, RunInfo};
-use super::render::ReportError;
 use super::select::Selection;
 use crate::analysis::matrix::{MatrixAccount, compare};
 use crate::analysis::summary::{VariantSummary, summaries};
@@ -118,27 +117,4 @@ impl DiffInputs {
             new_matrix: self.new.matrix.as_ref(),
         }
     }
-}
-
-/// Writes `diff` in `format` (text, JSON or Markdown) to standard output;
-/// Markdown also goes to `$GITHUB_STEP_SUMMARY`. Returns what to tell the user.
-pub fn write_diff(
-    format: super::render::Format,
-    diff: &super::diff::Diff,
-) -> Result<Vec<String>, ReportError> {
-    use super::render::Format;
-    let bytes = match format {
-        Format::Json => super::escape::json_controls(&diff.json()).into_owned(),
-        Format::Md => diff.markdown().into_bytes(),
-        _ => super::escape::terminal_block(&diff.text())
-            .into_owned()
-            .into_bytes(),
-    };
-    let mut said = Vec::new();
-    if format == Format::Md {
-        said.extend(super::render::append_step_summary(&bytes));
-    }
-    crate::output::stdout_bytes(&bytes)
-        .map_err(|e| ReportError::Output(format!("cannot write to standard output: {e}")))?;
-    Ok(said)
 }

@@ -3,7 +3,7 @@
 //! by side, and the distribution over ranks.
 
 use super::model::{AttemptView, FigureDistribution, MatrixView, Spread, costs_text};
-use super::table::{Align, Table};
+use super::text_layout::{Align, Table};
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::account::ProcessAccount;
 use crate::analysis::phases::Phase;
