@@ -171,9 +171,107 @@ pub fn growth_windows(r: &ProcessRecords) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Longest time between two readings of the pools by the probe's writer
+/// thread (its tick is 10 ms while kernel records are on, 100 ms after), with
+/// slack for a writer delayed by a busy CPU.
+const POOL_READING_EVERY_MAX_NS: u64 = 200_000_000;
+
+/// What allocation calls explain of the device's memory, for the inferences
+/// (module code, a first-launch commit, a local-memory growth measured on the
+/// device) that take device growth "no allocation explains".
+///
+/// A stream-ordered pool grows at an allocation call the probe only counts;
+/// the writer thread reads the pool's new size up to one tick later, while
+/// the probe's free-memory readings show the growth at once. So each pool
+/// growth is known to have happened somewhere after the pool's previous
+/// reading (at most one tick before its record) and no later than its record.
+/// Module code counts every growth a pair of readings may hold as explained,
+/// and no first-launch commit is claimed in a window where a pool grew: seen
+/// on the H200 with `backend:cudaMallocAsync`, the pool's first growth read as
+/// a 72 MiB commit and later growth as 32 MiB of module code, a remainder of
+/// -35 MiB. Such an inference may under-count, which leaves bytes in the
+/// remainder, never below zero.
+struct KnownAllocations {
+    /// Pool plus out-of-pool bytes live after each allocation call and each
+    /// recorded change of a pool's size, at the record.
+    live: Series,
+    /// Each pool growth: (earliest it can have happened, its record, bytes).
+    pool_growths: Vec<(u64, u64, u64)>,
+}
+
+impl KnownAllocations {
+    /// Bytes known live at `t` (pool changes at their records).
+    fn at(&self, t: u64) -> Option<u64> {
+        self.live.at(t)
+    }
+
+    /// The change of live bytes over (t0, t1], pool changes at their records.
+    fn change(&self, t0: u64, t1: u64) -> i64 {
+        self.at(t1).unwrap_or(0) as i64 - self.at(t0).unwrap_or(0) as i64
+    }
+
+    /// The most allocations can explain of the device's change over
+    /// (t0, t1]: the change of live bytes plus every pool growth recorded
+    /// after t1 that can have happened before it.
+    fn change_at_most(&self, t0: u64, t1: u64) -> i64 {
+        let live = self.change(t0, t1);
+        let pending: u64 = self
+            .pool_growths
+            .iter()
+            .filter(|&&(from, record, _)| from < t1 && t1 < record && t0 < record)
+            .map(|g| g.2)
+            .sum();
+        live + pending as i64
+    }
+
+    /// Whether any call or recorded pool change lies in [a, b].
+    fn any_in(&self, a: u64, b: u64) -> bool {
+        let points = &self.live.points;
+        points.partition_point(|p| p.0 <= b) > points.partition_point(|p| p.0 < a)
+    }
+
+    /// Whether a stream-ordered pool may have grown in [a, b].
+    fn pool_may_grow_in(&self, a: u64, b: u64) -> bool {
+        self.pool_growths
+            .iter()
+            .any(|&(from, record, _)| from <= b && a <= record)
+    }
+}
+
+/// When each pool growth can have happened: after the pool's previous reading,
+/// at most one writer tick (with slack) before its record.
+fn pool_growth_intervals(pools: &[PoolUse]) -> Vec<(u64, u64, u64)> {
+    let mut previous: HashMap<u32, u64> = HashMap::new();
+    let mut sorted: Vec<&PoolUse> = pools.iter().collect();
+    sorted.sort_by_key(|p| p.t);
+    let mut out = Vec::new();
+    let mut last_size: HashMap<u32, u64> = HashMap::new();
+    for p in sorted {
+        if p.reserved == UNKNOWN_BYTES {
+            continue;
+        }
+        let before = last_size.insert(p.pool_id, p.reserved).unwrap_or(0);
+        let earliest = p.t.saturating_sub(POOL_READING_EVERY_MAX_NS);
+        let from = previous
+            .insert(p.pool_id, p.t)
+            .map_or(earliest, |prev| prev.max(earliest));
+        if p.reserved > before {
+            out.push((from, p.t, p.reserved - before));
+        }
+    }
+    out
+}
+
+fn known_allocations(r: &ProcessRecords) -> KnownAllocations {
+    KnownAllocations {
+        live: live_allocations(r),
+        pool_growths: pool_growth_intervals(&r.pools),
+    }
+}
+
 /// Pool plus out-of-pool bytes live after each allocation call (and each
 /// change of a stream-ordered pool's size), as a series.
-fn known_allocations(r: &ProcessRecords) -> Series {
+fn live_allocations(r: &ProcessRecords) -> Series {
     let mut calls: Vec<(u64, Option<&MemCall>, i64)> = r
         .mem
         .iter()
@@ -252,25 +350,22 @@ fn growth_window_start(r: &ProcessRecords, i: usize) -> u64 {
 /// (the context itself, an allocation) would read as a commit.
 fn measured_growth(
     device: &DeviceView,
-    known: &Series,
+    known: &KnownAllocations,
     (a, launch_end, b): (u64, u64, u64),
     exact: bool,
 ) -> Option<u64> {
-    let lo = known.points.partition_point(|p| p.0 < a);
-    let hi = known.points.partition_point(|p| p.0 <= b);
     let readings = &device.probe_free.points;
     let before = readings[..readings.partition_point(|p| p.0 <= a)].last();
     let after = readings
         .get(readings.partition_point(|p| p.0 < launch_end))
         .filter(|p| p.0 <= launch_end + PROBE_READING_WITHIN_NS);
     let probe_pair = before.is_some() && after.is_some();
-    if hi == lo && !(exact && probe_pair && device.own_device) {
+    if !known.any_in(a, b) && !(exact && probe_pair && device.own_device) {
         let before = device.used.at(a)?;
         let after = device.used.at(b)?;
         return Some(after.saturating_sub(before));
     }
-    let known_change =
-        |t0: u64, t1: u64| known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
+    let known_change = |t0: u64, t1: u64| known.change(t0, t1);
     let change = match (before, after) {
         (Some(&(t0, free0)), Some(&(t1, free1))) => {
             free0 as i64 - free1 as i64 - known_change(t0, t1)
@@ -308,7 +403,7 @@ const MODULE_GROWTH_MIN: u64 = 2 << 20;
 fn module_code_growth(
     r: &ProcessRecords,
     device: &DeviceView,
-    known: &Series,
+    known: &KnownAllocations,
     exclude: &[(u64, u64)],
 ) -> Vec<(u64, u64)> {
     if !device.own_device {
@@ -365,7 +460,7 @@ fn module_code_growth(
         if busy.iter().any(|w| w.0 <= t1 && t0 <= w.1) {
             continue;
         }
-        let allocated = known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
+        let allocated = known.change_at_most(t0, t1);
         let grew = free0 as i64 - free1 as i64 - allocated;
         if grew >= MODULE_GROWTH_MIN as i64 {
             out.push((t1, grew as u64));
@@ -379,7 +474,7 @@ fn module_code_growth(
 fn released_by_failure(
     r: &ProcessRecords,
     device: &DeviceView,
-    known: &Series,
+    known: &KnownAllocations,
     t_fail: u64,
 ) -> Option<u64> {
     use crate::load::shim::ShimEvent;
@@ -405,6 +500,7 @@ fn split_growth(
     cluster: &[usize],
     total: u64,
     initial: &HashSet<usize>,
+    commit_known: bool,
 ) -> Vec<(usize, u64)> {
     let weight = |i: usize| {
         r.local[i]
@@ -430,7 +526,7 @@ fn split_growth(
         given += share;
         out.push((i, share));
     }
-    let mut left = total - to_growing;
+    let mut left = if commit_known { total - to_growing } else { 0 };
     for &i in &first {
         let share = left.min(weight(i));
         left -= share;
@@ -442,7 +538,11 @@ fn split_growth(
 /// Measured device growth for each local-memory record (index-aligned with
 /// `r.local`). Launches whose windows overlap are measured together and the
 /// growth is shared in proportion to CUPTI's reservation increases.
-fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> Vec<Option<u64>> {
+fn measured_growths(
+    r: &ProcessRecords,
+    device: &DeviceView,
+    known: &KnownAllocations,
+) -> Vec<Option<u64>> {
     let mut out = vec![None; r.local.len()];
     let mut idx: Vec<usize> = (0..r.local.len())
         .filter(|&i| r.local[i].t_start != 0)
@@ -479,7 +579,9 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         let b = launch_end + GROWTH_WINDOW_NS;
         let exact = cluster.iter().any(|i| initial.contains(i));
         if let Some(total) = measured_growth(device, known, (a, launch_end, b), exact) {
-            for (i, share) in split_growth(r, cluster, total, &initial) {
+            // The pool's first growth cannot be told from a commit.
+            let commit_known = !known.pool_may_grow_in(a, b);
+            for (i, share) in split_growth(r, cluster, total, &initial, commit_known) {
                 out[i] = Some(share);
             }
         }
@@ -615,7 +717,7 @@ struct Replayer<'a> {
     bounds: &'a Boundaries,
     device: &'a DeviceView,
     /// Pool plus out-of-pool bytes after each call ([`known_allocations`]).
-    known: &'a Series,
+    known: &'a KnownAllocations,
     /// Measured device growth per local-memory record ([`measured_growths`]).
     measured: &'a [Option<u64>],
     libraries: Libraries,
@@ -638,7 +740,7 @@ impl<'a> Replayer<'a> {
         r: &'a ProcessRecords,
         bounds: &'a Boundaries,
         device: &'a DeviceView,
-        known: &'a Series,
+        known: &'a KnownAllocations,
         measured: &'a [Option<u64>],
         queries: usize,
     ) -> Replayer<'a> {
@@ -1206,7 +1308,7 @@ mod tests {
             used: series(&[(0, 500), (100 * MS, 600)]),
             ..Default::default()
         };
-        let known = series(&[(10 * MS, 64)]);
+        let known = live_only(series(&[(10 * MS, 64)]));
         assert_eq!(
             measured_growth(&device, &known, (80 * MS, 110 * MS, 130 * MS), false),
             Some(100)
@@ -1223,7 +1325,7 @@ mod tests {
             probe_free: series(&[(90 * MS, 9_500), (120 * MS, 9_346)]),
             ..Default::default()
         };
-        let known = series(&[(0, 0), (95 * MS, 64)]);
+        let known = live_only(series(&[(0, 0), (95 * MS, 64)]));
         assert_eq!(
             measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
@@ -1237,7 +1339,7 @@ mod tests {
             probe_free: series(&[(90 * MS, 9_500)]),
             ..Default::default()
         };
-        let known = series(&[(0, 0), (95 * MS, 64)]);
+        let known = live_only(series(&[(0, 0), (95 * MS, 64)]));
         assert_eq!(
             measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
@@ -1466,16 +1568,101 @@ mod tests {
             ..Default::default()
         };
         let initial: HashSet<usize> = [0].into_iter().collect();
-        let shares = split_growth(&r, &[0, 1], 92 * MIB, &initial);
+        let shares = split_growth(&r, &[0, 1], 92 * MIB, &initial, true);
         let share = |i: usize| shares.iter().find(|s| s.0 == i).unwrap().1;
         assert_eq!(share(1), growing);
         assert_eq!(share(0), 92 * MIB - growing);
         assert!(share(0) < LATE_COMMIT_MIN);
-        let alone = split_growth(&r, &[0], 92 * MIB, &initial);
+        let alone = split_growth(&r, &[0], 92 * MIB, &initial, true);
         assert_eq!(alone, vec![(0, 92 * MIB)]);
         // Never more than the reservation: beyond it is someone else's.
-        let capped = split_growth(&r, &[1], 200 * MIB, &initial);
+        let capped = split_growth(&r, &[1], 200 * MIB, &initial, true);
         assert_eq!(capped, vec![(1, growing)]);
+    }
+
+    /// The shape of an H200 recording with `backend:cudaMallocAsync`
+    /// (synthetic here): the context's first launch lands while the
+    /// stream-ordered pool makes its first growths, and the device grew 72 MiB
+    /// beyond what the pool's records say. That cannot be told from the pool's
+    /// own growth, so it is no commit; without a pool it is one.
+    #[test]
+    fn no_first_launch_commit_is_claimed_where_a_pool_grew() {
+        let r = ProcessRecords {
+            local: vec![spill(100 * MS, 0, 155_713_536)],
+            ..Default::default()
+        };
+        let initial: HashSet<usize> = [0].into_iter().collect();
+        assert_eq!(split_growth(&r, &[0], 72 * MIB, &initial, false), vec![(0, 0)]);
+        assert_eq!(split_growth(&r, &[0], 72 * MIB, &initial, true), vec![(0, 72 * MIB)]);
+        let grown = KnownAllocations {
+            live: Series::default(),
+            pool_growths: pool_growth_intervals(&[pool_at(95 * MS, 64 * MIB)]),
+        };
+        assert!(grown.pool_may_grow_in(80 * MS, 130 * MS));
+        assert!(!grown.pool_may_grow_in(100 * MS, 130 * MS));
+    }
+
+    fn pool_at(t: u64, reserved: u64) -> PoolUse {
+        PoolUse {
+            t,
+            pool_id: 1,
+            device: 0,
+            handle: 0x1000,
+            library: 1,
+            allocs: 1,
+            alloc_bytes: reserved,
+            frees: 0,
+            failed: 0,
+            reserved,
+            reserved_high: reserved,
+            used: reserved,
+        }
+    }
+
+    /// Synthetic records (not a recording): lazy_load's 70 MiB between the
+    /// module load and the next reading, with a stream-ordered pool that grew
+    /// 32 MiB (recorded at 150 ms) and 70 MiB more (recorded 6 ms after the
+    /// reading at 300 ms, so it may have happened before it). The pool's
+    /// growth is never module code; a growth recorded too late to fall in the
+    /// pair (one writer tick and slack) does not hide the module's code.
+    #[test]
+    fn a_pool_growth_the_writer_read_after_a_pair_of_readings_is_not_module_code() {
+        let mut r = lazy_load();
+        r.pools = vec![pool_at(150 * MS, 32 * MIB), pool_at(306 * MS, 102 * MIB)];
+        let known = known_allocations(&r);
+        assert_eq!(module_code_growth(&r, &probe_view(&r), &known, &[]), vec![]);
+        r.pools[1].t = 900 * MS;
+        let known = known_allocations(&r);
+        let grown = module_code_growth(&r, &probe_view(&r), &known, &[]);
+        assert_eq!(grown, vec![(300 * MS, 38 * MIB)]);
+    }
+
+    /// A pool's growth can have happened from its previous reading, at most
+    /// one writer tick (with slack) before its record; a shrink is no growth.
+    #[test]
+    fn a_pool_growth_is_placed_between_its_previous_reading_and_its_record() {
+        let later = 150 * MS + 2 * POOL_READING_EVERY_MAX_NS;
+        let pools = [
+            pool_at(150 * MS, 32 * MIB),
+            pool_at(160 * MS, 96 * MIB),
+            pool_at(later, 128 * MIB),
+            pool_at(later + MS, 64 * MIB),
+        ];
+        assert_eq!(
+            pool_growth_intervals(&pools),
+            vec![
+                (0, 150 * MS, 32 * MIB),
+                (150 * MS, 160 * MS, 64 * MIB),
+                (later - POOL_READING_EVERY_MAX_NS, later, 32 * MIB),
+            ]
+        );
+    }
+
+    fn live_only(live: Series) -> KnownAllocations {
+        KnownAllocations {
+            live,
+            pool_growths: Vec::new(),
+        }
     }
 
     /// Synthetic samplings (not a recording): the context comes up at 0 ms
@@ -1635,7 +1822,7 @@ mod tests {
     fn allocations_and_frees_move_the_pool_and_the_out_of_pool_sources() {
         let r = stage_records();
         let b = stage_bounds();
-        let (device, known) = (DeviceView::default(), Series::default());
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
         let mut w = Replayer::new(&r, &b, &device, &known, &[], 1);
         let pool_alloc = from(call(10 * MS, MemApi::MemAlloc, 100, 900, 800), 1, 0xa);
         let nccl_alloc = from(call(110 * MS, MemApi::MemAlloc, 30, 800, 770), 2, 0xb);
@@ -1670,7 +1857,7 @@ mod tests {
     fn a_failed_allocation_is_a_failure_and_an_exposure_but_holds_nothing() {
         let r = stage_records();
         let b = stage_bounds();
-        let (device, known) = (DeviceView::default(), Series::default());
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
         let mut w = Replayer::new(&r, &b, &device, &known, &[], 0);
         let mut oom = from(call(120 * MS, MemApi::MemAlloc, 500, 200, 200), 2, 0xc);
         oom.result = 2;
@@ -1699,7 +1886,7 @@ mod tests {
     fn pinned_host_memory_and_module_loads_count_with_the_time_in_their_calls() {
         let r = stage_records();
         let b = stage_bounds();
-        let (device, known) = (DeviceView::default(), Series::default());
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
         let mut w = Replayer::new(&r, &b, &device, &known, &[], 0);
         let host = from(call(10 * MS, MemApi::MemHostAlloc, 64, FREE, FREE), 2, 0x1);
         let load = from(call(20 * MS, MemApi::ModuleLoadData, 0, FREE, FREE), 2, 0x2);
@@ -1724,7 +1911,7 @@ mod tests {
     fn a_stream_ordered_pool_out_of_pool_that_grew_is_an_allocation_for_joins() {
         let r = stage_records();
         let b = stage_bounds();
-        let (device, known) = (DeviceView::default(), Series::default());
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
         let mut w = Replayer::new(&r, &b, &device, &known, &[], 0);
         let summary = |t: u64, library: u32, reserved: u64| PoolUse {
             t,
@@ -1761,7 +1948,7 @@ mod tests {
             ..Default::default()
         };
         let b = stage_bounds();
-        let (device, known) = (DeviceView::default(), Series::default());
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
         let measured = [Some(6 * MIB), Some(9 * MIB)];
         let mut w = Replayer::new(&r, &b, &device, &known, &measured, 0);
         w.local_memory(10 * MS, 0);
@@ -1799,7 +1986,7 @@ mod tests {
             ..Default::default()
         };
         // 5 MiB allocated between the reading before the window and the launch.
-        let known = series(&[(0, 0), (131 * MS, 5 * MIB)]);
+        let known = live_only(series(&[(0, 0), (131 * MS, 5 * MIB)]));
         let measured = [None, Some(12 * MIB)];
         let mut w = Replayer::new(&r, &b, &device, &known, &measured, 0);
         w.local_memory(10 * MS, 0);
@@ -1841,7 +2028,7 @@ mod tests {
             cuda_total: Some(2_000 * MIB),
             ..Default::default()
         };
-        let known = Series::default();
+        let known = live_only(Series::default());
         let mut w = Replayer::new(&r, &b, &device, &known, &[None, None], 0);
         w.local_memory(10 * MS, 0);
         w.local_memory(150 * MS, 1);
@@ -1864,7 +2051,7 @@ mod tests {
     fn queries_first_launches_and_module_code_apply_at_their_instant() {
         let r = ProcessRecords::default();
         let b = stage_bounds();
-        let (device, known) = (DeviceView::default(), Series::default());
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
         let mut w = Replayer::new(&r, &b, &device, &known, &[], 2);
         w.apply(10 * MS, &Item::First);
         w.apply(120 * MS, &Item::ModuleCode(8));
