@@ -23,7 +23,7 @@ use prewarm_doctor::report::markdown::Markdown;
 use prewarm_doctor::report::model::ReportModel;
 use prewarm_doctor::report::perfetto::Perfetto;
 use prewarm_doctor::report::png::PngChart;
-use prewarm_doctor::report::render::Renderer;
+use prewarm_doctor::report::renderer::Renderer;
 use prewarm_doctor::report::terminal::Terminal;
 use std::path::Path;
 

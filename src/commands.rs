@@ -1,7 +1,8 @@
 //! The subcommands: turn parsed arguments into core calls, print what comes
 //! back, and choose the exit code (one table: [`exit`], and README "Exit codes").
-//! Everything the doctor prints goes through [`crate::output`]: a closed
-//! stdout or stderr never panics and never changes the code.
+//! Everything the doctor prints or writes goes through [`crate::output`], which
+//! decides where bytes go (stdout, `-o` files and folders, the job summary,
+//! stderr): a closed stdout or stderr never panics and never changes the code.
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
 use crate::capture::env::CacheMode;
@@ -15,15 +16,15 @@ use crate::cli::{
     CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, PrescribeArgs, ReportArgs,
     RunArgs, TuiArgs,
 };
-use crate::output::{self, Delivery};
+use crate::output::{self, OutputError, write_diff, write_report};
 use crate::pipeline::{Analysed, DiffInputs, end_of_run_summary};
 use crate::prewarm::variants::{self, VariantError};
 use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::report::escape::{terminal, terminal_block};
-use crate::report::render::{Format, ReportError, write_report};
+use crate::report::format::Format;
+use crate::report::renderer::ReportError;
 use crate::report::seconds;
 use crate::report::select::Selection;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Exit codes of the doctor's own outcomes (the README's "Exit codes" table).
@@ -168,12 +169,11 @@ fn prescribe(args: PrescribeArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let written = match &args.output {
-        Some(path) if path.as_os_str() != "-" => std::fs::write(path, &p.text)
-            .map_err(|e| format!("-o {}: cannot write the prescription: {e}", path.display())),
-        _ => print_stdout(p.text.as_bytes()),
-    };
-    if let Err(e) = written {
+    if let Err(e) = output::write_text(
+        args.output.as_deref(),
+        p.text.as_bytes(),
+        "the prescription",
+    ) {
         output::error(e);
         return exit::DOCTOR_FAILED;
     }
@@ -450,7 +450,7 @@ fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
 /// Prints gate results to stderr and returns whether any failed.
 fn report_gates(results: &[GateResult]) -> bool {
     for r in results {
-        output::stderr_text(&format!("{}\n", crate::report::gates::gate_line(r)));
+        output::stderr_text(&format!("{}\n", crate::report::gate_text::gate_line(r)));
     }
     results.iter().any(|r| r.failed)
 }
@@ -461,14 +461,6 @@ fn report_damage(lines: &[String]) -> bool {
         output::error(line);
     }
     !lines.is_empty()
-}
-
-/// Writes standard output; a reader that went away is not an error.
-fn print_stdout(bytes: &[u8]) -> Result<(), String> {
-    match output::stdout_bytes(bytes) {
-        Ok(Delivery::Written | Delivery::ReaderGone) => Ok(()),
-        Err(e) => Err(format!("cannot write to standard output: {e}")),
-    }
 }
 
 fn format(f: FormatArg) -> Format {
@@ -494,9 +486,7 @@ fn report_usage_error(args: &ReportArgs) -> Option<String> {
             "{flag} chooses the attempts the text and Markdown reports tell; --format {f} always holds every attempt (drop {flag}, or use --format text or md)"
         ));
     }
-    let to_stdout = args.output.as_deref().is_none_or(|p| p == Path::new("-"));
-    (args.format == FormatArg::Png && to_stdout)
-        .then(|| "--format png writes one file per chart: give a folder with -o DIR".into())
+    output::refuse_destination(format(args.format), args.output.as_deref())
 }
 
 fn report(args: ReportArgs) -> i32 {
@@ -525,12 +515,12 @@ fn report(args: ReportArgs) -> i32 {
         selection,
         args.output.as_deref(),
     ) {
-        Ok(said) => said.iter().for_each(output::error),
-        Err(e @ ReportError::NoSuchAttempt(_)) => {
+        Ok(()) => {}
+        Err(e @ OutputError::Report(ReportError::NoSuchAttempt(_))) => {
             output::error(e);
             return exit::NO_SUCH_ATTEMPT;
         }
-        Err(e @ ReportError::Usage(_)) => {
+        Err(e @ OutputError::Usage(_)) => {
             output::error(e);
             return exit::USAGE;
         }
@@ -574,12 +564,9 @@ fn diff(args: DiffArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    match write_diff(format(args.format.into()), &inputs.diff()) {
-        Ok(said) => said.iter().for_each(output::error),
-        Err(e) => {
-            output::error(e);
-            return exit::DOCTOR_FAILED;
-        }
+    if let Err(e) = write_diff(format(args.format.into()), &inputs.diff()) {
+        output::error(e);
+        return exit::DOCTOR_FAILED;
     }
     let damaged_old = report_damage(&inputs.old.damage_lines());
     let damaged_new = report_damage(&inputs.new.damage_lines());
@@ -598,28 +585,6 @@ fn diff(args: DiffArgs) -> i32 {
             exit::BAD_GATE
         }
     }
-}
-
-/// Writes `diff` in `format` (text, JSON or Markdown) to standard output;
-/// Markdown also goes to `$GITHUB_STEP_SUMMARY`. Returns what to tell the user.
-fn write_diff(
-    format: Format,
-    diff: &crate::report::diff::Diff,
-) -> Result<Vec<String>, ReportError> {
-    let bytes = match format {
-        Format::Json => crate::report::escape::json_controls(&diff.json()).into_owned(),
-        Format::Md => diff.markdown().into_bytes(),
-        _ => crate::report::escape::terminal_block(&diff.text())
-            .into_owned()
-            .into_bytes(),
-    };
-    let mut said = Vec::new();
-    if format == Format::Md {
-        said.extend(crate::report::render::append_step_summary(&bytes));
-    }
-    crate::output::stdout_bytes(&bytes)
-        .map_err(|e| ReportError::Output(format!("cannot write to standard output: {e}")))?;
-    Ok(said)
 }
 
 fn tui(args: TuiArgs) -> i32 {
@@ -664,7 +629,7 @@ fn check(args: CheckArgs) -> i32 {
         t.push_str(&format!("probe: {}\n", assets.probe.display()));
         t
     };
-    if let Err(e) = print_stdout(terminal_block(&text).as_bytes()) {
+    if let Err(e) = output::print_stdout(terminal_block(&text).as_bytes()) {
         output::error(e);
         return exit::DOCTOR_FAILED;
     }
@@ -683,10 +648,7 @@ fn dump(args: DumpArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let mut sink = LineSink {
-        out: std::io::BufWriter::new(std::io::stdout().lock()),
-        failed: None,
-    };
+    let mut sink = output::StdoutLines::new();
     let outcome = crate::load::stream_records(std::io::BufReader::new(file), |r| {
         sink.line(format_args!("{}", terminal(&format!("{r:?}"))))
     });
@@ -695,10 +657,8 @@ fn dump(args: DumpArgs) -> i32 {
             sink.line(format_args!("# {} = {}", terminal(k), terminal(v)));
         }
     }
-    if let Some(e) = sink.finish()
-        && e.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        output::error(format_args!("cannot write to standard output: {e}"));
+    if let Err(e) = sink.finish() {
+        output::error(e);
         return exit::DOCTOR_FAILED;
     }
     let problems = outcome.problems(Path::new(""), &args.file);
@@ -709,32 +669,6 @@ fn dump(args: DumpArgs) -> i32 {
         exit::DAMAGED_INPUT
     } else {
         0
-    }
-}
-
-/// Lines to stdout that stop at the first write error (a closed pipe ends `dump` quietly).
-struct LineSink<W: Write> {
-    out: W,
-    failed: Option<std::io::Error>,
-}
-
-impl<W: Write> LineSink<W> {
-    fn line(&mut self, text: std::fmt::Arguments) {
-        if self.failed.is_none()
-            && let Err(e) = writeln!(self.out, "{text}")
-        {
-            self.failed = Some(e);
-        }
-    }
-
-    /// Flushes; the first error met, if any.
-    fn finish(mut self) -> Option<std::io::Error> {
-        if self.failed.is_none()
-            && let Err(e) = self.out.flush()
-        {
-            self.failed = Some(e);
-        }
-        self.failed
     }
 }
 

@@ -6,7 +6,8 @@
 //! the analysis and the model builder in sequence, so every view of a run is
 //! made the same way.
 
-use crate::analysis::matrix::{MatrixAccount, VariantSummary, compare, summaries};
+use crate::analysis::matrix::{MatrixAccount, compare};
+use crate::analysis::summary::{VariantSummary, summaries};
 use crate::analysis::{AttemptAccount, analyse_run};
 use crate::load::{LoadError, Problem, RunData, load_run};
 use crate::report::model::{ReportModel, RunInfo};

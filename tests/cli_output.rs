@@ -118,6 +118,141 @@ fn report_into_a_closed_pipe_exits_with_the_code_it_would_have_had() {
     assert_eq!(out.status.code(), Some(11));
 }
 
+/// Runs the doctor as `doctor ARGS | head -c1`: the reader takes one byte
+/// and goes away in the middle of the output. Returns the exit code and
+/// stderr.
+fn with_reader_gone_after_one_byte(args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = raw_doctor(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut one = [0u8; 1];
+    stdout.read_exact(&mut one).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_output_to_a_reader_that_leaves_after_one_byte_exits_0() {
+    let mut cases: Vec<Vec<&str>> = ["text", "json", "md", "csv", "html", "perfetto"]
+        .iter()
+        .map(|f| vec!["report", "reports/h200-matrix", "--format", f])
+        .collect();
+    for f in ["text", "json", "md"] {
+        cases.push(vec![
+            "diff",
+            "reports/h200-matrix",
+            "tests/fixtures/h200/matrix-live",
+            "--format",
+            f,
+        ]);
+    }
+    cases.push(vec![
+        "prescribe",
+        "tests/fixtures/h200/examples-cublas-baseline",
+    ]);
+    for args in cases {
+        let (code, stderr) = with_reader_gone_after_one_byte(&args);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn report_png_into_a_folder_says_each_page_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let charts = dir.path().join("charts");
+    let out = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "png", "-o"])
+        .arg(&charts)
+        .current_dir(root())
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .assert()
+        .success()
+        .stdout("");
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let pages: Vec<PathBuf> = std::fs::read_dir(&charts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!pages.is_empty());
+    for page in &pages {
+        assert_eq!(page.extension().unwrap(), "png");
+        assert!(
+            stderr.contains(&format!("wrote {}\n", page.display())),
+            "{stderr}"
+        );
+    }
+    assert_eq!(stderr.lines().count(), pages.len(), "{stderr}");
+}
+
+#[test]
+fn markdown_of_report_and_diff_goes_to_the_job_summary_wherever_else_it_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.md");
+    // `diff --format md`: stdout and the job summary get the same bytes.
+    let out = doctor()
+        .args([
+            "diff",
+            "tests/fixtures/h200/examples-cublas-baseline",
+            "tests/fixtures/h200/examples-cublas-prewarm",
+            "--format",
+            "md",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .current_dir(root())
+        .assert()
+        .success()
+        .stderr("");
+    let printed = out.get_output().stdout.clone();
+    assert!(printed.starts_with(b"## prewarm-doctor diff"));
+    assert_eq!(std::fs::read(&summary).unwrap(), printed);
+    // `report --format md -o FILE`: the file, "wrote FILE (N bytes)", and
+    // the job summary again.
+    let file = dir.path().join("report.md");
+    let out = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "md", "-o"])
+        .arg(&file)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .current_dir(root())
+        .assert()
+        .success()
+        .stdout("");
+    let md = std::fs::read(&file).unwrap();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!(
+        stderr,
+        format!(
+            "prewarm-doctor: wrote {} ({} bytes)\n",
+            file.display(),
+            md.len()
+        )
+    );
+    assert!(std::fs::read(&summary).unwrap().ends_with(&md));
+    // A job summary that cannot be written is a warning, not a failure.
+    let unwritable = dir.path().join("no/such/folder/summary.md");
+    let out = doctor()
+        .args(["report", "reports/h200-matrix", "--format", "md"])
+        .env("GITHUB_STEP_SUMMARY", &unwritable)
+        .current_dir(root())
+        .assert()
+        .success();
+    assert!(out.get_output().stdout.starts_with(b"## prewarm-doctor"));
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("cannot append to $GITHUB_STEP_SUMMARY"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn help_dump_and_diff_survive_closed_pipes() {
     let status = raw_doctor(&["--help"])

@@ -8,7 +8,7 @@
 mod common;
 
 use common::terminal_text;
-use prewarm_doctor::analysis::comm_groups::NamedBy;
+use prewarm_doctor::analysis::account::NamedBy;
 use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict::VerdictClass;

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{copy_tree, terminal_text};
+use prewarm_doctor::analysis::account::{PartSource, ProcessAccount};
 use prewarm_doctor::analysis::matrix::compare;
-use prewarm_doctor::analysis::model::{PartSource, ProcessAccount};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict::{Confidence, VerdictClass};
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
@@ -27,7 +27,7 @@ fn attempts(name: &str) -> Vec<AttemptAccount> {
     analyse_run(&load_run(&fixture(name)).unwrap())
 }
 
-fn step1_comms(p: &ProcessAccount) -> Vec<&prewarm_doctor::analysis::model::CommAccount> {
+fn step1_comms(p: &ProcessAccount) -> Vec<&prewarm_doctor::analysis::account::CommAccount> {
     p.nccl
         .iter()
         .filter(|c| c.phase == Some(Phase::Step1))

@@ -5,12 +5,12 @@
 mod common;
 
 use common::{copy_tree, terminal_text};
+use prewarm_doctor::analysis::account::{FailedRequest, PartSource, ProcessAccount, Remedy};
 use prewarm_doctor::analysis::framework::class_costs;
-use prewarm_doctor::analysis::matrix::{Exclusion, MatrixNote, compare};
-use prewarm_doctor::analysis::model::{FailedRequest, PartSource, ProcessAccount, Remedy};
+use prewarm_doctor::analysis::matrix::{MatrixNote, compare};
 use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::analysis::summary::{Exclusion, HeldSource};
 use prewarm_doctor::analysis::verdict::{Confidence, Reason, Recommendation, VerdictClass};
-use prewarm_doctor::analysis::verdict_costs::HeldSource;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use prewarm_doctor::prewarm::catalog::EventClass;
@@ -40,7 +40,7 @@ fn rank(name: &str) -> (AttemptAccount, ProcessAccount) {
     (a, p)
 }
 
-fn phase(p: &ProcessAccount, ph: Phase) -> &prewarm_doctor::analysis::model::PhaseAccount {
+fn phase(p: &ProcessAccount, ph: Phase) -> &prewarm_doctor::analysis::account::PhaseAccount {
     p.phases.iter().find(|x| x.phase == ph).unwrap()
 }
 

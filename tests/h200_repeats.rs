@@ -4,10 +4,10 @@
 //! dashboard (`run --tui`), whose training output went to each attempt's
 //! output.log.
 
-use prewarm_doctor::analysis::matrix::{Exclusion, MatrixAccount, compare};
+use prewarm_doctor::analysis::matrix::{MatrixAccount, compare};
 use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::analysis::summary::{Exclusion, HeldSource};
 use prewarm_doctor::analysis::verdict::{Confidence, Verdict, VerdictClass};
-use prewarm_doctor::analysis::verdict_costs::HeldSource;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use prewarm_doctor::prewarm::catalog::EventClass;

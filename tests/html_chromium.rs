@@ -11,7 +11,7 @@ mod common;
 use common::synthetic::{self, Shape};
 use common::{decode_png, model_of, not_blank, repo};
 use prewarm_doctor::report::html::Html;
-use prewarm_doctor::report::render::render_to_vec;
+use prewarm_doctor::report::renderer::render_to_vec;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -7,7 +7,7 @@ mod common;
 
 use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::json::Json;
-use prewarm_doctor::report::render::render_to_vec;
+use prewarm_doctor::report::renderer::render_to_vec;
 use serde_json::Value;
 use std::path::Path;
 

@@ -19,7 +19,7 @@ use prewarm_doctor::report::html::Html;
 use prewarm_doctor::report::markdown::Markdown;
 use prewarm_doctor::report::model::{ReportModel, costs_text};
 use prewarm_doctor::report::perfetto::Perfetto;
-use prewarm_doctor::report::render::render_to_vec;
+use prewarm_doctor::report::renderer::render_to_vec;
 use prewarm_doctor::report::select::Selection;
 use prewarm_doctor::report::terminal::Terminal;
 use prewarm_doctor::tui::app::{App, RunState, Tab};

@@ -9,7 +9,7 @@ use common::synthetic::{self, Shape};
 use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::markdown::{BUDGET, Markdown};
 use prewarm_doctor::report::model::ReportModel;
-use prewarm_doctor::report::render::render_to_vec;
+use prewarm_doctor::report::renderer::render_to_vec;
 use prewarm_doctor::report::select::Selection;
 use prewarm_doctor::report::terminal::{Terminal, WIDTH};
 use std::path::Path;
@@ -195,7 +195,7 @@ fn hostile_names_fit_the_width_as_escapes() {
     );
     let m = model(dir.path());
     let mut out = Vec::new();
-    prewarm_doctor::report::render::Renderer::render(
+    prewarm_doctor::report::renderer::Renderer::render(
         &Terminal {
             selection: Selection::All,
         },

@@ -12,7 +12,7 @@ use prewarm_doctor::report::html::Html;
 use prewarm_doctor::report::model::ReportModel;
 use prewarm_doctor::report::perfetto::Perfetto;
 use prewarm_doctor::report::png::PngChart;
-use prewarm_doctor::report::render::{Renderer, render_to_vec};
+use prewarm_doctor::report::renderer::{Renderer, render_to_vec};
 
 fn hostile_model() -> (tempfile::TempDir, ReportModel) {
     let dir = tempfile::tempdir().unwrap();

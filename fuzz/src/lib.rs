@@ -192,7 +192,7 @@ pub fn report_pipeline_cleanup() {
 /// lies inside the file it names.
 pub fn report_pipeline(data: &[u8]) {
     use prewarm_doctor::analysis::gate::{Gate, evaluate};
-    use prewarm_doctor::report::render::Renderer;
+    use prewarm_doctor::report::renderer::Renderer;
     use prewarm_doctor::report::select::Selection;
     use prewarm_doctor::report::{csv_out, json, markdown, terminal};
     let Some((&which, content)) = data.split_first() else {

@@ -9,47 +9,9 @@
 //! ranks by the shared `commId` (recordings made before the shim wrote groups,
 //! and communicators torch keeps outside the group's own, such as P2P ones).
 
-use super::model::CommAccount;
-use super::model::ProcessAccount;
+use super::account::{CommAccount, CommGroup, NamedBy, ProcessAccount};
 use crate::load::shim::ShimEvent;
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Where a communicator's group came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NamedBy {
-    /// torch's process group, matched on the communicator pointer.
-    Torch,
-    /// Only the members: the ranks whose NCCL logs share its `commId`.
-    CommId,
-}
-
-/// The process group a communicator serves.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct CommGroup {
-    /// torch's group description (`mesh_<dim>` for a DeviceMesh dimension, or
-    /// what `new_group(group_desc=...)` was given); None when torch has none.
-    pub desc: Option<String>,
-    /// torch's group name (a number in creation order), when known.
-    pub name: Option<String>,
-    /// The group's global ranks (complete from torch; from `commId`, only the
-    /// ranks whose capture is in the run folder).
-    pub ranks: Vec<u32>,
-    /// The group's size as NCCL reported it.
-    pub nranks: Option<u32>,
-    pub named_by: NamedBy,
-}
-
-impl CommGroup {
-    /// What identifies the group across attempts and variants: its
-    /// description (or, without one, nothing) and its members. torch's group
-    /// name is left out: it numbers groups in creation order, which a prewarm
-    /// that creates a group of its own shifts.
-    pub fn key(&self) -> (Option<&str>, &[u32]) {
-        (self.desc.as_deref(), &self.ranks)
-    }
-}
 
 /// A pointer as NCCL and Python print it (`0x4a654200`), normalised.
 fn pointer(text: &str) -> Option<u64> {

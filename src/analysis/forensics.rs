@@ -5,12 +5,12 @@
 //! what is moved but stays held (local memory, communicator buffers, cuBLAS
 //! workspaces, module code) still sits under the failing step's peak.
 
-use super::framework::class_of_source;
-use super::memory::{Failure, Replay};
-use super::model::{
+use super::account::{
     CommAccount, ExceptionEvent, FailedCall, FailedRequest, Forensic, OomBudget, PrewarmProjection,
     Remedy,
 };
+use super::framework::class_of_source;
+use super::memory::{Failure, Replay};
 use super::phases::Boundaries;
 use crate::prewarm::catalog::{CATALOG, EventClass};
 use std::collections::BTreeMap;

@@ -3,11 +3,11 @@
 //! INIT log, wall-clock converted to CLOCK_MONOTONIC), the step-1 stall
 //! breakdown and the list of warmups that still land after setup.
 
+use super::account::*;
 use super::memory::{OopAlloc, Replay};
-use super::model::*;
 use super::phases::{Boundaries, Phase};
-use super::records::ProcessRecords;
 use crate::load::nccl::NcclComm;
+use crate::load::records::ProcessRecords;
 use crate::load::shim::ShimEvent;
 use crate::prewarm::catalog::EventClass;
 use prewarm_events::MemEffect;

@@ -15,10 +15,11 @@
 //! documented model with one attempt: docs/verdicts.md §3).
 //!
 //! A gate that names a variant, prewarm or metric the run does not have is an
-//! error, never a pass. Results are data; `report::gates` phrases them.
+//! error, never a pass. Results are data; `report::gate_text` phrases them.
 
-use super::matrix::{MatrixAccount, VariantSummary};
+use super::matrix::MatrixAccount;
 use super::stats::Stat;
+use super::summary::VariantSummary;
 use super::verdict::VerdictClass;
 use serde::Serialize;
 

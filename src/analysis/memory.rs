@@ -2,113 +2,15 @@
 //! order: per-phase totals by source, the state at chosen instants, and the
 //! exposure of every out-of-pool request.
 
-use super::model::{Exposure, LocalMemoryEvent, SourceBytes};
+use super::account::{Exposure, LocalMemoryEvent, SourceBytes};
+use super::device::{DeviceView, Series};
+use super::names::kernel_display;
 use super::phases::{Boundaries, Phase};
-use super::records::{ProcessRecords, kernel_display};
-use super::sources::{UNKNOWN, classify};
+use super::sources::{SourceName, UNKNOWN, classify};
+use crate::load::records::ProcessRecords;
 use prewarm_events::{MemApi, MemCall, MemEffect, PoolUse, UNKNOWN_BYTES};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-
-/// A source name shared cheaply across millions of events.
-pub type SourceName = Arc<str>;
-
-/// A time series of (t, bytes), queried at or before an instant.
-#[derive(Debug, Clone, Default)]
-pub struct Series {
-    pub points: Vec<(u64, u64)>,
-}
-
-impl Series {
-    /// The last value at or before `t`.
-    pub fn at(&self, t: u64) -> Option<u64> {
-        let i = self.points.partition_point(|p| p.0 <= t);
-        (i > 0).then(|| self.points[i - 1].1)
-    }
-    /// The largest value in force during [a, b].
-    pub fn peak(&self, a: u64, b: u64) -> Option<u64> {
-        let lo = self.points.partition_point(|p| p.0 < a);
-        // A window that ends before it starts (damaged timestamps) holds nothing.
-        let hi = self.points.partition_point(|p| p.0 <= b).max(lo);
-        self.points[lo..hi]
-            .iter()
-            .map(|p| p.1)
-            .chain(self.at(a))
-            .max()
-    }
-}
-
-/// Device memory views of one process: what the process holds (NVML per
-/// process, or the device minus what was used before the run) and the
-/// device-level free memory (cuMemGetInfo at probe events, NVML between).
-#[derive(Debug, Clone, Default)]
-pub struct DeviceView {
-    pub used: Series,
-    pub used_source: String,
-    pub device_used: Series,
-    pub cuda_total: Option<u64>,
-    pub probe_free: Series,
-    /// The device-wide readings (cuMemGetInfo) are this process's own: it is
-    /// alone on its GPU (or there is no NVML to say otherwise).
-    pub own_device: bool,
-}
-
-impl DeviceView {
-    /// What other processes (and whatever the GPU held before the run) had
-    /// on the device at `t`: NVML's device figure minus this process's. 0
-    /// without NVML (the process's figure is then the device's).
-    pub fn others_at(&self, t: u64) -> u64 {
-        match (self.device_used.at(t), self.used.at(t)) {
-            (Some(device), Some(own)) => device.saturating_sub(own),
-            _ => 0,
-        }
-    }
-
-    /// This process's own device memory, from a device-wide reading of free
-    /// memory taken at `t` (cuMemGetInfo): the device's use minus the others'.
-    pub fn own_from_free(&self, t: u64, free: u64) -> Option<u64> {
-        self.cuda_total
-            .map(|total| total.saturating_sub(free).saturating_sub(self.others_at(t)))
-    }
-
-    /// This process's device memory at `t` from the most recent reading: NVML
-    /// (sampled, lags allocations by up to a sample) or the probe's own
-    /// cuMemGetInfo (taken around every tracked call), whichever is later.
-    pub fn own_used_at(&self, t: u64) -> Option<u64> {
-        let nvml_i = self.used.points.partition_point(|p| p.0 <= t);
-        let nvml = (nvml_i > 0).then(|| self.used.points[nvml_i - 1]);
-        let probe_i = self.probe_free.points.partition_point(|p| p.0 <= t);
-        let probe = (probe_i > 0).then(|| self.probe_free.points[probe_i - 1]);
-        match (nvml, probe) {
-            (Some(n), Some(p)) if p.0 > n.0 && !self.device_used.points.is_empty() => {
-                // Others' memory as of the process's own last sample.
-                let others = self.device_used.at(n.0).map(|d| d.saturating_sub(n.1));
-                let own = self
-                    .cuda_total
-                    .zip(others)
-                    .map(|(total, o)| total.saturating_sub(p.1).saturating_sub(o));
-                own.or(Some(n.1))
-            }
-            (Some(n), _) => Some(n.1),
-            (None, _) => None,
-        }
-    }
-
-    /// Free device memory at `t`: the most recent of cuMemGetInfo (probe) and NVML.
-    pub fn free_at(&self, t: u64) -> Option<u64> {
-        let probe = self.probe_free.points[..self.probe_free.points.partition_point(|p| p.0 <= t)]
-            .last()
-            .copied();
-        let nvml_i = self.device_used.points.partition_point(|p| p.0 <= t);
-        let nvml = (nvml_i > 0).then(|| self.device_used.points[nvml_i - 1]);
-        match (probe, nvml, self.cuda_total) {
-            (Some(p), Some(n), Some(total)) if n.0 > p.0 => Some(total.saturating_sub(n.1)),
-            (Some(p), _, _) => Some(p.1),
-            (None, Some(n), Some(total)) => Some(total.saturating_sub(n.1)),
-            _ => None,
-        }
-    }
-}
 
 /// Running totals at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -204,8 +106,8 @@ pub struct Replay {
     pub libraries_by_source: BTreeMap<String, Vec<String>>,
     /// Device growth at lazy module loading: (when, bytes), in time order.
     pub module_code: Vec<(u64, u64)>,
-    /// The down-sampled series for the timeline (see timeline.rs).
-    pub timeline: super::timeline::Recorder,
+    /// The down-sampled series for the timeline (see timeline_build.rs).
+    pub timeline: super::timeline_build::Recorder,
 }
 
 /// The per-phase entry of a source, created on first use.
@@ -229,6 +131,7 @@ fn secs(t: u64, start: u64) -> f64 {
     t.saturating_sub(start) as f64 / 1e9
 }
 
+/// One thing the replay walks over, at its instant.
 enum Item<'a> {
     Mem(&'a MemCall),
     Pool(&'a PoolUse),
@@ -268,9 +171,107 @@ pub fn growth_windows(r: &ProcessRecords) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Longest time between two readings of the pools by the probe's writer
+/// thread (its tick is 10 ms while kernel records are on, 100 ms after), with
+/// slack for a writer delayed by a busy CPU.
+const POOL_READING_EVERY_MAX_NS: u64 = 200_000_000;
+
+/// What allocation calls explain of the device's memory, for the inferences
+/// (module code, a first-launch commit, a local-memory growth measured on the
+/// device) that take device growth "no allocation explains".
+///
+/// A stream-ordered pool grows at an allocation call the probe only counts;
+/// the writer thread reads the pool's new size up to one tick later, while
+/// the probe's free-memory readings show the growth at once. So each pool
+/// growth is known to have happened somewhere after the pool's previous
+/// reading (at most one tick before its record) and no later than its record.
+/// Module code counts every growth a pair of readings may hold as explained,
+/// and no first-launch commit is claimed in a window where a pool grew: seen
+/// on the H200 with `backend:cudaMallocAsync`, the pool's first growth read as
+/// a 72 MiB commit and later growth as 32 MiB of module code, a remainder of
+/// -35 MiB. Such an inference may under-count, which leaves bytes in the
+/// remainder, never below zero.
+struct KnownAllocations {
+    /// Pool plus out-of-pool bytes live after each allocation call and each
+    /// recorded change of a pool's size, at the record.
+    live: Series,
+    /// Each pool growth: (earliest it can have happened, its record, bytes).
+    pool_growths: Vec<(u64, u64, u64)>,
+}
+
+impl KnownAllocations {
+    /// Bytes known live at `t` (pool changes at their records).
+    fn at(&self, t: u64) -> Option<u64> {
+        self.live.at(t)
+    }
+
+    /// The change of live bytes over (t0, t1], pool changes at their records.
+    fn change(&self, t0: u64, t1: u64) -> i64 {
+        self.at(t1).unwrap_or(0) as i64 - self.at(t0).unwrap_or(0) as i64
+    }
+
+    /// The most allocations can explain of the device's change over
+    /// (t0, t1]: the change of live bytes plus every pool growth recorded
+    /// after t1 that can have happened before it.
+    fn change_at_most(&self, t0: u64, t1: u64) -> i64 {
+        let live = self.change(t0, t1);
+        let pending: u64 = self
+            .pool_growths
+            .iter()
+            .filter(|&&(from, record, _)| from < t1 && t1 < record && t0 < record)
+            .map(|g| g.2)
+            .sum();
+        live + pending as i64
+    }
+
+    /// Whether any call or recorded pool change lies in [a, b].
+    fn any_in(&self, a: u64, b: u64) -> bool {
+        let points = &self.live.points;
+        points.partition_point(|p| p.0 <= b) > points.partition_point(|p| p.0 < a)
+    }
+
+    /// Whether a stream-ordered pool may have grown in [a, b].
+    fn pool_may_grow_in(&self, a: u64, b: u64) -> bool {
+        self.pool_growths
+            .iter()
+            .any(|&(from, record, _)| from <= b && a <= record)
+    }
+}
+
+/// When each pool growth can have happened: after the pool's previous reading,
+/// at most one writer tick (with slack) before its record.
+fn pool_growth_intervals(pools: &[PoolUse]) -> Vec<(u64, u64, u64)> {
+    let mut previous: HashMap<u32, u64> = HashMap::new();
+    let mut sorted: Vec<&PoolUse> = pools.iter().collect();
+    sorted.sort_by_key(|p| p.t);
+    let mut out = Vec::new();
+    let mut last_size: HashMap<u32, u64> = HashMap::new();
+    for p in sorted {
+        if p.reserved == UNKNOWN_BYTES {
+            continue;
+        }
+        let before = last_size.insert(p.pool_id, p.reserved).unwrap_or(0);
+        let earliest = p.t.saturating_sub(POOL_READING_EVERY_MAX_NS);
+        let from = previous
+            .insert(p.pool_id, p.t)
+            .map_or(earliest, |prev| prev.max(earliest));
+        if p.reserved > before {
+            out.push((from, p.t, p.reserved - before));
+        }
+    }
+    out
+}
+
+fn known_allocations(r: &ProcessRecords) -> KnownAllocations {
+    KnownAllocations {
+        live: live_allocations(r),
+        pool_growths: pool_growth_intervals(&r.pools),
+    }
+}
+
 /// Pool plus out-of-pool bytes live after each allocation call (and each
 /// change of a stream-ordered pool's size), as a series.
-fn known_allocations(r: &ProcessRecords) -> Series {
+fn live_allocations(r: &ProcessRecords) -> Series {
     let mut calls: Vec<(u64, Option<&MemCall>, i64)> = r
         .mem
         .iter()
@@ -349,25 +350,22 @@ fn growth_window_start(r: &ProcessRecords, i: usize) -> u64 {
 /// (the context itself, an allocation) would read as a commit.
 fn measured_growth(
     device: &DeviceView,
-    known: &Series,
+    known: &KnownAllocations,
     (a, launch_end, b): (u64, u64, u64),
     exact: bool,
 ) -> Option<u64> {
-    let lo = known.points.partition_point(|p| p.0 < a);
-    let hi = known.points.partition_point(|p| p.0 <= b);
     let readings = &device.probe_free.points;
     let before = readings[..readings.partition_point(|p| p.0 <= a)].last();
     let after = readings
         .get(readings.partition_point(|p| p.0 < launch_end))
         .filter(|p| p.0 <= launch_end + PROBE_READING_WITHIN_NS);
     let probe_pair = before.is_some() && after.is_some();
-    if hi == lo && !(exact && probe_pair && device.own_device) {
+    if !known.any_in(a, b) && !(exact && probe_pair && device.own_device) {
         let before = device.used.at(a)?;
         let after = device.used.at(b)?;
         return Some(after.saturating_sub(before));
     }
-    let known_change =
-        |t0: u64, t1: u64| known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
+    let known_change = |t0: u64, t1: u64| known.change(t0, t1);
     let change = match (before, after) {
         (Some(&(t0, free0)), Some(&(t1, free1))) => {
             free0 as i64 - free1 as i64 - known_change(t0, t1)
@@ -405,7 +403,7 @@ const MODULE_GROWTH_MIN: u64 = 2 << 20;
 fn module_code_growth(
     r: &ProcessRecords,
     device: &DeviceView,
-    known: &Series,
+    known: &KnownAllocations,
     exclude: &[(u64, u64)],
 ) -> Vec<(u64, u64)> {
     if !device.own_device {
@@ -462,7 +460,7 @@ fn module_code_growth(
         if busy.iter().any(|w| w.0 <= t1 && t0 <= w.1) {
             continue;
         }
-        let allocated = known.at(t1).unwrap_or(0) as i64 - known.at(t0).unwrap_or(0) as i64;
+        let allocated = known.change_at_most(t0, t1);
         let grew = free0 as i64 - free1 as i64 - allocated;
         if grew >= MODULE_GROWTH_MIN as i64 {
             out.push((t1, grew as u64));
@@ -476,7 +474,7 @@ fn module_code_growth(
 fn released_by_failure(
     r: &ProcessRecords,
     device: &DeviceView,
-    known: &Series,
+    known: &KnownAllocations,
     t_fail: u64,
 ) -> Option<u64> {
     use crate::load::shim::ShimEvent;
@@ -502,6 +500,7 @@ fn split_growth(
     cluster: &[usize],
     total: u64,
     initial: &HashSet<usize>,
+    commit_known: bool,
 ) -> Vec<(usize, u64)> {
     let weight = |i: usize| {
         r.local[i]
@@ -527,7 +526,7 @@ fn split_growth(
         given += share;
         out.push((i, share));
     }
-    let mut left = total - to_growing;
+    let mut left = if commit_known { total - to_growing } else { 0 };
     for &i in &first {
         let share = left.min(weight(i));
         left -= share;
@@ -539,7 +538,11 @@ fn split_growth(
 /// Measured device growth for each local-memory record (index-aligned with
 /// `r.local`). Launches whose windows overlap are measured together and the
 /// growth is shared in proportion to CUPTI's reservation increases.
-fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> Vec<Option<u64>> {
+fn measured_growths(
+    r: &ProcessRecords,
+    device: &DeviceView,
+    known: &KnownAllocations,
+) -> Vec<Option<u64>> {
     let mut out = vec![None; r.local.len()];
     let mut idx: Vec<usize> = (0..r.local.len())
         .filter(|&i| r.local[i].t_start != 0)
@@ -576,7 +579,9 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
         let b = launch_end + GROWTH_WINDOW_NS;
         let exact = cluster.iter().any(|i| initial.contains(i));
         if let Some(total) = measured_growth(device, known, (a, launch_end, b), exact) {
-            for (i, share) in split_growth(r, cluster, total, &initial) {
+            // The pool's first growth cannot be told from a commit.
+            let commit_known = !known.pool_may_grow_in(a, b);
+            for (i, share) in split_growth(r, cluster, total, &initial, commit_known) {
                 out[i] = Some(share);
             }
         }
@@ -600,6 +605,10 @@ fn measured_growths(r: &ProcessRecords, device: &DeviceView, known: &Series) -> 
 /// `exclude` are windows whose device growth without allocation calls is
 /// another part's (the NCCL communicator spans): module-code growth is not
 /// measured across them.
+///
+/// Stages: the device growth measured around each local-memory record and at
+/// lazy module loading, the records and queries in time order
+/// ([`replay_items`]), then one walk that applies each ([`Replayer`]).
 pub fn replay(
     r: &ProcessRecords,
     bounds: &Boundaries,
@@ -607,26 +616,28 @@ pub fn replay(
     queries: &[u64],
     exclude: &[(u64, u64)],
 ) -> Replay {
-    let start = bounds.start;
-    // Classify each calling library once, not per event.
-    let unknown: (SourceName, bool, SourceName) = (Arc::from(UNKNOWN), false, Arc::from(""));
-    let classified: HashMap<u32, (SourceName, bool, SourceName)> = r
-        .libraries
-        .iter()
-        .map(|(id, path)| {
-            let (s, pool) = classify(path);
-            (
-                *id,
-                (
-                    Arc::from(s.as_str()),
-                    pool,
-                    Arc::from(path.rsplit('/').next().unwrap_or(path)),
-                ),
-            )
-        })
-        .collect();
-    let lib = |id: u32| classified.get(&id).unwrap_or(&unknown).clone();
-    let mut seen_libraries: HashSet<u32> = HashSet::new();
+    let known = known_allocations(r);
+    let measured = measured_growths(r, device, &known);
+    let module_code = module_code_growth(r, device, &known, exclude);
+    let items = replay_items(r, queries, &module_code);
+    let mut replayer = Replayer::new(r, bounds, device, &known, &measured, queries.len());
+    replayer.out.module_code = module_code;
+    for (t, _, item) in &items {
+        replayer.apply(*t, item);
+    }
+    replayer.out
+}
+
+/// Every record the replay walks and every query, in time order; at one
+/// instant, records before queries (a query sees what happened then) and
+/// records in this order: calls, pool summaries, local-memory records, first
+/// launches, module-code growth. A failed launch (no timestamps) is placed
+/// at [`failed_launch_time`].
+fn replay_items<'a>(
+    r: &'a ProcessRecords,
+    queries: &[u64],
+    module_code: &[(u64, u64)],
+) -> Vec<(u64, u8, Item<'a>)> {
     let crash_t = failed_launch_time(r);
     let local_t = |i: usize| {
         if r.local[i].t_start == 0 {
@@ -635,7 +646,6 @@ pub fn replay(
             r.local[i].t_start
         }
     };
-
     let mut items: Vec<(u64, u8, Item)> =
         Vec::with_capacity(r.mem.len() + r.local.len() + queries.len());
     for m in &r.mem {
@@ -653,286 +663,439 @@ pub fn replay(
     for (i, q) in queries.iter().enumerate() {
         items.push((*q, 1, Item::Query(i)));
     }
-    let known = known_allocations(r);
-    let measured = measured_growths(r, device, &known);
-    let module_code = module_code_growth(r, device, &known, exclude);
-    for &(t, bytes) in &module_code {
+    for &(t, bytes) in module_code {
         items.push((t, 0, Item::ModuleCode(bytes)));
     }
     items.sort_by_key(|x| (x.0, x.1));
-    let mut out = Replay {
-        states: vec![State::default(); queries.len()],
-        module_code,
-        timeline: super::timeline::Recorder::new(bounds),
-        ..Default::default()
-    };
-    let mut state = State::default();
-    let mut live: HashMap<u64, (u64, SourceName, bool)> = HashMap::with_capacity(1024);
-    let mut oop_index: HashMap<u64, usize> = HashMap::new();
-    let mut first_local: HashMap<u32, u64> = HashMap::new();
-    let mut max_local: HashMap<u32, u64> = HashMap::new();
-    let mut pools_seen: HashMap<u32, PoolSeen> = HashMap::new();
+    items
+}
 
-    for (t, _, item) in &items {
-        let phase = bounds.phase_of(*t);
-        let step = bounds.step_of(*t);
-        match item {
-            Item::Query(i) => {
-                out.states[*i] = state.clone();
-                continue;
-            }
-            Item::First => {
-                out.phases.entry(phase).or_default().first_launches += 1;
-                continue;
-            }
-            Item::ModuleCode(bytes) => {
-                state.module_code += bytes;
-                out.phases.entry(phase).or_default().module_code += bytes;
-                continue;
-            }
-            Item::Local(i) => {
-                let l = &r.local[*i];
-                let failed = l.t_start == 0;
-                if !failed && l.total_before == 0 && !first_local.contains_key(&l.context_id) {
-                    // The reservation every context starts with (default stack): part of
-                    // the context, though some drivers commit it only at this launch.
-                    first_local.insert(l.context_id, l.total_after);
-                    max_local.insert(l.context_id, l.total_after);
-                    out.initial_local += l.total_after;
-                    // Below a few device pages this is sampling noise, not a commit.
-                    let late = measured
-                        .get(*i)
-                        .copied()
-                        .flatten()
-                        .filter(|&g| g >= LATE_COMMIT_MIN)
-                        .unwrap_or(0);
-                    state.context_late += late;
-                    out.context_late += late;
-                    continue;
-                }
-                let cur = max_local
-                    .get(&l.context_id)
-                    .copied()
-                    .unwrap_or(l.total_before);
-                let reserved_grow = l.total_after.saturating_sub(cur);
-                if reserved_grow == 0 && !failed {
-                    continue;
-                }
-                // What the device really gained: the driver's reservation change is
-                // not always the difference of CUPTI's totals, so measure it on the
-                // device timeline around the launch, minus known allocations there.
-                let grow = if failed {
-                    reserved_grow
-                } else {
-                    measured.get(*i).copied().flatten().unwrap_or(reserved_grow)
-                };
-                // The device strictly before the request: the last reading
-                // before the launch's measurement window (the growth lands
-                // during the launch call, before CUPTI's kernel start, and
-                // a reading after it already holds it), less what was
-                // allocated since. A failed growth never landed.
-                let before_t = if failed {
-                    *t
-                } else {
-                    growth_window_start(r, *i)
-                };
-                let allocated_since = known
-                    .at(*t)
-                    .unwrap_or(0)
-                    .saturating_sub(known.at(before_t).unwrap_or(0));
-                let free = device
-                    .free_at(before_t)
-                    .map(|f| f.saturating_sub(allocated_since));
-                out.exposures.push(Exposure {
-                    t_s: secs(*t, start),
-                    phase,
-                    step,
-                    kind: "local memory".into(),
-                    source: "local memory".into(),
-                    what: kernel_display(&l.kernel),
-                    bytes: grow,
-                    device_used_before: device
-                        .cuda_total
-                        .zip(free)
-                        .map(|(tot, f)| tot.saturating_sub(f)),
-                    process_used_before: free.and_then(|f| device.own_from_free(before_t, f)),
-                    pool_reserved: state.pool,
-                    device_free_before: free,
-                    headroom_after: free.map(|f| f as i64 - grow as i64),
-                    succeeded: !failed,
-                });
-                out.local_events.push(LocalMemoryEvent {
-                    t_s: secs(*t, start),
-                    phase,
-                    step,
-                    kernel: kernel_display(&l.kernel),
-                    before: cur,
-                    after: l.total_after,
-                    device_growth: grow,
-                    registers: l.registers,
-                    per_thread: l.per_thread,
-                    failed,
-                    autotune_config: None,
-                });
-                if failed {
-                    if let Some(dropped) = released_by_failure(r, device, &known, *t) {
-                        state.local_released += dropped;
-                        out.local_released += dropped;
-                    }
-                    out.phases.entry(phase).or_default().failed += 1;
-                    out.failures.push(Failure {
-                        t: *t,
-                        api: "kernel launch (local-memory growth)".into(),
-                        bytes: grow,
-                        source: "local memory".into(),
-                        library: String::new(),
-                        result: 2,
-                        free_before: free,
-                        total: device.cuda_total,
-                        local_kernel: Some(kernel_display(&l.kernel)),
-                        pool: state.pool,
-                    });
-                } else {
-                    max_local.insert(l.context_id, l.total_after);
-                    state.local_growth += grow;
-                    out.phases.entry(phase).or_default().local_growth += grow;
-                    out.timeline.observe(*t, &state);
-                }
-                continue;
-            }
-            Item::Pool(p) => {
-                let (source, in_pool, library) = lib(p.library);
-                if seen_libraries.insert(p.library) {
-                    note_library(&mut out.libraries_by_source, &source, &library);
-                }
-                let seen = pools_seen.entry(p.pool_id).or_default();
-                let acc = out.phases.entry(phase).or_default();
-                let change = seen.apply(p, &source, in_pool, &mut state, acc);
-                if change > 0 && !in_pool {
-                    out.oop_allocs.push(OopAlloc {
-                        t: *t,
-                        source: source.clone(),
-                        bytes: change as u64,
-                        // A pool keeps its reservation until trimmed; a
-                        // shrink shows as a later, smaller Pool record.
-                        freed: None,
-                    });
-                }
-                continue;
-            }
-            Item::Mem(m) => {
-                let (source, in_pool, library) = lib(m.library);
-                if seen_libraries.insert(m.library) {
-                    note_library(&mut out.libraries_by_source, &source, &library);
-                }
-                let effect = m.api.effect();
-                let acc = out.phases.entry(phase).or_default();
-                if m.result != 0 {
-                    if effect == MemEffect::DeviceAlloc {
-                        acc.failed += 1;
-                        out.failures.push(Failure {
-                            t: *t,
-                            api: m.api.name().to_string(),
-                            bytes: m.bytes,
-                            source: source.to_string(),
-                            library: library.to_string(),
-                            result: m.result,
-                            free_before: opt(m.free_before),
-                            total: opt(m.total),
-                            local_kernel: None,
-                            pool: state.pool,
-                        });
-                        if !in_pool {
-                            push_request_exposure(
-                                &mut out.exposures,
-                                device,
-                                m,
-                                &source,
-                                phase,
-                                step,
-                                start,
-                                state.pool,
-                                false,
-                            );
-                        }
-                    }
-                    continue;
-                }
-                match effect {
-                    MemEffect::DeviceAlloc => {
-                        live.insert(m.address, (m.bytes, source.clone(), in_pool));
-                        if in_pool {
-                            state.pool += m.bytes;
-                        } else {
-                            push_request_exposure(
-                                &mut out.exposures,
-                                device,
-                                m,
-                                &source,
-                                phase,
-                                step,
-                                start,
-                                state.pool,
-                                true,
-                            );
-                            *state.oop.entry(source.clone()).or_default() += m.bytes;
-                            acc.oop_alloc += m.bytes;
-                            oop_index.insert(m.address, out.oop_allocs.len());
-                            out.oop_allocs.push(OopAlloc {
-                                t: *t,
-                                source: source.clone(),
-                                bytes: m.bytes,
-                                freed: None,
-                            });
-                            out.timeline
-                                .allocation(*t, &source, &library, m.api.name(), m.bytes);
-                        }
-                        let sb = source_entry(&mut acc.by_source, &source);
-                        sb.calls += 1;
-                        sb.allocated += m.bytes;
-                    }
-                    MemEffect::DeviceFree => {
-                        if let Some(i) = oop_index.remove(&m.address) {
-                            out.oop_allocs[i].freed = Some(*t);
-                        }
-                        if let Some((bytes, src, pool)) = live.remove(&m.address) {
-                            if pool {
-                                state.pool = state.pool.saturating_sub(bytes);
-                            } else {
-                                let e = state.oop.entry(src.clone()).or_default();
-                                *e = e.saturating_sub(bytes);
-                                acc.oop_freed += bytes;
-                            }
-                            let sb = source_entry(&mut acc.by_source, &src);
-                            sb.freed += bytes;
-                        }
-                    }
-                    MemEffect::HostAlloc => acc.pinned += m.bytes,
-                    MemEffect::Module
-                        if !matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload) =>
-                    {
-                        acc.module_loads += 1;
-                        source_entry(&mut acc.by_source, &source).module_loads += 1;
-                    }
-                    _ => {}
-                }
-                // Time spent inside the library's tracked driver calls.
-                if let Some(sb) = acc.by_source.get_mut(&source) {
-                    let secs = m.t_end.saturating_sub(m.t_start) as f64 / 1e9;
-                    match effect {
-                        MemEffect::Module => sb.load_seconds += secs,
-                        MemEffect::DeviceAlloc | MemEffect::DeviceFree => sb.alloc_seconds += secs,
-                        _ => {}
-                    }
-                }
-                acc.pool_peak = acc.pool_peak.max(state.pool);
-                if matches!(effect, MemEffect::DeviceAlloc | MemEffect::DeviceFree) {
-                    out.timeline.observe(*t, &state);
-                }
-            }
+/// Who called: the source name, whether it is PyTorch's pool, and the
+/// library's file name.
+type Caller = (SourceName, bool, SourceName);
+
+/// The calling libraries, each classified once (not per event), and which
+/// of them the replay has met.
+struct Libraries {
+    classified: HashMap<u32, Caller>,
+    unknown: Caller,
+    seen: HashSet<u32>,
+}
+
+impl Libraries {
+    fn of(r: &ProcessRecords) -> Libraries {
+        let classified = r
+            .libraries
+            .iter()
+            .map(|(id, path)| {
+                let (s, pool) = classify(path);
+                let file = path.rsplit('/').next().unwrap_or(path);
+                (*id, (Arc::from(s.as_str()), pool, Arc::from(file)))
+            })
+            .collect();
+        Libraries {
+            classified,
+            unknown: (Arc::from(UNKNOWN), false, Arc::from("")),
+            seen: HashSet::new(),
         }
     }
-    out
+
+    /// The caller of library `id` (an unknown caller for an id the probe did
+    /// not name); the first time, its file is noted under its source.
+    fn caller(&mut self, id: u32, by_source: &mut BTreeMap<String, Vec<String>>) -> Caller {
+        let caller = self.classified.get(&id).unwrap_or(&self.unknown).clone();
+        if self.seen.insert(id) {
+            note_library(by_source, &caller.0, &caller.2);
+        }
+        caller
+    }
+}
+
+/// The replay's walk: the running state and everything gathered so far.
+struct Replayer<'a> {
+    r: &'a ProcessRecords,
+    bounds: &'a Boundaries,
+    device: &'a DeviceView,
+    /// Pool plus out-of-pool bytes after each call ([`known_allocations`]).
+    known: &'a KnownAllocations,
+    /// Measured device growth per local-memory record ([`measured_growths`]).
+    measured: &'a [Option<u64>],
+    libraries: Libraries,
+    state: State,
+    /// Live allocations by address: (bytes, source, in PyTorch's pool).
+    live: HashMap<u64, (u64, SourceName, bool)>,
+    /// Where each live out-of-pool allocation is in `out.oop_allocs`.
+    oop_index: HashMap<u64, usize>,
+    /// Per context, its initial local-memory reservation once seen.
+    first_local: HashMap<u32, u64>,
+    /// Per context, the largest reservation so far.
+    max_local: HashMap<u32, u64>,
+    pools_seen: HashMap<u32, PoolSeen>,
+    out: Replay,
+}
+
+impl<'a> Replayer<'a> {
+    /// A walk from nothing live, with room for `queries` answers.
+    fn new(
+        r: &'a ProcessRecords,
+        bounds: &'a Boundaries,
+        device: &'a DeviceView,
+        known: &'a KnownAllocations,
+        measured: &'a [Option<u64>],
+        queries: usize,
+    ) -> Replayer<'a> {
+        Replayer {
+            r,
+            bounds,
+            device,
+            known,
+            measured,
+            libraries: Libraries::of(r),
+            state: State::default(),
+            live: HashMap::with_capacity(1024),
+            oop_index: HashMap::new(),
+            first_local: HashMap::new(),
+            max_local: HashMap::new(),
+            pools_seen: HashMap::new(),
+            out: Replay {
+                states: vec![State::default(); queries],
+                timeline: super::timeline_build::Recorder::new(bounds),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Applies one item at its instant `t`.
+    fn apply(&mut self, t: u64, item: &Item) {
+        let phase = self.bounds.phase_of(t);
+        match item {
+            Item::Query(i) => self.out.states[*i] = self.state.clone(),
+            Item::First => self.out.phases.entry(phase).or_default().first_launches += 1,
+            Item::ModuleCode(bytes) => {
+                self.state.module_code += bytes;
+                self.out.phases.entry(phase).or_default().module_code += bytes;
+            }
+            Item::Local(i) => self.local_memory(t, *i),
+            Item::Pool(p) => self.pool_summary(t, p),
+            Item::Mem(m) => self.mem_call(t, m),
+        }
+    }
+
+    /// A local-memory record: a context's initial reservation, a growth of
+    /// the reservation (with its exposure), or a launch that failed to grow it.
+    fn local_memory(&mut self, t: u64, i: usize) {
+        let r = self.r;
+        let l = &r.local[i];
+        let failed = l.t_start == 0;
+        if !failed && l.total_before == 0 && !self.first_local.contains_key(&l.context_id) {
+            self.initial_reservation(i);
+            return;
+        }
+        let cur = self
+            .max_local
+            .get(&l.context_id)
+            .copied()
+            .unwrap_or(l.total_before);
+        let reserved_grow = l.total_after.saturating_sub(cur);
+        if reserved_grow == 0 && !failed {
+            return;
+        }
+        // What the device really gained: the driver's reservation change is
+        // not always the difference of CUPTI's totals, so measure it on the
+        // device timeline around the launch, minus known allocations there.
+        let grow = if failed {
+            reserved_grow
+        } else {
+            self.measured
+                .get(i)
+                .copied()
+                .flatten()
+                .unwrap_or(reserved_grow)
+        };
+        let free = self.growth_exposure(t, i, grow);
+        let (phase, step) = (self.bounds.phase_of(t), self.bounds.step_of(t));
+        self.out.local_events.push(LocalMemoryEvent {
+            t_s: secs(t, self.bounds.start),
+            phase,
+            step,
+            kernel: kernel_display(&l.kernel),
+            before: cur,
+            after: l.total_after,
+            device_growth: grow,
+            registers: l.registers,
+            per_thread: l.per_thread,
+            failed,
+            autotune_config: None,
+        });
+        if failed {
+            self.failed_growth(t, i, grow, free);
+        } else {
+            self.max_local.insert(l.context_id, l.total_after);
+            self.state.local_growth += grow;
+            self.out.phases.entry(phase).or_default().local_growth += grow;
+            self.observe(t);
+        }
+    }
+
+    /// The reservation every context starts with (default stack), seen at its
+    /// first launch: part of the context, though some drivers commit it only
+    /// at this launch (what the device gained then, from a few pages on).
+    fn initial_reservation(&mut self, i: usize) {
+        let r = self.r;
+        let l = &r.local[i];
+        self.first_local.insert(l.context_id, l.total_after);
+        self.max_local.insert(l.context_id, l.total_after);
+        self.out.initial_local += l.total_after;
+        // Below a few device pages this is sampling noise, not a commit.
+        let late = self
+            .measured
+            .get(i)
+            .copied()
+            .flatten()
+            .filter(|&g| g >= LATE_COMMIT_MIN)
+            .unwrap_or(0);
+        self.state.context_late += late;
+        self.out.context_late += late;
+    }
+
+    /// Records how exposed a local-memory growth of `grow` bytes was; returns
+    /// the free device memory just before it.
+    ///
+    /// The device strictly before the request: the last reading before the
+    /// launch's measurement window (the growth lands during the launch call,
+    /// before CUPTI's kernel start, and a reading after it already holds it),
+    /// less what was allocated since. A failed growth never landed: read at
+    /// the failure.
+    fn growth_exposure(&mut self, t: u64, i: usize, grow: u64) -> Option<u64> {
+        let (device, r) = (self.device, self.r);
+        let l = &r.local[i];
+        let failed = l.t_start == 0;
+        let before_t = if failed {
+            t
+        } else {
+            growth_window_start(self.r, i)
+        };
+        let allocated_since = self
+            .known
+            .at(t)
+            .unwrap_or(0)
+            .saturating_sub(self.known.at(before_t).unwrap_or(0));
+        let free = device
+            .free_at(before_t)
+            .map(|f| f.saturating_sub(allocated_since));
+        self.out.exposures.push(Exposure {
+            t_s: secs(t, self.bounds.start),
+            phase: self.bounds.phase_of(t),
+            step: self.bounds.step_of(t),
+            kind: "local memory".into(),
+            source: "local memory".into(),
+            what: kernel_display(&l.kernel),
+            bytes: grow,
+            device_used_before: device
+                .cuda_total
+                .zip(free)
+                .map(|(tot, f)| tot.saturating_sub(f)),
+            process_used_before: free.and_then(|f| device.own_from_free(before_t, f)),
+            pool_reserved: self.state.pool,
+            device_free_before: free,
+            headroom_after: free.map(|f| f as i64 - grow as i64),
+            succeeded: !failed,
+        });
+        free
+    }
+
+    /// A launch that could not grow the reservation: an out-of-memory
+    /// failure, and the old reservation the driver dropped with it.
+    fn failed_growth(&mut self, t: u64, i: usize, grow: u64, free: Option<u64>) {
+        if let Some(dropped) = released_by_failure(self.r, self.device, self.known, t) {
+            self.state.local_released += dropped;
+            self.out.local_released += dropped;
+        }
+        let phase = self.bounds.phase_of(t);
+        self.out.phases.entry(phase).or_default().failed += 1;
+        self.out.failures.push(Failure {
+            t,
+            api: "kernel launch (local-memory growth)".into(),
+            bytes: grow,
+            source: "local memory".into(),
+            library: String::new(),
+            result: 2,
+            free_before: free,
+            total: self.device.cuda_total,
+            local_kernel: Some(kernel_display(&self.r.local[i].kernel)),
+            pool: self.state.pool,
+        });
+    }
+
+    /// A stream-ordered pool's summary ([`PoolSeen::apply`]); an out-of-pool
+    /// pool that grew is an out-of-pool allocation of the growth.
+    fn pool_summary(&mut self, t: u64, p: &PoolUse) {
+        let (source, in_pool, _) = self
+            .libraries
+            .caller(p.library, &mut self.out.libraries_by_source);
+        let phase = self.bounds.phase_of(t);
+        let seen = self.pools_seen.entry(p.pool_id).or_default();
+        let acc = self.out.phases.entry(phase).or_default();
+        let change = seen.apply(p, &source, in_pool, &mut self.state, acc);
+        if change > 0 && !in_pool {
+            self.out.oop_allocs.push(OopAlloc {
+                t,
+                source,
+                bytes: change as u64,
+                // A pool keeps its reservation until trimmed; a shrink shows
+                // as a later, smaller Pool record.
+                freed: None,
+            });
+        }
+    }
+
+    /// A tracked driver call: a failed request, an allocation, a free, a
+    /// pinned host allocation or a module load, and its time in the call.
+    fn mem_call(&mut self, t: u64, m: &MemCall) {
+        let caller = self
+            .libraries
+            .caller(m.library, &mut self.out.libraries_by_source);
+        let phase = self.bounds.phase_of(t);
+        let effect = m.api.effect();
+        self.out.phases.entry(phase).or_default();
+        if m.result != 0 {
+            if effect == MemEffect::DeviceAlloc {
+                self.failed_request(t, m, &caller);
+            }
+            return;
+        }
+        match effect {
+            MemEffect::DeviceAlloc => self.allocation(t, m, &caller),
+            MemEffect::DeviceFree => self.free(t, m),
+            MemEffect::HostAlloc => self.phase(phase).pinned += m.bytes,
+            MemEffect::Module if !matches!(m.api, MemApi::ModuleUnload | MemApi::LibraryUnload) => {
+                let acc = self.phase(phase);
+                acc.module_loads += 1;
+                source_entry(&mut acc.by_source, &caller.0).module_loads += 1;
+            }
+            _ => {}
+        }
+        let pool = self.state.pool;
+        let acc = self.phase(phase);
+        // Time spent inside the library's tracked driver calls.
+        if let Some(sb) = acc.by_source.get_mut(&caller.0) {
+            let secs = m.t_end.saturating_sub(m.t_start) as f64 / 1e9;
+            match effect {
+                MemEffect::Module => sb.load_seconds += secs,
+                MemEffect::DeviceAlloc | MemEffect::DeviceFree => sb.alloc_seconds += secs,
+                _ => {}
+            }
+        }
+        acc.pool_peak = acc.pool_peak.max(pool);
+        if matches!(effect, MemEffect::DeviceAlloc | MemEffect::DeviceFree) {
+            self.observe(t);
+        }
+    }
+
+    /// The totals of one phase (created on first use).
+    fn phase(&mut self, phase: Phase) -> &mut PhaseTotals {
+        self.out.phases.entry(phase).or_default()
+    }
+
+    /// Notes the running totals on the timeline.
+    fn observe(&mut self, t: u64) {
+        let s = &self.state;
+        self.out.timeline.observe(t, s.pool, s.local_growth, &s.oop);
+    }
+
+    /// A device allocation that failed: a failure for forensics, and an
+    /// exposure when it was out of pool.
+    fn failed_request(&mut self, t: u64, m: &MemCall, (source, in_pool, library): &Caller) {
+        let phase = self.bounds.phase_of(t);
+        self.phase(phase).failed += 1;
+        self.out.failures.push(Failure {
+            t,
+            api: m.api.name().to_string(),
+            bytes: m.bytes,
+            source: source.to_string(),
+            library: library.to_string(),
+            result: m.result,
+            free_before: opt(m.free_before),
+            total: opt(m.total),
+            local_kernel: None,
+            pool: self.state.pool,
+        });
+        if !in_pool {
+            self.request_exposure(m, source, false);
+        }
+    }
+
+    /// A device allocation: into PyTorch's pool, or out of pool (with its
+    /// exposure, an entry for framework joins and a timeline marker).
+    fn allocation(&mut self, t: u64, m: &MemCall, (source, in_pool, library): &Caller) {
+        self.live
+            .insert(m.address, (m.bytes, source.clone(), *in_pool));
+        let phase = self.bounds.phase_of(t);
+        if *in_pool {
+            self.state.pool += m.bytes;
+        } else {
+            self.request_exposure(m, source, true);
+            *self.state.oop.entry(source.clone()).or_default() += m.bytes;
+            self.phase(phase).oop_alloc += m.bytes;
+            self.oop_index.insert(m.address, self.out.oop_allocs.len());
+            self.out.oop_allocs.push(OopAlloc {
+                t,
+                source: source.clone(),
+                bytes: m.bytes,
+                freed: None,
+            });
+            self.out
+                .timeline
+                .allocation(t, source, library, m.api.name(), m.bytes);
+        }
+        let sb = source_entry(&mut self.phase(phase).by_source, source);
+        sb.calls += 1;
+        sb.allocated += m.bytes;
+    }
+
+    /// A device free: the allocation at that address stops being live (an
+    /// address the replay never saw allocated frees nothing).
+    fn free(&mut self, t: u64, m: &MemCall) {
+        if let Some(i) = self.oop_index.remove(&m.address) {
+            self.out.oop_allocs[i].freed = Some(t);
+        }
+        let Some((bytes, src, pool)) = self.live.remove(&m.address) else {
+            return;
+        };
+        let phase = self.bounds.phase_of(t);
+        let acc = self.out.phases.entry(phase).or_default();
+        if pool {
+            self.state.pool = self.state.pool.saturating_sub(bytes);
+        } else {
+            let e = self.state.oop.entry(src.clone()).or_default();
+            *e = e.saturating_sub(bytes);
+            acc.oop_freed += bytes;
+        }
+        source_entry(&mut acc.by_source, &src).freed += bytes;
+    }
+
+    /// Records how exposed an out-of-pool allocation call was.
+    fn request_exposure(&mut self, m: &MemCall, source: &str, succeeded: bool) {
+        let t = m.t_end;
+        let free = opt(m.free_before);
+        let total = opt(m.total);
+        self.out.exposures.push(Exposure {
+            t_s: secs(t, self.bounds.start),
+            phase: self.bounds.phase_of(t),
+            step: self.bounds.step_of(t),
+            kind: "allocation".into(),
+            source: source.to_string(),
+            what: m.api.name().to_string(),
+            bytes: m.bytes,
+            device_used_before: total.zip(free).map(|(t, f)| t.saturating_sub(f)),
+            // cuMemGetInfo inside the call, before the driver allocated.
+            process_used_before: free.and_then(|f| self.device.own_from_free(m.t_start, f)),
+            pool_reserved: self.state.pool,
+            device_free_before: free,
+            headroom_after: free.map(|f| f as i64 - m.bytes as i64),
+            succeeded,
+        });
+    }
 }
 
 /// What the previous summary of a stream-ordered pool said.
@@ -1004,70 +1167,9 @@ impl PoolSeen {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn push_request_exposure(
-    out: &mut Vec<Exposure>,
-    device: &DeviceView,
-    m: &MemCall,
-    source: &str,
-    phase: Phase,
-    step: Option<u32>,
-    start: u64,
-    pool: u64,
-    ok: bool,
-) {
-    let free = opt(m.free_before);
-    let total = opt(m.total);
-    out.push(Exposure {
-        t_s: secs(m.t_end, start),
-        phase,
-        step,
-        kind: "allocation".into(),
-        source: source.to_string(),
-        what: m.api.name().to_string(),
-        bytes: m.bytes,
-        device_used_before: total.zip(free).map(|(t, f)| t.saturating_sub(f)),
-        // cuMemGetInfo inside the call, before the driver allocated.
-        process_used_before: free.and_then(|f| device.own_from_free(m.t_start, f)),
-        pool_reserved: pool,
-        device_free_before: free,
-        headroom_after: free.map(|f| f as i64 - m.bytes as i64),
-        succeeded: ok,
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn series_queries() {
-        let s = Series {
-            points: vec![(10, 1), (20, 5), (30, 2)],
-        };
-        assert_eq!(s.at(5), None);
-        assert_eq!(s.at(25), Some(5));
-        assert_eq!(s.peak(21, 29), Some(5));
-        assert_eq!(s.peak(0, 35), Some(5));
-        assert_eq!(s.peak(31, 40), Some(2));
-    }
-
-    #[test]
-    fn free_memory_prefers_the_most_recent_view() {
-        let d = DeviceView {
-            device_used: Series {
-                points: vec![(10, 100), (50, 300)],
-            },
-            cuda_total: Some(1000),
-            probe_free: Series {
-                points: vec![(20, 850)],
-            },
-            ..Default::default()
-        };
-        assert_eq!(d.free_at(15), Some(900));
-        assert_eq!(d.free_at(30), Some(850));
-        assert_eq!(d.free_at(60), Some(700));
-    }
 
     const MS: u64 = 1_000_000;
 
@@ -1206,7 +1308,7 @@ mod tests {
             used: series(&[(0, 500), (100 * MS, 600)]),
             ..Default::default()
         };
-        let known = series(&[(10 * MS, 64)]);
+        let known = live_only(series(&[(10 * MS, 64)]));
         assert_eq!(
             measured_growth(&device, &known, (80 * MS, 110 * MS, 130 * MS), false),
             Some(100)
@@ -1223,7 +1325,7 @@ mod tests {
             probe_free: series(&[(90 * MS, 9_500), (120 * MS, 9_346)]),
             ..Default::default()
         };
-        let known = series(&[(0, 0), (95 * MS, 64)]);
+        let known = live_only(series(&[(0, 0), (95 * MS, 64)]));
         assert_eq!(
             measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
@@ -1237,7 +1339,7 @@ mod tests {
             probe_free: series(&[(90 * MS, 9_500)]),
             ..Default::default()
         };
-        let known = series(&[(0, 0), (95 * MS, 64)]);
+        let known = live_only(series(&[(0, 0), (95 * MS, 64)]));
         assert_eq!(
             measured_growth(&device, &known, (92 * MS, 110 * MS, 130 * MS), false),
             Some(90)
@@ -1466,16 +1568,101 @@ mod tests {
             ..Default::default()
         };
         let initial: HashSet<usize> = [0].into_iter().collect();
-        let shares = split_growth(&r, &[0, 1], 92 * MIB, &initial);
+        let shares = split_growth(&r, &[0, 1], 92 * MIB, &initial, true);
         let share = |i: usize| shares.iter().find(|s| s.0 == i).unwrap().1;
         assert_eq!(share(1), growing);
         assert_eq!(share(0), 92 * MIB - growing);
         assert!(share(0) < LATE_COMMIT_MIN);
-        let alone = split_growth(&r, &[0], 92 * MIB, &initial);
+        let alone = split_growth(&r, &[0], 92 * MIB, &initial, true);
         assert_eq!(alone, vec![(0, 92 * MIB)]);
         // Never more than the reservation: beyond it is someone else's.
-        let capped = split_growth(&r, &[1], 200 * MIB, &initial);
+        let capped = split_growth(&r, &[1], 200 * MIB, &initial, true);
         assert_eq!(capped, vec![(1, growing)]);
+    }
+
+    /// The shape of an H200 recording with `backend:cudaMallocAsync`
+    /// (synthetic here): the context's first launch lands while the
+    /// stream-ordered pool makes its first growths, and the device grew 72 MiB
+    /// beyond what the pool's records say. That cannot be told from the pool's
+    /// own growth, so it is no commit; without a pool it is one.
+    #[test]
+    fn no_first_launch_commit_is_claimed_where_a_pool_grew() {
+        let r = ProcessRecords {
+            local: vec![spill(100 * MS, 0, 155_713_536)],
+            ..Default::default()
+        };
+        let initial: HashSet<usize> = [0].into_iter().collect();
+        assert_eq!(split_growth(&r, &[0], 72 * MIB, &initial, false), vec![(0, 0)]);
+        assert_eq!(split_growth(&r, &[0], 72 * MIB, &initial, true), vec![(0, 72 * MIB)]);
+        let grown = KnownAllocations {
+            live: Series::default(),
+            pool_growths: pool_growth_intervals(&[pool_at(95 * MS, 64 * MIB)]),
+        };
+        assert!(grown.pool_may_grow_in(80 * MS, 130 * MS));
+        assert!(!grown.pool_may_grow_in(100 * MS, 130 * MS));
+    }
+
+    fn pool_at(t: u64, reserved: u64) -> PoolUse {
+        PoolUse {
+            t,
+            pool_id: 1,
+            device: 0,
+            handle: 0x1000,
+            library: 1,
+            allocs: 1,
+            alloc_bytes: reserved,
+            frees: 0,
+            failed: 0,
+            reserved,
+            reserved_high: reserved,
+            used: reserved,
+        }
+    }
+
+    /// Synthetic records (not a recording): lazy_load's 70 MiB between the
+    /// module load and the next reading, with a stream-ordered pool that grew
+    /// 32 MiB (recorded at 150 ms) and 70 MiB more (recorded 6 ms after the
+    /// reading at 300 ms, so it may have happened before it). The pool's
+    /// growth is never module code; a growth recorded too late to fall in the
+    /// pair (one writer tick and slack) does not hide the module's code.
+    #[test]
+    fn a_pool_growth_the_writer_read_after_a_pair_of_readings_is_not_module_code() {
+        let mut r = lazy_load();
+        r.pools = vec![pool_at(150 * MS, 32 * MIB), pool_at(306 * MS, 102 * MIB)];
+        let known = known_allocations(&r);
+        assert_eq!(module_code_growth(&r, &probe_view(&r), &known, &[]), vec![]);
+        r.pools[1].t = 900 * MS;
+        let known = known_allocations(&r);
+        let grown = module_code_growth(&r, &probe_view(&r), &known, &[]);
+        assert_eq!(grown, vec![(300 * MS, 38 * MIB)]);
+    }
+
+    /// A pool's growth can have happened from its previous reading, at most
+    /// one writer tick (with slack) before its record; a shrink is no growth.
+    #[test]
+    fn a_pool_growth_is_placed_between_its_previous_reading_and_its_record() {
+        let later = 150 * MS + 2 * POOL_READING_EVERY_MAX_NS;
+        let pools = [
+            pool_at(150 * MS, 32 * MIB),
+            pool_at(160 * MS, 96 * MIB),
+            pool_at(later, 128 * MIB),
+            pool_at(later + MS, 64 * MIB),
+        ];
+        assert_eq!(
+            pool_growth_intervals(&pools),
+            vec![
+                (0, 150 * MS, 32 * MIB),
+                (150 * MS, 160 * MS, 64 * MIB),
+                (later - POOL_READING_EVERY_MAX_NS, later, 32 * MIB),
+            ]
+        );
+    }
+
+    fn live_only(live: Series) -> KnownAllocations {
+        KnownAllocations {
+            live,
+            pool_growths: Vec::new(),
+        }
     }
 
     /// Synthetic samplings (not a recording): the context comes up at 0 ms
@@ -1516,5 +1703,365 @@ mod tests {
         };
         assert_eq!(commit_of(0), 0);
         assert_eq!(commit_of(92 * MIB), 92 * MIB);
+    }
+
+    // ---- The replay's stages, each on its own.
+
+    /// Setup [0, 100 ms), step 1 [100, 200 ms], steady to 300 ms.
+    fn stage_bounds() -> Boundaries {
+        Boundaries {
+            start: 0,
+            step1_begin: Some(100 * MS),
+            step_ends: vec![200 * MS, 300 * MS],
+            end: 400 * MS,
+            rule: "test".into(),
+        }
+    }
+
+    /// Library 1 is PyTorch's pool, library 2 NCCL.
+    fn stage_records() -> ProcessRecords {
+        ProcessRecords {
+            libraries: HashMap::from([
+                (1, "/venv/torch/lib/libc10_cuda.so".to_string()),
+                (2, "/usr/lib/libnccl.so.2".to_string()),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    fn from(mut m: MemCall, library: u32, address: u64) -> MemCall {
+        m.library = library;
+        m.address = address;
+        m
+    }
+
+    fn item_label(item: &Item) -> String {
+        match item {
+            Item::Mem(m) => format!("mem@{}", m.t_end),
+            Item::Pool(p) => format!("pool@{}", p.t),
+            Item::Local(i) => format!("local{i}"),
+            Item::First => "first".into(),
+            Item::ModuleCode(b) => format!("code{b}"),
+            Item::Query(i) => format!("query{i}"),
+        }
+    }
+
+    #[test]
+    fn items_come_in_time_order_with_queries_after_the_records_of_their_instant() {
+        let mut r = ProcessRecords {
+            mem: vec![call(9, MemApi::MemAlloc, 1, FREE, FREE)],
+            pools: vec![PoolUse {
+                t: 10,
+                pool_id: 1,
+                device: 0,
+                handle: 0,
+                library: 0,
+                allocs: 0,
+                alloc_bytes: 0,
+                frees: 0,
+                failed: 0,
+                reserved: 0,
+                reserved_high: 0,
+                used: 0,
+            }],
+            local: vec![spill(5, 0, 1), spill(0, 1, 2)],
+            first_launches: vec![prewarm_events::KernelFirstLaunch {
+                t_start: 10,
+                t_end: 11,
+                device: 0,
+                context_id: 1,
+                kernel: "k".into(),
+                local_total: 0,
+            }],
+            last_t: 50,
+            ..Default::default()
+        };
+        r.mem[0].t_end = 10;
+        let labels = |r: &ProcessRecords| -> Vec<String> {
+            replay_items(r, &[10, 0], &[(10, 7)])
+                .iter()
+                .map(|(_, _, i)| item_label(i))
+                .collect()
+        };
+        // The failed launch (no timestamps) goes to the last event.
+        assert_eq!(
+            labels(&r),
+            [
+                "query1", "local0", "mem@10", "pool@10", "first", "code7", "query0", "local1"
+            ]
+        );
+        // ...or to the exception the process died with.
+        r.shim.push(crate::load::shim::ShimEvent::Exception {
+            t: 1,
+            kind: String::new(),
+            message: String::new(),
+            where_: Vec::new(),
+            pool_reserved: None,
+            pool_allocated: None,
+        });
+        assert_eq!(labels(&r)[..2], ["query1", "local1"]);
+    }
+
+    #[test]
+    fn each_library_is_named_once_and_an_unnamed_one_is_an_unknown_caller() {
+        let r = stage_records();
+        let mut libs = Libraries::of(&r);
+        let mut by_source = BTreeMap::new();
+        let (source, in_pool, file) = libs.caller(2, &mut by_source);
+        assert_eq!((&*source, in_pool, &*file), ("nccl", false, "libnccl.so.2"));
+        libs.caller(2, &mut by_source);
+        let (pool, in_pool, _) = libs.caller(1, &mut by_source);
+        assert_eq!((&*pool, in_pool), (super::super::sources::TORCH_POOL, true));
+        let (unknown, in_pool, file) = libs.caller(99, &mut by_source);
+        assert_eq!((&*unknown, in_pool, &*file), (UNKNOWN, false, ""));
+        assert_eq!(by_source["nccl"], ["libnccl.so.2"], "noted once");
+        assert!(!by_source.contains_key(UNKNOWN), "no file to note");
+    }
+
+    #[test]
+    fn allocations_and_frees_move_the_pool_and_the_out_of_pool_sources() {
+        let r = stage_records();
+        let b = stage_bounds();
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
+        let mut w = Replayer::new(&r, &b, &device, &known, &[], 1);
+        let pool_alloc = from(call(10 * MS, MemApi::MemAlloc, 100, 900, 800), 1, 0xa);
+        let nccl_alloc = from(call(110 * MS, MemApi::MemAlloc, 30, 800, 770), 2, 0xb);
+        w.mem_call(pool_alloc.t_end, &pool_alloc);
+        w.mem_call(nccl_alloc.t_end, &nccl_alloc);
+        w.apply(150 * MS, &Item::Query(0));
+        let nccl_free = from(call(210 * MS, MemApi::MemFree, 0, 770, 800), 2, 0xb);
+        let stray_free = from(call(220 * MS, MemApi::MemFree, 0, 800, 800), 2, 0xdead);
+        w.mem_call(nccl_free.t_end, &nccl_free);
+        w.mem_call(stray_free.t_end, &stray_free);
+        let held = &w.out.states[0];
+        assert_eq!((held.pool, held.oop_total()), (100, 30));
+        assert_eq!((w.state.pool, w.state.oop_total()), (100, 0));
+        let step1 = &w.out.phases[&Phase::Step1];
+        assert_eq!((step1.oop_alloc, step1.by_source["nccl"].calls), (30, 1));
+        assert_eq!(w.out.phases[&Phase::Steady].oop_freed, 30);
+        assert_eq!(w.out.phases[&Phase::Steady].by_source["nccl"].freed, 30);
+        assert_eq!(w.out.phases[&Phase::Setup].pool_peak, 100);
+        // Only the out-of-pool request is exposed, and kept for joins.
+        assert_eq!(w.out.exposures.len(), 1);
+        let e = &w.out.exposures[0];
+        assert_eq!(
+            (e.source.as_str(), e.bytes, e.headroom_after),
+            ("nccl", 30, Some(770))
+        );
+        assert_eq!(e.device_used_before, Some(2 * FREE - 800));
+        assert_eq!(w.out.oop_allocs.len(), 1);
+        assert_eq!(w.out.oop_allocs[0].freed, Some(nccl_free.t_end));
+    }
+
+    #[test]
+    fn a_failed_allocation_is_a_failure_and_an_exposure_but_holds_nothing() {
+        let r = stage_records();
+        let b = stage_bounds();
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
+        let mut w = Replayer::new(&r, &b, &device, &known, &[], 0);
+        let mut oom = from(call(120 * MS, MemApi::MemAlloc, 500, 200, 200), 2, 0xc);
+        oom.result = 2;
+        w.mem_call(oom.t_end, &oom);
+        let mut in_pool = from(call(130 * MS, MemApi::MemAlloc, 500, 200, 200), 1, 0xd);
+        in_pool.result = 2;
+        w.mem_call(in_pool.t_end, &in_pool);
+        assert_eq!(w.state, State::default());
+        assert_eq!(w.out.phases[&Phase::Step1].failed, 2);
+        let f = &w.out.failures[0];
+        assert_eq!(
+            (f.source.as_str(), f.library.as_str(), f.result),
+            ("nccl", "libnccl.so.2", 2)
+        );
+        assert_eq!((f.free_before, f.bytes), (Some(200), 500));
+        assert_eq!(
+            w.out.exposures.len(),
+            1,
+            "the pool's own request is torch's to report"
+        );
+        assert_eq!(w.out.exposures[0].headroom_after, Some(-300));
+        assert!(!w.out.exposures[0].succeeded);
+    }
+
+    #[test]
+    fn pinned_host_memory_and_module_loads_count_with_the_time_in_their_calls() {
+        let r = stage_records();
+        let b = stage_bounds();
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
+        let mut w = Replayer::new(&r, &b, &device, &known, &[], 0);
+        let host = from(call(10 * MS, MemApi::MemHostAlloc, 64, FREE, FREE), 2, 0x1);
+        let load = from(call(20 * MS, MemApi::ModuleLoadData, 0, FREE, FREE), 2, 0x2);
+        let unload = from(call(30 * MS, MemApi::ModuleUnload, 0, FREE, FREE), 2, 0x3);
+        for m in [&host, &load, &unload] {
+            w.mem_call(m.t_end, m);
+        }
+        let setup = &w.out.phases[&Phase::Setup];
+        assert_eq!((setup.pinned, setup.module_loads), (64, 1));
+        let nccl = &setup.by_source["nccl"];
+        assert_eq!(nccl.module_loads, 1);
+        assert!(
+            (nccl.load_seconds - 0.002).abs() < 1e-12,
+            "{}",
+            nccl.load_seconds
+        );
+        assert_eq!(nccl.alloc_seconds, 0.0);
+        assert_eq!(w.state, State::default());
+    }
+
+    #[test]
+    fn a_stream_ordered_pool_out_of_pool_that_grew_is_an_allocation_for_joins() {
+        let r = stage_records();
+        let b = stage_bounds();
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
+        let mut w = Replayer::new(&r, &b, &device, &known, &[], 0);
+        let summary = |t: u64, library: u32, reserved: u64| PoolUse {
+            t,
+            pool_id: library,
+            device: 0,
+            handle: 0,
+            library,
+            allocs: 1,
+            alloc_bytes: reserved,
+            frees: 0,
+            failed: 0,
+            reserved,
+            reserved_high: reserved,
+            used: reserved,
+        };
+        w.pool_summary(110 * MS, &summary(110 * MS, 2, 40));
+        w.pool_summary(120 * MS, &summary(120 * MS, 2, 10));
+        w.pool_summary(130 * MS, &summary(130 * MS, 1, 70));
+        assert_eq!((w.state.pool, w.state.oop_total()), (70, 10));
+        let joins: Vec<(u64, &str, u64)> = w
+            .out
+            .oop_allocs
+            .iter()
+            .map(|a| (a.t, &*a.source, a.bytes))
+            .collect();
+        assert_eq!(joins, [(110 * MS, "nccl", 40)], "a shrink is no allocation");
+        assert_eq!(w.out.libraries_by_source["nccl"], ["libnccl.so.2"]);
+    }
+
+    #[test]
+    fn a_contexts_first_reservation_is_the_context_and_a_late_commit_counts_from_a_few_pages() {
+        let r = ProcessRecords {
+            local: vec![spill(10 * MS, 0, 3 * MIB), spill(20 * MS, 0, MIB)],
+            ..Default::default()
+        };
+        let b = stage_bounds();
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
+        let measured = [Some(6 * MIB), Some(9 * MIB)];
+        let mut w = Replayer::new(&r, &b, &device, &known, &measured, 0);
+        w.local_memory(10 * MS, 0);
+        assert_eq!(
+            (w.out.initial_local, w.out.context_late),
+            (3 * MIB, 6 * MIB)
+        );
+        assert_eq!(w.state.context_late, 6 * MIB);
+        // The same context again from 0: no second initial reservation, and
+        // nothing grew beyond the largest so far.
+        w.local_memory(20 * MS, 1);
+        assert_eq!(w.out.initial_local, 3 * MIB);
+        assert!(w.out.local_events.is_empty() && w.out.exposures.is_empty());
+        // Below LATE_COMMIT_MIN the device's gain is sampling noise.
+        let small = [Some(LATE_COMMIT_MIN - 1)];
+        let mut w = Replayer::new(&r, &b, &device, &known, &small, 0);
+        w.local_memory(10 * MS, 0);
+        assert_eq!((w.out.initial_local, w.out.context_late), (3 * MIB, 0));
+    }
+
+    #[test]
+    fn a_growth_counts_what_the_device_gained_and_is_exposed_before_its_window() {
+        let r = ProcessRecords {
+            local: vec![
+                spill(10 * MS, 0, 2 * MIB),
+                spill(150 * MS, 2 * MIB, 10 * MIB),
+            ],
+            ..Default::default()
+        };
+        let b = stage_bounds();
+        let device = DeviceView {
+            probe_free: series(&[(0, 1_000 * MIB), (140 * MS, 900 * MIB)]),
+            cuda_total: Some(2_000 * MIB),
+            own_device: true,
+            ..Default::default()
+        };
+        // 5 MiB allocated between the reading before the window and the launch.
+        let known = live_only(series(&[(0, 0), (131 * MS, 5 * MIB)]));
+        let measured = [None, Some(12 * MIB)];
+        let mut w = Replayer::new(&r, &b, &device, &known, &measured, 0);
+        w.local_memory(10 * MS, 0);
+        w.local_memory(150 * MS, 1);
+        let ev = &w.out.local_events[0];
+        assert_eq!(
+            (ev.before, ev.after, ev.device_growth),
+            (2 * MIB, 10 * MIB, 12 * MIB)
+        );
+        assert_eq!(
+            (ev.phase, ev.step, ev.failed),
+            (Phase::Step1, Some(1), false)
+        );
+        assert_eq!(w.state.local_growth, 12 * MIB);
+        assert_eq!(w.out.phases[&Phase::Step1].local_growth, 12 * MIB);
+        // Read at the window's start (130 ms): 1000 MiB free, less 5 MiB since.
+        let e = &w.out.exposures[0];
+        assert_eq!(e.device_free_before, Some(995 * MIB));
+        assert_eq!(e.headroom_after, Some((995 - 12) as i64 * MIB as i64));
+        assert_eq!(e.device_used_before, Some(1_005 * MIB));
+        assert!(w.out.failures.is_empty());
+    }
+
+    #[test]
+    fn a_launch_that_could_not_grow_the_reservation_is_an_oom_and_drops_the_old_one() {
+        let mut failed = spill(0, 2 * MIB, 50 * MIB);
+        failed.t_end = 0;
+        let r = ProcessRecords {
+            local: vec![spill(10 * MS, 0, 2 * MIB), failed],
+            mem: vec![call(100 * MS, MemApi::MemAlloc, 0, FREE, FREE)],
+            ..Default::default()
+        };
+        let b = stage_bounds();
+        // The device held 300 MiB of this process's own until the failure at
+        // 150 ms, then 200 MiB: 100 MiB of reservation dropped.
+        let device = DeviceView {
+            used: series(&[(0, 300 * MIB), (150 * MS, 200 * MIB)]),
+            probe_free: series(&[(0, 40 * MIB)]),
+            cuda_total: Some(2_000 * MIB),
+            ..Default::default()
+        };
+        let known = live_only(Series::default());
+        let mut w = Replayer::new(&r, &b, &device, &known, &[None, None], 0);
+        w.local_memory(10 * MS, 0);
+        w.local_memory(150 * MS, 1);
+        assert_eq!(w.state.local_growth, 0, "a failed growth never landed");
+        assert_eq!(
+            (w.state.local_released, w.out.local_released),
+            (100 * MIB, 100 * MIB)
+        );
+        let f = &w.out.failures[0];
+        assert_eq!(
+            (f.bytes, f.result, f.free_before),
+            (48 * MIB, 2, Some(40 * MIB))
+        );
+        assert_eq!(f.local_kernel.as_deref(), Some("spills"));
+        assert_eq!(w.out.phases[&Phase::Step1].failed, 1);
+        assert!(w.out.local_events[0].failed && !w.out.exposures[0].succeeded);
+    }
+
+    #[test]
+    fn queries_first_launches_and_module_code_apply_at_their_instant() {
+        let r = ProcessRecords::default();
+        let b = stage_bounds();
+        let (device, known) = (DeviceView::default(), live_only(Series::default()));
+        let mut w = Replayer::new(&r, &b, &device, &known, &[], 2);
+        w.apply(10 * MS, &Item::First);
+        w.apply(120 * MS, &Item::ModuleCode(8));
+        w.apply(130 * MS, &Item::Query(1));
+        w.apply(140 * MS, &Item::ModuleCode(1));
+        assert_eq!(w.out.phases[&Phase::Setup].first_launches, 1);
+        assert_eq!(w.out.phases[&Phase::Step1].module_code, 9);
+        assert_eq!(
+            (w.out.states[0].module_code, w.out.states[1].module_code),
+            (0, 8)
+        );
     }
 }

@@ -2,31 +2,35 @@
 //! → per variant. Pure functions over data src/load decoded: no file I/O,
 //! no printing.
 
+pub mod account;
 pub mod comm_groups;
+pub mod device;
 pub mod forensics;
 pub mod framework;
 pub mod gate;
 pub mod matrix;
 pub mod memory;
-pub mod model;
+pub mod names;
 pub mod noise;
 pub mod phases;
 pub mod probe_cost;
 pub mod process;
 pub mod ranks;
-pub mod records;
 pub mod sources;
 pub mod stats;
+pub mod summary;
 pub mod timeline;
+pub mod timeline_build;
 pub mod verdict;
 pub mod verdict_comms;
 pub mod verdict_costs;
+pub mod verdict_judge;
 pub mod verdict_rules;
 #[cfg(test)]
 pub(crate) mod verdict_tests;
 
 use crate::load::{Problem, RunData};
-use model::ProcessAccount;
+use account::ProcessAccount;
 use serde::Serialize;
 
 /// The account of one attempt (one variant, one repeat), across hosts.

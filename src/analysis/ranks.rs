@@ -3,7 +3,7 @@
 //! whether one rank (a pipeline stage, the rank that also builds a second
 //! communicator) carries extra step-1 work.
 
-use super::model::{PhaseAccount, ProcessAccount};
+use super::account::{PhaseAccount, ProcessAccount};
 use super::phases::Phase;
 use serde::Serialize;
 

@@ -2,10 +2,15 @@
 //! the report uses. PyTorch's caching allocator lives in libc10_cuda, so its
 //! requests are "in pool"; everything else is out of pool.
 
+use std::sync::Arc;
+
 /// The source name of PyTorch's caching-allocator pool.
 pub const TORCH_POOL: &str = "torch pool";
 /// Requests whose caller could not be found on the stack.
 pub const UNKNOWN: &str = "unknown caller";
+
+/// A source name shared cheaply across millions of events.
+pub type SourceName = Arc<str>;
 
 /// Maps a library path to (source name, is PyTorch's pool).
 pub fn classify(path: &str) -> (String, bool) {

@@ -38,3 +38,16 @@ impl Stat {
         self.max - self.min
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats() {
+        let s = Stat::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Stat::of(&[1.0, 2.0]).unwrap().median, 1.5);
+        assert!(Stat::of(&[]).is_none());
+    }
+}

@@ -2,13 +2,18 @@
 //! per targeted class what moved, the costs, the class, a confidence and
 //! structured reasons. The report layer phrases it; nothing here is English.
 
-use super::matrix::{Headline, VariantSummary};
-use super::noise::{Change, Quantity, assess};
-use super::stats::Stat;
-use super::verdict_costs::{Costs, costs};
-use super::verdict_rules::{Evidence, Side, classify};
+use super::noise::Change;
+use super::verdict_costs::Costs;
 use crate::prewarm::catalog::{self, EventClass};
 use serde::Serialize;
+
+/// Which side of the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Baseline,
+    Variant,
+}
 
 /// How a prewarm fared against the baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -218,122 +223,4 @@ pub fn targets_of(prewarms: &[String]) -> (Vec<EventClass>, Vec<String>) {
     targets.sort();
     targets.dedup();
     (targets, unknown)
-}
-
-/// Attempts that reached step 1.
-fn in_step1(s: &VariantSummary) -> Vec<&Headline> {
-    s.attempts.iter().filter(|h| h.reached_step1).collect()
-}
-
-fn class_stat(hs: &[&Headline], f: impl Fn(&Headline) -> f64) -> Stat {
-    Stat::of(&hs.iter().map(|h| f(h)).collect::<Vec<_>>()).expect("at least one attempt")
-}
-
-fn compare_class(b: &[&Headline], v: &[&Headline], class: EventClass) -> ClassComparison {
-    let get = |h: &Headline| h.step1_by_class.get(&class).copied().unwrap_or_default();
-    let change = |q, f: &dyn Fn(&Headline) -> f64| assess(q, class_stat(b, f), class_stat(v, f));
-    ClassComparison {
-        class,
-        bytes: change(Quantity::Bytes, &|h| get(h).bytes as f64),
-        seconds: change(Quantity::Seconds, &|h| get(h).seconds),
-        events: change(Quantity::Events, &|h| get(h).events as f64),
-    }
-}
-
-fn compare_later(b: &[&Headline], v: &[&Headline], class: EventClass) -> LaterComparison {
-    let get = |h: &Headline| h.later_by_class.get(&class).cloned().unwrap_or_default();
-    let change = |q, f: &dyn Fn(&Headline) -> f64| assess(q, class_stat(b, f), class_stat(v, f));
-    let steps = |hs: &[&Headline]| {
-        let mut s: Vec<u32> = hs.iter().flat_map(|h| get(h).steps).collect();
-        s.sort_unstable();
-        s.dedup();
-        s
-    };
-    LaterComparison {
-        class,
-        bytes: change(Quantity::Bytes, &|h| get(h).bytes as f64),
-        seconds: change(Quantity::Seconds, &|h| get(h).seconds),
-        events: change(Quantity::Events, &|h| get(h).events as f64),
-        baseline_steps: steps(b),
-        variant_steps: steps(v),
-    }
-}
-
-fn targeted_totals(b: &[&Headline], v: &[&Headline], targets: &[EventClass]) -> Targeted {
-    let sum = |h: &Headline, f: &dyn Fn(&super::matrix::ClassCost) -> f64| {
-        targets
-            .iter()
-            .filter_map(|t| h.step1_by_class.get(t))
-            .map(f)
-            .sum::<f64>()
-    };
-    let bytes = |h: &Headline| sum(h, &|c| c.bytes as f64);
-    let seconds = |h: &Headline| sum(h, &|c| c.seconds);
-    Targeted {
-        bytes: assess(Quantity::Bytes, class_stat(b, bytes), class_stat(v, bytes)),
-        seconds: assess(
-            Quantity::Seconds,
-            class_stat(b, seconds),
-            class_stat(v, seconds),
-        ),
-    }
-}
-
-/// Judges one prewarm variant against the baseline.
-pub fn judge(base: &VariantSummary, v: &VariantSummary, isolated: bool) -> Verdict {
-    let (targets, unknown) = targets_of(&v.prewarms);
-    let (b1, v1) = (in_step1(base), in_step1(v));
-    let have_step1 = !b1.is_empty() && !v1.is_empty();
-    let by_class: Vec<ClassComparison> = if have_step1 {
-        targets
-            .iter()
-            .map(|t| compare_class(&b1, &v1, *t))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let later_by_class: Vec<LaterComparison> = if have_step1 {
-        targets
-            .iter()
-            .map(|t| compare_later(&b1, &v1, *t))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let targeted = have_step1.then(|| targeted_totals(&b1, &v1, &targets));
-    let costs = costs(base, v);
-    let attempts = AttemptCounts {
-        baseline: base.attempts.len() as u32,
-        variant: v.attempts.len() as u32,
-        baseline_step1: b1.len() as u32,
-        variant_step1: v1.len() as u32,
-    };
-    let evidence = Evidence {
-        targets: &targets,
-        unknown_prewarms: &unknown,
-        isolated,
-        attempts,
-        baseline_failed: base.failed_attempts,
-        variant_failed: v.failed_attempts,
-        targeted,
-        by_class: &by_class,
-        later_by_class: &later_by_class,
-        held_extra: costs.held_extra,
-    };
-    let decision = classify(&evidence);
-    Verdict {
-        variant: v.name.clone(),
-        prewarms: v.prewarms.clone(),
-        targets,
-        class: decision.class,
-        confidence: decision.confidence,
-        reasons: decision.reasons,
-        recommendation: decision.recommendation,
-        attempts,
-        by_class,
-        later_by_class,
-        targeted,
-        moved: decision.moved,
-        costs,
-    }
 }

@@ -1,16 +1,15 @@
 //! A communicator prewarm's verdict per process group: which groups it moved
 //! out of the training steps into setup, which it missed (still created lazily
 //! in a step), and which it created needlessly (groups the baseline never
-//! creates a communicator for). The class-level verdict (verdict.rs) says how
+//! creates a communicator for). The class-level verdict (verdict_judge.rs) says how
 //! much NCCL init left step 1; this says where, so an incomplete prewarm
 //! (the expert or pipeline group it did not know about) or an over-eager one
 //! (a pair group training never uses) is named. Data only; docs/verdicts.md.
 
 use super::AttemptAccount;
-use super::comm_groups::CommGroup;
-use super::matrix::VariantSummary;
-use super::model::CommAccount;
+use super::account::{CommAccount, CommGroup};
 use super::phases::Phase;
+use super::summary::VariantSummary;
 use super::verdict::targets_of;
 use crate::prewarm::catalog::EventClass;
 use serde::Serialize;
@@ -290,7 +289,7 @@ mod tests {
         }
     }
 
-    use crate::analysis::comm_groups::NamedBy;
+    use crate::analysis::account::NamedBy;
 
     fn comm(desc: &str, ranks: &[u32], phase: Phase, step: Option<u32>, mib: u64) -> CommAccount {
         CommAccount {

@@ -2,81 +2,11 @@
 //! time, memory held at step-1 end that the baseline did not hold (by source),
 //! communicators, and as context the step-1 time and device peak.
 
-use super::matrix::{Headline, VariantSummary};
-use super::model::{GapAccount, PartSource};
 use super::noise::{Change, Quantity, assess};
 use super::stats::Stat;
+use super::summary::{Headline, HeldPart, HeldSource, VariantSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// What holds a part of the out-of-pool memory at step-1 end, as the verdict
-/// groups the account's parts ([`PartSource`]).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
-pub enum HeldSource {
-    /// The CUDA context (with its initial local-memory reservation).
-    Context,
-    /// Local-memory growth from spilling kernels (never given back).
-    LocalMemory,
-    /// Reservation the driver dropped when a launch failed (negative).
-    LocalMemoryDropped,
-    /// Device growth no allocation record explains: NCCL init without
-    /// allocation calls (inferred from its init window), module code loaded
-    /// lazily (inferred from the readings around loads) plus the account's
-    /// unexplained remainder. One bucket, because where the timing windows
-    /// split the two differs between runs holding the same bytes.
-    WithoutRecords,
-    /// Live allocations of one library (`nccl`, `cublas`, `torch (outside pool)`, ...).
-    Library(String),
-}
-
-impl HeldSource {
-    /// The bucket of one part of the account (None: the unexplained remainder).
-    pub fn of(part: Option<&PartSource>) -> HeldSource {
-        match part {
-            Some(PartSource::Context) => HeldSource::Context,
-            Some(PartSource::LocalMemoryGrowth) => HeldSource::LocalMemory,
-            Some(PartSource::LocalMemoryDropped) => HeldSource::LocalMemoryDropped,
-            Some(PartSource::NcclWithoutAllocations | PartSource::ModuleCode) | None => {
-                HeldSource::WithoutRecords
-            }
-            Some(PartSource::Library(name)) => HeldSource::Library(name.clone()),
-        }
-    }
-}
-
-/// One source's bytes at step-1 end.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HeldPart {
-    pub source: HeldSource,
-    /// Signed: a dropped reservation is negative.
-    pub bytes: i64,
-    /// Inferred from the device timeline, not from allocation records.
-    pub inferred: bool,
-}
-
-/// The parts of a step-1-end account, one per source; the unexplained
-/// remainder joins the inferred bucket, so the parts add up to the measured
-/// out-of-pool total (device used − pool).
-pub fn held_parts(gap: &GapAccount) -> Vec<HeldPart> {
-    let mut by: BTreeMap<HeldSource, HeldPart> = BTreeMap::new();
-    let parts = gap
-        .parts
-        .iter()
-        .map(|p| (Some(&p.source), p.bytes, p.inferred))
-        .chain([(None, gap.unexplained, true)]);
-    for (source, bytes, inferred) in parts {
-        let source = HeldSource::of(source);
-        let e = by.entry(source.clone()).or_insert(HeldPart {
-            source,
-            bytes: 0,
-            inferred,
-        });
-        e.bytes += bytes;
-        e.inferred &= inferred;
-    }
-    by.into_values().collect()
-}
 
 /// One source's share of the change of the total held at step-1 end: an
 /// explanation of [`Costs::held_total_step1_end`], never judged on its own
@@ -226,65 +156,5 @@ pub fn costs(base: &VariantSummary, v: &VariantSummary) -> Costs {
         step1_device_peak: change_of(Quantity::Bytes, b, w, |h| {
             h.step1_device_peak.map(|x| x as f64)
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::analysis::model::GapPart;
-
-    fn part(source: PartSource, bytes: i64, inferred: bool) -> GapPart {
-        GapPart {
-            source,
-            context: None,
-            bytes,
-            inferred,
-        }
-    }
-
-    #[test]
-    fn account_parts_map_to_typed_sources() {
-        let parts = vec![
-            part(PartSource::Context, 10, false),
-            part(PartSource::Library("nccl".into()), 20, false),
-            part(PartSource::Library("cublas".into()), 30, false),
-            part(PartSource::LocalMemoryGrowth, 40, false),
-            part(PartSource::LocalMemoryDropped, -5, false),
-            part(PartSource::NcclWithoutAllocations, 50, true),
-            part(PartSource::ModuleCode, 3, true),
-        ];
-        let gap = GapAccount {
-            at_s: 0.0,
-            device_used: 0,
-            pool_reserved: 0,
-            out_of_pool: 0,
-            parts,
-            unexplained: 7,
-        };
-        let held = held_parts(&gap);
-        let find = |s: HeldSource| held.iter().find(|h| h.source == s).unwrap().bytes;
-        assert_eq!(find(HeldSource::Context), 10);
-        assert_eq!(find(HeldSource::Library("nccl".into())), 20);
-        assert_eq!(find(HeldSource::LocalMemory), 40);
-        assert_eq!(find(HeldSource::LocalMemoryDropped), -5);
-        assert_eq!(
-            find(HeldSource::WithoutRecords),
-            60,
-            "inferred + unexplained"
-        );
-        assert!(
-            held.iter()
-                .find(|h| h.source == HeldSource::WithoutRecords)
-                .unwrap()
-                .inferred
-        );
-        let total: i64 = held.iter().map(|h| h.bytes).sum();
-        assert_eq!(total, 10 + 20 + 30 + 40 - 5 + 50 + 3 + 7);
-        // A library named like another source is still that library.
-        assert_eq!(
-            HeldSource::of(Some(&PartSource::Library("CUDA context".into()))),
-            HeldSource::Library("CUDA context".into())
-        );
     }
 }

@@ -4,18 +4,9 @@
 use super::noise::{Outcome, Quantity, present};
 use super::verdict::{
     AttemptCounts, ClassComparison, Confidence, LaterComparison, Moved, Reason, Recommendation,
-    Targeted, VerdictClass,
+    Side, Targeted, VerdictClass,
 };
 use crate::prewarm::catalog::EventClass;
-use serde::Serialize;
-
-/// Which side of the comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Side {
-    Baseline,
-    Variant,
-}
 
 /// What the rules look at.
 #[derive(Debug, Clone)]

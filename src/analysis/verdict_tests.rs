@@ -4,11 +4,12 @@
 //! docs/verdicts.md, the three issue cases with one and three attempts, and
 //! properties over generated summaries (proptest).
 
-use super::matrix::{ClassCost, Headline, LaterCost, VariantSummary, summary_of};
+use super::account::{ClassCost, LaterCost};
 use super::noise::Outcome;
-use super::verdict::{Confidence, Reason, Recommendation, Verdict, VerdictClass, judge};
-use super::verdict_costs::{HeldPart, HeldSource};
-use super::verdict_rules::Side;
+use super::summary::{Headline, HeldPart, HeldSource, VariantSummary, summary_of};
+use super::verdict::Side;
+use super::verdict::{Confidence, Reason, Recommendation, Verdict, VerdictClass};
+use super::verdict_judge::judge;
 use crate::prewarm::catalog::EventClass::{self, *};
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! late item is either warmed by a block or listed in `not_replayed` with the
 //! reason; nothing is guessed.
 
-use crate::analysis::model::{LateWarmup, ProcessAccount};
+use crate::analysis::account::{LateWarmup, ProcessAccount};
 use crate::load::shim::ShimEvent;
 use crate::prewarm::catalog::EventClass;
 use serde_json::Value;

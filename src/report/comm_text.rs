@@ -5,7 +5,7 @@
 //! created needlessly.
 
 use super::{bytes, seconds};
-use crate::analysis::comm_groups::{CommGroup, NamedBy};
+use crate::analysis::account::{CommGroup, NamedBy};
 use crate::analysis::verdict_comms::{CommVerdict, GroupOutcome, GroupSide};
 
 /// Ranks as a short list: `0,1,2` or, for a contiguous run of four or more,

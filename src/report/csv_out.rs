@@ -3,8 +3,8 @@
 
 use super::escape::csv_field;
 use super::model::{AttemptView, ReportModel};
-use super::render::{Renderer, ReportError};
-use crate::analysis::model::ProcessAccount;
+use super::renderer::{Renderer, ReportError};
+use crate::analysis::account::ProcessAccount;
 
 const HEADER: [&str; 10] = [
     "variant", "attempt", "host", "rank", "pid", "phase", "metric", "source", "value", "unit",
@@ -69,7 +69,7 @@ impl Renderer for Csv {
 fn csv_error(e: csv::Error) -> ReportError {
     match e.into_kind() {
         csv::ErrorKind::Io(io) => ReportError::Io(io),
-        other => ReportError::Output(format!("cannot write CSV: {other:?}")),
+        other => ReportError::Csv(format!("{other:?}")),
     }
 }
 
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn header_only_for_nothing() {
         let model = crate::report::model::ReportModel::build(Default::default(), &[], None);
-        let bytes = crate::report::render::render_to_vec(&super::Csv, &model).unwrap();
+        let bytes = crate::report::renderer::render_to_vec(&super::Csv, &model).unwrap();
         let out = String::from_utf8(bytes).unwrap();
         assert_eq!(
             out,

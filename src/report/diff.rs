@@ -1,11 +1,13 @@
 //! `diff` output: the same variants in two runs, side by side, with changes;
 //! one table per variant, written aligned (terminal) or as a Markdown table.
 
-use super::table::{Align, Table, WIDTH};
+use super::format::Format;
+use super::text_layout::{Align, Table, WIDTH};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::matrix::{MatrixAccount, VariantSummary};
+use crate::analysis::matrix::MatrixAccount;
 use crate::analysis::noise::{Outcome, Quantity, assess};
 use crate::analysis::stats::Stat;
+use crate::analysis::summary::VariantSummary;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -213,6 +215,16 @@ impl<'a> Diff<'a> {
         }
         let _ = writeln!(o, "\n{NOISE_FOOTNOTE}");
         o
+    }
+
+    /// Writes the comparison in `format` to `out`: JSON, Markdown, or (any
+    /// other format) the terminal text, each escaped for where it is read.
+    pub fn render(&self, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match format {
+            Format::Json => out.write_all(&super::escape::json_controls(&self.json())),
+            Format::Md => out.write_all(self.markdown().as_bytes()),
+            _ => out.write_all(super::escape::terminal_block(&self.text()).as_bytes()),
+        }
     }
 
     /// Machine-readable comparison (same schema version as `report --format json`).

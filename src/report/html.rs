@@ -10,7 +10,7 @@ use super::model::{
     AttemptView, Figure, RankView, ReportModel, SHOWN_RANKS, Spread, costs_text, marker_kind_label,
     marker_text, moved_text,
 };
-use super::render::{Renderer, ReportError};
+use super::renderer::{Renderer, ReportError};
 use super::svg::{chart_svg, inert, kind_class};
 use super::{bytes, seconds, signed_bytes, spread_lines};
 use crate::analysis::timeline::MarkerKind;

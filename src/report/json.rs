@@ -4,9 +4,9 @@
 
 use super::escape::JsonControls;
 use super::model::{AttemptView, ReportModel};
-use super::render::{Renderer, ReportError};
+use super::renderer::{Renderer, ReportError};
+use crate::analysis::account::ProcessAccount;
 use crate::analysis::matrix::MatrixAccount;
-use crate::analysis::model::ProcessAccount;
 use crate::analysis::ranks::RankSpread;
 use crate::capture::meta::RunMeta;
 use crate::load::Problem;

@@ -6,10 +6,10 @@
 
 use super::escape;
 use super::model::{AttemptView, MatrixView, ReportModel};
-use super::render::{Renderer, ReportError};
+use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
-use super::{bytes, seconds, tables};
-use crate::analysis::model::ProcessAccount;
+use super::{account_tables, bytes, seconds};
+use crate::analysis::account::ProcessAccount;
 use crate::analysis::phases::Phase;
 use std::fmt::Write;
 
@@ -106,7 +106,7 @@ fn matrix(o: &mut String, m: &MatrixView) {
             "\n### Verdicts (each prewarm against {})\n",
             md(&m.baseline)
         );
-        o.push_str(&tables::verdict_table(m).markdown());
+        o.push_str(&account_tables::verdict_table(m).markdown());
         let _ = writeln!(
             o,
             "\n<details><summary>Evidence (rules: docs/verdicts.md)</summary>\n"
@@ -129,7 +129,7 @@ fn matrix(o: &mut String, m: &MatrixView) {
             ", NOT isolated"
         }
     );
-    o.push_str(&tables::variant_table(m).markdown());
+    o.push_str(&account_tables::variant_table(m).markdown());
     for e in &m.excluded {
         let _ = writeln!(o, "\n> excluded: {}", md(e));
     }
@@ -199,10 +199,10 @@ fn ranks(o: &mut String, a: &AttemptView) {
     if a.at_scale() {
         let _ = writeln!(o, "The worst ranks of each figure:\n");
     }
-    o.push_str(&tables::rank_table(a).markdown());
+    o.push_str(&account_tables::rank_table(a).markdown());
     if a.at_scale() {
         let _ = writeln!(o, "\nOver all ranks:\n");
-        o.push_str(&tables::distribution_table(a).markdown());
+        o.push_str(&account_tables::distribution_table(a).markdown());
     }
     o.push('\n');
     for l in super::spread_lines(s) {
@@ -232,7 +232,7 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             seconds(ss)
         );
     }
-    o.push_str(&tables::phase_table(p).markdown());
+    o.push_str(&account_tables::phase_table(p).markdown());
     if let Some(s1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) {
         let sources: Vec<String> = s1
             .by_source

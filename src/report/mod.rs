@@ -1,26 +1,35 @@
 //! Outputs: the one report model ([`model::ReportModel`]), built once from
 //! the analysis, and the formats that render it to bytes through one trait
-//! ([`render::Renderer`]); none prints.
+//! ([`renderer::Renderer`]); none prints, and none chooses where its bytes
+//! go (`crate::output` does).
+//!
+//! The files, from the bottom up: `escape`, `text_layout`, the wording
+//! (`verdict_text`, `comm_text`, `gate_text`), the model, `account_tables`
+//! and `select`, `renderer` (the trait and its error), the renderers
+//! (`terminal` with `terminal_matrix`, `markdown`, `json`, `csv_out`, `html`,
+//! `charts` with `svg` and `png`, `perfetto`), `format` (which renderer a
+//! `--format` picks), then `diff` (two runs side by side, in a format).
 
+pub mod account_tables;
 pub mod charts;
 pub mod comm_text;
 pub mod csv_out;
 pub mod diff;
 pub mod escape;
-pub mod gates;
+pub mod format;
+pub mod gate_text;
 pub mod html;
 pub mod json;
 pub mod markdown;
-pub mod matrix;
 pub mod model;
 pub mod perfetto;
 pub mod png;
-pub mod render;
+pub mod renderer;
 pub mod select;
 pub mod svg;
-pub mod table;
-pub mod tables;
 pub mod terminal;
+pub mod terminal_matrix;
+pub mod text_layout;
 pub mod verdict_text;
 
 /// A CUresult as the driver's header names it (the common ones), with its number.
@@ -68,7 +77,7 @@ pub fn phase_word(
 }
 
 /// Whether a process has no step 1 placed (its run is one phase).
-pub fn no_step(p: &crate::analysis::model::ProcessAccount) -> bool {
+pub fn no_step(p: &crate::analysis::account::ProcessAccount) -> bool {
     p.steps.step1_s.is_none()
 }
 
@@ -113,7 +122,7 @@ pub struct WarmupText {
 }
 
 /// Phrases one late warmup.
-pub fn warmup_text(w: &crate::analysis::model::LateWarmup) -> WarmupText {
+pub fn warmup_text(w: &crate::analysis::account::LateWarmup) -> WarmupText {
     use crate::prewarm::catalog::EventClass;
     let plural = |n: u32, one: &str, many: &str| {
         if n == 1 {
@@ -193,7 +202,7 @@ pub fn warmup_text(w: &crate::analysis::model::LateWarmup) -> WarmupText {
 
 /// The line that stands for the minor late warmups, if any: "and 12 more
 /// under 50 ms / 1 MiB each (35.2 ms, 12.0 KiB in all)".
-pub fn minor_warmups_line(ws: &[crate::analysis::model::LateWarmup]) -> Option<String> {
+pub fn minor_warmups_line(ws: &[crate::analysis::account::LateWarmup]) -> Option<String> {
     let minor: Vec<_> = ws.iter().filter(|w| w.minor).collect();
     if minor.is_empty() {
         return None;
@@ -230,8 +239,8 @@ pub struct ProjectionText {
 
 /// Groups a failure's projections (same outcome, same reason) and phrases
 /// them, best outcome first.
-pub fn projection_texts(f: &crate::analysis::model::Forensic) -> Vec<ProjectionText> {
-    let mut groups: Vec<(&crate::analysis::model::PrewarmProjection, Vec<String>)> = Vec::new();
+pub fn projection_texts(f: &crate::analysis::account::Forensic) -> Vec<ProjectionText> {
+    let mut groups: Vec<(&crate::analysis::account::PrewarmProjection, Vec<String>)> = Vec::new();
     for p in &f.projections {
         let same = groups.iter_mut().find(|(q, _)| {
             q.margin == p.margin
@@ -306,9 +315,9 @@ pub fn projection_texts(f: &crate::analysis::model::Forensic) -> Vec<ProjectionT
 }
 
 /// A remedy in words (names from the run: renderers escape them).
-pub fn remedy_text(r: &crate::analysis::model::Remedy) -> String {
+pub fn remedy_text(r: &crate::analysis::account::Remedy) -> String {
     match r {
-        crate::analysis::model::Remedy::PruneAutotuneConfig {
+        crate::analysis::account::Remedy::PruneAutotuneConfig {
             kernel,
             config,
             local_bytes,

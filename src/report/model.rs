@@ -13,12 +13,13 @@
 
 use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
-use crate::analysis::matrix::{MatrixAccount, VariantSummary};
-use crate::analysis::model::{Forensic, GapAccount, LateWarmup, ProcessAccount};
+use crate::analysis::account::{Forensic, GapAccount, LateWarmup, ProcessAccount};
+use crate::analysis::matrix::MatrixAccount;
 use crate::analysis::noise::Quantity;
 use crate::analysis::phases::Phase;
 use crate::analysis::ranks::{self, RankSpread};
 use crate::analysis::stats::Stat;
+use crate::analysis::summary::VariantSummary;
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
 use crate::analysis::verdict::Verdict;
 use crate::capture::meta::RunMeta;

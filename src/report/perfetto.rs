@@ -10,8 +10,9 @@
 //! Times are microseconds since each process started, so variants line up.
 
 use super::model::{AttemptView, RankView, ReportModel};
-use super::render::{Renderer, ReportError};
-use crate::analysis::timeline::{MAX_POINTS, MarkerKind, Point, value_at};
+use super::renderer::{Renderer, ReportError};
+use crate::analysis::account::ProcessAccount;
+use crate::analysis::timeline::{MAX_POINTS, MarkerKind, Point, Timeline, value_at};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -260,6 +261,8 @@ fn counter(
 
 const MIB: f64 = (1u64 << 20) as f64;
 
+/// One process of the trace: its name, then its phases, work, allocations,
+/// local-memory growth, OOMs and counters.
 fn process(
     s: &mut Stream,
     pid: u32,
@@ -269,9 +272,16 @@ fn process(
 ) -> Result<(), ReportError> {
     s.meta(pid, 0, "process_name", &format!("{} {}", a.id(), r.label))?;
     s.sort_index(pid, pid as usize)?;
-    let acc = &r.account;
-    let t = &r.timeline;
+    phases(s, pid, &r.account)?;
+    work_slices(s, pid, &r.account)?;
+    allocations(s, pid, &r.timeline)?;
+    local_memory(s, pid, &r.account)?;
+    ooms(s, pid, &r.account)?;
+    counters(s, pid, &r.timeline, max_points)
+}
 
+/// The phases of a process, one slice each.
+fn phases(s: &mut Stream, pid: u32, acc: &ProcessAccount) -> Result<(), ReportError> {
     s.meta(pid, tid::PHASES, "thread_name", "phases")?;
     #[derive(Serialize)]
     struct PhaseArgs {
@@ -282,7 +292,7 @@ fn process(
     }
     for p in &acc.phases {
         s.event(&Event {
-            name: super::tables::phase_label(acc, p.phase),
+            name: super::account_tables::phase_label(acc, p.phase),
             ph: "X",
             ts: us(p.start_s),
             dur: Some(us(p.end_s.max(p.start_s)) - us(p.start_s)),
@@ -298,7 +308,11 @@ fn process(
             },
         })?;
     }
+    Ok(())
+}
 
+/// NCCL inits, Triton autotunes and compiles: one thread of slices each.
+fn work_slices(s: &mut Stream, pid: u32, acc: &ProcessAccount) -> Result<(), ReportError> {
     let nccl: Vec<(f64, f64, String, serde_json::Value)> = acc
         .nccl
         .iter()
@@ -350,8 +364,11 @@ fn process(
             )
         })
         .collect();
-    slices(s, pid, tid::COMPILE, "compile", &compiles)?;
+    slices(s, pid, tid::COMPILE, "compile", &compiles)
+}
 
+/// Out-of-pool allocations, as instants on their own thread.
+fn allocations(s: &mut Stream, pid: u32, t: &Timeline) -> Result<(), ReportError> {
     #[derive(Serialize)]
     struct AllocArgs<'a> {
         source: &'a str,
@@ -388,6 +405,11 @@ fn process(
             },
         )?;
     }
+    Ok(())
+}
+
+/// Local-memory growth, as instants on their own thread.
+fn local_memory(s: &mut Stream, pid: u32, acc: &ProcessAccount) -> Result<(), ReportError> {
     if !acc.local_memory.is_empty() {
         s.meta(pid, tid::LOCAL, "thread_name", "local-memory growth")?;
     }
@@ -410,6 +432,11 @@ fn process(
             }),
         )?;
     }
+    Ok(())
+}
+
+/// Failed requests (OOMs), as instants on their own thread.
+fn ooms(s: &mut Stream, pid: u32, acc: &ProcessAccount) -> Result<(), ReportError> {
     if !acc.forensics.is_empty() {
         s.meta(pid, tid::OOM, "thread_name", "out of memory")?;
     }
@@ -427,8 +454,12 @@ fn process(
             }),
         )?;
     }
+    Ok(())
+}
 
-    // Counters, in MiB.
+/// The counter tracks, in MiB: device used, pool reserved, local-memory
+/// growth, and out-of-pool bytes by source (one track, a value per source).
+fn counters(s: &mut Stream, pid: u32, t: &Timeline, max_points: usize) -> Result<(), ReportError> {
     let mut one = BTreeMap::new();
     for (name, series) in [
         ("device used (MiB)", &t.device_used),

@@ -10,7 +10,7 @@
 
 use super::charts::{Chart, draw_glyphs};
 use super::model::ReportModel;
-use super::render::{Renderer, ReportError};
+use super::renderer::{Renderer, ReportError};
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 use plotters::prelude::*;
 use plotters_backend::{
@@ -19,7 +19,6 @@ use plotters_backend::{
 };
 use std::cell::RefCell;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// A piece of text as drawn: what it says and the pixels it covers
@@ -301,24 +300,6 @@ impl Renderer for PngChart {
         writer.finish().map_err(png_err)?;
         Ok(())
     }
-}
-
-/// Writes every chart of the model as `DIR/<chart>.png`; returns the paths.
-pub fn write_all(model: &ReportModel, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        ReportError::Output(format!("cannot create the folder {}: {e}", dir.display()))
-    })?;
-    let mut written = Vec::new();
-    for chart in Chart::all(model) {
-        let path = dir.join(format!("{}.png", chart.file_stem()));
-        let file = std::fs::File::create(&path)
-            .map_err(|e| ReportError::Output(format!("cannot write {}: {e}", path.display())))?;
-        let mut out = std::io::BufWriter::new(file);
-        PngChart(chart).render(model, &mut out)?;
-        out.flush()?;
-        written.push(path);
-    }
-    Ok(written)
 }
 
 #[cfg(test)]

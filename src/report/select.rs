@@ -2,7 +2,7 @@
 //! `--all`); the JSON and CSV always hold every attempt.
 
 use super::model::{AttemptView, ReportModel};
-use super::render::ReportError;
+use super::renderer::ReportError;
 
 /// The attempts a text report tells in full.
 #[derive(Debug, Clone, Copy, Default)]

@@ -4,7 +4,7 @@
 
 use super::charts::{Chart, Glyph, hex, marker_color};
 use super::model::ReportModel;
-use super::render::ReportError;
+use super::renderer::ReportError;
 use crate::analysis::timeline::MarkerKind;
 use plotters::prelude::*;
 use std::fmt::Write as _;

@@ -1,23 +1,23 @@
 //! The terminal summary printed at the end of every run and by `report`, in
 //! at most [`WIDTH`] columns. Its first screen answers "did each prewarm
-//! work, and what did it cost" (matrices: [`super::matrix`]) or "what landed
+//! work, and what did it cost" (matrices: [`super::terminal_matrix`]) or "what landed
 //! in step 1, and what did it cost" (single runs); each attempt's story per
 //! rank follows. With many ranks it shows the worst ranks and the
 //! distribution; the JSON keeps every rank.
 
+use super::account_tables;
 use super::escape::{command_line, terminal, terminal_block};
 use super::model::{AttemptView, RankView, ReportModel};
-use super::render::{Renderer, ReportError};
+use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
-use super::table::Table;
-use super::tables;
+use super::text_layout::{print_text, write_table};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::model::{Forensic, GapAccount, ProcessAccount};
+use crate::analysis::account::{Forensic, GapAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
 
-pub use super::table::WIDTH;
+pub use super::text_layout::WIDTH;
 
 /// The terminal summary of the attempts `selection` picks (after the
 /// comparison, for matrices).
@@ -40,7 +40,7 @@ impl Terminal<'_> {
         let chosen = self.selection.pick(model)?;
         let mut o = String::new();
         if let Some(m) = &model.matrix {
-            super::matrix::write_matrix(&mut o, m);
+            super::terminal_matrix::write_matrix(&mut o, m);
             if matches!(self.selection, Selection::Default) && !chosen.is_empty() {
                 print_text(
                     &mut o,
@@ -208,9 +208,9 @@ fn rank_table(o: &mut String, a: &AttemptView) {
             a.ranks.len()
         );
     }
-    write_table(o, &tables::rank_table(a));
+    write_table(o, &account_tables::rank_table(a));
     if shown < a.ranks.len() {
-        write_table(o, &tables::distribution_table(a));
+        write_table(o, &account_tables::distribution_table(a));
     }
     let Some(s) = &a.spread else { return };
     for l in super::spread_lines(s) {
@@ -219,21 +219,6 @@ fn rank_table(o: &mut String, a: &AttemptView) {
             l.label, l.owner, l.value, l.skew
         );
         print_text(o, &text, "   ", "     ");
-    }
-}
-
-/// Writes `text` word-wrapped at [`WIDTH`]: `first` before the first line,
-/// `rest` before the others.
-pub fn print_text(o: &mut String, text: &str, first: &str, rest: &str) {
-    for line in super::verdict_text::wrap(text, first, rest, WIDTH) {
-        let _ = writeln!(o, "{line}");
-    }
-}
-
-/// A table indented under its heading, at most [`WIDTH`] columns.
-pub fn write_table(o: &mut String, t: &Table) {
-    for line in t.text_lines("   ", WIDTH) {
-        let _ = writeln!(o, "{line}");
     }
 }
 
@@ -511,7 +496,7 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
 /// The phase table, what each phase put outside the pool and loaded, and
 /// each phase's end account.
 fn phase_lines(o: &mut String, p: &ProcessAccount) {
-    write_table(o, &tables::phase_table(p));
+    write_table(o, &account_tables::phase_table(p));
     for ph in &p.phases {
         let oop: Vec<String> = ph
             .by_source

@@ -4,15 +4,16 @@
 //! escape for their format.
 
 use super::{bytes, seconds};
-use crate::analysis::matrix::{Exclusion, MatrixNote};
-use crate::analysis::model::{FailedRequest, Forensic, GapPart, PartSource};
+use crate::analysis::account::{FailedRequest, Forensic, GapPart, PartSource};
+use crate::analysis::matrix::MatrixNote;
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::stats::Stat;
+use crate::analysis::summary::{Exclusion, HeldSource};
+use crate::analysis::verdict::Side;
 use crate::analysis::verdict::{
     ClassComparison, Confidence, LaterComparison, Reason, Recommendation, Verdict, VerdictClass,
 };
-use crate::analysis::verdict_costs::{Costs, HeldSource};
-use crate::analysis::verdict_rules::Side;
+use crate::analysis::verdict_costs::Costs;
 use crate::prewarm::catalog::EventClass;
 
 /// The class as users read it.

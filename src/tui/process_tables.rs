@@ -7,7 +7,7 @@
 //! (a process can hold a million events); the wording of a what-if or a fix
 //! is the one every format uses (`crate::report`).
 
-use crate::analysis::model::{
+use crate::analysis::account::{
     AutotuneAccount, CommAccount, CompileEvent, ExceptionEvent, Exposure, Forensic,
     LocalMemoryEvent, ProcessAccount,
 };

@@ -3,7 +3,7 @@
 //! without allocation calls — down to the unexplained remainder.
 
 use super::{clip, short_bytes};
-use crate::analysis::model::GapAccount;
+use crate::analysis::account::GapAccount;
 use crate::report::verdict_text;
 use crate::tui::app::App;
 use crate::tui::theme::Tone;

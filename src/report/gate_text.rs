@@ -215,8 +215,8 @@ pub fn gate_line(r: &GateResult) -> String {
 mod tests {
     use super::*;
     use crate::analysis::gate::{Gate, Runs, evaluate};
-    use crate::analysis::matrix::VariantSummary;
     use crate::analysis::stats::Stat;
+    use crate::analysis::summary::VariantSummary;
 
     fn summary(peak: f64) -> VariantSummary {
         VariantSummary {

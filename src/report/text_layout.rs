@@ -1,8 +1,10 @@
-//! One table model for every text format: the terminal writes it aligned in
-//! at most [`WIDTH`] columns, Markdown as a GitHub table. Cells hold plain
+//! The layout of the text formats: one table model for every text format
+//! (the terminal writes it aligned in at most [`WIDTH`] columns, Markdown as
+//! a GitHub table), and text word-wrapped at [`WIDTH`]. Cells hold plain
 //! text from the run (names, hosts): each format escapes them.
 
 use super::escape;
+use std::fmt::Write;
 
 /// Widest line the terminal summary writes.
 pub const WIDTH: usize = 100;
@@ -118,6 +120,21 @@ impl Table {
             out.push_str(&line(r.iter().map(|c| escape::markdown(c)).collect()));
         }
         out
+    }
+}
+
+/// Writes `text` word-wrapped at [`WIDTH`]: `first` before the first line,
+/// `rest` before the others.
+pub fn print_text(o: &mut String, text: &str, first: &str, rest: &str) {
+    for line in super::verdict_text::wrap(text, first, rest, WIDTH) {
+        let _ = writeln!(o, "{line}");
+    }
+}
+
+/// A table indented under its heading, at most [`WIDTH`] columns.
+pub fn write_table(o: &mut String, t: &Table) {
+    for line in t.text_lines("   ", WIDTH) {
+        let _ = writeln!(o, "{line}");
     }
 }
 

@@ -1,7 +1,6 @@
-//! Helpers over decoded records: bus ids and kernel names as people read them.
-//! (Decoding itself is src/load's: [`crate::load::records`].)
-
-pub use crate::load::records::ProcessRecords;
+//! Names as people read them and as they match across sources: PCI bus ids
+//! (NVML and CUDA spell them differently) and kernel names (demangled and
+//! shortened). Decoding records is src/load's ([`crate::load::records`]).
 
 /// Normalises PCI bus ids ("00000000:19:00.0" vs "0000:19:00.0").
 pub fn bus_key(id: &str) -> String {

@@ -3,9 +3,9 @@
 //! by side, and the distribution over ranks.
 
 use super::model::{AttemptView, FigureDistribution, MatrixView, Spread, costs_text};
-use super::table::{Align, Table};
+use super::text_layout::{Align, Table};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::model::ProcessAccount;
+use crate::analysis::account::ProcessAccount;
 use crate::analysis::phases::Phase;
 
 const BYTE_UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -3,7 +3,7 @@
 //! spreads, the notes, then each verdict's evidence (docs/verdicts.md).
 
 use super::model::{MatrixView, VerdictView};
-use super::terminal::{print_text as lines, write_table};
+use super::text_layout::{print_text as lines, write_table};
 use std::fmt::Write;
 
 /// "cublas" or, when it enables others, "all [cublas, nccl_comm]".
@@ -33,7 +33,7 @@ pub fn write_matrix(o: &mut String, m: &MatrixView) {
         let text = format!("{} {}: {}", subject(v), v.label.to_uppercase(), v.headline);
         lines(o, &text, "   ", "     ");
     }
-    write_table(o, &super::tables::variant_table(m));
+    write_table(o, &super::account_tables::variant_table(m));
     for e in &m.excluded {
         lines(o, e, "   excluded: ", "     ");
     }

@@ -1,7 +1,9 @@
-//! The account the analysis produces: plain serialisable structs that every
-//! output format renders. Byte figures are bytes; times are seconds relative to
-//! the process's start (`_s`) unless named otherwise. The JSON form of these
-//! structs is documented in docs/json-schema.md.
+//! The per-process account the analysis produces: plain serialisable structs
+//! (phases, memory by source, communicators, autotunes, late warmups, OOM
+//! forensics). The report model (src/report/model.rs), which the renderers
+//! read, is built from them. Byte figures are bytes; times are
+//! seconds relative to the process's start (`_s`) unless named otherwise. The
+//! JSON form is documented in docs/json-schema.md.
 
 use super::phases::Phase;
 use crate::load::Problem;
@@ -231,7 +233,43 @@ pub struct CommAccount {
     pub timings: BTreeMap<String, f64>,
     /// The process group it serves (mesh dimension or members), when known
     /// (src/analysis/comm_groups.rs).
-    pub group: Option<super::comm_groups::CommGroup>,
+    pub group: Option<CommGroup>,
+}
+
+/// Where a communicator's group came from (src/analysis/comm_groups.rs names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NamedBy {
+    /// torch's process group, matched on the communicator pointer.
+    Torch,
+    /// Only the members: the ranks whose NCCL logs share its `commId`.
+    CommId,
+}
+
+/// The process group a communicator serves.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct CommGroup {
+    /// torch's group description (`mesh_<dim>` for a DeviceMesh dimension, or
+    /// what `new_group(group_desc=...)` was given); None when torch has none.
+    pub desc: Option<String>,
+    /// torch's group name (a number in creation order), when known.
+    pub name: Option<String>,
+    /// The group's global ranks (complete from torch; from `commId`, only the
+    /// ranks whose capture is in the run folder).
+    pub ranks: Vec<u32>,
+    /// The group's size as NCCL reported it.
+    pub nranks: Option<u32>,
+    pub named_by: NamedBy,
+}
+
+impl CommGroup {
+    /// What identifies the group across attempts and variants: its
+    /// description (or, without one, nothing) and its members. torch's group
+    /// name is left out: it numbers groups in creation order, which a prewarm
+    /// that creates a group of its own shifts.
+    pub fn key(&self) -> (Option<&str>, &[u32]) {
+        (self.desc.as_deref(), &self.ranks)
+    }
 }
 
 /// One Triton autotune (kernel, key).
