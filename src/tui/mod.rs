@@ -33,20 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-pub use term::require_terminal;
-
-/// Why the dashboard could not be shown.
-#[derive(Debug, thiserror::Error)]
-pub enum TuiError {
-    #[error(
-        "{what} needs an interactive terminal, and standard input or output is not one here (CI, a pipe, a redirect); {instead}"
-    )]
-    NoTerminal { what: String, instead: String },
-    #[error("cannot set up the terminal: {0}")]
-    Terminal(std::io::Error),
-    #[error("{0}")]
-    Load(String),
-}
+pub use term::{TuiError, require_terminal};
 
 /// How a dashboard session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

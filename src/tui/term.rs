@@ -3,7 +3,6 @@
 //! (a hook restores it before the panic message prints) and on signals (the
 //! event loop ends on SIGTERM/SIGHUP and this guard's drop restores).
 
-use super::TuiError;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::cursor::{Hide, Show};
@@ -13,6 +12,20 @@ use ratatui::crossterm::terminal::{
 };
 use std::io::{IsTerminal, Stdout};
 use std::sync::Once;
+
+/// Why the dashboard could not be shown: no terminal, a terminal that
+/// cannot be set up, or a folder that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    #[error(
+        "{what} needs an interactive terminal, and standard input or output is not one here (CI, a pipe, a redirect); {instead}"
+    )]
+    NoTerminal { what: String, instead: String },
+    #[error("cannot set up the terminal: {0}")]
+    Terminal(std::io::Error),
+    #[error("{0}")]
+    Load(String),
+}
 
 /// Refuses when standard input or output is not a terminal (CI, pipes);
 /// `instead` says what to do there.
