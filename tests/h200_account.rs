@@ -441,12 +441,26 @@ fn a_stream_ordered_pool_is_never_read_as_a_commit_or_module_code() {
             .unwrap_or_else(|| panic!("{name}: rank 0"));
         for ph in &p.phases {
             let g = ph.gap_end.as_ref().unwrap();
-            assert!(g.unexplained >= 0, "{name} {:?}: {g:?}", ph.phase);
+            // What is left is the pool's first-use growth (75.2 MiB at the end
+            // of setup on both), never less than zero (68.7 MiB from step 1 on
+            // in async-lazy-init, whose communicator's code reads 70 MiB less
+            // than with the default allocator).
+            let left = g.unexplained as f64 / MIB;
+            assert!(
+                (60.0..=80.0).contains(&left),
+                "{name} {:?}: {left} MiB",
+                ph.phase
+            );
             let ctx = g.parts.iter().find(|x| x.source == PartSource::Context);
-            let commit = ctx.and_then(|c| c.context.as_ref()).map(|c| c.committed_at_first_launch);
+            let commit = ctx
+                .and_then(|c| c.context.as_ref())
+                .map(|c| c.committed_at_first_launch);
             assert_eq!(commit, Some(0), "{name} {:?}", ph.phase);
         }
         let module = part_mib(p, Phase::Step1, &PartSource::ModuleCode);
-        assert!((module - module_mib).abs() < 0.5, "{name}: module code {module} MiB");
+        assert!(
+            (module - module_mib).abs() < 0.5,
+            "{name}: module code {module} MiB"
+        );
     }
 }

@@ -113,6 +113,15 @@ fn every_phase_end_is_accounted_within_the_target() {
         .collect();
     folders.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/h200-matrix"));
     assert!(folders.len() >= 14, "{folders:?}");
+    // The recordings on CUDA's stream-ordered pool hold the pool's first-use
+    // growth in the remainder (75.2 MiB on both; docs/accounting.md):
+    // tests/h200_account.rs checks them on their own.
+    folders.retain(|f| {
+        !f.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("async-")
+    });
     for f in folders {
         let worst = assert_accounted(&f);
         // On these recordings the remainder is a few device pages at most

@@ -360,7 +360,7 @@ fn measured_growth(
         .get(readings.partition_point(|p| p.0 < launch_end))
         .filter(|p| p.0 <= launch_end + PROBE_READING_WITHIN_NS);
     let probe_pair = before.is_some() && after.is_some();
-    if !known.any_in(a, b) && !(exact && probe_pair && device.own_device) {
+    if !(known.any_in(a, b) || exact && probe_pair && device.own_device) {
         let before = device.used.at(a)?;
         let after = device.used.at(b)?;
         return Some(after.saturating_sub(before));
@@ -1592,8 +1592,14 @@ mod tests {
             ..Default::default()
         };
         let initial: HashSet<usize> = [0].into_iter().collect();
-        assert_eq!(split_growth(&r, &[0], 72 * MIB, &initial, false), vec![(0, 0)]);
-        assert_eq!(split_growth(&r, &[0], 72 * MIB, &initial, true), vec![(0, 72 * MIB)]);
+        assert_eq!(
+            split_growth(&r, &[0], 72 * MIB, &initial, false),
+            vec![(0, 0)]
+        );
+        assert_eq!(
+            split_growth(&r, &[0], 72 * MIB, &initial, true),
+            vec![(0, 72 * MIB)]
+        );
         let grown = KnownAllocations {
             live: Series::default(),
             pool_growths: pool_growth_intervals(&[pool_at(95 * MS, 64 * MIB)]),
