@@ -5,26 +5,26 @@
 //! stderr): a closed stdout or stderr never panics and never changes the code.
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
-use crate::capture::env::CacheMode;
-use crate::capture::layout::{
-    OutFolder, RUN_FILE, classify_out, create_default_run_dir, next_repeat, safe_component,
-};
 use crate::capture::matrix::{MatrixPlan, run_matrix};
-use crate::capture::meta::{META_SCHEMA, RunMeta, VariantSpec};
 use crate::capture::{CaptureError, default_host_tag};
 use crate::cli::{
     CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, PrescribeArgs, ReportArgs,
     RunArgs, TuiArgs,
 };
+use crate::injection::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::output::{self, OutputError, write_diff, write_report};
 use crate::pipeline::{Analysed, DiffInputs, end_of_run_summary};
 use crate::prewarm::variants::{self, VariantError};
-use crate::probe::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::report::escape::{terminal, terminal_block};
 use crate::report::format::Format;
 use crate::report::renderer::ReportError;
 use crate::report::seconds;
 use crate::report::select::Selection;
+use crate::run_folder::layout::{
+    OutFolder, RUN_FILE, classify_out, create_default_run_dir, next_repeat, safe_component,
+};
+use crate::run_folder::meta::CacheMode;
+use crate::run_folder::meta::{META_SCHEMA, RunMeta, VariantSpec};
 use std::path::{Path, PathBuf};
 
 /// Exit codes of the doctor's own outcomes (the README's "Exit codes" table).
@@ -294,7 +294,7 @@ fn run(args: RunArgs) -> i32 {
         schema: META_SCHEMA,
         doctor_version: env!("CARGO_PKG_VERSION").into(),
         name: name.clone(),
-        command: crate::capture::env::redact_args(&command),
+        command: crate::run_folder::redact::redact_args(&command),
         created: chrono::Local::now().to_rfc3339(),
         variants: variants.clone(),
         repeat: args.repeat,

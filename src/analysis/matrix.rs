@@ -7,7 +7,7 @@ use super::AttemptAccount;
 use super::summary::{VariantSummary, summarise_variants, variant_order};
 use super::verdict::Verdict;
 use super::verdict_judge;
-use crate::capture::meta::RunMeta;
+use crate::run_folder::meta::RunMeta;
 use serde::Serialize;
 
 /// Something a reader of the comparison must know, as data.

@@ -8,9 +8,9 @@ use super::account::{ClassCost, GapAccount, LaterCost, PartSource, ProcessAccoun
 use super::phases::Phase;
 use super::ranks::{is_rank, step1, step1_out_of_pool, step1_peak};
 use super::stats::Stat;
-use crate::capture::meta::RunMeta;
 use crate::load::Problem;
 use crate::prewarm::catalog::EventClass;
+use crate::run_folder::meta::RunMeta;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -62,15 +62,7 @@ pub enum ChildError {
     Signals(std::io::Error),
 }
 
-/// How the command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ChildExit {
-    /// Exit code the doctor passes on: the child's code, or 128+N for signal N.
-    pub code: i32,
-    pub signal: Option<i32>,
-    /// Signals the doctor forwarded to the child's process group.
-    pub forwarded: u32,
-}
+pub use crate::run_folder::meta::ChildExit;
 
 /// The code a shell would report for this status.
 pub fn exit_code(status: ExitStatus) -> (i32, Option<i32>) {
@@ -88,7 +80,7 @@ pub fn exit_code(status: ExitStatus) -> (i32, Option<i32>) {
 pub fn run_child<K, V>(
     argv: &[impl AsRef<OsStr>],
     env: impl IntoIterator<Item = (K, V)>,
-    output: Option<&Arc<super::output::OutputCapture>>,
+    output: Option<&Arc<super::child_output::OutputCapture>>,
     on_start: impl FnOnce(u32),
 ) -> Result<ChildExit, ChildError>
 where

@@ -5,20 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// How caches are handled for the child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    /// Fresh, empty caches for this attempt: what a first run sees.
-    Cold,
-    /// The attempt's own caches, warmed by an untimed run first.
-    Warm,
-    /// The user's own caches, untouched (no isolation).
-    User,
-    /// One cache shared by every variant, in run order: order effects on purpose
-    /// (shows what isolation prevents); verdicts are flagged as not isolated.
-    Shared,
-}
+pub use crate::run_folder::meta::CacheMode;
+pub use crate::run_folder::redact::{looks_secret, redact_args, redacted};
 
 /// What the environment builder needs to know.
 pub struct EnvPlan<'a> {
@@ -104,64 +92,6 @@ pub fn build_env(
     (env, notices)
 }
 
-const SECRET_WORDS: &[&str] = &[
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "KEY",
-    "CREDENTIAL",
-    "AUTH",
-    "COOKIE",
-    "SESSION",
-    "PRIVATE",
-];
-
-/// True when an environment variable's name suggests its value is a secret.
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_WORDS.iter().any(|w| upper.contains(w))
-}
-
-/// The environment with secret-looking values replaced, for run metadata.
-pub fn redacted(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    env.iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                if looks_secret(k) {
-                    "<redacted>".to_string()
-                } else {
-                    v.clone()
-                },
-            )
-        })
-        .collect()
-}
-
-/// Removes secret-looking `--flag=value` / `--flag value` arguments' values from a command line.
-pub fn redact_args(args: &[String]) -> Vec<String> {
-    let mut out = Vec::with_capacity(args.len());
-    let mut hide_next = false;
-    for a in args {
-        if hide_next {
-            out.push("<redacted>".to_string());
-            hide_next = false;
-            continue;
-        }
-        if let Some((flag, _)) = a.split_once('=') {
-            if flag.starts_with('-') && looks_secret(flag) {
-                out.push(format!("{flag}=<redacted>"));
-                continue;
-            }
-        } else if a.starts_with('-') && looks_secret(a) {
-            hide_next = true;
-        }
-        out.push(a.clone());
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,42 +159,6 @@ mod tests {
             vec![
                 EnvNotice::InjectionTaken("/other.so".into()),
                 EnvNotice::NcclDebugTaken
-            ]
-        );
-    }
-
-    #[test]
-    fn secrets_are_redacted() {
-        let env: BTreeMap<String, String> = [
-            ("HF_TOKEN".into(), "abc".into()),
-            ("WANDB_API_KEY".into(), "k".into()),
-            ("PATH".into(), "/bin".into()),
-        ]
-        .into();
-        let r = redacted(&env);
-        assert_eq!(r["HF_TOKEN"], "<redacted>");
-        assert_eq!(r["WANDB_API_KEY"], "<redacted>");
-        assert_eq!(r["PATH"], "/bin");
-        let args: Vec<String> = [
-            "train.py",
-            "--api-key",
-            "s3cr3t",
-            "--hf_token=xyz",
-            "--lr",
-            "1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        assert_eq!(
-            redact_args(&args),
-            vec![
-                "train.py",
-                "--api-key",
-                "<redacted>",
-                "--hf_token=<redacted>",
-                "--lr",
-                "1"
             ]
         );
     }

@@ -2,12 +2,12 @@
 //! tree with its own caches. Attempts are interleaved (round-robin over
 //! variants) so slow drift of the machine does not favour one variant.
 
+use super::child_output::OutputSink;
 use super::env::CacheMode;
-use super::layout::AttemptDir;
-use super::meta::VariantSpec;
-use super::output::OutputSink;
 use super::{AttemptOutcome, AttemptPlan, CaptureError, run_attempt};
-use crate::probe::Assets;
+use crate::injection::Assets;
+use crate::run_folder::layout::AttemptDir;
+use crate::run_folder::meta::VariantSpec;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,18 +3,16 @@
 //! happened for the caller to show.
 
 pub mod child;
+pub mod child_output;
 pub mod env;
-pub mod layout;
 pub mod matrix;
-pub mod meta;
 pub mod nvml;
-pub mod output;
 
-use crate::probe::Assets;
+use crate::injection::Assets;
+use crate::run_folder::layout::{AttemptDir, HOST_FILE, NVML_FILE};
+use crate::run_folder::meta::{HostMeta, META_SCHEMA};
 use child::{ChildError, ChildExit, run_child};
 use env::{CacheMode, EnvNotice, EnvPlan, build_env, redact_args, redacted};
-use layout::{AttemptDir, HOST_FILE, NVML_FILE};
-use meta::{HostMeta, META_SCHEMA};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -35,7 +33,7 @@ pub struct AttemptPlan<'a> {
     pub step_marker: Option<String>,
     pub extra_env: Vec<(String, String)>,
     /// `run --tui`: where the command's output goes besides `output.log`.
-    pub output: Option<Arc<dyn output::OutputSink>>,
+    pub output: Option<Arc<dyn child_output::OutputSink>>,
 }
 
 /// Why an attempt could not produce a host folder.
@@ -306,8 +304,8 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     write_meta(&meta_path, &meta)?;
 
     let capture = plan.output.as_ref().map(|sink| {
-        Arc::new(output::OutputCapture::new(
-            host_dir.join(output::OUTPUT_FILE),
+        Arc::new(child_output::OutputCapture::new(
+            host_dir.join(child_output::OUTPUT_FILE),
             sink.clone(),
         ))
     });

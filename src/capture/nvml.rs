@@ -6,7 +6,7 @@
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use prewarm_events::{NvmlDeviceSample, NvmlProcessSample, Record, encode_header, encode_record};
-use serde::{Deserialize, Serialize};
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -16,25 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// What is known about one GPU (written to host.json).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct GpuInfo {
-    pub index: u32,
-    pub name: String,
-    pub uuid: String,
-    pub pci_bus_id: String,
-    pub total_bytes: u64,
-    /// Device memory in use before the command started (other tenants, display).
-    pub used_before_bytes: u64,
-}
-
-/// Driver-level facts for host.json.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct DriverInfo {
-    pub driver_version: Option<String>,
-    pub cuda_driver_version: Option<String>,
-    pub nvml_version: Option<String>,
-}
+pub use crate::run_folder::meta::{DriverInfo, GpuInfo};
 
 const DEVICE_PERIOD: Duration = Duration::from_millis(1);
 const PROCESS_EVERY: u64 = 10;

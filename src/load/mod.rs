@@ -6,8 +6,8 @@ pub mod nccl;
 pub mod records;
 pub mod shim;
 
-use crate::capture::layout::{HOST_FILE, NVML_FILE, RUN_FILE};
-use crate::capture::meta::{HostMeta, RunMeta};
+use crate::run_folder::layout::{HOST_FILE, NVML_FILE, RUN_FILE};
+use crate::run_folder::meta::{HostMeta, RunMeta};
 use prewarm_events::{FileHeader, NvmlDeviceSample, NvmlProcessSample, Reader, Record, Tail};
 use shim::{ShimEvent, parse_shim};
 use std::collections::BTreeMap;

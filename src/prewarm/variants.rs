@@ -2,7 +2,7 @@
 //! presets that know real frameworks' prewarm switches.
 
 use super::catalog::{self, CATALOG};
-use crate::capture::meta::VariantSpec;
+use crate::run_folder::meta::VariantSpec;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;

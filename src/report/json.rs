@@ -8,8 +8,8 @@ use super::renderer::{Renderer, ReportError};
 use crate::analysis::account::ProcessAccount;
 use crate::analysis::matrix::MatrixAccount;
 use crate::analysis::ranks::RankSpread;
-use crate::capture::meta::RunMeta;
 use crate::load::Problem;
+use crate::run_folder::meta::RunMeta;
 use serde::Serialize;
 use std::io::Write;
 

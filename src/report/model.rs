@@ -22,9 +22,9 @@ use crate::analysis::stats::Stat;
 use crate::analysis::summary::VariantSummary;
 use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
 use crate::analysis::verdict::Verdict;
-use crate::capture::meta::RunMeta;
 use crate::load::{Problem, RunData};
 use crate::report::verdict_text;
+use crate::run_folder::meta::RunMeta;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -125,8 +125,8 @@ impl RunInfo {
                 .iter()
                 .map(|v| VariantInfo {
                     name: v.name.clone(),
-                    args: crate::capture::env::redact_args(&v.args),
-                    env: crate::capture::env::redacted(&v.env.iter().cloned().collect())
+                    args: crate::run_folder::redact::redact_args(&v.args),
+                    env: crate::run_folder::redact::redacted(&v.env.iter().cloned().collect())
                         .into_iter()
                         .collect(),
                     prewarms: v.prewarms.clone(),

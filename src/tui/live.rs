@@ -8,7 +8,7 @@
 use super::app::{App, RunState};
 use super::loader::{Loader, Update};
 use super::{Ending, RunControl, event_loop, term, theme::Theme};
-use crate::capture::output::{OutputSink, Stream};
+use crate::capture::child_output::{OutputSink, Stream};
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

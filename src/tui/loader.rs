@@ -6,10 +6,10 @@
 //! after a load is twice what the load took).
 
 use super::dashboard::{Dashboard, GpuView, LiveView};
-use crate::capture::env::CacheMode;
-use crate::capture::layout::RUN_FILE;
 use crate::load::{LoadError, RunData};
 use crate::pipeline::Analysed;
+use crate::run_folder::layout::RUN_FILE;
+use crate::run_folder::meta::CacheMode;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

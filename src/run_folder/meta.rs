@@ -1,10 +1,53 @@
-//! The JSON descriptions written into a run directory (`run.json`, `host.json`).
+//! The JSON descriptions written into a run directory (`run.json`, `host.json`),
+//! and the plain data they hold: what capture writes and load reads.
 
-use super::child::ChildExit;
-use super::env::CacheMode;
-use super::nvml::{DriverInfo, GpuInfo};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildExit {
+    /// Exit code the doctor passes on: the child's code, or 128+N for signal N.
+    pub code: i32,
+    pub signal: Option<i32>,
+    /// Signals the doctor forwarded to the child's process group.
+    pub forwarded: u32,
+}
+
+/// How caches are handled for the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// Fresh, empty caches for this attempt: what a first run sees.
+    Cold,
+    /// The attempt's own caches, warmed by an untimed run first.
+    Warm,
+    /// The user's own caches, untouched (no isolation).
+    User,
+    /// One cache shared by every variant, in run order: order effects on purpose
+    /// (shows what isolation prevents); verdicts are flagged as not isolated.
+    Shared,
+}
+
+/// What is known about one GPU (written to host.json).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuInfo {
+    pub index: u32,
+    pub name: String,
+    pub uuid: String,
+    pub pci_bus_id: String,
+    pub total_bytes: u64,
+    /// Device memory in use before the command started (other tenants, display).
+    pub used_before_bytes: u64,
+}
+
+/// Driver-level facts for host.json.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DriverInfo {
+    pub driver_version: Option<String>,
+    pub cuda_driver_version: Option<String>,
+    pub nvml_version: Option<String>,
+}
 
 /// Version of run.json/host.json; bumped on incompatible changes.
 pub const META_SCHEMA: u32 = 1;

@@ -1,6 +1,7 @@
-//! The doctor's side of the probe: the injected library and the Python shim are
-//! embedded in this binary and extracted at run time into a content-addressed
-//! cache folder, so one binary is the whole tool. Also finds a usable libcupti.
+//! What the doctor injects into the training and how: the probe library and the
+//! Python shim are embedded in this binary and extracted at run time into a
+//! content-addressed cache folder, so one binary is the whole tool; finds a
+//! usable libcupti; `check` tries the injection on this machine.
 
 mod check;
 mod cupti_search;

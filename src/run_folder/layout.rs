@@ -41,8 +41,8 @@ impl AttemptDir {
 
     /// Where an attempt's caches live for a cache mode: per attempt (cold), per
     /// variant (warm), or one folder for the whole run (shared).
-    pub fn cache_dir(&self, mode: super::env::CacheMode) -> PathBuf {
-        use super::env::CacheMode::*;
+    pub fn cache_dir(&self, mode: super::meta::CacheMode) -> PathBuf {
+        use super::meta::CacheMode::*;
         match mode {
             Cold | User => self.attempt_dir().join(format!("cache-{}", self.host)),
             Warm => self
