@@ -6,7 +6,7 @@ mod common;
 
 use common::{copy_tree, terminal_text};
 use prewarm_doctor::analysis::account::{FailedRequest, PartSource, ProcessAccount, Remedy};
-use prewarm_doctor::analysis::framework::class_costs;
+use prewarm_doctor::analysis::framework_joins::class_costs;
 use prewarm_doctor::analysis::matrix::{MatrixNote, compare};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::summary::{Exclusion, HeldSource};
@@ -274,7 +274,7 @@ fn the_spilling_autotune_candidate_is_named_with_its_local_memory_growth() {
     let ranks: Vec<f64> = base
         .late_warmups
         .iter()
-        .map(prewarm_doctor::analysis::framework::warmup_rank)
+        .map(prewarm_doctor::analysis::framework_joins::warmup_rank)
         .collect();
     assert!(ranks.windows(2).all(|p| p[0] >= p[1]), "{ranks:?}");
 

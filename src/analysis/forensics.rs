@@ -9,7 +9,7 @@ use super::account::{
     CommAccount, ExceptionEvent, FailedCall, FailedRequest, Forensic, OomBudget, PrewarmProjection,
     Remedy,
 };
-use super::framework::class_of_source;
+use super::framework_joins::class_of_source;
 use super::memory::{Failure, Replay};
 use super::phases::Boundaries;
 use crate::prewarm::catalog::{CATALOG, EventClass};

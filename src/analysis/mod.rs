@@ -6,7 +6,7 @@ pub mod account;
 pub mod comm_groups;
 pub mod device;
 pub mod forensics;
-pub mod framework;
+pub mod framework_joins;
 pub mod gate;
 pub mod matrix;
 pub mod memory;

@@ -11,7 +11,7 @@
 use super::account::*;
 use super::device::{DeviceView, device_view};
 use super::forensics::forensics;
-use super::framework::{self, StallWindows, Window};
+use super::framework_joins::{self, StallWindows, Window};
 use super::memory::{Replay, State, replay};
 use super::phases::{Boundaries, Phase};
 use super::sources::TORCH_POOL;
@@ -53,7 +53,7 @@ pub fn analyse_process(
         .as_ref()
         .map(|m| (m.started_unix_ns, m.t_start_ns))
         .filter(|c| c.0 > 0);
-    let comm_windows = framework::comm_windows(&host.nccl, files.pid, clock);
+    let comm_windows = framework_joins::comm_windows(&host.nccl, files.pid, clock);
     let plan = QueryPlan::new(&r, &bounds, &comm_windows);
     let rp = replay(&r, &bounds, &device, &plan.queries, &plan.comm_exclusions());
     let context_bytes = context_bytes(&r, &device, baseline);
@@ -191,7 +191,7 @@ fn framework_joins(
     comm_inferred: &[(u64, u64)],
     rp: &mut Replay,
 ) -> Joins {
-    let mut nccl = framework::comm_accounts(
+    let mut nccl = framework_joins::comm_accounts(
         comm_windows,
         &plan.spans,
         &rp.oop_allocs,
@@ -202,13 +202,13 @@ fn framework_joins(
     let cublas_ids = cublas_libraries(r);
     Joins {
         nccl,
-        autotune: framework::autotune_accounts(r, rp, bounds),
-        compiles: framework::compile_events(r, bounds),
+        autotune: framework_joins::autotune_accounts(r, rp, bounds),
+        compiles: framework_joins::compile_events(r, bounds),
         stall_windows: StallWindows::collect(r, comm_windows, |id| cublas_ids.contains(&id)),
     }
 }
 
-/// What to warm that was first used after setup (framework::late_warmups).
+/// What to warm that was first used after setup (framework_joins::late_warmups).
 fn late_warmups(
     r: &ProcessRecords,
     bounds: &Boundaries,
@@ -217,7 +217,7 @@ fn late_warmups(
     phases: &[PhaseAccount],
 ) -> Vec<LateWarmup> {
     let first_launches: Vec<u64> = r.first_launches.iter().map(|k| k.t_start).collect();
-    framework::late_warmups(&framework::LateInputs {
+    framework_joins::late_warmups(&framework_joins::LateInputs {
         bounds,
         autotune: &joins.autotune,
         compiles: &joins.compiles,
@@ -316,10 +316,10 @@ struct QueryPlan {
     phase_windows: Vec<(Phase, Window)>,
     /// When the process died (its exception), if it did.
     died_at: Option<u64>,
-    /// Each communicator's init window, made disjoint (framework::comm_spans).
+    /// Each communicator's init window, made disjoint (framework_joins::comm_spans).
     spans: Vec<Option<Window>>,
     /// Where each communicator's inferred bytes are read: span ends outside
-    /// any local-memory growth's window (framework::comm_measure_spans).
+    /// any local-memory growth's window (framework_joins::comm_measure_spans).
     read_at: Vec<Option<Window>>,
     step_ends: Vec<StepEndReading>,
     queries: Vec<u64>,
@@ -339,8 +339,10 @@ impl QueryPlan {
             ShimEvent::Exception { t, .. } => Some(*t),
             _ => None,
         });
-        let spans = framework::comm_spans(&comm_windows.iter().map(|c| c.1).collect::<Vec<_>>());
-        let read_at = framework::comm_measure_spans(&spans, &super::memory::growth_windows(r));
+        let spans =
+            framework_joins::comm_spans(&comm_windows.iter().map(|c| c.1).collect::<Vec<_>>());
+        let read_at =
+            framework_joins::comm_measure_spans(&spans, &super::memory::growth_windows(r));
         let mut plan = QueryPlan {
             phase_windows,
             died_at,

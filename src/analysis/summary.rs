@@ -200,9 +200,11 @@ pub fn headline(a: &AttemptAccount) -> Headline {
         oom: ranks.iter().any(|p| !p.forensics.is_empty()),
         nccl_comms: ranks.iter().map(|p| p.nccl.len() as u32).max().unwrap_or(0),
         step1_by_class: worst
-            .map(|p| super::framework::class_costs(p, Phase::Step1))
+            .map(|p| super::framework_joins::class_costs(p, Phase::Step1))
             .unwrap_or_default(),
-        later_by_class: worst.map(super::framework::later_costs).unwrap_or_default(),
+        later_by_class: worst
+            .map(super::framework_joins::later_costs)
+            .unwrap_or_default(),
         rank_skew_peak: a.ranks.as_ref().and_then(|r| r.step1_peak_skew),
         reached_step1: ranks.iter().any(|p| step1(p).is_some()),
         held_step1_end: peak_step1.and_then(|s| s.gap_end.as_ref()).map(held_parts),

@@ -212,8 +212,8 @@ pub fn minor_warmups_line(ws: &[crate::analysis::account::LateWarmup]) -> Option
     Some(format!(
         "and {} more under {} / {} each ({}, {} in all)",
         minor.len(),
-        seconds(crate::analysis::framework::MINOR_SECONDS),
-        bytes(crate::analysis::framework::MINOR_BYTES),
+        seconds(crate::analysis::framework_joins::MINOR_SECONDS),
+        bytes(crate::analysis::framework_joins::MINOR_BYTES),
         seconds(secs),
         bytes(b)
     ))
@@ -255,7 +255,7 @@ pub fn projection_texts(f: &crate::analysis::account::Forensic) -> Vec<Projectio
         }
     }
     groups.sort_by_key(|(p, _)| std::cmp::Reverse(p.margin));
-    let request_persists = crate::analysis::framework::class_of_source(&f.source)
+    let request_persists = crate::analysis::framework_joins::class_of_source(&f.source)
         .is_none_or(crate::analysis::forensics::persists);
     let held_phrase = if f.source == "local memory" {
         "where it stays: local memory is never given back"
