@@ -190,7 +190,10 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             format!("cuBLAS init {}", seconds(st.cublas_init_s)),
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
-            format!("the probe itself {}", seconds(probe_s)),
+            format!(
+                "the probe's own code {} (CUPTI's tracing not counted)",
+                seconds(probe_s)
+            ),
         ];
         print_wrapped(o, "   step-1 time: ", &items, ", ");
     }
