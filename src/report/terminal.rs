@@ -191,7 +191,7 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
             format!(
-                "the probe's own code {} (CUPTI's tracing not counted)",
+                "the probe's code {} (not CUPTI's tracing)",
                 seconds(probe_s)
             ),
         ];
