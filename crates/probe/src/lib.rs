@@ -15,6 +15,7 @@ compile_error!(
 );
 
 mod activity;
+mod callbacks;
 mod caller;
 mod calls;
 mod clock;
@@ -82,7 +83,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
 pub extern "C" fn prewarm_probe_set_kernel_records(enabled: i32) -> i32 {
     catch_unwind(|| {
         probe()
-            .map(|p| p.set_kernel_records(enabled != 0) as i32)
+            .map(|p| callbacks::set_kernel_records(p, enabled != 0) as i32)
             .unwrap_or(0)
     })
     .unwrap_or(0)
@@ -316,8 +317,13 @@ fn pool_calls_setting() -> Result<u64, String> {
 fn start(p: &'static Probe) {
     let mut subscriber: *mut c_void = std::ptr::null_mut();
     // SAFETY: CUPTI writes the subscriber handle.
-    let rc =
-        unsafe { (p.cupti.subscribe)(&mut subscriber, state::on_callback, std::ptr::null_mut()) };
+    let rc = unsafe {
+        (p.cupti.subscribe)(
+            &mut subscriber,
+            callbacks::on_callback,
+            std::ptr::null_mut(),
+        )
+    };
     if rc != CUPTI_SUCCESS {
         p.disable(&format!(
             "cuptiSubscribe failed: {} (another CUPTI client, such as an active profiler, may own the subscription)",
@@ -376,7 +382,7 @@ fn start(p: &'static Probe) {
             ),
         );
     } else if want_kernels {
-        p.set_kernel_records(true);
+        callbacks::set_kernel_records(p, true);
     }
     p.notice(
         NoticeLevel::Info,

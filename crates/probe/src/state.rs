@@ -1,20 +1,17 @@
-//! The probe's process-wide state and everything CUPTI calls back into.
+//! The probe's process-wide state and CUPTI's activity-buffer callbacks (the
+//! driver and resource callbacks are in callbacks.rs, above this file).
 //! Nothing here can panic by design (see guard.rs); every `extern "C"` entry
 //! still catches panics, so a bug drops one event (counted, and the first one
 //! explained in a notice) and never reaches the training process.
 
 use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
 use crate::caller::Callers;
-use crate::calls;
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
-use crate::driver_api::{self, Handling};
 use crate::guard::{self, lock};
 use crate::inflight::InFlightTable;
 use crate::pools::Pools;
-use crate::signals::ensure_alt_stack;
 use crate::sink::Sink;
-use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_ResourceData};
 use prewarm_events::*;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -23,7 +20,8 @@ use std::sync::{Mutex, OnceLock};
 
 /// CUPTI callback domain of driver API calls.
 pub(crate) const DOMAIN_DRIVER_API: u32 = 1;
-const DOMAIN_RESOURCE: u32 = 3;
+/// CUPTI callback domain of resource events (contexts, modules).
+pub(crate) const DOMAIN_RESOURCE: u32 = 3;
 /// CUPTI resource callback: a context came up (its memory is measured then).
 pub const CBID_CONTEXT_CREATED: u32 = 1;
 /// CUPTI resource callback: a module was loaded (image size).
@@ -189,161 +187,10 @@ impl Probe {
             cupti_records: self.cupti_dropped.load(Ordering::Relaxed),
         }));
     }
-
-    /// Turns kernel activity records on or off (they cost time on every launch,
-    /// so the shim turns them off once the first steps are over).
-    pub fn set_kernel_records(&self, enabled: bool) -> bool {
-        let kind = activity::KIND_CONCURRENT_KERNEL;
-        // SAFETY: plain CUPTI calls with a valid activity kind.
-        let rc = unsafe {
-            if enabled {
-                (self.cupti.activity_enable)(kind)
-            } else {
-                (self.cupti.activity_disable)(kind)
-            }
-        };
-        if rc != CUPTI_SUCCESS {
-            self.notice(
-                NoticeLevel::Warning,
-                format!(
-                    "could not switch kernel records {}: {}",
-                    if enabled { "on" } else { "off" },
-                    self.cupti.describe(rc)
-                ),
-            );
-            return false;
-        }
-        if !enabled {
-            // Called by the shim at a step end: a pool summary marks it too.
-            calls::summarize_pools(self, true);
-            // SAFETY: flushes completed buffers through our completion callback.
-            unsafe { (self.cupti.flush_all)(0) };
-        }
-        self.kernel_records.store(enabled, Ordering::Relaxed);
-        self.sink.push(&Record::Activity(ActivityState {
-            t: now_ns(),
-            kernel_records: enabled,
-        }));
-        true
-    }
 }
 
 /// Internal errors after which the probe stops itself.
 const MAX_INTERNAL_ERRORS: u64 = 64;
-
-/// The CUPTI callback for every subscribed driver API and resource event.
-pub unsafe extern "C" fn on_callback(
-    _user: *mut c_void,
-    domain: u32,
-    cbid: u32,
-    data: *const c_void,
-) {
-    let Some(p) = probe() else { return };
-    ensure_alt_stack();
-    let tracked = if domain == DOMAIN_DRIVER_API {
-        driver_api::lookup(cbid)
-    } else {
-        None
-    };
-    let data = data as *const CUpti_CallbackData;
-    if let Some((api, layout)) = tracked {
-        let handling = driver_api::handling(api);
-        if handling != Handling::Full {
-            // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
-            unsafe { calls::pool_callback(p, api, layout, handling, data) };
-            return;
-        }
-    }
-    let t0 = now_ns();
-    let outcome = catch_unwind(AssertUnwindSafe(|| match (domain, tracked) {
-        // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
-        (DOMAIN_DRIVER_API, Some((api, layout))) => unsafe {
-            calls::driver_call(p, api, layout, data)
-        },
-        // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain
-        // (only the pool lifecycle ids are subscribed besides the tracked ones).
-        (DOMAIN_DRIVER_API, None) => unsafe { calls::pool_lifecycle(p, cbid, data) },
-        // SAFETY: CUPTI passes CUpti_ResourceData for the resource domain.
-        (DOMAIN_RESOURCE, _) => unsafe { resource(p, cbid, data as *const CUpti_ResourceData) },
-        _ => {}
-    }));
-    if outcome.is_err() {
-        p.internal_error("allocation callback");
-    }
-    p.callbacks.fetch_add(1, Ordering::Relaxed);
-    p.callback_ns
-        .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
-}
-
-unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {
-    if data.is_null() {
-        return;
-    }
-    // SAFETY: non-null pointer from CUPTI.
-    let d = unsafe { &*data };
-    let ctx = d.context as *mut c_void;
-    let mut context_id = 0u32;
-    // SAFETY: context handle from CUPTI.
-    unsafe { (p.cupti.context_id)(ctx, &mut context_id) };
-    match cbid {
-        CBID_CONTEXT_CREATED => {
-            let mut dev = 0u32;
-            // SAFETY: as above.
-            let device = if unsafe { (p.cupti.device_id)(ctx, &mut dev) } == CUPTI_SUCCESS {
-                dev as i32
-            } else {
-                -1
-            };
-            let mut pci = String::new();
-            let (mut free, mut total) = (UNKNOWN_BYTES, UNKNOWN_BYTES);
-            if let Some(dr) = &p.driver {
-                if device >= 0 {
-                    let mut buf = [0 as std::ffi::c_char; 32];
-                    // SAFETY: buffer of the length we pass.
-                    if unsafe { (dr.device_pci_bus_id)(buf.as_mut_ptr(), buf.len() as i32, device) }
-                        == 0
-                    {
-                        // SAFETY: NUL-terminated by the driver.
-                        pci = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-                            .to_string_lossy()
-                            .into_owned();
-                    }
-                }
-                // SAFETY: push/pop the new context around one cuMemGetInfo.
-                if unsafe { (dr.ctx_push)(ctx) } == 0 {
-                    if let Some((f, t)) = dr.free_total() {
-                        (free, total) = (f, t);
-                    }
-                    let mut popped = std::ptr::null_mut();
-                    unsafe { (dr.ctx_pop)(&mut popped) };
-                }
-            }
-            p.sink.push(&Record::Context(ContextCreated {
-                t: now_ns(),
-                device,
-                context_id,
-                pci_bus_id: pci,
-                free,
-                total,
-            }));
-        }
-        CBID_MODULE_LOADED => {
-            let m = d.resourceDescriptor as *const CUpti_ModuleResourceData;
-            if m.is_null() {
-                return;
-            }
-            // SAFETY: CUPTI passes CUpti_ModuleResourceData for module events.
-            let m = unsafe { &*m };
-            p.sink.push(&Record::Module(ModuleLoad {
-                t: now_ns(),
-                context_id,
-                module_id: m.moduleId,
-                cubin_bytes: m.cubinSize as u64,
-            }));
-        }
-        _ => {}
-    }
-}
 
 /// CUPTI asks for an activity buffer.
 pub unsafe extern "C" fn buffer_requested(
