@@ -21,6 +21,10 @@ static PROBE_SO: &[u8] = include_bytes!(env!("PREWARM_PROBE_SO"));
 static SHIM_FILES: &[(&str, &str)] = &[
     ("sitecustomize.py", include_str!("../shim/sitecustomize.py")),
     (
+        "prewarm_doctor_events.py",
+        include_str!("../shim/prewarm_doctor_events.py"),
+    ),
+    (
         "prewarm_doctor_shim.py",
         include_str!("../shim/prewarm_doctor_shim.py"),
     ),

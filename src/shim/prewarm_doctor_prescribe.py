@@ -32,7 +32,7 @@ import sys
 import threading
 
 from prewarm_doctor_monitor import observe, unobserve
-from prewarm_doctor_shim import emit, now
+from prewarm_doctor_events import emit, now
 
 _seen = {}  # id(autotuner) -> set of keys recorded
 _lock = threading.Lock()

@@ -29,7 +29,8 @@ import functools
 import os
 import sys
 import threading
-import time
+
+from prewarm_doctor_events import emit, now
 
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
@@ -38,40 +39,8 @@ _MARKER = os.environ.get("PREWARM_DOCTOR_STEP_MARKER") or None
 # record only their end time, keeping the shim off the training loop's path.
 _DETAIL_STEPS = max(_KERNEL_STEPS, 5)
 _STATS_EVERY = 100
-_lock = threading.Lock()
-_fd = None
 _installed = set()
 _TRACKER = []
-
-
-def now():
-    return time.monotonic_ns()
-
-
-def _path():
-    rank = os.environ.get("RANK")
-    stem = f"rank-{rank}" if rank not in (None, "") else "proc"
-    return os.path.join(_DIR, f"{stem}.pid-{os.getpid()}.shim.jsonl")
-
-
-def emit(event, **fields):
-    """Appends one event line; never raises."""
-    global _fd
-    if not _DIR:
-        return
-    try:
-        import json
-
-        fields["ev"] = event
-        fields.setdefault("t", now())
-        line = (json.dumps(fields, default=str) + "\n").encode()
-        with _lock:
-            if _fd is None:
-                os.makedirs(_DIR, exist_ok=True)
-                _fd = os.open(_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.write(_fd, line)
-    except Exception:
-        pass
 
 
 def _probe():

@@ -20,7 +20,7 @@ state; end: that state and the result) used by both ways of observing.
 import threading
 
 from prewarm_doctor_monitor import observe
-from prewarm_doctor_shim import emit, now
+from prewarm_doctor_events import emit, now
 
 try:  # prescribe's replay signatures (src/shim/prewarm_doctor_prescribe.py)
     from prewarm_doctor_prescribe import note_autotune_call
