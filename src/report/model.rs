@@ -246,6 +246,9 @@ pub struct VariantRow {
 pub struct Costs {
     /// Setup time added (negative: saved), seconds.
     pub setup_s: Option<f64>,
+    /// The setup change lies within the noise of the two sides: no cost is
+    /// claimed (the short cost list says so beside the number).
+    pub setup_within_noise: bool,
     /// Memory held at step-1 end that the baseline did not hold, bytes.
     pub held_extra_bytes: f64,
     /// Whether both sides have a step-1-end account (else the memory held is unknown).
@@ -311,6 +314,10 @@ fn verdict_view(v: &Verdict) -> VerdictView {
         baseline_targeted_seconds: targeted.map_or(0.0, |t| t.seconds.baseline.median),
         costs: Costs {
             setup_s: v.costs.setup_s.map(|c| c.delta),
+            setup_within_noise: v
+                .costs
+                .setup_s
+                .is_some_and(|c| c.outcome == crate::analysis::noise::Outcome::Within),
             held_extra_bytes: v.costs.held_extra,
             held_known: v.costs.held_total_step1_end.is_some(),
             step1_peak_bytes: v.costs.step1_device_peak.map(|c| c.delta),
@@ -861,7 +868,12 @@ fn signed_bytes_f(b: f64) -> String {
 pub fn costs_text(c: &Costs) -> String {
     let mut parts = Vec::new();
     if let Some(s) = c.setup_s {
-        parts.push(format!("setup {}", signed_seconds(s)));
+        let noise = if c.setup_within_noise {
+            " (within noise)"
+        } else {
+            ""
+        };
+        parts.push(format!("setup {}{noise}", signed_seconds(s)));
     }
     if c.held_extra_bytes > 0.0 {
         parts.push(format!(
@@ -1053,6 +1065,7 @@ mod tests {
     fn costs_are_setup_and_held_memory_never_step_one_context() {
         let c = Costs {
             setup_s: Some(7.85),
+            setup_within_noise: false,
             held_extra_bytes: 388.0 * 1024.0 * 1024.0,
             held_known: true,
             step1_peak_bytes: Some(390.0 * 1024.0 * 1024.0),
@@ -1072,5 +1085,16 @@ mod tests {
             ..Costs::default()
         };
         assert_eq!(costs_text(&known), "no extra memory held at step-1 end");
+        // A setup change within the noise is stated as such, never as a cost.
+        let noisy = Costs {
+            setup_s: Some(-0.5333),
+            setup_within_noise: true,
+            held_known: true,
+            ..Costs::default()
+        };
+        assert_eq!(
+            costs_text(&noisy),
+            "setup -533.3 ms (within noise), no extra memory held at step-1 end"
+        );
     }
 }

@@ -242,11 +242,17 @@ fn held_text(c: &Costs) -> String {
     )
 }
 
+/// The setup-time cost as the noise allows it to be stated: a change within
+/// the noise of the two sides, or in the one-attempt model's grey zone, says so.
 fn setup_text(c: &Costs) -> String {
     match &c.setup_s {
         Some(s) if s.outcome == Outcome::Within => {
             format!("setup {} (within noise)", plus_seconds(s.delta))
         }
+        Some(s) if s.outcome == Outcome::Unsure => format!(
+            "setup {} (in the noise model's grey zone)",
+            plus_seconds(s.delta)
+        ),
         Some(s) => format!("setup {}", plus_seconds(s.delta)),
         None => "setup time unknown".into(),
     }
