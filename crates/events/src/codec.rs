@@ -1,5 +1,6 @@
-//! Little-endian encoding of record payloads. Hand-written (not serde) so the
-//! probe stays dependency-free and the decoder can be fuzzed byte by byte.
+//! Little-endian encoding of record payloads. Not serde, so the probe stays
+//! dependency-free and the decoder can be fuzzed byte by byte; each record's
+//! field list is written once (`records!`) and both directions follow from it.
 
 use crate::record::*;
 use std::fmt;
@@ -135,283 +136,153 @@ impl<'a> In<'a> {
     }
 }
 
-/// Appends the payload (kind byte + fields) of `record` to `out`.
-pub(crate) fn encode_payload(record: &Record, out: &mut Vec<u8>) {
-    let mut o = Out(out);
-    match record {
-        Record::Library(r) => {
-            o.u8(KIND_LIBRARY);
-            o.u32(r.id);
-            o.str(&r.path);
-        }
-        Record::Mem(r) => {
-            o.u8(KIND_MEM);
-            o.u64(r.t_start);
-            o.u64(r.t_end);
-            o.u16(r.api.code());
-            o.u32(r.thread);
-            o.i32(r.device);
-            o.u64(r.bytes);
-            o.u64(r.address);
-            o.u32(r.result);
-            o.u32(r.library);
-            o.u64(r.free_before);
-            o.u64(r.free_after);
-            o.u64(r.total);
-        }
-        Record::Context(r) => {
-            o.u8(KIND_CONTEXT);
-            o.u64(r.t);
-            o.i32(r.device);
-            o.u32(r.context_id);
-            o.str(&r.pci_bus_id);
-            o.u64(r.free);
-            o.u64(r.total);
-        }
-        Record::Module(r) => {
-            o.u8(KIND_MODULE);
-            o.u64(r.t);
-            o.u32(r.context_id);
-            o.u32(r.module_id);
-            o.u64(r.cubin_bytes);
-        }
-        Record::LocalMemory(r) => {
-            o.u8(KIND_LOCAL_MEMORY);
-            o.u64(r.t_start);
-            o.u64(r.t_end);
-            o.u32(r.device);
-            o.u32(r.context_id);
-            o.u32(r.correlation_id);
-            o.str(&r.kernel);
-            o.u64(r.total_before);
-            o.u64(r.total_after);
-            o.u32(r.per_thread);
-            o.u16(r.registers);
-            for v in r.grid.iter().chain(r.block.iter()) {
-                o.i32(*v);
+/// One field's wire form, written once for both directions: what `put`
+/// writes, `get` reads back.
+trait Wire: Sized {
+    fn put(&self, o: &mut Out<'_>);
+    fn get(i: &mut In<'_>, what: &str) -> Result<Self, DecodeError>;
+}
+
+macro_rules! wire_int {
+    ($($ty:ident),*) => {$(
+        impl Wire for $ty {
+            fn put(&self, o: &mut Out<'_>) {
+                o.$ty(*self)
+            }
+            fn get(i: &mut In<'_>, what: &str) -> Result<Self, DecodeError> {
+                i.$ty(what)
             }
         }
-        Record::KernelFirst(r) => {
-            o.u8(KIND_KERNEL_FIRST);
-            o.u64(r.t_start);
-            o.u64(r.t_end);
-            o.u32(r.device);
-            o.u32(r.context_id);
-            o.str(&r.kernel);
-            o.u64(r.local_total);
-        }
-        Record::Marker(r) => {
-            o.u8(KIND_MARKER);
-            o.u64(r.t_start);
-            o.u64(r.t_end);
-            o.str(&r.name);
-        }
-        Record::Notice(r) => {
-            o.u8(KIND_NOTICE);
-            o.u64(r.t);
-            o.u8(match r.level {
-                NoticeLevel::Info => 0,
-                NoticeLevel::Warning => 1,
-                NoticeLevel::Disabled => 2,
-            });
-            o.str(&r.text);
-        }
-        Record::Dropped(r) => {
-            o.u8(KIND_DROPPED);
-            o.u64(r.t);
-            o.u64(r.probe_events);
-            o.u64(r.cupti_records);
-        }
-        Record::Cost(r) => {
-            o.u8(KIND_COST);
-            o.u64(r.t);
-            o.u64(r.callbacks);
-            o.u64(r.callback_ns);
-            o.u64(r.activity_records);
-            o.u64(r.activity_ns);
-            o.u64(r.activity_buffer_bytes);
-            o.u64(r.bytes_written);
-            o.u64(r.flush_ns);
-        }
-        Record::Activity(r) => {
-            o.u8(KIND_ACTIVITY);
-            o.u64(r.t);
-            o.u8(r.kernel_records as u8);
-        }
-        Record::Pool(r) => {
-            o.u8(KIND_POOL);
-            o.u64(r.t);
-            o.u32(r.pool_id);
-            o.i32(r.device);
-            o.u64(r.handle);
-            o.u32(r.library);
-            o.u64(r.allocs);
-            o.u64(r.alloc_bytes);
-            o.u64(r.frees);
-            o.u64(r.failed);
-            o.u64(r.reserved);
-            o.u64(r.reserved_high);
-            o.u64(r.used);
-        }
-        Record::NvmlDevice(r) => {
-            o.u8(KIND_NVML_DEVICE);
-            o.u64(r.t);
-            o.u32(r.gpu);
-            o.u64(r.used);
-            o.u64(r.total);
-        }
-        Record::NvmlProcess(r) => {
-            o.u8(KIND_NVML_PROCESS);
-            o.u64(r.t);
-            o.u32(r.gpu);
-            o.u32(r.pid);
-            o.u64(r.used);
-        }
-        Record::Unknown { kind } => o.u8(*kind),
+    )*};
+}
+wire_int!(u8, u16, u32, i32, u64);
+
+impl Wire for String {
+    fn put(&self, o: &mut Out<'_>) {
+        o.str(self)
+    }
+    fn get(i: &mut In<'_>, what: &str) -> Result<Self, DecodeError> {
+        i.str(what)
     }
 }
 
-/// Decodes one payload; `base` is the payload's file offset, for error messages.
-pub(crate) fn decode_payload(payload: &[u8], base: u64) -> Result<Record, DecodeError> {
-    let mut i = In::new(payload, base);
-    let kind = i.u8("kind")?;
-    let record = match kind {
-        KIND_LIBRARY => Record::Library(LibraryName {
-            id: i.u32("id")?,
-            path: i.str("path")?,
-        }),
-        KIND_MEM => Record::Mem(MemCall {
-            t_start: i.u64("t_start")?,
-            t_end: i.u64("t_end")?,
-            api: MemApi::from_code(i.u16("api")?),
-            thread: i.u32("thread")?,
-            device: i.i32("device")?,
-            bytes: i.u64("bytes")?,
-            address: i.u64("address")?,
-            result: i.u32("result")?,
-            library: i.u32("library")?,
-            free_before: i.u64("free_before")?,
-            free_after: i.u64("free_after")?,
-            total: i.u64("total")?,
-        }),
-        KIND_CONTEXT => Record::Context(ContextCreated {
-            t: i.u64("t")?,
-            device: i.i32("device")?,
-            context_id: i.u32("context_id")?,
-            pci_bus_id: i.str("pci_bus_id")?,
-            free: i.u64("free")?,
-            total: i.u64("total")?,
-        }),
-        KIND_MODULE => Record::Module(ModuleLoad {
-            t: i.u64("t")?,
-            context_id: i.u32("context_id")?,
-            module_id: i.u32("module_id")?,
-            cubin_bytes: i.u64("cubin_bytes")?,
-        }),
-        KIND_LOCAL_MEMORY => {
-            let t_start = i.u64("t_start")?;
-            let t_end = i.u64("t_end")?;
-            let device = i.u32("device")?;
-            let context_id = i.u32("context_id")?;
-            let correlation_id = i.u32("correlation_id")?;
-            let kernel = i.str("kernel")?;
-            let total_before = i.u64("total_before")?;
-            let total_after = i.u64("total_after")?;
-            let per_thread = i.u32("per_thread")?;
-            let registers = i.u16("registers")?;
-            let mut dims = [0i32; 6];
-            for d in dims.iter_mut() {
-                *d = i.i32("dims")?;
-            }
-            Record::LocalMemory(LocalMemoryGrowth {
-                t_start,
-                t_end,
-                device,
-                context_id,
-                correlation_id,
-                kernel,
-                total_before,
-                total_after,
-                per_thread,
-                registers,
-                grid: [dims[0], dims[1], dims[2]],
-                block: [dims[3], dims[4], dims[5]],
-            })
+impl Wire for bool {
+    fn put(&self, o: &mut Out<'_>) {
+        o.u8(*self as u8)
+    }
+    fn get(i: &mut In<'_>, what: &str) -> Result<Self, DecodeError> {
+        Ok(i.u8(what)? != 0)
+    }
+}
+
+/// Grid and block dimensions: three i32 each.
+impl Wire for [i32; 3] {
+    fn put(&self, o: &mut Out<'_>) {
+        for v in self {
+            o.i32(*v);
         }
-        KIND_KERNEL_FIRST => Record::KernelFirst(KernelFirstLaunch {
-            t_start: i.u64("t_start")?,
-            t_end: i.u64("t_end")?,
-            device: i.u32("device")?,
-            context_id: i.u32("context_id")?,
-            kernel: i.str("kernel")?,
-            local_total: i.u64("local_total")?,
-        }),
-        KIND_MARKER => Record::Marker(Marker {
-            t_start: i.u64("t_start")?,
-            t_end: i.u64("t_end")?,
-            name: i.str("name")?,
-        }),
-        KIND_NOTICE => Record::Notice(Notice {
-            t: i.u64("t")?,
-            level: match i.u8("level")? {
-                0 => NoticeLevel::Info,
-                1 => NoticeLevel::Warning,
-                _ => NoticeLevel::Disabled,
-            },
-            text: i.str("text")?,
-        }),
-        KIND_DROPPED => Record::Dropped(RecordsDropped {
-            t: i.u64("t")?,
-            probe_events: i.u64("probe_events")?,
-            cupti_records: i.u64("cupti_records")?,
-        }),
-        KIND_COST => Record::Cost(ProbeCost {
-            t: i.u64("t")?,
-            callbacks: i.u64("callbacks")?,
-            callback_ns: i.u64("callback_ns")?,
-            activity_records: i.u64("activity_records")?,
-            activity_ns: i.u64("activity_ns")?,
-            activity_buffer_bytes: i.u64("activity_buffer_bytes")?,
-            bytes_written: i.u64("bytes_written")?,
-            // A trailing field: older probes' records end before it.
-            flush_ns: if i.pos < i.bytes.len() {
-                i.u64("flush_ns")?
-            } else {
-                0
-            },
-        }),
-        KIND_ACTIVITY => Record::Activity(ActivityState {
-            t: i.u64("t")?,
-            kernel_records: i.u8("kernel_records")? != 0,
-        }),
-        KIND_POOL => Record::Pool(PoolUse {
-            t: i.u64("t")?,
-            pool_id: i.u32("pool_id")?,
-            device: i.i32("device")?,
-            handle: i.u64("handle")?,
-            library: i.u32("library")?,
-            allocs: i.u64("allocs")?,
-            alloc_bytes: i.u64("alloc_bytes")?,
-            frees: i.u64("frees")?,
-            failed: i.u64("failed")?,
-            reserved: i.u64("reserved")?,
-            reserved_high: i.u64("reserved_high")?,
-            used: i.u64("used")?,
-        }),
-        KIND_NVML_DEVICE => Record::NvmlDevice(NvmlDeviceSample {
-            t: i.u64("t")?,
-            gpu: i.u32("gpu")?,
-            used: i.u64("used")?,
-            total: i.u64("total")?,
-        }),
-        KIND_NVML_PROCESS => Record::NvmlProcess(NvmlProcessSample {
-            t: i.u64("t")?,
-            gpu: i.u32("gpu")?,
-            pid: i.u32("pid")?,
-            used: i.u64("used")?,
-        }),
-        other => return Ok(Record::Unknown { kind: other }),
+    }
+    fn get(i: &mut In<'_>, what: &str) -> Result<Self, DecodeError> {
+        Ok([i.i32(what)?, i.i32(what)?, i.i32(what)?])
+    }
+}
+
+impl Wire for MemApi {
+    fn put(&self, o: &mut Out<'_>) {
+        o.u16(self.code())
+    }
+    fn get(i: &mut In<'_>, what: &str) -> Result<Self, DecodeError> {
+        Ok(MemApi::from_code(i.u16(what)?))
+    }
+}
+
+impl Wire for NoticeLevel {
+    fn put(&self, o: &mut Out<'_>) {
+        o.u8(match self {
+            NoticeLevel::Info => 0,
+            NoticeLevel::Warning => 1,
+            NoticeLevel::Disabled => 2,
+        })
+    }
+    fn get(i: &mut In<'_>, what: &str) -> Result<Self, DecodeError> {
+        Ok(match i.u8(what)? {
+            0 => NoticeLevel::Info,
+            1 => NoticeLevel::Warning,
+            _ => NoticeLevel::Disabled,
+        })
+    }
+}
+
+/// Each record kind's fields, in wire order, once: the encoder and the
+/// decoder are both generated from this list, so they cannot disagree.
+/// `trailing` fields were appended by a later probe: an older record ends
+/// before them and reads them as their default.
+macro_rules! records {
+    ($(
+        $variant:ident($ty:ident) = $kind:ident { $($field:ident),* $(,)? }
+        $(trailing { $($late:ident),* $(,)? })?;
+    )*) => {
+        /// Appends the payload (kind byte + fields) of `record` to `out`.
+        pub(crate) fn encode_payload(record: &Record, out: &mut Vec<u8>) {
+            let mut o = Out(out);
+            match record {
+                $(Record::$variant(r) => {
+                    o.u8($kind);
+                    $(r.$field.put(&mut o);)*
+                    $($(r.$late.put(&mut o);)*)?
+                })*
+                Record::Unknown { kind } => o.u8(*kind),
+            }
+        }
+
+        /// Decodes one payload; `base` is the payload's file offset, for error messages.
+        pub(crate) fn decode_payload(payload: &[u8], base: u64) -> Result<Record, DecodeError> {
+            let mut i = In::new(payload, base);
+            let kind = i.u8("kind")?;
+            let record = match kind {
+                $($kind => Record::$variant($ty {
+                    $($field: Wire::get(&mut i, stringify!($field))?,)*
+                    $($($late: if i.pos < i.bytes.len() {
+                        Wire::get(&mut i, stringify!($late))?
+                    } else {
+                        Default::default()
+                    },)*)?
+                }),)*
+                other => return Ok(Record::Unknown { kind: other }),
+            };
+            i.finish()?;
+            Ok(record)
+        }
     };
-    i.finish()?;
-    Ok(record)
+}
+
+records! {
+    Library(LibraryName) = KIND_LIBRARY { id, path };
+    Mem(MemCall) = KIND_MEM {
+        t_start, t_end, api, thread, device, bytes, address, result, library, free_before,
+        free_after, total,
+    };
+    Context(ContextCreated) = KIND_CONTEXT { t, device, context_id, pci_bus_id, free, total };
+    Module(ModuleLoad) = KIND_MODULE { t, context_id, module_id, cubin_bytes };
+    LocalMemory(LocalMemoryGrowth) = KIND_LOCAL_MEMORY {
+        t_start, t_end, device, context_id, correlation_id, kernel, total_before, total_after,
+        per_thread, registers, grid, block,
+    };
+    KernelFirst(KernelFirstLaunch) = KIND_KERNEL_FIRST {
+        t_start, t_end, device, context_id, kernel, local_total,
+    };
+    Marker(Marker) = KIND_MARKER { t_start, t_end, name };
+    Notice(Notice) = KIND_NOTICE { t, level, text };
+    Dropped(RecordsDropped) = KIND_DROPPED { t, probe_events, cupti_records };
+    Cost(ProbeCost) = KIND_COST {
+        t, callbacks, callback_ns, activity_records, activity_ns, activity_buffer_bytes,
+        bytes_written,
+    } trailing { flush_ns };
+    Activity(ActivityState) = KIND_ACTIVITY { t, kernel_records };
+    Pool(PoolUse) = KIND_POOL {
+        t, pool_id, device, handle, library, allocs, alloc_bytes, frees, failed, reserved,
+        reserved_high, used,
+    };
+    NvmlDevice(NvmlDeviceSample) = KIND_NVML_DEVICE { t, gpu, used, total };
+    NvmlProcess(NvmlProcessSample) = KIND_NVML_PROCESS { t, gpu, pid, used };
 }
