@@ -717,6 +717,21 @@ mod tests {
                 prop_assert!(text.contains("memory held at step-1 end unknown"), "{}", text);
                 prop_assert!(!text.contains("no more out-of-pool"), "{}", text);
             }
+            // A setup change is never stated as a plain cost where the noise
+            // does not carry it.
+            if let Some(c) = v.costs.setup_s {
+                let said = plus_seconds(c.delta);
+                match c.outcome {
+                    Outcome::Within => prop_assert!(
+                        text.contains(&format!("setup {said} (within noise)")), "{}", text
+                    ),
+                    Outcome::Unsure => prop_assert!(
+                        text.contains(&format!("setup {said} (in the noise model's grey zone)")),
+                        "{}", text
+                    ),
+                    _ => {}
+                }
+            }
         }
     }
 
