@@ -342,12 +342,7 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
                 _ => "–".into(),
             },
             message: f.message.clone().unwrap_or_default(),
-            preceded: f
-                .preceded_by
-                .iter()
-                .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
-                .collect::<Vec<_>>()
-                .join(", "),
+            preceded: super::verdict_text::preceded_by_texts(f).join(", "),
             what_ifs: super::projection_texts(f)
                 .into_iter()
                 .map(|g| WhatIf {

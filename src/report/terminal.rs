@@ -422,11 +422,7 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         print_wrapped(o, "     budget: ", &items, ", ");
     }
     if !f.preceded_by.is_empty() {
-        let parts: Vec<String> = f
-            .preceded_by
-            .iter()
-            .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
-            .collect();
+        let parts = super::verdict_text::preceded_by_texts(f);
         let head = format!("     lazy initialisation {}: ", preceded_span(p, f));
         print_wrapped(o, &head, &parts, ", ");
     }

@@ -164,6 +164,15 @@ pub fn part_label(p: &GapPart) -> String {
     }
 }
 
+/// The lazy initialisation that came before an out-of-memory failure, one
+/// item per class ("cuBLAS init 128.3 MiB"), as every format lists it.
+pub fn preceded_by_texts(f: &Forensic) -> Vec<String> {
+    f.preceded_by
+        .iter()
+        .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
+        .collect()
+}
+
 /// The failing request of an out-of-memory failure as users read it:
 /// "cuMemAlloc_v2 of 128.0 MiB by torch pool", "local-memory growth of
 /// 2.5 GiB for kernel rowwise_mix".

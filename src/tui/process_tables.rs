@@ -485,11 +485,7 @@ fn oom_row(f: &Forensic) -> EventRow {
         kv("device total", opt_bytes(f.device_total)),
     ];
     if !f.preceded_by.is_empty() {
-        let parts: Vec<String> = f
-            .preceded_by
-            .iter()
-            .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
-            .collect();
+        let parts = verdict_text::preceded_by_texts(f);
         detail.push(kv("lazy init before it", parts.join(", ")));
     }
     if !f.prewarms.is_empty() {
