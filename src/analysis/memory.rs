@@ -241,25 +241,18 @@ impl KnownAllocations {
 /// When each pool growth can have happened: after the pool's previous reading,
 /// at most one writer tick (with slack) before its record.
 fn pool_growth_intervals(pools: &[PoolUse]) -> Vec<(u64, u64, u64)> {
-    let mut previous: HashMap<u32, u64> = HashMap::new();
-    let mut sorted: Vec<&PoolUse> = pools.iter().collect();
+    let mut sorted = pools.to_vec();
     sorted.sort_by_key(|p| p.t);
-    let mut out = Vec::new();
-    let mut last_size: HashMap<u32, u64> = HashMap::new();
-    for p in sorted {
-        if p.reserved == UNKNOWN_BYTES {
-            continue;
-        }
-        let before = last_size.insert(p.pool_id, p.reserved).unwrap_or(0);
-        let earliest = p.t.saturating_sub(POOL_READING_EVERY_MAX_NS);
-        let from = previous
-            .insert(p.pool_id, p.t)
-            .map_or(earliest, |prev| prev.max(earliest));
-        if p.reserved > before {
-            out.push((from, p.t, p.reserved - before));
-        }
-    }
-    out
+    let mut previous: HashMap<u32, u64> = HashMap::new();
+    pool_size_changes(&sorted)
+        .filter_map(|(t, p, change)| {
+            let earliest = t.saturating_sub(POOL_READING_EVERY_MAX_NS);
+            let from = previous
+                .insert(p.pool_id, t)
+                .map_or(earliest, |prev| prev.max(earliest));
+            (change > 0).then_some((from, t, change as u64))
+        })
+        .collect()
 }
 
 fn known_allocations(r: &ProcessRecords) -> KnownAllocations {

@@ -62,7 +62,7 @@ pub enum ChildError {
     Signals(std::io::Error),
 }
 
-pub use crate::run_folder::meta::ChildExit;
+use crate::run_folder::meta::ChildExit;
 
 /// The code a shell would report for this status.
 pub fn exit_code(status: ExitStatus) -> (i32, Option<i32>) {

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use crate::run_folder::meta::CacheMode;
-pub use crate::run_folder::redact::{looks_secret, redact_args, redacted};
+use crate::run_folder::meta::CacheMode;
 
 /// What the environment builder needs to know.
 pub struct EnvPlan<'a> {

@@ -3,10 +3,10 @@
 //! variants) so slow drift of the machine does not favour one variant.
 
 use super::child_output::OutputSink;
-use super::env::CacheMode;
 use super::{AttemptOutcome, AttemptPlan, CaptureError, run_attempt};
 use crate::injection::Assets;
 use crate::run_folder::layout::AttemptDir;
+use crate::run_folder::meta::CacheMode;
 use crate::run_folder::meta::VariantSpec;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -10,9 +10,10 @@ pub mod nvml;
 
 use crate::injection::Assets;
 use crate::run_folder::layout::{AttemptDir, HOST_FILE, NVML_FILE};
-use crate::run_folder::meta::{HostMeta, META_SCHEMA};
-use child::{ChildError, ChildExit, run_child};
-use env::{CacheMode, EnvNotice, EnvPlan, build_env, redact_args, redacted};
+use crate::run_folder::meta::{CacheMode, ChildExit, HostMeta, META_SCHEMA};
+use crate::run_folder::redact::{redact_args, redacted};
+use child::{ChildError, run_child};
+use env::{EnvNotice, EnvPlan, build_env};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use crate::run_folder::meta::{DriverInfo, GpuInfo};
+use crate::run_folder::meta::{DriverInfo, GpuInfo};
 
 const DEVICE_PERIOD: Duration = Duration::from_millis(1);
 const PROCESS_EVERY: u64 = 10;
