@@ -59,6 +59,12 @@ pub mod env {
     /// stops tracing them (default 4096); `all` traces every one (their
     /// counts stay known, at ~1.4 us of CUPTI dispatch per call).
     pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
+    /// Milliseconds between the writer thread's ticks while kernel records
+    /// are on (default 10): for the overhead breakdown.
+    pub const EARLY_TICK_MS: &str = "PREWARM_DOCTOR_EARLY_TICK_MS";
+    /// `probe`: CUPTI calls the probe's clock for activity timestamps instead
+    /// of keeping its own (converted by an offset): for the overhead breakdown.
+    pub const CUPTI_CLOCK: &str = "PREWARM_DOCTOR_CUPTI_CLOCK";
 }
 
 /// The writer thread's tick: sink drained, pools read.
@@ -182,25 +188,25 @@ fn initialise() {
 
     let loaded = Cupti::load(var(env::CUPTI).as_deref());
     let driver = Driver::load();
-    // CUPTI's activity clock: ours when CUPTI lets us register it, else an offset.
-    let (clock_note, offset) = match &loaded {
-        Ok((c, _)) => match c.register_timestamp {
+    // CUPTI's activity clock: its own, converted by an offset measured again
+    // at each buffer (CUPTI calling the probe's clock instead cost step 1
+    // about 100 ms on the H200 overhead breakdown), unless asked for ours.
+    let want_own_clock = var(env::CUPTI_CLOCK).as_deref() == Some("probe");
+    let (clock_note, own_clock) = match &loaded {
+        Ok((c, _)) => match c.register_timestamp.filter(|_| want_own_clock) {
             // SAFETY: registers a plain function returning u64 nanoseconds.
             Some(reg) if unsafe { reg(state::monotonic_timestamp) } == CUPTI_SUCCESS => {
-                ("cupti-timestamp-callback".to_string(), 0i64)
+                ("cupti-timestamp-callback".to_string(), true)
             }
             _ => {
-                let mut cupti_t = 0u64;
-                let before = now_ns();
-                // SAFETY: writes one u64.
-                unsafe { (c.get_timestamp)(&mut cupti_t) };
-                let after = now_ns();
-                let mid = before / 2 + after / 2;
-                let off = mid as i64 - cupti_t as i64;
-                (format!("offset {off} ns"), off)
+                let off = state::activity_clock_offset(c);
+                (
+                    format!("offset {off} ns, measured again at each buffer"),
+                    false,
+                )
             }
         },
-        Err(_) => ("none".to_string(), 0),
+        Err(_) => ("none".to_string(), true),
     };
 
     let host = var(env::HOST).unwrap_or_else(hostname);
@@ -281,7 +287,7 @@ fn initialise() {
         driver.ok(),
         sink,
         &own,
-        offset,
+        own_clock,
         pool_calls.clone().unwrap_or(pools::DEFAULT_QUIET_CALLS),
     );
     if let Err(bad) = pool_calls {
@@ -416,13 +422,12 @@ fn flush_loop(p: &'static Probe) {
     signals::leave_signals_to_the_program();
     let mut last_second = now_ns();
     let mut counted = 0u64;
+    let early_tick = var(env::EARLY_TICK_MS)
+        .and_then(|ms| ms.parse().ok())
+        .map_or(FLUSH_EVERY_EARLY, Duration::from_millis);
     loop {
         let early = p.kernel_records.load(Ordering::Relaxed);
-        std::thread::sleep(if early {
-            FLUSH_EVERY_EARLY
-        } else {
-            FLUSH_EVERY
-        });
+        std::thread::sleep(if early { early_tick } else { FLUSH_EVERY });
         if probe().is_none() {
             return;
         }

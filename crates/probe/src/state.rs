@@ -40,8 +40,10 @@ pub struct Probe {
     /// Held by the writer thread while it calls into CUDA/CUPTI.
     pub writer_calls: Mutex<()>,
     kernels: Mutex<KernelTracker>,
-    /// Added to CUPTI activity timestamps to get CLOCK_MONOTONIC.
-    pub activity_offset: i64,
+    /// CUPTI calls the probe's clock: its timestamps need no offset (else
+    /// the offset is measured again at each buffer, so that the two clocks
+    /// cannot drift apart).
+    activity_clock_is_ours: bool,
     pub use_local_v2: bool,
     pub kernel_records: AtomicBool,
     pub disabled: AtomicBool,
@@ -81,7 +83,7 @@ pub fn install(
     driver: Option<Driver>,
     sink: Sink,
     own_path: &str,
-    activity_offset: i64,
+    activity_clock_is_ours: bool,
     pool_quiet_calls: u64,
 ) -> &'static Probe {
     let use_local_v2 = cupti.version >= 130000;
@@ -94,7 +96,7 @@ pub fn install(
         pools: Pools::new(pool_quiet_calls),
         writer_calls: Mutex::new(()),
         kernels: Mutex::new(KernelTracker::default()),
-        activity_offset,
+        activity_clock_is_ours,
         use_local_v2,
         kernel_records: AtomicBool::new(false),
         disabled: AtomicBool::new(false),
@@ -263,6 +265,7 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
     }
     let mut out = Vec::new();
     let mut count = 0u64;
+    let offset = p.current_activity_offset();
     let mut kernels = lock(&p.kernels);
     let mut record: *mut c_void = std::ptr::null_mut();
     loop {
@@ -277,7 +280,7 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
         if kind == activity::KIND_CONCURRENT_KERNEL || kind == activity::KIND_KERNEL {
             // SAFETY: kernel records have the Kernel9+ prefix on CUPTI >= 12.
             let facts = unsafe { activity::read_kernel(record as *const u8, p.use_local_v2) };
-            kernels.observe(&facts, p.activity_offset, &mut out);
+            kernels.observe(&facts, offset, &mut out);
         }
     }
     drop(kernels);
@@ -286,6 +289,29 @@ unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {
         p.sink.push_or_write(r);
     }
     count
+}
+
+/// CUPTI's activity clock minus CLOCK_MONOTONIC, read now (the middle of our
+/// two clock reads around CUPTI's).
+pub fn activity_clock_offset(cupti: &Cupti) -> i64 {
+    let mut cupti_t = 0u64;
+    let before = now_ns();
+    // SAFETY: writes one u64.
+    unsafe { (cupti.get_timestamp)(&mut cupti_t) };
+    let after = now_ns();
+    (before / 2 + after / 2) as i64 - cupti_t as i64
+}
+
+impl Probe {
+    /// The offset to add to activity timestamps now: measured again unless
+    /// CUPTI calls the probe's clock.
+    fn current_activity_offset(&self) -> i64 {
+        if self.activity_clock_is_ours {
+            0
+        } else {
+            activity_clock_offset(&self.cupti)
+        }
+    }
 }
 
 /// CLOCK_MONOTONIC for CUPTI's activity timestamps.

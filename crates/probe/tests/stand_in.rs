@@ -74,7 +74,10 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     let h = &out.header;
     assert_eq!(h.get("status"), Some("active"));
     assert_eq!(h.get("cupti_found"), Some("already loaded in the process"));
-    assert_eq!(h.get("activity_clock"), Some("cupti-timestamp-callback"));
+    // CUPTI keeps its own clock (the stand-in's runs 1 s ahead of
+    // CLOCK_MONOTONIC); the probe converts with an offset.
+    let clock = h.get("activity_clock").unwrap_or_default();
+    assert!(clock.starts_with("offset -100"), "{clock}");
     let r = &out.records;
     assert_clean_capture(r);
     let calls = mem(r);
@@ -165,7 +168,17 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
         (growth[0].total_before, growth[0].total_after),
         (0, 3 << 30)
     );
-    assert!(growth[0].t_start > 0);
+    // On CLOCK_MONOTONIC: between the probe's start and its last record, not 1 s ahead.
+    let started: u64 = h.get("start_ns").and_then(|v| v.parse().ok()).unwrap();
+    let last = r
+        .iter()
+        .filter(|x| !matches!(x, Record::LocalMemory(_) | Record::KernelFirst(_)))
+        .filter_map(Record::time)
+        .max()
+        .unwrap();
+    for t in growth.iter().map(|g| g.t_start).filter(|&t| t != 0) {
+        assert!(t >= started && t <= last, "{started} <= {t} <= {last}");
+    }
     assert_eq!(
         (growth[1].total_before, growth[1].total_after),
         (3 << 30, 8 << 30)
@@ -250,6 +263,47 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     let dropped = last_dropped(r);
     assert_eq!(dropped.probe_events, 0);
     assert_eq!(dropped.cupti_records, 3);
+}
+
+#[test]
+fn asked_for_its_own_clock_the_probe_registers_it_with_cupti() {
+    let run = run_both_with(&["basic"], &[("PREWARM_DOCTOR_CUPTI_CLOCK", "probe")]);
+    let out = run.events();
+    assert_eq!(
+        out.header.get("activity_clock"),
+        Some("cupti-timestamp-callback")
+    );
+    let started: u64 = out
+        .header
+        .get("start_ns")
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    let growth_times: Vec<u64> = out
+        .records
+        .iter()
+        .filter_map(|x| match x {
+            Record::LocalMemory(l) if l.t_start != 0 => Some(l.t_start),
+            _ => None,
+        })
+        .collect();
+    assert!(!growth_times.is_empty());
+    // Taken from the probe's clock: no offset, and not the stand-in's own clock 1 s ahead.
+    let ended = prewarm_events_now();
+    assert!(
+        growth_times.iter().all(|&t| t >= started && t <= ended),
+        "{growth_times:?}"
+    );
+}
+
+/// CLOCK_MONOTONIC now, as the probe reads it.
+fn prewarm_events_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[test]
