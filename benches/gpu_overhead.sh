@@ -46,11 +46,21 @@
 # tensor allocations per step) is the one that shows a per-allocation cost.
 # For doctor modes, a PROBE line repeats what the probe counted of itself
 # (callbacks and time inside them) from the first round's report.
+# `benches/gpu_overhead.sh units` (about 3 minutes) measures what the doctor
+# adds to one unit of step-1 work instead (benches/gpu_unit_costs.py: a
+# launch, the first launch of a PyTorch and of a Triton kernel, a driver
+# allocation and its free; UNIT lines, microseconds), where the noise of a
+# whole step 1 does not hide a few percent.
 # BIN: the doctor binary; OVERHEAD_ROUNDS (5; breakdown 3), OVERHEAD_STEPS
 # (300 for gemm/launch/alloc, >= 40; 30 for lazy, >= 20).
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
-if [ "${1:-}" = breakdown ]; then
+UNITS=0
+if [ "${1:-}" = units ]; then
+  ROUNDS=${OVERHEAD_ROUNDS:-3}
+  MODES=${OVERHEAD_MODES:-doctor}
+  UNITS=1
+elif [ "${1:-}" = breakdown ]; then
   ROUNDS=${OVERHEAD_ROUNDS:-3}
   MODES=${OVERHEAD_MODES:-doctor no-kernels no-shim no-nvml tmpfs-out no-probe}
   ALLOCATORS=${OVERHEAD_ALLOCATORS:-default}
@@ -99,6 +109,44 @@ run_mode() { # mode run-dir, then the workload command
   *) echo "unknown mode $mode" >&2; return 2 ;;
   esac
 }
+
+# `units`: what the doctor adds to one unit of step-1 work (a launch, a
+# first launch of a PyTorch or a Triton kernel, a driver allocation and its
+# free), each measured in one process over many repetitions
+# (benches/gpu_unit_costs.py), plain and doctor alternated ROUNDS times.
+if [ "$UNITS" = 1 ]; then
+  unset PYTORCH_CUDA_ALLOC_CONF
+  run_mode plain "$OUTDIR/units-warm" $PY benches/gpu_unit_costs.py > /dev/null 2>> "$OUTDIR/stderr.log"
+  : > "$OUTDIR/units.txt"
+  for r in $(seq 1 "$ROUNDS"); do
+    for mode in plain $MODES; do
+      rm -rf "$OUTDIR/units-$mode-$r"
+      run_mode "$mode" "$OUTDIR/units-$mode-$r" $PY benches/gpu_unit_costs.py 2>> "$OUTDIR/stderr.log" \
+        | grep '^UNITS ' | sed "s/^/$mode /" >> "$OUTDIR/units.txt"
+    done
+  done
+  cat "$OUTDIR/units.txt"
+  $PY - "$OUTDIR/units.txt" <<'PYEOF'
+import json, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    kind, _, payload = line.partition(" UNITS ")
+    rows.setdefault(kind.strip(), []).append(json.loads(payload))
+for mode in rows:
+    if mode == "plain":
+        continue
+    for key in ("launch_us", "torch_first_launch_us", "triton_first_launch_us", "alloc_free_us"):
+        a = [r[key] for r in rows[mode] if r.get(key) is not None]
+        b = [r[key] for r in rows["plain"] if r.get(key) is not None]
+        if not a or not b:
+            continue
+        print(f"UNIT mode={mode} unit={key} plain={statistics.median(b):.2f} ({min(b):.2f}-{max(b):.2f}) "
+              f"{mode}={statistics.median(a):.2f} ({min(a):.2f}-{max(a):.2f}) "
+              f"added={statistics.median(a) - statistics.median(b):.2f}")
+PYEOF
+  echo "ELAPSED seconds=$(( $(date +%s) - STARTED ))"
+  exit 0
+fi
 
 for alloc in $ALLOCATORS; do
 case $alloc in
