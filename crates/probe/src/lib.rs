@@ -189,8 +189,8 @@ fn initialise() {
     let loaded = Cupti::load(var(env::CUPTI).as_deref());
     let driver = Driver::load();
     // CUPTI's activity clock: its own, converted by an offset measured again
-    // at each buffer (CUPTI calling the probe's clock instead cost step 1
-    // about 100 ms on the H200 overhead breakdown), unless asked for ours.
+    // at each buffer, so that nothing inside CUPTI calls into the probe; ours
+    // when asked (its step-1 cost on the H200 was within noise either way).
     let want_own_clock = var(env::CUPTI_CLOCK).as_deref() == Some("probe");
     let (clock_note, own_clock) = match &loaded {
         Ok((c, _)) => match c.register_timestamp.filter(|_| want_own_clock) {
