@@ -14,6 +14,7 @@ use crate::run_folder::meta::{CacheMode, ChildExit, HostMeta, META_SCHEMA};
 use crate::run_folder::redact::{redact_args, redacted};
 use child::{ChildError, run_child};
 use env::{EnvNotice, EnvPlan, build_env};
+use prewarm_events::clock::now_ns;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -133,16 +134,6 @@ fn child_environment(
         env.push((k, v));
     }
     (env, notices)
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into our timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn write_meta(path: &Path, meta: &HostMeta) -> Result<(), CaptureError> {
@@ -287,7 +278,7 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         started_unix_ns: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
-        t_start_ns: monotonic_ns(),
+        t_start_ns: now_ns(),
         t_end_ns: None,
         exit: None,
         spawn_error: None,
@@ -320,7 +311,7 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
         meta.notices
             .push(format!("the command's output is incomplete: {e}"));
     }
-    meta.t_end_ns = Some(monotonic_ns());
+    meta.t_end_ns = Some(now_ns());
     if let Some(s) = sampler {
         let (n, err) = s.stop();
         meta.nvml_samples = n;

@@ -5,6 +5,7 @@
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
+use prewarm_events::clock::now_ns;
 use prewarm_events::{NvmlDeviceSample, NvmlProcessSample, Record, encode_header, encode_record};
 
 use std::collections::HashMap;
@@ -89,16 +90,6 @@ pub fn is_visible(visible: Option<&str>, index: u32, uuid: &str) -> bool {
             item.parse::<u32>().map(|i| i == index).unwrap_or(false)
                 || (item.starts_with("GPU-") && uuid.starts_with(item))
         })
-}
-
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into our timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Sampler {

@@ -5,9 +5,10 @@
 //! checksummed records, so a file cut short by a crashed rank is still readable
 //! up to its last complete record. The layout is documented in `docs/event-format.md`.
 //!
-//! This crate has one small dependency (crc32fast) because it is linked into the
-//! probe that runs inside the training process.
+//! This crate has two small dependencies (crc32fast, libc) because it is linked
+//! into the probe that runs inside the training process.
 
+pub mod clock;
 mod codec;
 mod file;
 mod record;

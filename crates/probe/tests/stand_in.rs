@@ -288,22 +288,11 @@ fn asked_for_its_own_clock_the_probe_registers_it_with_cupti() {
         .collect();
     assert!(!growth_times.is_empty());
     // Taken from the probe's clock: no offset, and not the stand-in's own clock 1 s ahead.
-    let ended = prewarm_events_now();
+    let ended = prewarm_events::clock::now_ns();
     assert!(
         growth_times.iter().all(|&t| t >= started && t <= ended),
         "{growth_times:?}"
     );
-}
-
-/// CLOCK_MONOTONIC now, as the probe reads it.
-fn prewarm_events_now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[test]
