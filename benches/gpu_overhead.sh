@@ -36,7 +36,10 @@
 # plain runs' own spread is noise), and an INTERVAL line: the 90% bootstrap
 # interval of each ratio over the rounds. TARGET says met (the interval's top
 # is within the target), over (its bottom is above), or not resolved by N
-# rounds (the interval spans the target: run more rounds).
+# rounds (the interval spans the target: run more rounds). For the lazy
+# workload a PART line per part of step 1 (forward with the Triton autotune,
+# backward, the clip with the NCCL communicator, the optimizer step) gives
+# each part's medians, spreads and ratio interval.
 # Allocators (OVERHEAD_ALLOCATORS, default `default`): `default` is PyTorch's
 # caching allocator; `async` sets PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 # for the plain and the instrumented runs alike, so every tensor allocation
@@ -219,6 +222,16 @@ for mode in rows:
     los, his = interval("steady_median")
     print(f"INTERVAL workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} step1_ratio_90={lo1:.3f}-{hi1:.3f} "
           f"steady_ratio_90={los:.3f}-{his:.3f}")
+    # Step 1 part by part (the lazy workload): where the difference and the
+    # noise each sit.
+    for part in ("forward", "backward", "clip", "optimizer"):
+        key = "step1_" + part
+        if all(key in r for r in rows[mode] + rows["plain"]):
+            lo, hi = interval(key)
+            print(f"PART workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} part={part} "
+                  f"plain_ms={1000*med('plain', key):.1f} ({spread('plain', key)}) "
+                  f"{mode}_ms={1000*med(mode, key):.1f} ({spread(mode, key)}) "
+                  f"ratio={med(mode, key) / med('plain', key):.3f} ratio_90={lo:.3f}-{hi:.3f}")
     if mode == "doctor":
         # met: even the interval's top is within the target; over: even its
         # bottom is above it; otherwise the rounds cannot tell.

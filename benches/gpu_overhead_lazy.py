@@ -1,8 +1,10 @@
 """GPU overhead workload with lazy initialisation in step 1: the training of
 examples/all_lazy_init.py (the first cuBLAS backward, the Triton autotune of
 `rowwise_mix`, the first collective of a second NCCL process group), timed
-step by step (CUDA-synchronised wall time). Prints one `STEPTIMES {json}` line
-as benches/gpu_overhead.py does. Run under torchrun (one rank is enough).
+step by step (CUDA-synchronised wall time), and step 1 also part by part
+(forward with the Triton autotune, backward with the first cuBLAS backward,
+the clip with the new NCCL communicator, the optimizer step). Prints one
+`STEPTIMES {json}` line as benches/gpu_overhead.py does. Run under torchrun (one rank is enough).
 
 Step 1 here is where a profiler's own cost would inflate every stall it
 reports, so benches/gpu_overhead.sh compares it plain and under the doctor.
@@ -24,6 +26,8 @@ from nccl_first_collective import clip_grad_norm, init_distributed  # noqa: E402
 from triton_spill_autotune import Mix  # noqa: E402
 
 WARMUP = 10
+# Step 1's parts, in order (each a `step1_<part>` key of STEPTIMES, seconds).
+PARTS = ("forward", "backward", "clip", "optimizer")
 
 
 def main():
@@ -37,16 +41,34 @@ def main():
     opt = torch.optim.AdamW(params, lr=1e-4)
     x = torch.randn(args.batch, args.hidden, device=dev, dtype=torch.bfloat16)
     times = []
-    for _ in range(args.steps):
+    parts = {}
+    for step in range(args.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        # Step 1 alone is cut into its parts (synchronised at each cut), so
+        # that each part's own run-to-run noise can be told from the others'.
+        cuts = [t0]
+
+        def cut():
+            if step == 0:
+                torch.cuda.synchronize()
+                cuts.append(time.perf_counter())
+
         opt.zero_grad(set_to_none=True)
-        y = Mix.apply(net(x))
-        head(y.float()).square().mean().backward()
-        clip_grad_norm(params, clip_group)
+        y = Mix.apply(net(x))  # the Triton autotune
+        loss = head(y.float()).square().mean()
+        cut()
+        loss.backward()  # the first cuBLAS backward
+        cut()
+        clip_grad_norm(params, clip_group)  # the second group's NCCL communicator
+        cut()
         opt.step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        if step == 0:
+            cuts.append(t0 + times[0])
+            for name, a, b in zip(PARTS, cuts, cuts[1:]):
+                parts["step1_" + name] = b - a
     free, total = torch.cuda.mem_get_info()
     try:
         allocator = torch.cuda.get_allocator_backend()
@@ -58,6 +80,7 @@ def main():
         "step2": times[1],
         "steady_median": statistics.median(steady),
         "steady_mean": statistics.fmean(steady),
+        **parts,
         "steps": args.steps,
         "device_used": total - free,
         "reserved": torch.cuda.memory_reserved(),
