@@ -925,20 +925,7 @@ mod tests {
     }
 
     fn nccl_comm() -> NcclComm {
-        NcclComm {
-            log: String::new(),
-            pid: Some(1),
-            comm: "0x1".into(),
-            comm_id: None,
-            rank: None,
-            nranks: None,
-            cuda_dev: None,
-            bus_id: None,
-            start_unix: None,
-            complete_unix: None,
-            init_seconds: None,
-            timings: BTreeMap::new(),
-        }
+        NcclComm::seen("", Some(1), "0x1")
     }
 
     #[test]

@@ -26,6 +26,26 @@ pub struct NcclComm {
     pub timings: BTreeMap<String, f64>,
 }
 
+impl NcclComm {
+    /// A communicator first seen in `log` (process `pid`), nothing else known yet.
+    pub fn seen(log: &str, pid: Option<u32>, comm: &str) -> Self {
+        Self {
+            log: log.to_string(),
+            pid,
+            comm: comm.to_string(),
+            comm_id: None,
+            rank: None,
+            nranks: None,
+            cuda_dev: None,
+            bus_id: None,
+            start_unix: None,
+            complete_unix: None,
+            init_seconds: None,
+            timings: BTreeMap::new(),
+        }
+    }
+}
+
 fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     let mut words = text.split_whitespace();
     while let Some(w) = words.next() {
@@ -76,20 +96,7 @@ pub fn parse_nccl_log(text: &str, name: &str) -> Vec<NcclComm> {
             }) {
                 Some(i) => i,
                 None => {
-                    comms.push(NcclComm {
-                        log: name.to_string(),
-                        pid,
-                        comm: comm.to_string(),
-                        comm_id: None,
-                        rank: None,
-                        nranks: None,
-                        cuda_dev: None,
-                        bus_id: None,
-                        start_unix: None,
-                        complete_unix: None,
-                        init_seconds: None,
-                        timings: BTreeMap::new(),
-                    });
+                    comms.push(NcclComm::seen(name, pid, comm));
                     comms.len() - 1
                 }
             };

@@ -4,6 +4,7 @@
 //! colour and keeps bold/reverse/dim, which carry the meaning on their own.
 
 use ratatui::style::{Color, Modifier, Style};
+use ratatui::widgets::Row;
 
 /// How a figure or verdict should read: good news, a warning, bad news.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +72,15 @@ impl Theme {
     /// The selected row, tab or cursor.
     pub fn selected(self) -> Style {
         Style::default().add_modifier(Modifier::REVERSED)
+    }
+
+    /// A table row, reversed when it is the selected one.
+    pub fn row<'a>(self, row: Row<'a>, selected: bool) -> Row<'a> {
+        if selected {
+            row.style(self.selected())
+        } else {
+            row
+        }
     }
 
     /// A verdict or figure by its tone.

@@ -74,11 +74,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             } else {
                 row
             };
-            if i == ev.selected {
-                row.style(t.selected())
-            } else {
-                row
-            }
+            t.row(row, i == ev.selected)
         })
         .collect();
     let header: Vec<Cell> = Column::ALL

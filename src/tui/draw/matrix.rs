@@ -131,11 +131,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
                 None => Cell::from(Span::styled("-", t.dim())),
             });
             let row = Row::new(cells);
-            if i == app.matrix_row {
-                row.style(t.selected())
-            } else {
-                row
-            }
+            t.row(row, i == app.matrix_row)
         })
         .collect();
     let longest = m
@@ -242,11 +238,7 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
                 Cell::from(max(Figure::Step1OutOfPool).map_or("?".into(), short_bytes)),
                 Cell::from(max(Figure::Step1Seconds).map_or("?".into(), short_secs)),
             ]);
-            if i == app.matrix_row {
-                row.style(t.selected())
-            } else {
-                row
-            }
+            t.row(row, i == app.matrix_row)
         })
         .collect();
     frame.render_widget(

@@ -73,11 +73,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                     "helper".into()
                 }),
             ]);
-            if i == app.rank {
-                row.style(t.selected())
-            } else {
-                row
-            }
+            t.row(row, i == app.rank)
         })
         .collect();
     frame.render_widget(
