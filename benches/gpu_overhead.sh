@@ -54,6 +54,9 @@
 # launch, the first launch of a PyTorch and of a Triton kernel, a driver
 # allocation and its free; UNIT lines, microseconds), where the noise of a
 # whole step 1 does not hide a few percent.
+# Rounds alternate the order (plain first, then plain last), and
+# OVERHEAD_PIN=<cpus>|gpu pins both sides to the same CPUs (not yet tried on
+# the H200).
 # BIN: the doctor binary; OVERHEAD_ROUNDS (5; breakdown 3), OVERHEAD_STEPS
 # (300 for gemm/launch/alloc, >= 40; 30 for lazy, >= 20).
 set -u
@@ -92,7 +95,29 @@ PROBE=$(sed -n 's/^probe: //p' "$OUTDIR/check.txt")
 SHIM=$(ls -d "$(dirname "$PROBE")"/shim-* 2>/dev/null | head -1)
 CUPTI=$(grep -o '/[^ ]*libcupti[^ ]*' "$OUTDIR/check.txt" | head -1)
 
+# OVERHEAD_PIN: run both sides on these CPUs (a taskset list such as 0-7,
+# or `gpu` for the cores local to GPU 0 by sysfs), since whole processes run
+# fast or slow; unset (the default): wherever the scheduler puts them.
+PIN_CPUS=${OVERHEAD_PIN:-}
+if [ "$PIN_CPUS" = gpu ]; then
+  bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0 | tr 'A-F' 'a-f' | sed 's/^0000//')
+  PIN_CPUS=$(cat "/sys/bus/pci/devices/$bus/local_cpulist" 2>/dev/null) \
+    || { echo "OVERHEAD_PIN=gpu: no /sys/bus/pci/devices/$bus/local_cpulist; give a CPU list instead" >&2; exit 2; }
+fi
+[ -n "$PIN_CPUS" ] && echo "PIN cpus=$PIN_CPUS"
+
+# The modes of round r: plain first in odd rounds, last in even ones, so that
+# whatever the run order itself does (caches, clocks) falls on both sides.
+round_order() {
+  if [ $(( $1 % 2 )) = 1 ]; then echo plain $MODES; else echo $MODES | tr ' ' '\n' | tac | tr '\n' ' '; echo plain; fi
+}
+
 run_mode() { # mode run-dir, then the workload command
+  ( [ -n "$PIN_CPUS" ] && taskset -cp "$PIN_CPUS" $BASHPID > /dev/null
+    run_unpinned "$@" )
+}
+
+run_unpinned() {
   local mode=$1 dir=$2; shift 2
   case $mode in
   plain) "$@" ;;
@@ -122,7 +147,7 @@ if [ "$UNITS" = 1 ]; then
   run_mode plain "$OUTDIR/units-warm" $PY benches/gpu_unit_costs.py > /dev/null 2>> "$OUTDIR/stderr.log"
   : > "$OUTDIR/units.txt"
   for r in $(seq 1 "$ROUNDS"); do
-    for mode in plain $MODES; do
+    for mode in $(round_order "$r"); do
       rm -rf "$OUTDIR/units-$mode-$r"
       run_mode "$mode" "$OUTDIR/units-$mode-$r" $PY benches/gpu_unit_costs.py 2>> "$OUTDIR/stderr.log" \
         | grep '^UNITS ' | sed "s/^/$mode /" >> "$OUTDIR/units.txt"
@@ -177,7 +202,7 @@ for w in $WORKLOADS; do
   tag=$w-$alloc
   : > "$OUTDIR/steptimes-$tag.txt"
   for r in $(seq 1 "$ROUNDS"); do
-    for mode in plain $MODES; do
+    for mode in $(round_order "$r"); do
       rm -rf "$OUTDIR/$mode-$tag-$r"
       run_mode "$mode" "$OUTDIR/$mode-$tag-$r" "${workload[@]}" 2>> "$OUTDIR/stderr.log" \
         | grep STEPTIMES | sed "s/^/$mode /" >> "$OUTDIR/steptimes-$tag.txt"
