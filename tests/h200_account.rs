@@ -464,3 +464,38 @@ fn a_stream_ordered_pool_is_never_read_as_a_commit_or_module_code() {
         );
     }
 }
+
+/// Under PyTorch's cudaMallocAsync backend the H200 recordings hold one
+/// stream-ordered allocation that failed with CUDA_ERROR_INVALID_CONTEXT
+/// (201) in step 1, on a thread with no CUDA context current (the probe
+/// read no device there); the training went on. It is said as such, and no
+/// other failed call of any recording is.
+#[test]
+fn a_failed_call_on_a_thread_without_a_context_is_named_so() {
+    for (name, attempts) in recordings() {
+        for p in attempts.iter().flat_map(|a| &a.processes) {
+            for c in &p.failed_calls {
+                let expected = name.starts_with("async-");
+                assert_eq!(
+                    c.no_current_context, expected,
+                    "{name}: {} {} result {}",
+                    c.api, c.bytes, c.result
+                );
+            }
+        }
+    }
+    for name in ["async-lazy-init", "async-hf-llama"] {
+        let attempts = recording(name);
+        let calls: Vec<_> = attempts[0]
+            .processes
+            .iter()
+            .flat_map(|p| &p.failed_calls)
+            .collect();
+        assert_eq!(calls.len(), 1, "{name}");
+        assert_eq!(
+            (calls[0].result, calls[0].no_current_context, calls[0].phase),
+            (201, true, Phase::Step1),
+            "{name}"
+        );
+    }
+}

@@ -410,6 +410,10 @@ pub struct FailedCall {
     pub bytes: u64,
     /// The CUresult the driver returned.
     pub result: u32,
+    /// CUDA_ERROR_INVALID_CONTEXT on a thread where no CUDA context was
+    /// current: the calling library had not bound one yet (seen under
+    /// PyTorch's cudaMallocAsync backend on the H200, which then went on).
+    pub no_current_context: bool,
 }
 
 /// An out-of-memory failure and what led to it.

@@ -227,6 +227,8 @@ fn remedies(f: &Failure, replay: &Replay, b: Option<&OomBudget>, start: u64) -> 
 
 /// The CUresult of an allocation that failed for lack of device memory.
 pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
+/// The CUresult of a call made with no (or a destroyed) context current.
+pub const CUDA_ERROR_INVALID_CONTEXT: u32 = 201;
 
 /// Allocation calls that failed for another reason than lack of memory.
 pub fn failed_calls(replay: &Replay, bounds: &Boundaries) -> Vec<FailedCall> {
@@ -242,6 +244,7 @@ pub fn failed_calls(replay: &Replay, bounds: &Boundaries) -> Vec<FailedCall> {
             source: f.source.clone(),
             bytes: f.bytes,
             result: f.result,
+            no_current_context: f.result == CUDA_ERROR_INVALID_CONTEXT && f.no_context,
         })
         .collect()
 }
@@ -401,6 +404,7 @@ mod tests {
             total: Some(140 * GIB),
             local_kernel: None,
             pool: GIB,
+            no_context: true,
         };
         let replay = Replay {
             failures: vec![fail(2_000_000_000, 801), fail(3_000_000_000, 2)],
@@ -420,6 +424,8 @@ mod tests {
         let calls = failed_calls(&replay, &bounds);
         assert_eq!(calls.len(), 1);
         assert_eq!((calls[0].result, calls[0].step), (801, Some(1)));
+        // Only CUDA_ERROR_INVALID_CONTEXT is read as "no context was current".
+        assert!(!calls[0].no_current_context);
         // The same OOM as the last thing before the end is not recovered.
         let last = Boundaries {
             step_ends: vec![2_500_000_000],

@@ -64,6 +64,9 @@ pub struct Failure {
     pub local_kernel: Option<String>,
     /// PyTorch's pool when it failed.
     pub pool: u64,
+    /// No CUDA context was current on the calling thread (the probe could
+    /// not read a device there).
+    pub no_context: bool,
 }
 
 /// An out-of-pool allocation that succeeded, for joins with framework windows.
@@ -917,6 +920,7 @@ impl<'a> Replayer<'a> {
             total: self.device.cuda_total,
             local_kernel: Some(kernel_display(&self.r.local[i].kernel)),
             pool: self.state.pool,
+            no_context: false,
         });
     }
 
@@ -1012,6 +1016,7 @@ impl<'a> Replayer<'a> {
             total: opt(m.total),
             local_kernel: None,
             pool: self.state.pool,
+            no_context: m.device < 0,
         });
         if !in_pool {
             self.request_exposure(m, source, false);

@@ -699,8 +699,13 @@ fn failed_call_lines(o: &mut String, p: &ProcessAccount) {
             step_label_in(p, c.phase, c.step),
             c.t_s
         );
+        let why = if c.no_current_context {
+            "not out of memory; no CUDA context was current on the calling thread"
+        } else {
+            "not out of memory"
+        };
         let what = format!(
-            "{} of {} by {}: {} (not out of memory)",
+            "{} of {} by {}: {} ({why})",
             c.api,
             bytes(c.bytes),
             c.source,
