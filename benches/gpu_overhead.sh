@@ -42,7 +42,7 @@
 # spans the target: run more rounds). For the lazy
 # workload a PART line per part of step 1 (forward with the Triton autotune,
 # backward, the clip with the NCCL communicator, the optimizer step) gives
-# each part's medians, spreads and ratio interval.
+# each part's medians, spreads and paired ratio with its interval.
 # Allocators (OVERHEAD_ALLOCATORS, default `default`): `default` is PyTorch's
 # caching allocator; `async` sets PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 # for the plain and the instrumented runs alike, so every tensor allocation
@@ -273,11 +273,11 @@ for mode in rows:
     for part in ("forward", "backward", "clip", "optimizer"):
         key = "step1_" + part
         if all(key in r for r in rows[mode] + rows["plain"]):
-            lo, hi = interval(key)
+            ratio, lo, hi, _ = paired(key)
             print(f"PART workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} part={part} "
                   f"plain_ms={1000*med('plain', key):.1f} ({spread('plain', key)}) "
                   f"{mode}_ms={1000*med(mode, key):.1f} ({spread(mode, key)}) "
-                  f"ratio={med(mode, key) / med('plain', key):.3f} ratio_90={lo:.3f}-{hi:.3f}")
+                  f"paired_ratio={ratio:.3f} paired_ratio_90={lo:.3f}-{hi:.3f}")
     if mode == "doctor":
         # met: even the interval's top is within the target; over: even its
         # bottom is above it; otherwise the rounds cannot tell.
