@@ -10,7 +10,7 @@ pub mod nvml;
 
 use crate::injection::Assets;
 use crate::run_folder::layout::{AttemptDir, HOST_FILE, NVML_FILE};
-use crate::run_folder::meta::{CacheMode, ChildExit, HostMeta, META_SCHEMA};
+use crate::run_folder::meta::{CacheMode, ChildExit, DriverInfo, GpuInfo, HostMeta, META_SCHEMA};
 use crate::run_folder::redact::{redact_args, redacted};
 use child::{ChildError, run_child};
 use env::{EnvNotice, EnvPlan, build_env};
@@ -165,133 +165,22 @@ fn claim_host_dir(host_dir: &Path) -> Result<(), CaptureError> {
     }
 }
 
-/// Runs the command once under capture.
+/// Runs the command once under capture: the host folder, the NVML sampler,
+/// the command's environment and metadata, the command, then what it left.
 pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
     let host_dir = plan.dir.host_dir();
     claim_host_dir(&host_dir)?;
-    let cache_dir = plan.cache_dir.clone();
     if plan.cache != CacheMode::User {
-        std::fs::create_dir_all(&cache_dir).map_err(|source| CaptureError::Folder {
-            path: cache_dir.clone(),
+        std::fs::create_dir_all(&plan.cache_dir).map_err(|source| CaptureError::Folder {
+            path: plan.cache_dir.clone(),
             source,
         })?;
     }
     let (parent, foreign) = split_environment(std::env::vars_os());
     let mut notices = Vec::new();
-
-    let visible = parent.get("CUDA_VISIBLE_DEVICES").cloned();
-    let (sampler, gpus, driver) = match nvml::open(visible.as_deref()) {
-        // PREWARM_DOCTOR_NVML_SAMPLING=0: the GPUs are still named, nothing is
-        // sampled (benches/gpu_overhead.sh's breakdown switches parts off).
-        Ok((_, gpus, driver))
-            if parent
-                .get("PREWARM_DOCTOR_NVML_SAMPLING")
-                .map(String::as_str)
-                == Some("0") =>
-        {
-            (None, gpus, driver)
-        }
-        Ok((nvml, gpus, driver)) => {
-            match nvml::Sampler::start(nvml, &gpus, &host_dir.join(NVML_FILE)) {
-                Ok(s) => (Some(s), gpus, driver),
-                Err(e) => {
-                    notices.push(e.to_string());
-                    (None, gpus, driver)
-                }
-            }
-        }
-        Err(e) => {
-            notices.push(e.to_string());
-            (None, Vec::new(), Default::default())
-        }
-    };
-
-    let fallback_shim = host_dir.join("no-shim");
-    let shim_dir = plan
-        .assets
-        .map_or(fallback_shim.as_path(), |a| a.shim_dir.as_path());
-    let host_tag = plan.dir.host.clone();
-    let env_plan = EnvPlan {
-        probe: plan.assets.map(|a| a.probe.as_path()),
-        shim_dir,
-        host_dir: &host_dir,
-        host_tag: &host_tag,
-        cupti: plan.cupti.as_deref(),
-        cache: plan.cache,
-        cache_dir: &cache_dir,
-        kernel_steps: plan.kernel_steps,
-        step_marker: plan.step_marker.as_deref(),
-        extra: &plan.extra_env,
-    };
-    let (mut env, env_notices) = build_env(&parent, &env_plan);
-    if plan.output.is_some() {
-        // Piped, Python would hold the output back in 8 KiB blocks: the
-        // dashboard's log pane shows it as it comes.
-        env.entry("PYTHONUNBUFFERED".into())
-            .or_insert_with(|| "1".into());
-    }
-    for n in env_notices {
-        notices.push(match n {
-            EnvNotice::InjectionTaken(p) => format!(
-                "CUDA_INJECTION64_PATH was already set to {p}: CUDA loads one injection library, so this run is not instrumented (unset it to capture)"
-            ),
-            EnvNotice::NcclDebugTaken => {
-                "NCCL_DEBUG is set by you: NCCL output goes where you asked and communicator init timings are not captured (unset NCCL_DEBUG to capture them)".to_string()
-            }
-        });
-    }
-    let (child_env, foreign_notices) = child_environment(&env, foreign);
-    notices.extend(foreign_notices);
-    if plan.assets.is_none() {
-        notices.push("the probe could not be prepared: this run is not instrumented".to_string());
-    }
-    if plan.cupti.is_none() && plan.assets.is_some() {
-        notices.push(
-            "no libcupti was found by the doctor; the probe will try the copy torch loads, if any"
-                .to_string(),
-        );
-    }
-
-    let mut meta = HostMeta {
-        schema: META_SCHEMA,
-        doctor_version: env!("CARGO_PKG_VERSION").to_string(),
-        host: host_tag.clone(),
-        hostname: hostname(),
-        variant: plan.dir.variant.clone(),
-        attempt: plan.dir.attempt.clone(),
-        command: redact_args(&lossy(&plan.command)),
-        cwd: std::env::current_dir()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        env: redacted(
-            &child_env
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string_lossy().into_owned(),
-                        v.to_string_lossy().into_owned(),
-                    )
-                })
-                .collect(),
-        ),
-        started: chrono::Local::now().to_rfc3339(),
-        started_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        t_start_ns: now_ns(),
-        t_end_ns: None,
-        exit: None,
-        spawn_error: None,
-        gpus,
-        driver,
-        cache: plan.cache,
-        warmup: plan.warmup,
-        probe_path: plan.assets.map(|a| a.probe.display().to_string()),
-        probe_sha256: plan.assets.map(|a| a.probe_sha256.clone()),
-        cupti_path: plan.cupti.as_ref().map(|p| p.display().to_string()),
-        notices,
-        nvml_samples: 0,
-    };
+    let (sampler, gpus, driver) = start_sampler(&parent, &host_dir, &mut notices);
+    let child_env = command_environment(plan, &parent, foreign, &host_dir, &mut notices);
+    let mut meta = host_meta(plan, &child_env, gpus, driver, notices);
     let meta_path = host_dir.join(HOST_FILE);
     write_meta(&meta_path, &meta)?;
 
@@ -331,6 +220,145 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
             write_meta(&meta_path, &meta)?;
             Err(e.into())
         }
+    }
+}
+
+/// The GPUs and driver by NVML, and its sampler writing the host's NVML
+/// timeline (none with PREWARM_DOCTOR_NVML_SAMPLING=0: the GPUs are still
+/// named; benches/gpu_overhead.sh's breakdown switches parts off).
+fn start_sampler(
+    parent: &BTreeMap<String, String>,
+    host_dir: &Path,
+    notices: &mut Vec<String>,
+) -> (Option<nvml::Sampler>, Vec<GpuInfo>, DriverInfo) {
+    let visible = parent.get("CUDA_VISIBLE_DEVICES").map(String::as_str);
+    let sampling_off = parent
+        .get("PREWARM_DOCTOR_NVML_SAMPLING")
+        .map(String::as_str)
+        == Some("0");
+    match nvml::open(visible) {
+        Ok((_, gpus, driver)) if sampling_off => (None, gpus, driver),
+        Ok((nvml, gpus, driver)) => {
+            match nvml::Sampler::start(nvml, &gpus, &host_dir.join(NVML_FILE)) {
+                Ok(s) => (Some(s), gpus, driver),
+                Err(e) => {
+                    notices.push(e.to_string());
+                    (None, gpus, driver)
+                }
+            }
+        }
+        Err(e) => {
+            notices.push(e.to_string());
+            (None, Vec::new(), Default::default())
+        }
+    }
+}
+
+/// The command's environment: the probe, the shim, the caches and the
+/// variables the user set, with a notice for each thing that keeps the run
+/// from being captured as asked.
+fn command_environment(
+    plan: &AttemptPlan,
+    parent: &BTreeMap<String, String>,
+    foreign: Vec<(OsString, OsString)>,
+    host_dir: &Path,
+    notices: &mut Vec<String>,
+) -> Vec<(OsString, OsString)> {
+    let fallback_shim = host_dir.join("no-shim");
+    let env_plan = EnvPlan {
+        probe: plan.assets.map(|a| a.probe.as_path()),
+        shim_dir: plan
+            .assets
+            .map_or(fallback_shim.as_path(), |a| a.shim_dir.as_path()),
+        host_dir,
+        host_tag: &plan.dir.host,
+        cupti: plan.cupti.as_deref(),
+        cache: plan.cache,
+        cache_dir: &plan.cache_dir,
+        kernel_steps: plan.kernel_steps,
+        step_marker: plan.step_marker.as_deref(),
+        extra: &plan.extra_env,
+    };
+    let (mut env, env_notices) = build_env(parent, &env_plan);
+    if plan.output.is_some() {
+        // Piped, Python would hold the output back in 8 KiB blocks: the
+        // dashboard's log pane shows it as it comes.
+        env.entry("PYTHONUNBUFFERED".into())
+            .or_insert_with(|| "1".into());
+    }
+    notices.extend(env_notices.into_iter().map(env_notice_text));
+    let (child_env, foreign_notices) = child_environment(&env, foreign);
+    notices.extend(foreign_notices);
+    if plan.assets.is_none() {
+        notices.push("the probe could not be prepared: this run is not instrumented".to_string());
+    }
+    if plan.cupti.is_none() && plan.assets.is_some() {
+        notices.push(
+            "no libcupti was found by the doctor; the probe will try the copy torch loads, if any"
+                .to_string(),
+        );
+    }
+    child_env
+}
+
+fn env_notice_text(notice: EnvNotice) -> String {
+    match notice {
+        EnvNotice::InjectionTaken(p) => format!(
+            "CUDA_INJECTION64_PATH was already set to {p}: CUDA loads one injection library, so this run is not instrumented (unset it to capture)"
+        ),
+        EnvNotice::NcclDebugTaken => {
+            "NCCL_DEBUG is set by you: NCCL output goes where you asked and communicator init timings are not captured (unset NCCL_DEBUG to capture them)".to_string()
+        }
+    }
+}
+
+/// The attempt's host.json as the command starts (redacted command and
+/// environment; exit and end time come after).
+fn host_meta(
+    plan: &AttemptPlan,
+    child_env: &[(OsString, OsString)],
+    gpus: Vec<GpuInfo>,
+    driver: DriverInfo,
+    notices: Vec<String>,
+) -> HostMeta {
+    let env_text = child_env
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    HostMeta {
+        schema: META_SCHEMA,
+        doctor_version: env!("CARGO_PKG_VERSION").to_string(),
+        host: plan.dir.host.clone(),
+        hostname: hostname(),
+        variant: plan.dir.variant.clone(),
+        attempt: plan.dir.attempt.clone(),
+        command: redact_args(&lossy(&plan.command)),
+        cwd: std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        env: redacted(&env_text),
+        started: chrono::Local::now().to_rfc3339(),
+        started_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        t_start_ns: now_ns(),
+        t_end_ns: None,
+        exit: None,
+        spawn_error: None,
+        gpus,
+        driver,
+        cache: plan.cache,
+        warmup: plan.warmup,
+        probe_path: plan.assets.map(|a| a.probe.display().to_string()),
+        probe_sha256: plan.assets.map(|a| a.probe_sha256.clone()),
+        cupti_path: plan.cupti.as_ref().map(|p| p.display().to_string()),
+        notices,
+        nvml_samples: 0,
     }
 }
 
