@@ -263,29 +263,31 @@ fn check_step_marker(m: &str) -> Result<(), String> {
 }
 
 fn run(args: RunArgs) -> i32 {
-    if args.tui
-        && let Err(e) = crate::tui::require_terminal(
+    match run_checked(args) {
+        Ok(code) => code,
+        Err(message) => {
+            output::error(message);
+            exit::DOCTOR_FAILED
+        }
+    }
+}
+
+/// `run` once its arguments are known good; an error is the doctor's own
+/// failure (exit DOCTOR_FAILED), said by `run`.
+fn run_checked(args: RunArgs) -> Result<i32, String> {
+    if args.tui {
+        crate::tui::require_terminal(
             "run --tui",
             "drop --tui (the run prints its summary at the end, and `prewarm-doctor tui RUN` replays it later)",
         )
-    {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
+        .map_err(|e| e.to_string())?;
     }
-    if let Some(m) = &args.step_marker
-        && let Err(e) = check_step_marker(m)
-    {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
+    if let Some(m) = &args.step_marker {
+        check_step_marker(m)?;
     }
-    let (variants, baseline) =
-        match declared_variants(&args).and_then(|v| with_prescription(&args, v)) {
-            Ok(v) => v,
-            Err(e) => {
-                output::error(e);
-                return exit::DOCTOR_FAILED;
-            }
-        };
+    let (variants, baseline) = declared_variants(&args)
+        .and_then(|v| with_prescription(&args, v))
+        .map_err(|e| e.to_string())?;
     let command = crate::capture::lossy(&args.command);
     let name = args.name.clone().unwrap_or_else(|| default_name(&command));
     let cache = cache_mode(args.cache);
@@ -304,13 +306,7 @@ fn run(args: RunArgs) -> i32 {
         baseline: Some(baseline),
         label: None,
     };
-    let out = match prepare_out(&args, &name, &meta) {
-        Ok(o) => o,
-        Err(e) => {
-            output::error(e);
-            return exit::DOCTOR_FAILED;
-        }
-    };
+    let out = prepare_out(&args, &name, &meta)?;
     // Absolute, so children that change directory still find it.
     let out = std::fs::canonicalize(&out).unwrap_or(out);
     let host = safe_component(&args.host_tag.clone().unwrap_or_else(default_host_tag));
@@ -324,22 +320,16 @@ fn run(args: RunArgs) -> i32 {
             meta.repeat
         ));
     }
-    if let Err(e) = write_run_meta(&out, &meta) {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
-    }
+    write_run_meta(&out, &meta)?;
     let assets = if args.no_probe {
         None
     } else {
-        match extract_assets(&cache_root()) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                output::error(format_args!("{e}; running the command without the probe"));
-                None
-            }
-        }
+        extract_assets(&cache_root())
+            .inspect_err(|e| {
+                output::error(format_args!("{e}; running the command without the probe"))
+            })
+            .ok()
     };
-    let (cupti, _) = find_cupti();
     let live = args.tui.then(crate::tui::live::LiveRun::new);
     let plan = MatrixPlan {
         run: out.clone(),
@@ -351,16 +341,11 @@ fn run(args: RunArgs) -> i32 {
         cache,
         keep_caches: args.keep_caches,
         assets: assets.as_ref(),
-        cupti,
+        cupti: find_cupti().0,
         kernel_steps: args.kernel_steps,
         step_marker: args.step_marker.clone(),
         output: live.as_ref().map(|l| l.sink()),
         stop: live.as_ref().map(|l| l.stop_flag()),
-    };
-    let print_progress = |p: &crate::capture::matrix::Progress| {
-        if !single {
-            output::stderr_text(&progress_line(p));
-        }
     };
     let results = match live {
         Some(live) => {
@@ -375,38 +360,34 @@ fn run(args: RunArgs) -> i32 {
                 |r| run_exit_code(r, single),
             )
         }
-        None => run_matrix(&plan, print_progress),
+        None => run_matrix(&plan, |p| {
+            if !single {
+                output::stderr_text(&progress_line(p));
+            }
+        }),
     };
-    let mut worst = 0;
-    let mut first_code = None;
-    for (planned, outcome) in &results {
+    say_attempt_errors(&results, &plan)?;
+    summarise(&out);
+    Ok(run_exit_code(&results, single))
+}
+
+/// Says each attempt whose command could not start; an attempt the doctor
+/// itself could not set up (its folder, its metadata) ends the run.
+fn say_attempt_errors(
+    results: &[crate::capture::matrix::AttemptResult],
+    plan: &MatrixPlan,
+) -> Result<(), String> {
+    for (planned, outcome) in results {
         match outcome {
-            Ok(o) => {
-                first_code.get_or_insert(o.exit.code);
-                if o.exit.code != 0 {
-                    worst = exit::MATRIX_RUN_FAILED;
-                }
-            }
-            Err(CaptureError::Child(e)) => {
-                output::error(format_args!(
-                    "variant '{}' attempt {}: {e}",
-                    plan.variants[planned.variant].name, planned.attempt
-                ));
-                first_code.get_or_insert(spawn_failure_code(e));
-                worst = exit::MATRIX_RUN_FAILED;
-            }
-            Err(e) => {
-                output::error(e);
-                return exit::DOCTOR_FAILED;
-            }
+            Ok(_) => {}
+            Err(CaptureError::Child(e)) => output::error(format_args!(
+                "variant '{}' attempt {}: {e}",
+                plan.variants[planned.variant].name, planned.attempt
+            )),
+            Err(e) => return Err(e.to_string()),
         }
     }
-    summarise(&out);
-    if single {
-        first_code.unwrap_or(exit::DOCTOR_FAILED)
-    } else {
-        worst
-    }
+    Ok(())
 }
 
 /// The code `run` exits with: the command's for a single run, else 0 or
