@@ -307,7 +307,38 @@ pub fn build(
     let start = bounds.start;
     rec.allocations.append(&mut rec.open_allocations);
     let device_used = downsample(&device.used, &rec.grid, start, bounds.end);
-    let mut out_of_pool: Vec<SourceSeries> = std::mem::take(&mut rec.oop)
+    let out_of_pool = out_of_pool_series(std::mem::take(&mut rec.oop), start);
+    let mut markers: Vec<Marker> = std::mem::take(&mut rec.allocations)
+        .into_iter()
+        .map(|a| allocation_marker(a, bounds))
+        .collect();
+    markers.extend(found.local.iter().map(local_memory_marker));
+    markers.extend(found.nccl.iter().filter_map(communicator_marker));
+    markers.extend(found.autotune.iter().map(autotune_marker));
+    markers.extend(found.compiles.iter().map(compile_marker));
+    markers.extend(found.forensics.iter().map(oom_marker));
+    let (markers, merged_markers) = bound_markers(markers, &rec.grid, start);
+
+    Timeline {
+        start_s: 0.0,
+        end_s: secs(bounds.end, start),
+        device_used,
+        pool_reserved: rec.pool.finish(start),
+        out_of_pool,
+        local_memory: rec.local.finish(start),
+        context: found.context.map(|(t, b)| (secs(t, start), b)),
+        phases: phase_bands(bounds),
+        markers,
+        merged_markers,
+    }
+}
+
+/// Each source's out-of-pool series that ever held bytes, largest first.
+fn out_of_pool_series(
+    oop: BTreeMap<SourceName, (Downsampler, u64)>,
+    start: u64,
+) -> Vec<SourceSeries> {
+    let mut series: Vec<SourceSeries> = oop
         .into_iter()
         .map(|(s, (d, _))| SourceSeries {
             source: s.to_string(),
@@ -315,35 +346,40 @@ pub fn build(
         })
         .filter(|s| s.points.iter().any(|p| p.1 > 0))
         .collect();
-    out_of_pool.sort_by_key(|s| std::cmp::Reverse(s.points.iter().map(|p| p.1).max()));
+    series.sort_by_key(|s| std::cmp::Reverse(s.points.iter().map(|p| p.1).max()));
+    series
+}
 
-    let phases = Phase::ALL
+fn phase_bands(bounds: &Boundaries) -> Vec<PhaseBand> {
+    Phase::ALL
         .iter()
         .filter_map(|p| {
             bounds.window(*p).map(|(a, b)| PhaseBand {
                 phase: *p,
-                start_s: secs(a, start),
-                end_s: secs(b, start),
+                start_s: secs(a, bounds.start),
+                end_s: secs(b, bounds.start),
             })
         })
-        .collect();
+        .collect()
+}
 
-    let mut markers: Vec<Marker> = std::mem::take(&mut rec.allocations)
-        .into_iter()
-        .map(|a| Marker {
-            t_s: secs(a.t, start),
-            kind: MarkerKind::Allocation,
-            phase: Some(bounds.phase_of(a.t)),
-            step: bounds.step_of(a.t),
-            bytes: a.bytes,
-            count: a.count,
-            source: a.source.to_string(),
-            what: a.what,
-            libraries: a.libraries,
-            ..Default::default()
-        })
-        .collect();
-    markers.extend(found.local.iter().map(|l| Marker {
+fn allocation_marker(a: AllocAcc, bounds: &Boundaries) -> Marker {
+    Marker {
+        t_s: secs(a.t, bounds.start),
+        kind: MarkerKind::Allocation,
+        phase: Some(bounds.phase_of(a.t)),
+        step: bounds.step_of(a.t),
+        bytes: a.bytes,
+        count: a.count,
+        source: a.source.to_string(),
+        what: a.what,
+        libraries: a.libraries,
+        ..Default::default()
+    }
+}
+
+fn local_memory_marker(l: &LocalMemoryEvent) -> Marker {
+    Marker {
         t_s: l.t_s,
         kind: MarkerKind::LocalMemory,
         phase: Some(l.phase),
@@ -355,24 +391,28 @@ pub fn build(
         config: l.autotune_config.clone(),
         failed: l.failed,
         ..Default::default()
-    }));
-    markers.extend(found.nccl.iter().filter_map(|c| {
-        let t = c.start_s?;
-        Some(Marker {
-            t_s: t,
-            end_s: c.init_seconds.map(|d| t + d),
-            kind: MarkerKind::NcclComm,
-            phase: c.phase,
-            step: c.step,
-            bytes: c.bytes + c.inferred_bytes,
-            count: 1,
-            source: "nccl".into(),
-            what: c.comm.clone(),
-            key: c.comm_id.clone(),
-            ..Default::default()
-        })
-    }));
-    markers.extend(found.autotune.iter().map(|a| Marker {
+    }
+}
+
+fn communicator_marker(c: &CommAccount) -> Option<Marker> {
+    let t = c.start_s?;
+    Some(Marker {
+        t_s: t,
+        end_s: c.init_seconds.map(|d| t + d),
+        kind: MarkerKind::NcclComm,
+        phase: c.phase,
+        step: c.step,
+        bytes: c.bytes + c.inferred_bytes,
+        count: 1,
+        source: "nccl".into(),
+        what: c.comm.clone(),
+        key: c.comm_id.clone(),
+        ..Default::default()
+    })
+}
+
+fn autotune_marker(a: &AutotuneAccount) -> Marker {
+    Marker {
         t_s: a.start_s,
         end_s: Some(a.start_s + a.seconds),
         kind: MarkerKind::Autotune,
@@ -385,8 +425,11 @@ pub fn build(
         key: Some(a.key.clone()),
         config: Some(a.chosen.clone()).filter(|c| !c.is_empty()),
         ..Default::default()
-    }));
-    markers.extend(found.compiles.iter().map(|c| Marker {
+    }
+}
+
+fn compile_marker(c: &CompileEvent) -> Marker {
+    Marker {
         t_s: c.start_s,
         end_s: Some(c.start_s + c.seconds),
         kind: MarkerKind::Compile,
@@ -396,42 +439,29 @@ pub fn build(
         source: "compile".into(),
         what: c.kernel.clone(),
         ..Default::default()
-    }));
-    markers.extend(found.forensics.iter().map(|f| {
-        Marker {
-            t_s: f.t_s,
-            kind: MarkerKind::Oom,
-            phase: Some(f.phase),
-            step: f.step,
-            bytes: f.bytes,
-            count: 1,
-            source: f.source.clone(),
-            what: match &f.request {
-                FailedRequest::Allocation { api } => api.clone(),
-                FailedRequest::LocalMemoryGrowth { kernel } => kernel.clone(),
-                FailedRequest::NotSeen => String::new(),
-            },
-            libraries: vec![f.library.clone()]
-                .into_iter()
-                .filter(|l| !l.is_empty())
-                .collect(),
-            failed: true,
-            ..Default::default()
-        }
-    }));
-    let (markers, merged_markers) = bound_markers(markers, &rec.grid, start);
+    }
+}
 
-    Timeline {
-        start_s: 0.0,
-        end_s: secs(bounds.end, start),
-        device_used,
-        pool_reserved: rec.pool.finish(start),
-        out_of_pool,
-        local_memory: rec.local.finish(start),
-        context: found.context.map(|(t, b)| (secs(t, start), b)),
-        phases,
-        markers,
-        merged_markers,
+fn oom_marker(f: &Forensic) -> Marker {
+    Marker {
+        t_s: f.t_s,
+        kind: MarkerKind::Oom,
+        phase: Some(f.phase),
+        step: f.step,
+        bytes: f.bytes,
+        count: 1,
+        source: f.source.clone(),
+        what: match &f.request {
+            FailedRequest::Allocation { api } => api.clone(),
+            FailedRequest::LocalMemoryGrowth { kernel } => kernel.clone(),
+            FailedRequest::NotSeen => String::new(),
+        },
+        libraries: vec![f.library.clone()]
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .collect(),
+        failed: true,
+        ..Default::default()
     }
 }
 
