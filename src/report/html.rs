@@ -519,39 +519,106 @@ fn how_lines(model: &ReportModel) -> (Vec<KeyValue>, Vec<KeyValue>, Vec<KeyValue
 }
 
 fn page(model: &ReportModel) -> Result<Page, ReportError> {
-    let verdict_of = |name: &str| model.verdict(name);
-    let variants = match &model.matrix {
-        Some(m) => m
-            .variants
+    let moved_chart = if model
+        .matrix
+        .as_ref()
+        .is_some_and(|m| !m.verdicts.is_empty())
+    {
+        Some(chart_svg(model, &Chart::MovedVsCost)?)
+    } else {
+        None
+    };
+    let mut timelines = Vec::new();
+    for v in model.variants() {
+        if let Some(t) = timeline_block(model, v)? {
+            timelines.push(t);
+        }
+    }
+    let (ranks, ranks_hidden, spreads, distribution) = rank_lines(model);
+    let (how, variant_specs, hosts) = how_lines(model);
+    Ok(Page {
+        title: format!(
+            "prewarm-doctor: {}",
+            model
+                .run
+                .name
+                .clone()
+                .unwrap_or_else(|| model.run.path.clone())
+        ),
+        legend: MarkerKind::ALL
             .iter()
-            .map(|v| {
-                let verdict = verdict_of(&v.name);
-                VariantLine {
-                    name: v.name.clone(),
-                    prewarms: v.prewarms.join(", "),
-                    baseline: v.is_baseline,
-                    runs: format!("{}/{}", v.runs, v.expected),
-                    peak: spread_text(&v.step1_device_peak, &|x| bytes(x.max(0.0) as u64)),
-                    oop: spread_text(&v.step1_out_of_pool, &|x| bytes(x.max(0.0) as u64)),
-                    headroom: spread_text(&v.step1_tightest_headroom, &|x| signed_bytes(x as i64)),
-                    step1: spread_text(&v.step1_s, &seconds),
-                    setup: spread_text(&v.setup_s, &seconds),
-                    verdict: verdict.map_or(
-                        if v.is_baseline {
-                            "baseline"
-                        } else {
-                            "not judged"
-                        }
-                        .to_string(),
-                        |x| x.label.clone(),
-                    ),
-                    verdict_css: verdict.map_or("v-none".into(), |x| class_css(&x.class)),
-                }
+            .map(|k| (marker_kind_label(*k).to_string(), hex(marker_color(*k))))
+            .collect(),
+        headline: model
+            .headline
+            .iter()
+            .map(|h| Sentence {
+                css: h.class.as_deref().map_or("v-none".into(), class_css),
+                text: h.text.clone(),
             })
             .collect(),
-        None => Vec::new(),
+        variants: variant_lines(model),
+        verdicts: verdict_blocks(model),
+        notes: model
+            .matrix
+            .iter()
+            .flat_map(|m| {
+                let excluded = m.excluded.iter().map(|e| format!("excluded: {e}"));
+                m.notes.iter().cloned().chain(excluded)
+            })
+            .collect(),
+        moved_chart,
+        timelines,
+        ranks,
+        ranks_hidden,
+        spreads,
+        distribution,
+        forensics: forensic_lines(model),
+        late: late_lines(model),
+        late_none: late_none(model),
+        how,
+        variant_specs,
+        hosts,
+        problems: problem_lines(model),
+        tool: format!("prewarm-doctor {}", env!("CARGO_PKG_VERSION")),
+    })
+}
+
+/// The matrix table's rows: each variant's spreads and verdict.
+fn variant_lines(model: &ReportModel) -> Vec<VariantLine> {
+    let Some(m) = &model.matrix else {
+        return Vec::new();
     };
-    let verdicts = model
+    m.variants
+        .iter()
+        .map(|v| {
+            let verdict = model.verdict(&v.name);
+            let unjudged = if v.is_baseline {
+                "baseline"
+            } else {
+                "not judged"
+            };
+            VariantLine {
+                name: v.name.clone(),
+                prewarms: v.prewarms.join(", "),
+                baseline: v.is_baseline,
+                runs: format!("{}/{}", v.runs, v.expected),
+                peak: spread_text(&v.step1_device_peak, &|x| bytes(x.max(0.0) as u64)),
+                oop: spread_text(&v.step1_out_of_pool, &|x| bytes(x.max(0.0) as u64)),
+                headroom: spread_text(&v.step1_tightest_headroom, &|x| signed_bytes(x as i64)),
+                step1: spread_text(&v.step1_s, &seconds),
+                setup: spread_text(&v.setup_s, &seconds),
+                verdict: verdict.map_or(unjudged.to_string(), |x| x.label.clone()),
+                verdict_css: verdict.map_or("v-none".into(), |x| class_css(&x.class)),
+            }
+        })
+        .collect()
+}
+
+/// One block per judged prewarm: what it moved, what it cost, what is still
+/// in step 1 and the evidence.
+fn verdict_blocks(model: &ReportModel) -> Vec<VerdictBlock> {
+    model
         .matrix
         .iter()
         .flat_map(|m| &m.verdicts)
@@ -578,25 +645,12 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
                 .collect(),
             evidence: v.evidence.clone(),
         })
-        .collect();
-    let moved_chart = if model
-        .matrix
-        .as_ref()
-        .is_some_and(|m| !m.verdicts.is_empty())
-    {
-        Some(chart_svg(model, &Chart::MovedVsCost)?)
-    } else {
-        None
-    };
-    let mut timelines = Vec::new();
-    for v in model.variants() {
-        if let Some(t) = timeline_block(model, v)? {
-            timelines.push(t);
-        }
-    }
-    let (ranks, ranks_hidden, spreads, distribution) = rank_lines(model);
-    let (how, variant_specs, hosts) = how_lines(model);
-    let mut problems: Vec<String> = Vec::new();
+        .collect()
+}
+
+/// What each attempt could not read, and its notices.
+fn problem_lines(model: &ReportModel) -> Vec<String> {
+    let mut problems = Vec::new();
     for a in &model.attempts {
         for p in a
             .problems
@@ -613,52 +667,7 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
         }
         problems.extend(a.notices.iter().map(|n| format!("{}: {n}", a.id())));
     }
-    Ok(Page {
-        title: format!(
-            "prewarm-doctor: {}",
-            model
-                .run
-                .name
-                .clone()
-                .unwrap_or_else(|| model.run.path.clone())
-        ),
-        legend: MarkerKind::ALL
-            .iter()
-            .map(|k| (marker_kind_label(*k).to_string(), hex(marker_color(*k))))
-            .collect(),
-        headline: model
-            .headline
-            .iter()
-            .map(|h| Sentence {
-                css: h.class.as_deref().map_or("v-none".into(), class_css),
-                text: h.text.clone(),
-            })
-            .collect(),
-        variants,
-        verdicts,
-        notes: model
-            .matrix
-            .iter()
-            .flat_map(|m| {
-                let excluded = m.excluded.iter().map(|e| format!("excluded: {e}"));
-                m.notes.iter().cloned().chain(excluded)
-            })
-            .collect(),
-        moved_chart,
-        timelines,
-        ranks,
-        ranks_hidden,
-        spreads,
-        distribution,
-        forensics: forensic_lines(model),
-        late: late_lines(model),
-        late_none: late_none(model),
-        how,
-        variant_specs,
-        hosts,
-        problems,
-        tool: format!("prewarm-doctor {}", env!("CARGO_PKG_VERSION")),
-    })
+    problems
 }
 
 impl Renderer for Html {
