@@ -153,16 +153,20 @@ if [ "$UNITS" = 1 ]; then
     for mode in $(round_order "$r"); do
       rm -rf "$OUTDIR/units-$mode-$r"
       run_mode "$mode" "$OUTDIR/units-$mode-$r" $PY benches/gpu_unit_costs.py 2>> "$OUTDIR/stderr.log" \
-        | grep '^UNITS ' | sed "s/^/$mode /" >> "$OUTDIR/units.txt"
+        | grep '^UNITS ' | sed "s/^/$mode round=$r /" >> "$OUTDIR/units.txt"
     done
   done
   cat "$OUTDIR/units.txt"
   $PY - "$OUTDIR/units.txt" <<'PYEOF'
 import json, statistics, sys
 rows = {}
+rounds = {}  # round -> mode -> row, for the paired differences
 for line in open(sys.argv[1]):
     kind, _, payload = line.partition(" UNITS ")
-    rows.setdefault(kind.strip(), []).append(json.loads(payload))
+    mode, _, tag = kind.strip().partition(" round=")
+    row = json.loads(payload)
+    rows.setdefault(mode, []).append(row)
+    rounds.setdefault(tag or str(len(rows[mode])), {})[mode] = row
 for mode in rows:
     if mode == "plain":
         continue
@@ -171,9 +175,13 @@ for mode in rows:
         b = [r[key] for r in rows["plain"] if r.get(key) is not None]
         if not a or not b:
             continue
+        # Within each round (adjacent processes), then the median over rounds.
+        pairs = [r[mode][key] - r["plain"][key] for r in rounds.values()
+                 if r.get(mode, {}).get(key) is not None and r.get("plain", {}).get(key) is not None]
+        paired = f" paired_added={statistics.median(pairs):.2f} ({min(pairs):.2f}..{max(pairs):.2f})" if pairs else ""
         print(f"UNIT mode={mode} unit={key} plain={statistics.median(b):.2f} ({min(b):.2f}-{max(b):.2f}) "
               f"{mode}={statistics.median(a):.2f} ({min(a):.2f}-{max(a):.2f}) "
-              f"added={statistics.median(a) - statistics.median(b):.2f}")
+              f"added={statistics.median(a) - statistics.median(b):.2f}{paired}")
 PYEOF
   echo "ELAPSED seconds=$(( $(date +%s) - STARTED ))"
   exit 0
