@@ -1918,18 +1918,10 @@ mod tests {
         let (device, known) = (DeviceView::default(), live_only(Series::default()));
         let mut w = Replayer::new(&r, &b, &device, &known, &[], 0);
         let summary = |t: u64, library: u32, reserved: u64| PoolUse {
-            t,
             pool_id: library,
-            device: 0,
             handle: 0,
             library,
-            allocs: 1,
-            alloc_bytes: reserved,
-            frees: 0,
-            failed: 0,
-            reserved,
-            reserved_high: reserved,
-            used: reserved,
+            ..pool_at(t, reserved)
         };
         w.pool_summary(110 * MS, &summary(110 * MS, 2, 40));
         w.pool_summary(120 * MS, &summary(120 * MS, 2, 10));
