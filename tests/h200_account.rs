@@ -499,3 +499,47 @@ fn a_failed_call_on_a_thread_without_a_context_is_named_so() {
         );
     }
 }
+
+/// The probe's own time is arithmetic too: each phase's callback share is
+/// part of its total, and the phases' callbacks never add up to more than
+/// the whole run's callback time (the report's "probe:" line).
+#[test]
+fn the_probe_time_of_the_phases_fits_inside_the_run_total() {
+    let mut phases = 0;
+    for (name, attempts) in recordings() {
+        for a in attempts {
+            for p in &a.processes {
+                let run_callbacks = p.health.callback_seconds;
+                let run_total = run_callbacks + p.health.activity_seconds + p.health.writer_seconds;
+                let mut callbacks = 0.0;
+                let mut total = 0.0;
+                for ph in &p.phases {
+                    phases += 1;
+                    assert!(
+                        ph.probe_callbacks_s <= ph.probe_s + 1e-9,
+                        "{name} pid {} {:?}: callbacks {} s of {} s",
+                        p.pid,
+                        ph.phase,
+                        ph.probe_callbacks_s,
+                        ph.probe_s
+                    );
+                    callbacks += ph.probe_callbacks_s;
+                    total += ph.probe_s;
+                }
+                assert!(
+                    callbacks <= run_callbacks + 1e-6,
+                    "{name} pid {}: phases' callbacks {callbacks} s > the run's {run_callbacks} s",
+                    p.pid
+                );
+                // Older probes did not time their writer: their total is
+                // callbacks and activity only, as is the run's then.
+                assert!(
+                    total <= run_total + 1e-6,
+                    "{name} pid {}: phases' own time {total} s > the run's {run_total} s",
+                    p.pid
+                );
+            }
+        }
+    }
+    assert!(phases > 100, "{phases}");
+}

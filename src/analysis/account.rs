@@ -167,6 +167,10 @@ pub struct PhaseAccount {
     /// and writer thread, summed over threads): what the profiler itself may
     /// have added to the stalls above. 0 without self-cost records.
     pub probe_s: f64,
+    /// Of `probe_s`, the callbacks: time spent inside the training's own
+    /// driver calls, so the training waited for it (the rest ran on the
+    /// probe's and CUPTI's threads beside it).
+    pub probe_callbacks_s: f64,
     pub gap_end: Option<GapAccount>,
 }
 
@@ -482,6 +486,9 @@ pub struct ProbeHealth {
     pub callback_seconds: f64,
     pub activity_records: u64,
     pub activity_seconds: f64,
+    /// The probe's writer thread (reading pools, writing the file), beside
+    /// the training; 0 from probes that did not measure it.
+    pub writer_seconds: f64,
     pub host_buffer_bytes: u64,
     pub bytes_written: u64,
     pub dropped_probe_events: u64,

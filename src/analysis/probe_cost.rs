@@ -11,11 +11,34 @@ fn spent(c: &ProbeCost) -> u64 {
         .saturating_add(c.flush_ns)
 }
 
+/// The callbacks' time up to a record: the part that runs inside the
+/// training's own driver calls (the rest runs on the probe's and CUPTI's
+/// threads).
+fn in_callbacks(c: &ProbeCost) -> u64 {
+    c.callback_ns
+}
+
+/// The probe's own time inside a window, and the share of it its callbacks
+/// spent inside the training's calls.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct OwnTime {
+    pub total_s: f64,
+    pub callbacks_s: f64,
+}
+
+/// [`OwnTime`] between `a` and `b` (zeros without records).
+pub fn own_time_between(costs: &[ProbeCost], origin: u64, a: u64, b: u64) -> OwnTime {
+    OwnTime {
+        total_s: seconds_between(costs, origin, a, b, spent),
+        callbacks_s: seconds_between(costs, origin, a, b, in_callbacks),
+    }
+}
+
 /// The cumulative own time at `t`, interpolated linearly between the records
 /// around it (from zero at `origin`, the process's start); the last record's
 /// figure after it. `costs` are in file order, which is time order for the
 /// writer thread that writes them.
-fn spent_at(costs: &[ProbeCost], origin: u64, t: u64) -> f64 {
+fn spent_at(costs: &[ProbeCost], origin: u64, t: u64, spent: fn(&ProbeCost) -> u64) -> f64 {
     let mut before = (origin, 0u64);
     for c in costs {
         if c.t >= t {
@@ -32,12 +55,19 @@ fn spent_at(costs: &[ProbeCost], origin: u64, t: u64) -> f64 {
     before.1 as f64
 }
 
-/// Seconds of the probe's own time between `a` and `b` (0 without records).
-pub fn seconds_between(costs: &[ProbeCost], origin: u64, a: u64, b: u64) -> f64 {
+/// Seconds of one counter of the probe's own time between `a` and `b` (0
+/// without records).
+fn seconds_between(
+    costs: &[ProbeCost],
+    origin: u64,
+    a: u64,
+    b: u64,
+    spent: fn(&ProbeCost) -> u64,
+) -> f64 {
     if costs.is_empty() || b <= a {
         return 0.0;
     }
-    ((spent_at(costs, origin, b) - spent_at(costs, origin, a)) / 1e9).max(0.0)
+    ((spent_at(costs, origin, b, spent) - spent_at(costs, origin, a, spent)) / 1e9).max(0.0)
 }
 
 #[cfg(test)]
@@ -64,13 +94,17 @@ mod tests {
             cost(100, 8_000_000, 2_000_000),
             cost(200, 20_000_000, 10_000_000),
         ];
-        let s = |a, b| seconds_between(&costs, 0, a, b);
+        let s = |a, b| own_time_between(&costs, 0, a, b).total_s;
         assert!((s(0, 100) - 0.010).abs() < 1e-12);
         assert!((s(100, 200) - 0.020).abs() < 1e-12);
         // Half of each interval.
         assert!((s(50, 150) - 0.015).abs() < 1e-12);
         // After the last record: nothing more is known.
         assert_eq!(s(200, 500), 0.0);
-        assert_eq!(seconds_between(&[], 0, 0, 100), 0.0);
+        assert_eq!(own_time_between(&[], 0, 0, 100), OwnTime::default());
+        // The callbacks' share: 8 ms of the first 10, 12 ms of the next 20.
+        let c = |a, b| own_time_between(&costs, 0, a, b).callbacks_s;
+        assert!((c(0, 100) - 0.008).abs() < 1e-12);
+        assert!((c(100, 200) - 0.012).abs() < 1e-12);
     }
 }

@@ -517,6 +517,7 @@ fn phase_account(
         .filter(|m| m.t >= a && m.t <= b)
         .map(|m| m.cubin_bytes)
         .sum();
+    let own = super::probe_cost::own_time_between(&inp.r.costs, start, a, b);
     PhaseAccount {
         phase: p,
         start_s: secs(a, start),
@@ -542,7 +543,8 @@ fn phase_account(
         host_pinned_allocated: totals.pinned,
         failed_requests: totals.failed,
         stall: inp.stall_windows.breakdown(a, b),
-        probe_s: super::probe_cost::seconds_between(&inp.r.costs, start, a, b),
+        probe_s: own.total_s,
+        probe_callbacks_s: own.callbacks_s,
         gap_end,
     }
 }
@@ -768,6 +770,7 @@ fn probe_health(r: &ProcessRecords) -> ProbeHealth {
         callback_seconds: r.cost.as_ref().map_or(0.0, |c| c.callback_ns as f64 / 1e9),
         activity_records: r.cost.as_ref().map_or(0, |c| c.activity_records),
         activity_seconds: r.cost.as_ref().map_or(0.0, |c| c.activity_ns as f64 / 1e9),
+        writer_seconds: r.cost.as_ref().map_or(0.0, |c| c.flush_ns as f64 / 1e9),
         host_buffer_bytes: r.cost.as_ref().map_or(0, |c| c.activity_buffer_bytes),
         bytes_written: r.cost.as_ref().map_or(0, |c| c.bytes_written),
         dropped_probe_events: r.dropped.as_ref().map_or(0, |d| d.probe_events),

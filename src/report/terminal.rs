@@ -12,7 +12,7 @@ use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
 use super::text_layout::{print_text, write_table};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::account::{Forensic, GapAccount, ProcessAccount};
+use crate::analysis::account::{Forensic, GapAccount, PhaseAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
@@ -181,7 +181,7 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
         .phases
         .iter()
         .find(|ph| ph.phase == Phase::Step1)
-        .map(|ph| (&ph.stall, ph.probe_s))
+        .map(|ph| (&ph.stall, ph))
     {
         let items = [
             format!("compile {}", seconds(st.compile_s)),
@@ -190,10 +190,7 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             format!("cuBLAS init {}", seconds(st.cublas_init_s)),
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
-            format!(
-                "the probe's code {} (not CUPTI's tracing)",
-                seconds(probe_s)
-            ),
+            probe_share(probe_s),
         ];
         print_wrapped(o, "   step-1 time: ", &items, ", ");
     }
@@ -734,9 +731,15 @@ fn probe_lines(o: &mut String, p: &ProcessAccount) {
             h.dropped_probe_events, h.dropped_cupti_records
         );
     }
+    // Probes before the writer measured itself leave it at 0: not said.
+    let writer = if h.writer_seconds > 0.0 {
+        format!(", writer thread {}", seconds(h.writer_seconds))
+    } else {
+        String::new()
+    };
     let items = [
         format!(
-            "{} callbacks ({}), {} kernel records ({})",
+            "{} callbacks ({}), {} kernel records ({}){writer}",
             h.callbacks,
             seconds(h.callback_seconds),
             h.activity_records,
@@ -748,6 +751,17 @@ fn probe_lines(o: &mut String, p: &ProcessAccount) {
     for pr in &p.problems {
         let _ = writeln!(o, "   problem: {}", terminal(&pr.to_string()));
     }
+}
+
+/// The probe's own time in step 1 and, of it, its callbacks: those run
+/// inside the training's calls (time the training waited); the rest ran on
+/// the probe's threads beside it. CUPTI's own tracing is in neither.
+fn probe_share(ph: &PhaseAccount) -> String {
+    format!(
+        "the probe {} ({} in its callbacks)",
+        seconds(ph.probe_s),
+        seconds(ph.probe_callbacks_s)
+    )
 }
 
 #[cfg(test)]

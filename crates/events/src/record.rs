@@ -352,10 +352,12 @@ pub struct ProbeCost {
     /// Bytes of CUPTI activity buffers currently handed out (host memory).
     pub activity_buffer_bytes: u64,
     pub bytes_written: u64,
-    /// Time the probe's writer thread spent on its periodic work (flushing
-    /// CUPTI buffers, reading pools, writing the file): with `callback_ns`
-    /// and `activity_ns`, all of the probe's own time. 0 in older files,
-    /// whose probes did not measure it.
+    /// Time the probe's writer thread spent on its periodic work (reading
+    /// pools, writing the file; the activity buffers it drains are in
+    /// `activity_ns`, not here): with `callback_ns` and `activity_ns`, all of
+    /// the probe's own time. 0 in older files, whose probes did not measure
+    /// it; files before prewarm-probe 0.2.1 also counted here the buffers
+    /// drained by the writer's flush.
     pub flush_ns: u64,
 }
 

@@ -439,7 +439,9 @@ fn flush_loop(p: &'static Probe) {
         if !writer_tick(p, second, early, &mut counted) {
             return;
         }
-        let spent = now_ns().saturating_sub(now);
+        // Buffers drained inside this tick already count in `activity_ns`.
+        let drained = state::take_activity_on_this_thread();
+        let spent = now_ns().saturating_sub(now).saturating_sub(drained);
         p.flush_ns.fetch_add(spent, Ordering::Relaxed);
     }
 }

@@ -241,8 +241,9 @@ pub unsafe extern "C" fn buffer_completed(
                 {
                     p.cupti_dropped.fetch_add(dropped as u64, Ordering::Relaxed);
                 }
-                p.activity_ns
-                    .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+                let spent = now_ns().saturating_sub(t0);
+                p.activity_ns.fetch_add(spent, Ordering::Relaxed);
+                note_activity_on_this_thread(spent);
             }
             p.buffers_out.fetch_sub(1, Ordering::Relaxed);
         }
@@ -317,4 +318,43 @@ impl Probe {
 /// CLOCK_MONOTONIC for CUPTI's activity timestamps.
 pub unsafe extern "C" fn monotonic_timestamp() -> u64 {
     now_ns()
+}
+
+thread_local! {
+    /// Activity-buffer time spent on this thread and not yet taken by
+    /// [`take_activity_on_this_thread`] (no destructor: always accessible).
+    static ACTIVITY_ON_THIS_THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts buffer-draining time against the calling thread too, so that the
+/// writer thread, which drains buffers inside its own tick when it flushes,
+/// can leave that time out of `flush_ns` (it is already in `activity_ns`).
+fn note_activity_on_this_thread(ns: u64) {
+    let _ = ACTIVITY_ON_THIS_THREAD.try_with(|c| c.set(c.get().saturating_add(ns)));
+}
+
+/// The buffer-draining time of the calling thread since the last call.
+pub(crate) fn take_activity_on_this_thread() -> u64 {
+    ACTIVITY_ON_THIS_THREAD
+        .try_with(|c| c.replace(0))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drained_time_is_taken_once_and_only_by_its_own_thread() {
+        note_activity_on_this_thread(5);
+        note_activity_on_this_thread(7);
+        std::thread::spawn(|| {
+            note_activity_on_this_thread(100);
+            assert_eq!(take_activity_on_this_thread(), 100);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(take_activity_on_this_thread(), 12);
+        assert_eq!(take_activity_on_this_thread(), 0);
+    }
 }
