@@ -29,7 +29,8 @@
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
-# `tmpfs-out` (the run folder on /dev/shm). Prints one OVERHEAD line per
+# `tmpfs-out` (the run folder on /dev/shm), `nccl-log` (no doctor: the plain
+# run with the NCCL_DEBUG=INFO log the doctor turns on). Prints one OVERHEAD line per
 # workload and mode: median ratios of steady-state and step-1 time, and the
 # probe's device memory (difference in device memory in use at the end),
 # and a SPREAD line with each side's min-max over rounds (a ratio inside the
@@ -55,11 +56,13 @@
 # `benches/gpu_overhead.sh units` (about 3 minutes) measures what the doctor
 # adds to one unit of step-1 work instead (benches/gpu_unit_costs.py: a
 # launch, the first launch of a PyTorch and of a Triton kernel, a driver
-# allocation and its free; UNIT lines, microseconds), where the noise of a
+# allocation and its free, the first cuBLAS matmul, the first and each
+# further NCCL communicator; UNIT lines, microseconds), where the noise of a
 # whole step 1 does not hide a few percent.
-# Rounds alternate the order (plain first, then plain last), and
-# OVERHEAD_PIN=<cpus>|gpu pins both sides to the same CPUs (not yet tried on
-# the H200).
+# Rounds alternate the order (plain first, then plain last);
+# OVERHEAD_PIN=<cpus>|gpu pins both sides to the same CPUs (on the lent H200
+# VM `gpu` is all 16 cores, one NUMA node: it pins nothing there);
+# OVERHEAD_DEADLINE_S stops starting rounds in time for the summary.
 # BIN: the doctor binary; OVERHEAD_ROUNDS (5; breakdown 3), OVERHEAD_STEPS
 # (300 for gemm/launch/alloc, >= 40; 30 for lazy, >= 20).
 set -u
@@ -109,6 +112,15 @@ if [ "$PIN_CPUS" = gpu ]; then
 fi
 [ -n "$PIN_CPUS" ] && echo "PIN cpus=$PIN_CPUS"
 
+# OVERHEAD_DEADLINE_S: seconds from the start after which no round begins
+# that would end past it (judged by the previous round's length), so that a
+# call with a time limit still gets its summary; a DEADLINE line says how
+# many rounds ran. The first round of each workload always runs.
+round_fits() { # seconds the previous round took
+  [ -z "${OVERHEAD_DEADLINE_S:-}" ] && return 0
+  [ $(( $(date +%s) - STARTED + $1 )) -le "$OVERHEAD_DEADLINE_S" ]
+}
+
 # The modes of round r: plain first in odd rounds, last in even ones, so that
 # whatever the run order itself does (caches, clocks) falls on both sides.
 round_order() {
@@ -136,6 +148,8 @@ run_unpinned() {
   probe-kernels) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" "$@" ;;
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
+    NCCL_DEBUG_TIMESTAMP_FORMAT="[%s.%6f]_" NCCL_DEBUG_TIMESTAMP_LEVELS=ALL "$@" ;;
   tmpfs-out) rm -rf "/dev/shm/pd-overhead-run"; "$BIN" run $CACHE --out /dev/shm/pd-overhead-run -- "$@" 2>/dev/null; rm -rf "/dev/shm/pd-overhead-run" ;;
   *) echo "unknown mode $mode" >&2; return 2 ;;
   esac
@@ -149,12 +163,19 @@ if [ "$UNITS" = 1 ]; then
   unset PYTORCH_CUDA_ALLOC_CONF
   run_mode plain "$OUTDIR/units-warm" $PY benches/gpu_unit_costs.py > /dev/null 2>> "$OUTDIR/stderr.log"
   : > "$OUTDIR/units.txt"
+  last=0
   for r in $(seq 1 "$ROUNDS"); do
+    if [ "$r" -gt 1 ] && ! round_fits "$last"; then
+      echo "DEADLINE units: $((r - 1)) of $ROUNDS rounds ran (OVERHEAD_DEADLINE_S=$OVERHEAD_DEADLINE_S)"
+      break
+    fi
+    began=$(date +%s)
     for mode in $(round_order "$r"); do
       rm -rf "$OUTDIR/units-$mode-$r"
       run_mode "$mode" "$OUTDIR/units-$mode-$r" $PY benches/gpu_unit_costs.py 2>> "$OUTDIR/stderr.log" \
         | grep '^UNITS ' | sed "s/^/$mode round=$r /" >> "$OUTDIR/units.txt"
     done
+    last=$(( $(date +%s) - began ))
   done
   cat "$OUTDIR/units.txt"
   $PY - "$OUTDIR/units.txt" <<'PYEOF'
@@ -170,7 +191,8 @@ for line in open(sys.argv[1]):
 for mode in rows:
     if mode == "plain":
         continue
-    for key in ("launch_us", "torch_first_launch_us", "triton_first_launch_us", "alloc_free_us"):
+    for key in ("launch_us", "torch_first_launch_us", "triton_first_launch_us", "alloc_free_us",
+                "first_cublas_us", "first_nccl_comm_us", "nccl_comm_us"):
         a = [r[key] for r in rows[mode] if r.get(key) is not None]
         b = [r[key] for r in rows["plain"] if r.get(key) is not None]
         if not a or not b:
@@ -212,12 +234,19 @@ for w in $WORKLOADS; do
   fi
   tag=$w-$alloc
   : > "$OUTDIR/steptimes-$tag.txt"
+  last=0
   for r in $(seq 1 "$ROUNDS"); do
+    if [ "$r" -gt 1 ] && ! round_fits "$last"; then
+      echo "DEADLINE workload=$w allocator=$alloc: $((r - 1)) of $ROUNDS rounds ran (OVERHEAD_DEADLINE_S=$OVERHEAD_DEADLINE_S)"
+      break
+    fi
+    began=$(date +%s)
     for mode in $(round_order "$r"); do
       rm -rf "$OUTDIR/$mode-$tag-$r"
       run_mode "$mode" "$OUTDIR/$mode-$tag-$r" "${workload[@]}" 2>> "$OUTDIR/stderr.log" \
         | grep STEPTIMES | sed "s/^/$mode round=$r /" >> "$OUTDIR/steptimes-$tag.txt"
     done
+    last=$(( $(date +%s) - began ))
   done
   cat "$OUTDIR/steptimes-$tag.txt"
   $PY - "$OUTDIR/steptimes-$tag.txt" "$w" "$alloc" "$BREAKDOWN" <<'PYEOF'

@@ -1,7 +1,10 @@
 """What one unit of step-1 work costs, in one process, repeated until the
 median is steady: a kernel launch, the first launch of a PyTorch kernel (lazy
 function loading), the first launch of a new Triton kernel (its module loaded
-from Triton's cache), and a driver allocation with its free.
+from Triton's cache), a driver allocation with its free, the first cuBLAS
+matmul (handle, workspace, module loads: one per process), the process's
+first NCCL communicator (NCCL loads its kernels: one per process) and each
+further communicator (a one-rank group, created and used once).
 
 benches/gpu_overhead.sh's step-1 ratio cannot resolve a few percent: a step 1
 with a Triton autotune, the first cuBLAS backward and an NCCL communicator
@@ -28,6 +31,7 @@ LAUNCHES = 20000
 LAUNCH_REPEATS = 7
 ALLOC_REPEATS = 400
 ALLOC_BYTES = 64 << 20
+NCCL_COMMS = 9
 
 
 def sync_time(fn):
@@ -111,9 +115,43 @@ def alloc_free_us():
     return 1e6 * statistics.median(times)
 
 
+def first_cublas_us():
+    """The process's first cuBLAS matmul less its second (one sample)."""
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+    first = sync_time(lambda: a @ a)
+    second = sync_time(lambda: a @ a)
+    return 1e6 * (first - second)
+
+
+def nccl_comms_us():
+    """A one-rank NCCL communicator: created by the first collective of a new
+    group. The first in the process also loads NCCL's kernels; the others
+    (median) are the communicator alone. None without NCCL."""
+    import socket
+
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_nccl_available():
+        return None, None, 0
+    torch.cuda.set_device(0)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    x = torch.ones(1024, device="cuda")
+    times = []
+    for _ in range(NCCL_COMMS):
+        group = dist.new_group([0])
+        times.append(1e6 * sync_time(lambda: dist.all_reduce(x, group=group)))
+    dist.destroy_process_group()
+    return times[0], statistics.median(times[1:]), len(times) - 1
+
+
 def main():
     torch.cuda.init()
     torch.zeros(1, device="cuda")
+    cublas_first = first_cublas_us()
+    nccl_first, nccl_next, nccl_n = nccl_comms_us()
     torch_first, torch_n = torch_first_launch_us()
     triton_first, triton_n = triton_first_launch_us()
     units = {
@@ -123,6 +161,10 @@ def main():
         "triton_first_launch_us": triton_first,
         "triton_first_launches": triton_n,
         "alloc_free_us": alloc_free_us(),
+        "first_cublas_us": cublas_first,
+        "first_nccl_comm_us": nccl_first,
+        "nccl_comm_us": nccl_next,
+        "nccl_comms": nccl_n,
     }
     print("UNITS " + json.dumps(units), flush=True)
 
