@@ -103,11 +103,14 @@ for section in $SECTIONS; do
     pack multinode
     ;;
   overhead)
-    BIN=$BIN OUTDIR=$RUNS/overhead-runs timeout ${OVERHEAD_TIMEOUT:-540} bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | grep -E '^(OVERHEAD|SPREAD|TARGET|PROBE|ELAPSED)'
+    # Rounds stop in time for the summary, well before the hard timeout.
+    BIN=$BIN OUTDIR=$RUNS/overhead-runs OVERHEAD_DEADLINE_S=${OVERHEAD_DEADLINE_S:-$(( ${OVERHEAD_TIMEOUT:-540} - 60 ))} \
+      timeout ${OVERHEAD_TIMEOUT:-540} bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | grep -E '^(OVERHEAD|SPREAD|INTERVAL|PAIRED|PART|TARGET|PROBE|DEADLINE|ELAPSED)'
     tar -C "$RUNS" -czf "$OUT/runs-overhead.tar.gz" overhead-runs
     ;;
   breakdown)
-    BIN=$BIN OUTDIR=$RUNS/breakdown-runs timeout ${OVERHEAD_TIMEOUT:-540} bash benches/gpu_overhead.sh breakdown 2>&1 | tee "$OUT/breakdown.txt" | grep -E '^(BREAKDOWN|OVERHEAD|SPREAD|ELAPSED)'
+    BIN=$BIN OUTDIR=$RUNS/breakdown-runs OVERHEAD_DEADLINE_S=${OVERHEAD_DEADLINE_S:-$(( ${OVERHEAD_TIMEOUT:-540} - 60 ))} \
+      timeout ${OVERHEAD_TIMEOUT:-540} bash benches/gpu_overhead.sh breakdown 2>&1 | tee "$OUT/breakdown.txt" | grep -E '^(BREAKDOWN|OVERHEAD|PAIRED|PART|SPREAD|DEADLINE|ELAPSED)'
     ;;
   traceback)
     BIN=$BIN OUT=$RUNS/traceback bash scripts/gpu-traceback.sh 2>&1 | tee "$OUT/traceback.txt"
