@@ -566,6 +566,20 @@ fn csv_is_tidy_and_holds_the_per_phase_sources() {
             .any(|l| l.contains(",step1,allocated,nccl,408944640,B")),
         "{text}"
     );
+    // The probe's own time per phase, as the terminal's step-1 line says it
+    // ("the probe 16.9 ms (16.8 ms in its callbacks)").
+    let probe = |key: &str| -> f64 {
+        let prefix = format!(",step1,probe_time,{key},");
+        let line = text.lines().find(|l| l.contains(&prefix)).expect(key);
+        line.split(',').nth(8).unwrap().parse().unwrap()
+    };
+    assert_eq!(
+        (
+            (probe("all") * 1e4).round(),
+            (probe("callbacks") * 1e4).round()
+        ),
+        (169.0, 168.0)
+    );
     doctor()
         .args([
             "diff",

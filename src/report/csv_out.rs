@@ -137,6 +137,17 @@ fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), Report
                 ] {
                     rows.row(p, &name, "stall_time", k, v, "s");
                 }
+                // The profiler's own time beside the stalls: all of it, and
+                // its callbacks (inside the training's calls).
+                rows.row(p, &name, "probe_time", "all", ph.probe_s, "s");
+                rows.row(
+                    p,
+                    &name,
+                    "probe_time",
+                    "callbacks",
+                    ph.probe_callbacks_s,
+                    "s",
+                );
                 if let Some(g) = &ph.gap_end {
                     rows.row(p, &name, "out_of_pool_end", "", g.out_of_pool as f64, "B");
                     for part in &g.parts {
