@@ -1,13 +1,14 @@
 //! Which library asked for memory: the first stack frame outside libcuda,
-//! libcudart, libcupti, libc and the probe itself, resolved with dladdr and cached
-//! per return address. The walk stops at that frame, so its cost does not grow
+//! libcudart, libcupti, libc and the probe itself, resolved by the loaded
+//! objects' address ranges (objects.rs; not dladdr, which also searches the
+//! symbols) and cached per return address. The walk stops at that frame, so its cost does not grow
 //! with the depth of the Python stack above. Only used on allocation-type
 //! calls, never per kernel launch.
 //!
 //! Return addresses already seen are looked up in a fixed-size, lock-free,
 //! insert-only table, so threads walking their stacks at once do not
-//! serialise; only an address seen for the first time (a dladdr) takes the
-//! lock of the slow cache, which also holds the library paths.
+//! serialise; only an address seen for the first time takes the lock of the
+//! slow cache, which also holds the library paths and the objects' ranges.
 //!
 //! The walk itself (libgcc's unwinder: about 140 ns per frame, parsing each
 //! frame's DWARF call-frame information) is the bulk of a callback's cost,
@@ -22,8 +23,8 @@
 //! [`VERIFY_EVERY`] is repeated with the unwinder: a disagreement switches
 //! the cached walk off for the process.
 
-use crate::dynlib::path_of_address;
 use crate::guard::lock;
+use crate::objects::LoadedObjects;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -404,6 +405,7 @@ struct CallerCache {
     paths: Vec<String>,
     own_base: String,
     next_id: u32,
+    objects: LoadedObjects,
 }
 
 /// A library seen for the first time, to be written as a `LibraryName` record.
@@ -420,20 +422,22 @@ impl CallerCache {
             paths: Vec::new(),
             own_base: own_path.rsplit('/').next().unwrap_or("").to_string(),
             next_id: 1,
+            objects: LoadedObjects::new(),
         }
     }
 
     fn classify(&mut self, addr: usize) -> (u32, Option<NewLibrary>) {
         // A return address points just past the call; look up addr-1.
-        let Some((path, base)) = path_of_address(addr.saturating_sub(1)) else {
+        let Some((path, base)) = self.objects.find(addr.saturating_sub(1)) else {
             return (SKIP, None);
         };
-        if is_plumbing(&path, &self.own_base) {
+        if is_plumbing(path, &self.own_base) {
             return (SKIP, None);
         }
         if let Some(&id) = self.by_base.get(&base) {
             return (id, None);
         }
+        let path = path.to_string();
         let id = self.next_id;
         self.next_id += 1;
         self.by_base.insert(base, id);

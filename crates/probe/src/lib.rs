@@ -24,6 +24,7 @@ mod driver_api;
 mod dynlib;
 mod guard;
 mod inflight;
+pub mod objects;
 mod pools;
 mod signals;
 mod sink;
