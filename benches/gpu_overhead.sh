@@ -121,6 +121,30 @@ round_fits() { # seconds the previous round took
   [ $(( $(date +%s) - STARTED + $1 )) -le "$OVERHEAD_DEADLINE_S" ]
 }
 
+# ROUNDS rounds of every mode running the command (after the four
+# arguments: a label for the DEADLINE line, the run folder as a printf
+# format of mode and round, the pattern of the result lines to keep, and the
+# file they go to, each tagged with its mode and round).
+run_rounds() {
+  local label=$1 dirs=$2 pattern=$3 out=$4 last=0 r began mode dir
+  shift 4
+  : > "$out"
+  for r in $(seq 1 "$ROUNDS"); do
+    if [ "$r" -gt 1 ] && ! round_fits "$last"; then
+      echo "DEADLINE $label: $((r - 1)) of $ROUNDS rounds ran (OVERHEAD_DEADLINE_S=$OVERHEAD_DEADLINE_S)"
+      break
+    fi
+    began=$(date +%s)
+    for mode in $(round_order "$r"); do
+      printf -v dir "$dirs" "$mode" "$r"
+      rm -rf "$dir"
+      run_mode "$mode" "$dir" "$@" 2>> "$OUTDIR/stderr.log" \
+        | grep "$pattern" | sed "s/^/$mode round=$r /" >> "$out"
+    done
+    last=$(( $(date +%s) - began ))
+  done
+}
+
 # The modes of round r: plain first in odd rounds, last in even ones, so that
 # whatever the run order itself does (caches, clocks) falls on both sides.
 round_order() {
@@ -162,21 +186,7 @@ run_unpinned() {
 if [ "$UNITS" = 1 ]; then
   unset PYTORCH_CUDA_ALLOC_CONF
   run_mode plain "$OUTDIR/units-warm" $PY benches/gpu_unit_costs.py > /dev/null 2>> "$OUTDIR/stderr.log"
-  : > "$OUTDIR/units.txt"
-  last=0
-  for r in $(seq 1 "$ROUNDS"); do
-    if [ "$r" -gt 1 ] && ! round_fits "$last"; then
-      echo "DEADLINE units: $((r - 1)) of $ROUNDS rounds ran (OVERHEAD_DEADLINE_S=$OVERHEAD_DEADLINE_S)"
-      break
-    fi
-    began=$(date +%s)
-    for mode in $(round_order "$r"); do
-      rm -rf "$OUTDIR/units-$mode-$r"
-      run_mode "$mode" "$OUTDIR/units-$mode-$r" $PY benches/gpu_unit_costs.py 2>> "$OUTDIR/stderr.log" \
-        | grep '^UNITS ' | sed "s/^/$mode round=$r /" >> "$OUTDIR/units.txt"
-    done
-    last=$(( $(date +%s) - began ))
-  done
+  run_rounds units "$OUTDIR/units-%s-%s" '^UNITS ' "$OUTDIR/units.txt" $PY benches/gpu_unit_costs.py
   cat "$OUTDIR/units.txt"
   $PY - "$OUTDIR/units.txt" <<'PYEOF'
 import json, statistics, sys
@@ -233,21 +243,7 @@ for w in $WORKLOADS; do
     workload=($PY benches/gpu_overhead.py --steps "$steps" $shape)
   fi
   tag=$w-$alloc
-  : > "$OUTDIR/steptimes-$tag.txt"
-  last=0
-  for r in $(seq 1 "$ROUNDS"); do
-    if [ "$r" -gt 1 ] && ! round_fits "$last"; then
-      echo "DEADLINE workload=$w allocator=$alloc: $((r - 1)) of $ROUNDS rounds ran (OVERHEAD_DEADLINE_S=$OVERHEAD_DEADLINE_S)"
-      break
-    fi
-    began=$(date +%s)
-    for mode in $(round_order "$r"); do
-      rm -rf "$OUTDIR/$mode-$tag-$r"
-      run_mode "$mode" "$OUTDIR/$mode-$tag-$r" "${workload[@]}" 2>> "$OUTDIR/stderr.log" \
-        | grep STEPTIMES | sed "s/^/$mode round=$r /" >> "$OUTDIR/steptimes-$tag.txt"
-    done
-    last=$(( $(date +%s) - began ))
-  done
+  run_rounds "workload=$w allocator=$alloc" "$OUTDIR/%s-$tag-%s" STEPTIMES "$OUTDIR/steptimes-$tag.txt" "${workload[@]}"
   cat "$OUTDIR/steptimes-$tag.txt"
   $PY - "$OUTDIR/steptimes-$tag.txt" "$w" "$alloc" "$BREAKDOWN" <<'PYEOF'
 import json, random, statistics, sys
