@@ -18,17 +18,19 @@ Sampler modes: `off`, `device` (memory info at ~1 kHz), `device+process`
 one `NVML {json}` line per mode and unit (microseconds, median over blocks
 of the block medians, with the blocks' min-max) and `NVML_QUERY {json}` with
 the sampler's own query latencies. Run: `python3 benches/gpu_nvml_contention.py`
-on a GPU machine (about a minute); uses libnvidia-ml.so.1 through ctypes.
+on a GPU machine (about a minute; NVML_BLOCKS sets the blocks, 12); uses
+libnvidia-ml.so.1 through ctypes.
 """
 
 import ctypes
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
 
-BLOCKS = int(__import__("os").environ.get("NVML_BLOCKS", "12"))
+BLOCKS = int(os.environ.get("NVML_BLOCKS", "12"))
 REPEATS = 200
 PERIOD_S = 0.001
 PROCESS_EVERY = 10

@@ -116,11 +116,8 @@ unsafe extern "C" fn collect(
             read.unchanged = true;
             return 1;
         }
-        // Without counters, (0, 0) stands for "unknown": never matches.
+        // Without counters, (0, 0) stands for "unknown": never matched above.
         read.counters = Some(now.unwrap_or((0, 0)));
-        if now.is_none() {
-            read.known = None;
-        }
     }
     let object = read.objects.len();
     let mut base = usize::MAX;
