@@ -420,8 +420,8 @@ fn python_312() -> Option<PathBuf> {
 }
 
 /// Raises through Triton's autotuner (a kernel's out-of-memory inside
-/// `_bench`, then inside `run`), `Optimizer.zero_grad` and
-/// `init_process_group`, printing
+/// `_bench`, then inside `run`), `Optimizer.zero_grad`,
+/// `init_process_group` and `destroy_process_group`, printing
 /// the formatted tracebacks, the stack depth and `inspect.stack()` inside the
 /// kernel: what the program itself can see of its stack.
 const RAISE_THROUGH_HOOKS: &str = r#"
@@ -454,6 +454,13 @@ except ValueError:
 import torch.distributed as dist
 try:
     dist.init_process_group(fail=True)
+except RuntimeError:
+    print(traceback.format_exc())
+# A communicator that appears after the first steps: written as torch forgets it.
+dist.init_process_group("nccl")
+dist.new_group([0], group_desc="late")._set_comm(0x5e)
+try:
+    dist.destroy_process_group(fail=True)
 except RuntimeError:
     print(traceback.format_exc())
 for depth, frames in seen:
@@ -506,7 +513,7 @@ fn no_frame_of_ours_in_the_programs_tracebacks_or_stack_with_sys_monitoring() {
     let (shimmed, events) = raise_through(&py, true, &[]);
     assert!(none.is_empty());
     assert!(plain.contains("out of memory") && plain.contains("zero_grad was asked to fail"));
-    assert!(plain.contains("NCCL timed out"));
+    assert!(plain.contains("NCCL timed out") && plain.contains("destroy failed"));
     // Byte for byte: tracebacks, stack depths and inspect.stack() frames.
     assert_eq!(shimmed, plain, "{}", py.display());
     // ... and the hooks did observe everything.
@@ -521,6 +528,7 @@ fn no_frame_of_ours_in_the_programs_tracebacks_or_stack_with_sys_monitoring() {
     assert!(configs[3]["ms"].is_null() && configs[2]["ms"] == 32.0);
     assert_eq!(of(&events, "compile").len(), 2);
     assert_eq!(of(&events, "zero_grad").len(), 1);
+    assert_late_group_named(&events);
     // The same program with the wrappers (the fallback before 3.12) does
     // show our frames: the comparison above can fail.
     let (wrapped, _) = raise_through(&py, true, &[("PREWARM_DOCTOR_SHIM_MONITORING", "0")]);
@@ -536,4 +544,17 @@ fn the_wrappers_before_python_3_12_record_the_same_events() {
     assert_eq!(of(&events, "autotune_config").len(), 4);
     assert_eq!(of(&events, "compile").len(), 2);
     assert_eq!(of(&events, "zero_grad").len(), 1);
+    assert_late_group_named(&events);
+}
+
+/// The group whose communicator appeared after the first steps was written
+/// by the snapshot at `destroy_process_group`, with no step.
+fn assert_late_group_named(events: &[serde_json::Value]) {
+    let late: Vec<_> = of(events, "comm_group")
+        .into_iter()
+        .filter(|g| g["desc"] == "late")
+        .collect();
+    assert_eq!(late.len(), 1, "{events:?}");
+    assert_eq!(late[0]["comm"], "0x5e");
+    assert!(late[0]["step"].is_null());
 }

@@ -66,9 +66,15 @@ def snapshot(emit, step=None):
 
 
 def install(dist, emit):
-    """Snapshots once more just before torch forgets its groups."""
+    """Snapshots once more just before torch forgets its groups: observed
+    through sys.monitoring where it can be (no frame of ours in the
+    program's stack), else wrapped."""
     try:
+        from prewarm_doctor_monitor import observe
+
         original = dist.destroy_process_group
+        if observe(original, lambda frame: snapshot(emit)):
+            return
 
         def destroy_process_group(*args, **kwargs):
             snapshot(emit)

@@ -370,6 +370,9 @@ def _install_nccl_version_probe(torch):
             if exc is None:
                 created()
 
+        from prewarm_doctor_groups import install as install_groups
+
+        install_groups(dist, emit)
         original = dist.init_process_group
         if observe(original, lambda frame: True, ended):
             return
@@ -380,9 +383,6 @@ def _install_nccl_version_probe(torch):
             return result
 
         dist.init_process_group = init_process_group
-        from prewarm_doctor_groups import install as install_groups
-
-        install_groups(dist, emit)
     except Exception:
         pass
 

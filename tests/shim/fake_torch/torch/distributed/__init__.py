@@ -39,6 +39,8 @@ def get_world_size(group=None):
 
 
 def destroy_process_group(*a, **k):
+    if k.get("fail"):
+        raise RuntimeError("destroy failed")
     distributed_c10d._world.pg_names.clear()
     distributed_c10d._world.pg_group_ranks.clear()
     _initialized[0] = False
