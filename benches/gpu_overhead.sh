@@ -16,7 +16,9 @@
 # Workloads (OVERHEAD_WORKLOADS): `lazy` (benches/gpu_overhead_lazy.py under
 # torchrun, one rank: the training of examples/all_lazy_init.py, whose step 1
 # has a Triton autotune, the first cuBLAS backward and a new NCCL
-# communicator; a first untimed plain and doctor run warms the caches),
+# communicator; a first untimed plain and doctor run warms the caches;
+# OVERHEAD_LAZY_LAUNCH=python runs it as a one-rank job without torchrun:
+# a few seconds less a run, so more rounds fit a time-limited call),
 # `gemm` (large matmuls, GPU-bound, ~20 ms
 # steps) and `launch` (small layers, many short kernels: CPU/launch-bound,
 # where any per-launch cost shows). Modes (OVERHEAD_MODES, each against
@@ -90,6 +92,7 @@ fi
 CACHE=${OVERHEAD_CACHE:---cache user}
 STEPS=${OVERHEAD_STEPS:-}
 WORKLOADS=${OVERHEAD_WORKLOADS:-lazy}
+LAZY_LAUNCH=${OVERHEAD_LAZY_LAUNCH:-torchrun}
 STARTED=$(date +%s)
 PY=${PY:-python3}
 OUTDIR=${OUTDIR:-/tmp/pd-overhead}
@@ -235,7 +238,11 @@ for w in $WORKLOADS; do
   *) echo "unknown workload $w" >&2; exit 2 ;;
   esac
   if [ "$w" = lazy ]; then
-    workload=($PY -m torch.distributed.run --standalone --nproc_per_node=1 benches/gpu_overhead_lazy.py --steps "$steps")
+    case $LAZY_LAUNCH in
+    torchrun) workload=($PY -m torch.distributed.run --standalone --nproc_per_node=1 benches/gpu_overhead_lazy.py --steps "$steps") ;;
+    python) workload=($PY benches/gpu_overhead_lazy.py --steps "$steps") ;;
+    *) echo "unknown OVERHEAD_LAZY_LAUNCH $LAZY_LAUNCH (torchrun, python)" >&2; exit 2 ;;
+    esac
     # Warm caches (Triton's kernels, the doctor's extracted probe): untimed.
     run_mode plain "$OUTDIR/warm-plain" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
     rm -rf "$OUTDIR/warm-doctor"; run_mode doctor "$OUTDIR/warm-doctor" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
