@@ -31,7 +31,9 @@
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
-# `tmpfs-out` (the run folder on /dev/shm), `nccl-log` (no doctor: the plain
+# `tmpfs-out` (the run folder on /dev/shm), `agent-bare` (the doctor with
+# torchrun's agent process uninstrumented, its worker instrumented; lazy
+# workload under torchrun only), `nccl-log` (no doctor: the plain
 # run with the NCCL_DEBUG=INFO log the doctor turns on). Prints one OVERHEAD line per
 # workload and mode: median ratios of steady-state and step-1 time, and the
 # probe's device memory (difference in device memory in use at the end),
@@ -175,11 +177,33 @@ run_unpinned() {
   probe-kernels) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" "$@" ;;
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  agent-bare) run_agent_bare "$dir" "$@" ;;
   nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
     NCCL_DEBUG_TIMESTAMP_FORMAT="[%s.%6f]_" NCCL_DEBUG_TIMESTAMP_LEVELS=ALL "$@" ;;
   tmpfs-out) rm -rf "/dev/shm/pd-overhead-run"; "$BIN" run $CACHE --out /dev/shm/pd-overhead-run -- "$@" 2>/dev/null; rm -rf "/dev/shm/pd-overhead-run" ;;
   *) echo "unknown mode $mode" >&2; return 2 ;;
   esac
+}
+
+# Mode agent-bare: the doctor, but torchrun's agent process runs without
+# the doctor's variables (no probe, no shim there; the agent calls cuInit, so
+# CUDA would load the probe into it) and its worker with them: the agent's
+# variables are set aside, and `torchrun --no-python` starts the worker
+# through a bash that puts them back. Arguments: run folder, then a torchrun
+# command whose worker is a python script (the first argument ending .py).
+run_agent_bare() {
+  local dir=$1; shift
+  local launcher=() worker=()
+  while [ $# -gt 0 ] && [ "${1%.py}" = "$1" ]; do launcher+=("$1"); shift; done
+  worker=("$@")
+  case " ${launcher[*]} " in
+  *" torch.distributed.run "*) ;;
+  *) echo "agent-bare needs a torchrun launch (OVERHEAD_LAZY_LAUNCH=torchrun)" >&2; return 2 ;;
+  esac
+  "$BIN" run $CACHE --out "$dir" -- bash -c \
+    'export PD_INJECTION="${CUDA_INJECTION64_PATH-}" PD_PYTHONPATH="${PYTHONPATH-}"; unset CUDA_INJECTION64_PATH PYTHONPATH; exec "$@"' \
+    agent-bare "${launcher[@]}" --no-python bash -c \
+    'CUDA_INJECTION64_PATH="$PD_INJECTION" PYTHONPATH="$PD_PYTHONPATH" exec "$0" -u "$@"' "$PY" "${worker[@]}" 2>/dev/null
 }
 
 # `units`: what the doctor adds to one unit of step-1 work (a launch, a
@@ -336,18 +360,28 @@ if sys.argv[4] == "1" and "doctor" in rows:
              "tmpfs-out": "run-folder writes (vs tmpfs)", "no-probe": "probe (CUPTI subscription, callbacks, activity)",
              "doctor-modules": "module-loaded callbacks (if switched on)",
              "slow-tick": "writer's 10 ms tick (vs 100 ms) while kernel records are on",
-             "probe-clock": "CUPTI calling the probe's clock (if switched on)"}
+             "probe-clock": "CUPTI calling the probe's clock (if switched on)",
+             "agent-bare": "torchrun's agent instrumented"}
     for mode, part in parts.items():
         if mode not in rows:
             continue
         switched_on = mode in ("doctor-modules", "probe-clock")
         cost = med(mode, "step1") - doctor if switched_on else doctor - med(mode, "step1")
+        # Paired: the difference within each round (the same machine drift
+        # on both sides), its median over rounds and a bootstrap interval.
+        sign = -1 if switched_on else 1
+        diffs = [sign * (r["doctor"]["step1"] - r[mode]["step1"]) for r in rounds.values()
+                 if "doctor" in r and mode in r]
+        rng = random.Random(1)
+        boot = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(2000))
         print(f"BREAKDOWN workload={sys.argv[2]} allocator={sys.argv[3]} part=\"{part}\" mode={mode} "
-              f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f}")
+              f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f} "
+              f"paired_ms={1000*statistics.median(diffs):.1f} paired_ms_90={1000*boot[100]:.1f}..{1000*boot[1899]:.1f} "
+              f"rounds={len(diffs)}")
 PYEOF
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 'probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /" ;;
     esac
   done
