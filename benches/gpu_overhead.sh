@@ -33,7 +33,9 @@
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
 # `tmpfs-out` (the run folder on /dev/shm), `agent-bare` (the doctor with
 # torchrun's agent process uninstrumented, its worker instrumented; lazy
-# workload under torchrun only), `nccl-log` (no doctor: the plain
+# workload under torchrun only), `plain-again` (the plain run once more: an
+# A/A control whose PAIRED line is the method's own noise and bias, the
+# least a doctor figure must differ by to mean anything), `nccl-log` (no doctor: the plain
 # run with the NCCL_DEBUG=INFO log the doctor turns on). Prints one OVERHEAD line per
 # workload and mode: median ratios of steady-state and step-1 time, and the
 # probe's device memory (difference in device memory in use at the end),
@@ -63,7 +65,8 @@
 # allocation and its free, the first cuBLAS matmul, the first and each
 # further NCCL communicator; UNIT lines, microseconds), where the noise of a
 # whole step 1 does not hide a few percent.
-# Rounds alternate the order (plain first, then plain last);
+# Rounds rotate the order (each mode, plain too, in each position once
+# every n rounds: plain first, then last, with one mode);
 # OVERHEAD_PIN=<cpus>|gpu pins both sides to the same CPUs (on the lent H200
 # VM `gpu` is all 16 cores, one NUMA node: it pins nothing there);
 # OVERHEAD_DEADLINE_S stops starting rounds in time for the summary.
@@ -150,10 +153,15 @@ run_rounds() {
   done
 }
 
-# The modes of round r: plain first in odd rounds, last in even ones, so that
-# whatever the run order itself does (caches, clocks) falls on both sides.
+# The modes of round r: plain and the modes, rotated by one place a round,
+# so that over n rounds (n runs a round) each mode runs once in each position
+# and whatever the run order itself does (caches, clocks, the first run
+# after the previous round) falls on every mode alike. With one mode this
+# is plain first in odd rounds, last in even ones.
 round_order() {
-  if [ $(( $1 % 2 )) = 1 ]; then echo plain $MODES; else echo $MODES | tr ' ' '\n' | tac | tr '\n' ' '; echo plain; fi
+  local all=(plain $MODES) shift
+  shift=$(( ($1 - 1) % ${#all[@]} ))
+  echo "${all[@]:$shift}" "${all[@]:0:$shift}"
 }
 
 run_mode() { # mode run-dir, then the workload command
@@ -177,6 +185,7 @@ run_unpinned() {
   probe-kernels) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" "$@" ;;
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  plain-again) "$@" ;;
   agent-bare) run_agent_bare "$dir" "$@" ;;
   nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
     NCCL_DEBUG_TIMESTAMP_FORMAT="[%s.%6f]_" NCCL_DEBUG_TIMESTAMP_LEVELS=ALL "$@" ;;
