@@ -1,0 +1,236 @@
+//! benches/gpu_overhead.sh decides the footprint claims in the README (its
+//! PAIRED and TARGET lines), so its own logic is tested here, on a machine
+//! without a GPU: a stand-in doctor (sets the doctor's variables and runs the
+//! command) and a stand-in python (torchrun's agent, or the lazy workload,
+//! which prints STEPTIMES slower by a set factor when it runs under the
+//! doctor's probe). Each process logs what it saw to a file.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const DOCTOR: &str = r#"#!/usr/bin/env bash
+case $1 in
+check) echo "probe: $SB/probe/libprewarm_probe.so" ;;
+run) shift; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done; shift
+     CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim exec "$@" ;;
+report) echo "   probe: 3 callbacks (1.0 ms)" ;;
+esac
+"#;
+
+/// `-m torch.distributed.run`: the agent (logs, then starts the worker as
+/// torchrun does, `--no-python` included); `-`: the bench's analysis;
+/// otherwise the workload. Step 1 is 1.5 s, times STANDIN_SLOWDOWN under
+/// the probe, with +-0.1% of noise; a run takes STANDIN_SLEEP seconds more.
+const PYTHON: &str = r#"#!/usr/bin/env bash
+if [ "$1" = -m ] && [ "$2" = torch.distributed.run ]; then
+  shift 2; nopy=0
+  while [ $# -gt 0 ]; do case $1 in --no-python) nopy=1; shift ;; --*) shift ;; *) break ;; esac; done
+  echo "agent probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none}" >> "$SB/log"
+  if [ $nopy = 1 ]; then exec "$@"; else exec "$SB/py" -u "$@"; fi
+fi
+[ "$1" = - ] && exec python3 "$@"
+[ "$1" = -u ] && shift
+echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none}" >> "$SB/log"
+sleep "${STANDIN_SLEEP:-0}"
+exec python3 - <<'EOF'
+import json, os, random
+f = float(os.environ.get("STANDIN_SLOWDOWN", "1")) if os.environ.get("CUDA_INJECTION64_PATH") else 1.0
+n = lambda: 1 + random.uniform(-0.001, 0.001)
+parts = {"forward": 1.0, "backward": 0.08, "clip": 0.37, "optimizer": 0.05}
+print("STEPTIMES " + json.dumps({
+    "step1": 1.5 * f * n(), "step2": 0.01, "steady_median": 0.003 * n(), "steady_mean": 0.003,
+    **{"step1_" + k: v * f * n() for k, v in parts.items()},
+    "steps": 20, "device_used": 1, "reserved": 1, "allocator": "native"}))
+EOF
+"#;
+
+struct Bench {
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [("prewarm-doctor", DOCTOR), ("py", PYTHON)] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+        }
+        Bench { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs the bench with these variables; returns its stdout.
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> String {
+        let out = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead.sh"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("SB", self.dir.path())
+            .env("BIN", self.path("prewarm-doctor"))
+            .env("PY", self.path("py"))
+            .env("OUTDIR", self.path("out"))
+            .env("OVERHEAD_ALLOCATORS", "default")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path("log")).unwrap_or_default()
+    }
+}
+
+fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(start) && l.contains(has))
+        .unwrap_or_else(|| panic!("no {start} line with {has:?} in:\n{out}"))
+}
+
+fn field(line: &str, key: &str) -> f64 {
+    let at = line.find(&format!(" {key}=")).expect(key) + key.len() + 2;
+    line[at..]
+        .split([' ', '-'])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_doctor_ten_percent_slower_is_over_the_target_and_the_a_a_control_is_not() {
+    let bench = Bench::new();
+    let out = bench.run(
+        &[],
+        &[
+            ("OVERHEAD_ROUNDS", "6"),
+            ("OVERHEAD_MODES", "doctor plain-again"),
+            ("STANDIN_SLOWDOWN", "1.10"),
+        ],
+    );
+    let doctor = line(&out, "PAIRED", "mode=doctor");
+    assert!(
+        (field(doctor, "step1_ratio") - 1.10).abs() < 0.005,
+        "{doctor}"
+    );
+    let target = line(&out, "TARGET", "");
+    assert!(target.contains("(<= 1.03: over)"), "{target}");
+    let control = line(&out, "PAIRED", "mode=plain-again");
+    assert!(
+        (field(control, "step1_ratio") - 1.0).abs() < 0.005,
+        "{control}"
+    );
+    let part = line(&out, "PART", "mode=doctor part=clip");
+    assert!((field(part, "paired_ratio") - 1.10).abs() < 0.005, "{part}");
+}
+
+#[test]
+fn a_doctor_that_costs_nothing_meets_the_target() {
+    let bench = Bench::new();
+    let out = bench.run(&[], &[("OVERHEAD_ROUNDS", "4")]);
+    let target = line(&out, "TARGET", "");
+    assert!(
+        target.contains("(<= 1.03: met)") && target.contains("(<= 1.01: met)"),
+        "{target}"
+    );
+}
+
+#[test]
+fn rounds_rotate_so_each_mode_runs_in_each_position() {
+    let bench = Bench::new();
+    bench.run(
+        &[],
+        &[
+            ("OVERHEAD_ROUNDS", "3"),
+            ("OVERHEAD_MODES", "doctor plain-again"),
+        ],
+    );
+    let rows = std::fs::read_to_string(bench.path("out/steptimes-lazy-default.txt")).unwrap();
+    let order: Vec<Vec<&str>> = (1..=3)
+        .map(|r| {
+            rows.lines()
+                .filter(|l| l.contains(&format!(" round={r} ")))
+                .map(|l| l.split(' ').next().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ["plain", "doctor", "plain-again"],
+            ["doctor", "plain-again", "plain"],
+            ["plain-again", "plain", "doctor"],
+        ]
+    );
+}
+
+#[test]
+fn agent_bare_leaves_torchruns_agent_uninstrumented_and_its_worker_not() {
+    let bench = Bench::new();
+    let out = bench.run(
+        &["breakdown"],
+        &[
+            ("OVERHEAD_ROUNDS", "2"),
+            ("OVERHEAD_MODES", "doctor agent-bare"),
+        ],
+    );
+    let bare = line(&out, "BREAKDOWN", "mode=agent-bare");
+    assert!(
+        bare.contains("part=\"torchrun's agent instrumented\""),
+        "{bare}"
+    );
+    assert!(
+        bare.contains("rounds=2") && bare.contains("paired_ms_90="),
+        "{bare}"
+    );
+    // The warm-up runs (plain, doctor), then two rounds of plain, doctor and agent-bare.
+    let log = bench.log();
+    let probe = format!(
+        "probe={}",
+        bench.path("probe/libprewarm_probe.so").display()
+    );
+    let agents = |with: bool| {
+        log.lines()
+            .filter(|l| l.starts_with("agent") && l.contains(&probe) == with)
+            .count()
+    };
+    let workers = |with: bool| {
+        log.lines()
+            .filter(|l| l.starts_with("worker") && l.contains(&probe) == with)
+            .count()
+    };
+    assert_eq!((agents(true), agents(false)), (3, 5), "{log}");
+    assert_eq!((workers(true), workers(false)), (5, 3), "{log}");
+}
+
+#[test]
+fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
+    let bench = Bench::new();
+    let out = bench.run(
+        &[],
+        &[
+            ("OVERHEAD_ROUNDS", "3"),
+            ("OVERHEAD_DEADLINE_S", "0"),
+            // Rounds of at least a second: the bench's clock counts seconds.
+            ("STANDIN_SLEEP", "1"),
+            ("OVERHEAD_LAZY_LAUNCH", "python"),
+        ],
+    );
+    assert!(
+        out.contains("DEADLINE workload=lazy allocator=default: 1 of 3 rounds ran"),
+        "{out}"
+    );
+    line(&out, "PAIRED", "mode=doctor rounds=1");
+    // Launched without torchrun: no agent ran.
+    assert!(!bench.log().contains("agent"), "{}", bench.log());
+}
