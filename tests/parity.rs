@@ -2,7 +2,7 @@
 //! — each verdict's class, what it moved and what it cost; each
 //! out-of-memory failure's request, what-if per prewarm and remedy; the
 //! phase a process without a step is in; the warmups still landing after
-//! setup; the communicator ids — and each is looked for in the terminal
+//! setup; the probe's own time in step 1; the communicator ids — and each is looked for in the terminal
 //! report, the Markdown, the HTML as headless Chromium shows it (DOM text),
 //! the dashboard (ratatui's TestBackend), and where the fact has a place
 //! there, the PNG charts (their drawn text) and the Perfetto trace, on every
@@ -14,6 +14,7 @@
 mod common;
 
 use common::{model_of, repo};
+use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::report::charts::Chart;
 use prewarm_doctor::report::html::Html;
 use prewarm_doctor::report::markdown::Markdown;
@@ -136,6 +137,14 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 "phase of a run without a step",
                 "before any step",
                 &[Terminal, Markdown, Html, Dashboard, Perfetto],
+            ));
+        }
+        let step1 = r.account.phases.iter().find(|ph| ph.phase == Phase::Step1);
+        if let Some(ph) = step1.filter(|_| !r.no_step()) {
+            out.push(fact(
+                "the probe's own step-1 time",
+                prewarm_doctor::report::verdict_text::probe_in_step1(ph),
+                &[Terminal, Markdown, Html],
             ));
         }
         for w in r.late_warmups().iter().filter(|w| !w.minor) {

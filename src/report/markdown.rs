@@ -8,6 +8,7 @@ use super::escape;
 use super::model::{AttemptView, MatrixView, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
+use super::verdict_text::probe_in_step1;
 use super::{account_tables, bytes, seconds};
 use crate::analysis::account::ProcessAccount;
 use crate::analysis::phases::Phase;
@@ -224,13 +225,28 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         .rank
         .map_or(format!("process {}", p.pid), |r| format!("rank {r}"));
     let _ = writeln!(o, "\n#### {} on {}\n", md(&who), md(&p.host));
-    if let (Some(s1), Some(ss)) = (p.steps.step1_s, p.steps.steady_step_s) {
-        let _ = writeln!(
-            o,
-            "Step 1 took **{}** vs {} per steady step.\n",
+    let probe = p
+        .phases
+        .iter()
+        .find(|ph| ph.phase == Phase::Step1)
+        .map(|ph| format!("; the probe: {}", probe_in_step1(ph)))
+        .unwrap_or_default();
+    let s = &p.steps;
+    let took = match (s.step1_s, s.steady_step_s) {
+        (Some(s1), Some(ss)) => Some(format!(
+            "Step 1 took **{}** vs {} per steady step",
             seconds(s1),
             seconds(ss)
-        );
+        )),
+        (Some(s1), None) if s.count == 0 => Some(format!(
+            "No optimizer step finished: step 1 ran **{}** until the process ended",
+            seconds(s1)
+        )),
+        (Some(s1), None) => Some(format!("Step 1 took **{}**", seconds(s1))),
+        _ => None,
+    };
+    if let Some(took) = took {
+        let _ = writeln!(o, "{took}{}.\n", md(&probe));
     }
     o.push_str(&account_tables::phase_table(p).markdown());
     if let Some(s1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) {

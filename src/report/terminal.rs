@@ -12,7 +12,7 @@ use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
 use super::text_layout::{print_text, write_table};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::account::{Forensic, GapAccount, PhaseAccount, ProcessAccount};
+use crate::analysis::account::{Forensic, GapAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
@@ -177,12 +177,8 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             .to_string(),
     };
     print_text(o, &line, head, "     ");
-    if let Some((st, probe_s)) = p
-        .phases
-        .iter()
-        .find(|ph| ph.phase == Phase::Step1)
-        .map(|ph| (&ph.stall, ph))
-    {
+    if let Some(step1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) {
+        let st = &step1.stall;
         let items = [
             format!("compile {}", seconds(st.compile_s)),
             format!("autotune {}", seconds(st.autotune_s)),
@@ -190,9 +186,10 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             format!("cuBLAS init {}", seconds(st.cublas_init_s)),
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
-            probe_share(probe_s),
         ];
-        print_wrapped(o, "   step-1 time: ", &items, ", ");
+        let probe = super::verdict_text::probe_in_step1(step1);
+        let text = format!("{}; the probe: {probe}", items.join(", "));
+        print_text(o, &text, "   step-1 time: ", "       ");
     }
 }
 
@@ -751,17 +748,6 @@ fn probe_lines(o: &mut String, p: &ProcessAccount) {
     for pr in &p.problems {
         let _ = writeln!(o, "   problem: {}", terminal(&pr.to_string()));
     }
-}
-
-/// The probe's own time in step 1 and, of it, its callbacks: those run
-/// inside the training's calls (time the training waited); the rest ran on
-/// the probe's threads beside it. CUPTI's own tracing is in neither.
-fn probe_share(ph: &PhaseAccount) -> String {
-    format!(
-        "the probe {} ({} in its callbacks)",
-        seconds(ph.probe_s),
-        seconds(ph.probe_callbacks_s)
-    )
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! escape for their format.
 
 use super::{bytes, seconds};
-use crate::analysis::account::{FailedRequest, Forensic, GapPart, PartSource};
+use crate::analysis::account::{FailedRequest, Forensic, GapPart, PartSource, PhaseAccount};
 use crate::analysis::matrix::MatrixNote;
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::stats::Stat;
@@ -824,4 +824,21 @@ mod tests {
         let lines = wrap("averyveryverylongword x", "- a long lead: ", "  ", 24);
         assert_eq!(lines, ["- a long lead:", "  averyveryverylongword", "  x"]);
     }
+}
+
+/// The probe's own time in step 1, as every format says it: its callbacks
+/// run inside the training's calls, so they are inside step 1's time and its
+/// parts (the training waited for them), not a part of their own; the rest
+/// ran on the probe's threads beside the training (said from 0.5 ms on).
+/// CUPTI's own tracing is in neither.
+pub fn probe_in_step1(ph: &PhaseAccount) -> String {
+    let mut text = format!(
+        "callbacks {} inside step 1's time",
+        seconds(ph.probe_callbacks_s)
+    );
+    let beside = ph.probe_s - ph.probe_callbacks_s;
+    if beside >= 0.5e-3 {
+        text += &format!(", {} on its threads beside the training", seconds(beside));
+    }
+    text
 }
