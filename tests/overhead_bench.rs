@@ -86,6 +86,13 @@ impl Bench {
         stdout
     }
 
+    /// A fresh stand-in set, run once: the set (for its log) and the output.
+    fn once(args: &[&str], env: &[(&str, &str)]) -> (Bench, String) {
+        let bench = Bench::new();
+        let out = bench.run(args, env);
+        (bench, out)
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.path("log")).unwrap_or_default()
     }
@@ -109,8 +116,7 @@ fn field(line: &str, key: &str) -> f64 {
 
 #[test]
 fn a_doctor_ten_percent_slower_is_over_the_target_and_the_a_a_control_is_not() {
-    let bench = Bench::new();
-    let out = bench.run(
+    let (_bench, out) = Bench::once(
         &[],
         &[
             ("OVERHEAD_ROUNDS", "6"),
@@ -136,8 +142,7 @@ fn a_doctor_ten_percent_slower_is_over_the_target_and_the_a_a_control_is_not() {
 
 #[test]
 fn a_doctor_that_costs_nothing_meets_the_target() {
-    let bench = Bench::new();
-    let out = bench.run(&[], &[("OVERHEAD_ROUNDS", "4")]);
+    let (_bench, out) = Bench::once(&[], &[("OVERHEAD_ROUNDS", "4")]);
     let target = line(&out, "TARGET", "");
     assert!(
         target.contains("(<= 1.03: met)") && target.contains("(<= 1.01: met)"),
@@ -176,8 +181,7 @@ fn rounds_rotate_so_each_mode_runs_in_each_position() {
 
 #[test]
 fn agent_bare_leaves_torchruns_agent_uninstrumented_and_its_worker_not() {
-    let bench = Bench::new();
-    let out = bench.run(
+    let (bench, out) = Bench::once(
         &["breakdown"],
         &[
             ("OVERHEAD_ROUNDS", "2"),
@@ -215,8 +219,7 @@ fn agent_bare_leaves_torchruns_agent_uninstrumented_and_its_worker_not() {
 
 #[test]
 fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
-    let bench = Bench::new();
-    let out = bench.run(
+    let (bench, out) = Bench::once(
         &[],
         &[
             ("OVERHEAD_ROUNDS", "3"),
