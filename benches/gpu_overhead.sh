@@ -35,7 +35,8 @@
 # torchrun's agent process uninstrumented, its worker instrumented; lazy
 # workload under torchrun only), `plain-again` (the plain run once more: an
 # A/A control whose PAIRED line is the method's own noise and bias, the
-# least a doctor figure must differ by to mean anything), `nccl-log` (no doctor: the plain
+# least a doctor figure must differ by to mean anything; with `doctor` too,
+# a CONTROL line pairs the doctor with it within each round), `nccl-log` (no doctor: the plain
 # run with the NCCL_DEBUG=INFO log the doctor turns on). Prints one OVERHEAD line per
 # workload and mode: median ratios of steady-state and step-1 time, and the
 # probe's device memory (difference in device memory in use at the end),
@@ -359,6 +360,20 @@ for mode in rows:
         print(f"TARGET workload={sys.argv[2]} allocator={sys.argv[3]} paired step1={pstep1:.4f} "
               f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
               f"steady={psteady:.4f} (<= 1.01: {verdict(psteady, plos, phis, 1.01)})")
+# The A/A control: the doctor against the second plain run within each
+# round, as PAIRED does against the first. If the doctor's PAIRED ratio is
+# off 1 but this one is not, the difference is the method's, not the doctor's.
+if "doctor" in rows and "plain-again" in rows:
+    def between(key):
+        ratios = [r["doctor"][key] / r["plain-again"][key] for r in rounds.values()
+                  if "doctor" in r and "plain-again" in r]
+        rng = random.Random(1)
+        boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+        return f"{statistics.median(ratios):.4f} ({boot[100]:.3f}-{boot[1899]:.3f})", len(ratios)
+    step1, n = between("step1")
+    steady, _ = between("steady_median")
+    print(f"CONTROL workload={sys.argv[2]} allocator={sys.argv[3]} doctor_vs_plain_again rounds={n} "
+          f"step1_ratio={step1} steady_ratio={steady}")
 # Breakdown: what each part costs step 1 = doctor minus doctor without it
 # (for doctor-modules, which switches a part on: it minus doctor).
 if sys.argv[4] == "1" and "doctor" in rows:

@@ -136,6 +136,11 @@ fn a_doctor_ten_percent_slower_is_over_the_target_and_the_a_a_control_is_not() {
         (field(control, "step1_ratio") - 1.0).abs() < 0.005,
         "{control}"
     );
+    let control = line(&out, "CONTROL", "doctor_vs_plain_again rounds=6");
+    assert!(
+        (field(control, "step1_ratio") - 1.10).abs() < 0.005,
+        "{control}"
+    );
     let part = line(&out, "PART", "mode=doctor part=clip");
     assert!((field(part, "paired_ratio") - 1.10).abs() < 0.005, "{part}");
 }
