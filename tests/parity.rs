@@ -14,7 +14,6 @@
 mod common;
 
 use common::{model_of, repo};
-use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::report::charts::Chart;
 use prewarm_doctor::report::html::Html;
 use prewarm_doctor::report::markdown::Markdown;
@@ -139,7 +138,7 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 &[Terminal, Markdown, Html, Dashboard, Perfetto],
             ));
         }
-        let step1 = r.account.phases.iter().find(|ph| ph.phase == Phase::Step1);
+        let step1 = prewarm_doctor::analysis::ranks::step1(&r.account);
         if let Some(ph) = step1.filter(|_| !r.no_step()) {
             out.push(fact(
                 "the probe's own step-1 time",

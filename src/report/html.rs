@@ -14,7 +14,7 @@ use super::renderer::{Renderer, ReportError};
 use super::svg::{chart_svg, inert, kind_class};
 use super::verdict_text::probe_in_step1;
 use super::{bytes, seconds, signed_bytes, spread_lines};
-use crate::analysis::phases::Phase;
+use crate::analysis::ranks::step1;
 use crate::analysis::timeline::MarkerKind;
 use askama::Template;
 use std::io::Write;
@@ -277,12 +277,7 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 step1: opt_secs(r.step1_s),
                 setup: opt_secs(r.setup_s),
                 comms: r.step1_comms.to_string(),
-                probe: r
-                    .account
-                    .phases
-                    .iter()
-                    .find(|ph| ph.phase == Phase::Step1)
-                    .map_or_else(|| "–".into(), probe_in_step1),
+                probe: step1(&r.account).map_or_else(|| "–".into(), probe_in_step1),
                 exit: match (a.exit_code, a.interrupted) {
                     (_, true) => "interrupted".into(),
                     (Some(c), _) => c.to_string(),

@@ -11,7 +11,7 @@ use super::select::Selection;
 use super::verdict_text::probe_in_step1;
 use super::{account_tables, bytes, seconds};
 use crate::analysis::account::ProcessAccount;
-use crate::analysis::phases::Phase;
+use crate::analysis::ranks::step1;
 use std::fmt::Write;
 
 /// Most bytes the summary takes (GitHub's comment limit is 65,536
@@ -225,10 +225,7 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         .rank
         .map_or(format!("process {}", p.pid), |r| format!("rank {r}"));
     let _ = writeln!(o, "\n#### {} on {}\n", md(&who), md(&p.host));
-    let probe = p
-        .phases
-        .iter()
-        .find(|ph| ph.phase == Phase::Step1)
+    let probe = step1(p)
         .map(|ph| format!("; the probe: {}", probe_in_step1(ph)))
         .unwrap_or_default();
     let s = &p.steps;
@@ -249,7 +246,7 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         let _ = writeln!(o, "{took}{}.\n", md(&probe));
     }
     o.push_str(&account_tables::phase_table(p).markdown());
-    if let Some(s1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) {
+    if let Some(s1) = step1(p) {
         let sources: Vec<String> = s1
             .by_source
             .iter()

@@ -177,7 +177,7 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             .to_string(),
     };
     print_text(o, &line, head, "     ");
-    if let Some(step1) = p.phases.iter().find(|ph| ph.phase == Phase::Step1) {
+    if let Some(step1) = crate::analysis::ranks::step1(p) {
         let st = &step1.stall;
         let items = [
             format!("compile {}", seconds(st.compile_s)),
