@@ -297,6 +297,13 @@ for n, line in enumerate(open(sys.argv[1])):
     rows.setdefault(mode, []).append(row)
     # Files without round tags pair by position: the k-th row of each mode.
     rounds.setdefault(tag or str(len(rows[mode])), {})[mode] = row
+def paired(a, b, key, combine=lambda x, y: x / y):
+    """Within each round where both ran, combine(a's figure, b's): the
+    median over rounds, its 90% bootstrap interval (fixed seed), the count."""
+    values = [combine(r[a][key], r[b][key]) for r in rounds.values() if a in r and b in r]
+    rng = random.Random(1)
+    boot = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(2000))
+    return statistics.median(values), boot[100], boot[1899], len(values)
 def med(kind, key):
     return statistics.median(r[key] for r in rows[kind])
 for mode in rows:
@@ -332,13 +339,8 @@ for mode in rows:
     # Paired: the ratio within each round (adjacent runs share the machine's
     # drift, which then cancels), its median over rounds and a bootstrap
     # over rounds. TARGET is judged on these.
-    def paired(key):
-        ratios = [r[mode][key] / r["plain"][key] for r in rounds.values() if mode in r and "plain" in r]
-        rng = random.Random(1)
-        boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
-        return statistics.median(ratios), boot[100], boot[1899], len(ratios)
-    pstep1, plo1, phi1, pairs = paired("step1")
-    psteady, plos, phis, _ = paired("steady_median")
+    pstep1, plo1, phi1, pairs = paired(mode, "plain", "step1")
+    psteady, plos, phis, _ = paired(mode, "plain", "steady_median")
     print(f"PAIRED workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} rounds={pairs} "
           f"step1_ratio={pstep1:.4f} step1_ratio_90={plo1:.3f}-{phi1:.3f} "
           f"steady_ratio={psteady:.4f} steady_ratio_90={plos:.3f}-{phis:.3f}")
@@ -347,7 +349,7 @@ for mode in rows:
     for part in ("forward", "backward", "clip", "optimizer"):
         key = "step1_" + part
         if all(key in r for r in rows[mode] + rows["plain"]):
-            ratio, lo, hi, _ = paired(key)
+            ratio, lo, hi, _ = paired(mode, "plain", key)
             print(f"PART workload={sys.argv[2]} allocator={sys.argv[3]} mode={mode} part={part} "
                   f"plain_ms={1000*med('plain', key):.1f} ({spread('plain', key)}) "
                   f"{mode}_ms={1000*med(mode, key):.1f} ({spread(mode, key)}) "
@@ -365,11 +367,8 @@ for mode in rows:
 # off 1 but this one is not, the difference is the method's, not the doctor's.
 if "doctor" in rows and "plain-again" in rows:
     def between(key):
-        ratios = [r["doctor"][key] / r["plain-again"][key] for r in rounds.values()
-                  if "doctor" in r and "plain-again" in r]
-        rng = random.Random(1)
-        boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
-        return f"{statistics.median(ratios):.4f} ({boot[100]:.3f}-{boot[1899]:.3f})", len(ratios)
+        ratio, lo, hi, n = paired("doctor", "plain-again", key)
+        return f"{ratio:.4f} ({lo:.3f}-{hi:.3f})", n
     step1, n = between("step1")
     steady, _ = between("steady_median")
     print(f"CONTROL workload={sys.argv[2]} allocator={sys.argv[3]} doctor_vs_plain_again rounds={n} "
@@ -394,14 +393,10 @@ if sys.argv[4] == "1" and "doctor" in rows:
         # Paired: the difference within each round (the same machine drift
         # on both sides), its median over rounds and a bootstrap interval.
         sign = -1 if switched_on else 1
-        diffs = [sign * (r["doctor"]["step1"] - r[mode]["step1"]) for r in rounds.values()
-                 if "doctor" in r and mode in r]
-        rng = random.Random(1)
-        boot = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(2000))
+        diff, lo, hi, n = paired("doctor", mode, "step1", lambda x, y: sign * (x - y))
         print(f"BREAKDOWN workload={sys.argv[2]} allocator={sys.argv[3]} part=\"{part}\" mode={mode} "
               f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f} "
-              f"paired_ms={1000*statistics.median(diffs):.1f} paired_ms_90={1000*boot[100]:.1f}..{1000*boot[1899]:.1f} "
-              f"rounds={len(diffs)}")
+              f"paired_ms={1000*diff:.1f} paired_ms_90={1000*lo:.1f}..{1000*hi:.1f} rounds={n}")
 PYEOF
   for mode in $MODES; do
     case $mode in
