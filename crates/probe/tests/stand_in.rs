@@ -566,3 +566,68 @@ fn stream_ordered_tracing_stops_after_a_quiet_stretch_and_pools_stay_measured() 
     assert_eq!((last.reserved, last.used), (0, 0));
     assert_eq!(pools_of(r, 4).len(), 0);
 }
+
+/// Each thread's heap allocations (warm-up, steady) from the stand-in
+/// program's allocation counter (`alloc_count.c`).
+fn thread_allocations(run: &support::Run) -> Vec<(u64, u64)> {
+    let path = run.folder.path().join("alloc-report");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("the program's allocation report {}: {e}", path.display()));
+    text.lines()
+        .map(|line| {
+            let f: Vec<u64> = line
+                .split_whitespace()
+                .map(|x| x.parse().expect("a number"))
+                .collect();
+            (f[1], f[2])
+        })
+        .collect()
+}
+
+#[test]
+fn a_callback_allocates_nothing_once_its_thread_has_written_a_record() {
+    // 8 threads each make 64 warm-up rounds, then 2,000 more from the same
+    // call sites (a cuMemAlloc/cuMemFree pair, a stream-ordered pair and a
+    // library load/unload, every call traced): every malloc of the process
+    // is counted per thread, so the steady rounds' count is what the probe's
+    // callbacks allocated on the training's threads.
+    let env = [
+        ("STANDIN_ALLOC_REPORT", "alloc-report"),
+        ("PREWARM_DOCTOR_POOL_CALLS", "all"),
+    ];
+    let probed = support::run_both_with(&["steady"], &env);
+    let plain = support::run_with(&["steady"], None, &env);
+    let out = probed.events();
+    assert_clean_capture(&out.records);
+    let calls = mem(&out.records);
+    assert_eq!(
+        calls.iter().filter(|m| m.api == MemApi::MemAlloc).count(),
+        8 * 2064,
+        "every cuMemAlloc recorded"
+    );
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|m| m.api == MemApi::LibraryLoadData)
+            .count(),
+        8 * 2064,
+        "every library load recorded"
+    );
+    let plain = thread_allocations(&plain);
+    let probed = thread_allocations(&probed);
+    assert_eq!(plain.len(), 8);
+    assert_eq!(probed.len(), 8);
+    // The stand-in libraries allocate nothing per call (once, at the first
+    // stream-ordered call), so under the probe the steady count is the
+    // probe's allocations alone; and the counter sees them: each thread's
+    // first records set up its scratch buffer.
+    assert!(plain.iter().all(|&(_, steady)| steady == 0), "{plain:?}");
+    assert!(
+        probed.iter().zip(&plain).all(|(p, q)| p.0 > q.0),
+        "warm-up, probed {probed:?} against plain {plain:?}"
+    );
+    assert!(
+        probed.iter().all(|&(_, steady)| steady == 0),
+        "the probe allocated in steady callbacks (warm-up, steady per thread): {probed:?}"
+    );
+}

@@ -38,6 +38,7 @@ int other_library_release(uint64_t handle);
 int other_library_async(int pairs);
 int other_library_own_pool(int count, size_t bytes);
 int c10_tensors(int pairs, int keep);
+uint64_t standin_thread_allocations(void);
 
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * MiB)
@@ -414,6 +415,58 @@ static int panicking(void) {
     return 0;
 }
 
+/* --- steady: no heap allocation in a callback once its thread is known --- */
+
+enum { STEADY_THREADS = 8, STEADY_WARM_UP = 64, STEADY_PAIRS = 2000 };
+
+static uint64_t g_steady_warm_up[STEADY_THREADS], g_steady[STEADY_THREADS];
+
+/* Rounds of traced calls from the same call sites: a cuMemAlloc/cuMemFree
+ * pair, a stream-ordered pair (sizes cycling so the pool grows and shrinks)
+ * and a library load and unload. */
+static void steady_pairs(int n) {
+    for (int i = 0; i < n; i++) {
+        alloc_free((size_t)(i % 4 + 1) * MiB);
+        CUdeviceptr p;
+        if (cuMemAllocAsync(&p, (size_t)(i % 8 + 1) * 65536, NULL) == CUDA_SUCCESS)
+            cuMemFreeAsync(p, NULL);
+        CUlibrary lib;
+        if (cuLibraryLoadData(&lib, "image", NULL, NULL, 0, NULL, NULL, 0) == CUDA_SUCCESS)
+            cuLibraryUnload(lib);
+    }
+}
+
+static void *steady_worker(void *arg) {
+    long t = (long)arg;
+    uint64_t before = standin_thread_allocations();
+    steady_pairs(STEADY_WARM_UP);
+    uint64_t warm = standin_thread_allocations();
+    steady_pairs(STEADY_PAIRS);
+    g_steady_warm_up[t] = warm - before;
+    g_steady[t] = standin_thread_allocations() - warm;
+    return NULL;
+}
+
+/* Each thread's heap allocations during its warm-up and during the steady
+ * calls after it, as "thread warm_up steady" lines into $STANDIN_ALLOC_REPORT
+ * (stdout must not differ with the probe). */
+static int steady(void) {
+    setup();
+    pthread_t threads[STEADY_THREADS];
+    for (long t = 0; t < STEADY_THREADS; t++)
+        pthread_create(&threads[t], NULL, steady_worker, (void *)t);
+    for (int t = 0; t < STEADY_THREADS; t++)
+        pthread_join(threads[t], NULL);
+    const char *path = getenv("STANDIN_ALLOC_REPORT");
+    FILE *f = path != NULL ? fopen(path, "w") : NULL;
+    for (int t = 0; f != NULL && t < STEADY_THREADS; t++)
+        fprintf(f, "%d %llu %llu\n", t, (unsigned long long)g_steady_warm_up[t], (unsigned long long)g_steady[t]);
+    if (f != NULL)
+        fclose(f);
+    printf("steady: %d threads x %d pairs\n", STEADY_THREADS, STEADY_WARM_UP + STEADY_PAIRS);
+    return 0;
+}
+
 /* --- bench: per-call cost of the traced calls --------------------------- */
 
 /* CPU time, not wall time: the bench machine may be shared. */
@@ -513,10 +566,12 @@ int main(int argc, char **argv) {
         return async_switch();
     if (!strcmp(scenario, "panic"))
         return panicking();
+    if (!strcmp(scenario, "steady"))
+        return steady();
     if (!strcmp(scenario, "bench-threads") && argc > 3)
         return bench_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|panic|bench [N]|bench-threads T N\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|panic|steady|bench [N]|bench-threads T N\n");
     return 64;
 }

@@ -60,6 +60,7 @@ pub fn stand_in() -> &'static StandIn {
             "othercaller.c",
             "c10_cuda.c",
             "program.c",
+            "alloc_count.c",
         ] {
             let path = sources().join(name);
             let text =
@@ -130,7 +131,14 @@ fn build_into(dir: &Path) {
     let mut program = vec!["-O0", "-g"];
     program.extend(warn);
     let o = out("program");
-    program.extend(["-o", &o, "program.c", &lib_dir, "-l:libcuda.so.1"]);
+    program.extend([
+        "-o",
+        &o,
+        "program.c",
+        "alloc_count.c",
+        &lib_dir,
+        "-l:libcuda.so.1",
+    ]);
     program.extend(["-l:libothercaller.so", "-l:libc10_cuda.so", rpath]);
     program.extend(["-lpthread", "-ldl"]);
     compile(&program, dir);
