@@ -323,10 +323,19 @@ pub(crate) unsafe fn pool_lifecycle(p: &Probe, cbid: u32, data: *const CUpti_Cal
 }
 
 /// Writes a `Pool` record, measured by the driver when `read_driver`, for
-/// every pool used since its last one.
+/// every pool used since its last one (none while another thread writes
+/// such records).
 pub fn summarize_pools(p: &Probe, read_driver: bool) {
     let driver = p.driver.as_ref().filter(|_| read_driver);
     for record in p.pools.summarize(now_ns, driver) {
+        p.sink.push(&record);
+    }
+}
+
+/// The last `Pool` records, at exit, measured by the driver: waits for a
+/// summary another thread is writing, so the final counts are never skipped.
+pub fn summarize_pools_at_exit(p: &Probe) {
+    for record in p.pools.summarize_final(now_ns, p.driver.as_ref()) {
         p.sink.push(&record);
     }
 }

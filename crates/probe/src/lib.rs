@@ -128,9 +128,9 @@ fn flush_all() {
             // SAFETY: plain CUPTI call; completed buffers come back through our callback.
             unsafe { (p.cupti.flush_all)(1) };
         }
-        // At exit (the driver stays up until the loader's finalisers) or
-        // from the shim: the pools, measured.
-        calls::summarize_pools(p, true);
+        // At exit (the driver stays up until the loader's finalisers): the
+        // pools, measured, after a summary the writer may be writing.
+        calls::summarize_pools_at_exit(p);
         p.push_counters();
         p.sink.flush();
     }

@@ -353,12 +353,35 @@ impl Pools {
     /// it (call only where the driver is known to be alive); without, the
     /// records carry the counters only. `now` is read once the summary is
     /// this thread's to write, so records of one pool are in time order.
+    /// Skipped (no records) while another thread writes one: a callback or
+    /// the writer's tick never waits.
     pub fn summarize(&self, now: impl FnOnce() -> u64, driver: Option<&Driver>) -> Vec<Record> {
-        let mut emitted = match self.emitted.try_lock() {
+        let emitted = match self.emitted.try_lock() {
             Ok(e) => e,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return Vec::new(), // another thread is at it
         };
+        self.summarize_holding(emitted, now, driver)
+    }
+
+    /// As [`Pools::summarize`], waiting for another thread's summary to
+    /// end instead of skipping: the last summary, at exit, must not be lost
+    /// to the writer's tick running at that moment.
+    pub fn summarize_final(
+        &self,
+        now: impl FnOnce() -> u64,
+        driver: Option<&Driver>,
+    ) -> Vec<Record> {
+        let emitted = self.emitted.lock().unwrap_or_else(|e| e.into_inner());
+        self.summarize_holding(emitted, now, driver)
+    }
+
+    fn summarize_holding(
+        &self,
+        mut emitted: std::sync::MutexGuard<'_, [Emitted; MAX_POOLS]>,
+        now: impl FnOnce() -> u64,
+        driver: Option<&Driver>,
+    ) -> Vec<Record> {
         let t = now();
         let n = self.len.load(Ordering::Acquire);
         let mut out = Vec::new();
@@ -484,6 +507,31 @@ mod tests {
         assert_eq!(slot.saw_caller(9), Some((7, 9)));
         assert_eq!(slot.saw_caller(9), None);
         assert_eq!(slot.library.load(Ordering::Relaxed), 7);
+    }
+
+    #[test]
+    fn the_final_summary_waits_for_another_threads_instead_of_skipping() {
+        let pools = Pools::new(u64::MAX);
+        let (_, a) = pools.slot(device_pool(1), || 0);
+        a.frees.fetch_add(5, Ordering::Relaxed);
+        // Another thread (the writer's tick) is writing a summary.
+        let held = pools.emitted.lock().unwrap();
+        std::thread::scope(|s| {
+            assert!(
+                s.spawn(|| pools.summarize(|| 1, None))
+                    .join()
+                    .unwrap()
+                    .is_empty()
+            );
+            let last = s.spawn(|| pools.summarize_final(|| 2, None));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(!last.is_finished(), "the final summary must wait");
+            drop(held);
+            match &last.join().unwrap()[..] {
+                [Record::Pool(p)] => assert_eq!((p.t, p.frees), (2, 5)),
+                other => panic!("{other:?}"),
+            }
+        });
     }
 
     #[test]

@@ -204,10 +204,13 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
         Record::Pool(p) => Some(p.clone()),
         _ => None,
     });
+    // The latest by time: summaries of different threads reach the file in
+    // flush order (the loader sorts them too).
     let last = |id: u32| {
         pools
             .iter()
-            .rfind(|p| p.pool_id == id)
+            .filter(|p| p.pool_id == id)
+            .max_by_key(|p| p.t)
             .unwrap_or_else(|| panic!("no PoolUse for pool {id}"))
     };
     let device_pool = last(1);
@@ -236,7 +239,8 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     for id in [1, 2] {
         let measured = pools
             .iter()
-            .rfind(|p| p.pool_id == id && p.reserved != UNKNOWN_BYTES)
+            .filter(|p| p.pool_id == id && p.reserved != UNKNOWN_BYTES)
+            .max_by_key(|p| p.t)
             .unwrap_or_else(|| panic!("pool {id} was never measured"));
         assert_eq!(
             (measured.reserved, measured.reserved_high, measured.used),
