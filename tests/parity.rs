@@ -141,8 +141,8 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
         let step1 = prewarm_doctor::analysis::ranks::step1(&r.account);
         if let Some(ph) = step1.filter(|_| !r.no_step()) {
             out.push(fact(
-                "the probe's own step-1 time",
-                prewarm_doctor::report::verdict_text::probe_in_step1(ph),
+                "the doctor's own step-1 time",
+                prewarm_doctor::report::verdict_text::doctor_in_step1(ph),
                 &[Terminal, Markdown, Html],
             ));
         }

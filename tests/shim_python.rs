@@ -558,3 +558,136 @@ fn assert_late_group_named(events: &[serde_json::Value]) {
     assert_eq!(late[0]["comm"], "0x5e");
     assert!(late[0]["step"].is_null());
 }
+
+/// Each line's `own_ns`, by the line's time.
+fn own_time(events: &[serde_json::Value]) -> Vec<(u64, u64)> {
+    let mut samples: Vec<(u64, u64)> = events
+        .iter()
+        .map(|e| {
+            let t = e["t"].as_u64().expect("every line has its time");
+            let own = e["own_ns"].as_u64();
+            (
+                t,
+                own.unwrap_or_else(|| panic!("a line without own_ns: {e}")),
+            )
+        })
+        .collect();
+    samples.sort();
+    samples
+}
+
+fn own_at(events: &[serde_json::Value], ev: &str, i: usize) -> u64 {
+    of(events, ev)[i]["own_ns"].as_u64().unwrap()
+}
+
+#[test]
+fn the_shims_own_time_counts_its_hooks_and_not_the_training() {
+    // The step-end hook's pool query takes 20 ms (a slow stand-in torch); the
+    // training itself sleeps 60 ms in each step.
+    let train = r#"
+import time, torch
+net = torch.nn.Module()
+opt = torch.optim.Optimizer(net.parameters())
+for step in range(3):
+    opt.zero_grad()
+    net(1)
+    time.sleep(0.06)
+    opt.step()
+"#;
+    let env = [("FAKE_TORCH_CUDA", "1"), ("FAKE_TORCH_SLOW_STATS_MS", "20")];
+    let (code, events, out, _d) = run_env(train, None, true, &env);
+    assert_eq!(code, 0, "{out}");
+    // Every line says the shim's time so far, never less than before.
+    let samples = own_time(&events);
+    assert!(
+        samples.windows(2).all(|w| w[0].1 <= w[1].1),
+        "own_ns falls back in time: {samples:?}"
+    );
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let step1 = ms(own_at(&events, "step_end", 0) - own_at(&events, "step1_begin", 0));
+    let step2 = ms(own_at(&events, "step_end", 1) - own_at(&events, "step_end", 0));
+    // Step 1 holds its step-end hook (the 20 ms query, which the training's
+    // optimizer.step() waited for) and not the training's 60 ms.
+    assert!(
+        (20.0..60.0).contains(&step1),
+        "step 1: {step1} ms of the shim's"
+    );
+    assert!(
+        (20.0..60.0).contains(&step2),
+        "step 2: {step2} ms of the shim's"
+    );
+    // A step's end is written after its hook's work: a step holds its own
+    // query, whose time the shim's figure says is inside it.
+    let t_end = of(&events, "step_end")[0]["t"].as_u64().unwrap();
+    let t_begin = of(&events, "step1_begin")[0]["t"].as_u64().unwrap();
+    assert!(ms(t_end - t_begin) >= 60.0 + 20.0);
+}
+
+/// Triton's autotune with each candidate's kernel taking 30 ms: the
+/// autotune's own time, not the shim's.
+const SLOW_AUTOTUNE: &str = r#"
+import time
+import triton
+from triton.runtime.autotuner import Autotuner, Config
+from triton.runtime.jit import JITFunction
+
+def kernel(n, config, **kw):
+    time.sleep(0.03)
+    return n * config.block
+
+tuner = Autotuner(JITFunction(kernel), [Config(32), Config(64)], key=[0])
+print(tuner.run(4))
+"#;
+
+fn slow_autotune(py: &Path, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = [
+        shim_dir(),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/fake_triton"),
+    ];
+    let out = Command::new(py)
+        .args(["-c", SLOW_AUTOTUNE])
+        .env("PYTHONPATH", std::env::join_paths(path).unwrap())
+        .env("PREWARM_DOCTOR_DIR", dir.path())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut events = Vec::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        for line in std::fs::read_to_string(e.unwrap().path()).unwrap().lines() {
+            events.push(serde_json::from_str(line).unwrap());
+        }
+    }
+    events
+}
+
+#[test]
+fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
+    // Observed (sys.monitoring, Python >= 3.12) and wrapped (the fallback):
+    // either way the 3 x 30 ms of kernels inside the autotune are not the
+    // shim's time.
+    let wrapped = PathBuf::from(python().expect("python3 is needed for the shim tests"));
+    let mut cases = vec![(wrapped, vec![("PREWARM_DOCTOR_SHIM_MONITORING", "0")])];
+    match python_312() {
+        Some(py) => cases.push((py, vec![])),
+        None => eprintln!("SKIPPED (observed): no Python >= 3.12 here"),
+    }
+    for (py, env) in cases {
+        let events = slow_autotune(&py, &env);
+        let autotune = of(&events, "autotune");
+        assert_eq!(autotune.len(), 1, "{events:?}");
+        let took = autotune[0]["t1"].as_u64().unwrap() - autotune[0]["t0"].as_u64().unwrap();
+        assert!(took >= 60_000_000, "{took} ns");
+        let own = own_time(&events).last().unwrap().1;
+        assert!(
+            own < 20_000_000,
+            "{}: the shim's own time {own} ns holds the kernels' {took} ns",
+            py.display()
+        );
+    }
+}

@@ -57,7 +57,7 @@ fn reencode(fields: &[(String, String)], records: &[Record]) -> Vec<u8> {
 /// panics; at most one problem per file, at a line and byte offset inside it
 /// where a line starts.
 pub fn shim_jsonl(data: &[u8]) {
-    let (_events, problems) = shim_from_bytes("p.shim.jsonl", data);
+    let (_lines, problems) = shim_from_bytes("p.shim.jsonl", data);
     assert!(problems.len() <= 1, "{problems:?}");
     for p in &problems {
         let offset = p.offset.expect("a shim problem has an offset") as usize;

@@ -171,6 +171,10 @@ pub struct PhaseAccount {
     /// driver calls, so the training waited for it (the rest ran on the
     /// probe's and CUPTI's threads beside it).
     pub probe_callbacks_s: f64,
+    /// The shim's own time in this phase: its hooks on the training's
+    /// threads (inside the training's time, like the probe's callbacks).
+    /// None for a shim that did not time itself or a phase past its last line.
+    pub shim_s: Option<f64>,
     pub gap_end: Option<GapAccount>,
 }
 

@@ -1,7 +1,10 @@
-//! The probe's own time inside a window of the run, read off its cumulative
-//! self-cost records (callbacks, activity buffers, the writer thread), so a
-//! phase's stalls can be read beside what the profiler itself spent there.
+//! The doctor's own time inside a window of the run: the probe's, read off
+//! its cumulative self-cost records (callbacks, activity buffers, the writer
+//! thread), and the shim's, read off the `own_ns` its lines carry (its hooks
+//! on the training's threads), so a phase's stalls can be read beside what
+//! the profiler itself spent there.
 
+use crate::load::shim::ShimOwnTime;
 use prewarm_events::ProbeCost;
 
 /// All of the probe's own time up to a record, in nanoseconds.
@@ -18,56 +21,67 @@ fn in_callbacks(c: &ProbeCost) -> u64 {
     c.callback_ns
 }
 
-/// The probe's own time inside a window, and the share of it its callbacks
-/// spent inside the training's calls.
+/// The doctor's own time inside a window.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct OwnTime {
+    /// The probe's, on every thread.
     pub total_s: f64,
+    /// Of `total_s`, its callbacks: inside the training's calls.
     pub callbacks_s: f64,
+    /// The shim's hooks, on the training's threads; None when no line of
+    /// the shim's says its time at or after the window's end (an older
+    /// shim, no shim, or a window past its last line).
+    pub shim_s: Option<f64>,
 }
 
 /// [`OwnTime`] between `a` and `b` (zeros without records).
-pub fn own_time_between(costs: &[ProbeCost], origin: u64, a: u64, b: u64) -> OwnTime {
+pub fn own_time_between(
+    costs: &[ProbeCost],
+    shim: &[ShimOwnTime],
+    origin: u64,
+    a: u64,
+    b: u64,
+) -> OwnTime {
+    let probe = |value: fn(&ProbeCost) -> u64| {
+        let samples: Vec<(u64, u64)> = costs.iter().map(|c| (c.t, value(c))).collect();
+        seconds_between(&samples, origin, a, b)
+    };
+    let shim_known = shim.last().is_some_and(|last| last.t >= b);
+    let shim_samples: Vec<(u64, u64)> = shim.iter().map(|s| (s.t, s.own_ns)).collect();
     OwnTime {
-        total_s: seconds_between(costs, origin, a, b, spent),
-        callbacks_s: seconds_between(costs, origin, a, b, in_callbacks),
+        total_s: probe(spent),
+        callbacks_s: probe(in_callbacks),
+        shim_s: shim_known.then(|| seconds_between(&shim_samples, origin, a, b)),
     }
 }
 
-/// The cumulative own time at `t`, interpolated linearly between the records
-/// around it (from zero at `origin`, the process's start); the last record's
-/// figure after it. `costs` are in file order, which is time order for the
-/// writer thread that writes them.
-fn spent_at(costs: &[ProbeCost], origin: u64, t: u64, spent: fn(&ProbeCost) -> u64) -> f64 {
+/// A cumulative counter at `t`, interpolated linearly between the samples
+/// around it (from zero at `origin`, the process's start); the last sample's
+/// figure after it. `samples` are (time, cumulative value) in time order:
+/// the probe's writer thread writes its records so, and the shim's lines are
+/// sorted when read.
+fn value_at(samples: &[(u64, u64)], origin: u64, t: u64) -> f64 {
     let mut before = (origin, 0u64);
-    for c in costs {
-        if c.t >= t {
+    for &(ts, v1) in samples {
+        if ts >= t {
             let (t0, v0) = before;
-            let v1 = spent(c);
-            if c.t <= t0 {
+            if ts <= t0 {
                 return v1 as f64;
             }
-            let f = t.saturating_sub(t0) as f64 / (c.t - t0) as f64;
+            let f = t.saturating_sub(t0) as f64 / (ts - t0) as f64;
             return v0 as f64 + f * v1.saturating_sub(v0) as f64;
         }
-        before = (c.t, spent(c));
+        before = (ts, v1);
     }
     before.1 as f64
 }
 
-/// Seconds of one counter of the probe's own time between `a` and `b` (0
-/// without records).
-fn seconds_between(
-    costs: &[ProbeCost],
-    origin: u64,
-    a: u64,
-    b: u64,
-    spent: fn(&ProbeCost) -> u64,
-) -> f64 {
-    if costs.is_empty() || b <= a {
+/// Seconds of one cumulative counter between `a` and `b` (0 without samples).
+fn seconds_between(samples: &[(u64, u64)], origin: u64, a: u64, b: u64) -> f64 {
+    if samples.is_empty() || b <= a {
         return 0.0;
     }
-    ((spent_at(costs, origin, b, spent) - spent_at(costs, origin, a, spent)) / 1e9).max(0.0)
+    ((value_at(samples, origin, b) - value_at(samples, origin, a)) / 1e9).max(0.0)
 }
 
 #[cfg(test)]
@@ -94,17 +108,42 @@ mod tests {
             cost(100, 8_000_000, 2_000_000),
             cost(200, 20_000_000, 10_000_000),
         ];
-        let s = |a, b| own_time_between(&costs, 0, a, b).total_s;
+        let s = |a, b| own_time_between(&costs, &[], 0, a, b).total_s;
         assert!((s(0, 100) - 0.010).abs() < 1e-12);
         assert!((s(100, 200) - 0.020).abs() < 1e-12);
         // Half of each interval.
         assert!((s(50, 150) - 0.015).abs() < 1e-12);
         // After the last record: nothing more is known.
         assert_eq!(s(200, 500), 0.0);
-        assert_eq!(own_time_between(&[], 0, 0, 100), OwnTime::default());
+        assert_eq!(own_time_between(&[], &[], 0, 0, 100), OwnTime::default());
         // The callbacks' share: 8 ms of the first 10, 12 ms of the next 20.
-        let c = |a, b| own_time_between(&costs, 0, a, b).callbacks_s;
+        let c = |a, b| own_time_between(&costs, &[], 0, a, b).callbacks_s;
         assert!((c(0, 100) - 0.008).abs() < 1e-12);
         assert!((c(100, 200) - 0.012).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_shims_time_is_its_lines_difference_and_unknown_past_its_last_line() {
+        // 2 ms of hooks by step 1's start (t=100), 5 ms by its end (t=300).
+        let shim = [
+            ShimOwnTime {
+                t: 100,
+                own_ns: 2_000_000,
+            },
+            ShimOwnTime {
+                t: 300,
+                own_ns: 5_000_000,
+            },
+        ];
+        let s = |a, b| own_time_between(&[], &shim, 0, a, b).shim_s;
+        let close = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 1e-12);
+        assert!(close(s(0, 100), 0.002));
+        assert!(close(s(100, 300), 0.003));
+        assert!(close(s(200, 300), 0.0015));
+        // After its last line the shim's time is not known (not zero).
+        assert_eq!(s(300, 400), None);
+        assert_eq!(own_time_between(&[], &[], 0, 0, 100).shim_s, None);
+        // The probe's figures do not depend on the shim's.
+        assert_eq!(own_time_between(&[], &shim, 0, 100, 300).total_s, 0.0);
     }
 }

@@ -517,7 +517,7 @@ fn phase_account(
         .filter(|m| m.t >= a && m.t <= b)
         .map(|m| m.cubin_bytes)
         .sum();
-    let own = super::probe_cost::own_time_between(&inp.r.costs, start, a, b);
+    let own = super::own_time::own_time_between(&inp.r.costs, &inp.r.shim_own_time, start, a, b);
     PhaseAccount {
         phase: p,
         start_s: secs(a, start),
@@ -545,6 +545,7 @@ fn phase_account(
         stall: inp.stall_windows.breakdown(a, b),
         probe_s: own.total_s,
         probe_callbacks_s: own.callbacks_s,
+        shim_s: own.shim_s,
         gap_end,
     }
 }

@@ -9,7 +9,7 @@ pub mod shim;
 use crate::run_folder::layout::{HOST_FILE, NVML_FILE, RUN_FILE};
 use crate::run_folder::meta::{HostMeta, RunMeta};
 use prewarm_events::{FileHeader, NvmlDeviceSample, NvmlProcessSample, Reader, Record, Tail};
-use shim::{ShimEvent, parse_shim};
+use shim::{ShimLines, parse_shim};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
@@ -448,19 +448,19 @@ pub fn stream_records<R: std::io::Read>(input: R, mut f: impl FnMut(Record)) -> 
 
 /// Reads a shim file. Its problems are folded into at most one per file (the
 /// first bad line with its byte offset, and how many more there were).
-pub fn read_shim(root: &Path, path: &Path) -> (Vec<ShimEvent>, Vec<Problem>) {
+pub fn read_shim(root: &Path, path: &Path) -> (ShimLines, Vec<Problem>) {
     match std::fs::read(path) {
         Ok(bytes) => shim_from_bytes(&rel(root, path), &bytes),
-        Err(e) => (Vec::new(), vec![unreadable(root, path, &e)]),
+        Err(e) => (ShimLines::default(), vec![unreadable(root, path, &e)]),
     }
 }
 
 /// Parses the bytes of a shim file named `file` (relative to the run): the
 /// events, and at most one problem for the file.
-pub fn shim_from_bytes(file: &str, bytes: &[u8]) -> (Vec<ShimEvent>, Vec<Problem>) {
-    let (events, bad) = parse_shim(bytes);
+pub fn shim_from_bytes(file: &str, bytes: &[u8]) -> (ShimLines, Vec<Problem>) {
+    let (lines, bad) = parse_shim(bytes);
     let Some(first) = bad.first() else {
-        return (events, Vec::new());
+        return (lines, Vec::new());
     };
     let damaged = bad.iter().any(|b| !b.cut_short);
     let mut what = first.what.clone();
@@ -479,7 +479,7 @@ pub fn shim_from_bytes(file: &str, bytes: &[u8]) -> (Vec<ShimEvent>, Vec<Problem
         what,
         damaged,
     };
-    (events, vec![problem])
+    (lines, vec![problem])
 }
 
 #[cfg(test)]

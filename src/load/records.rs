@@ -2,7 +2,7 @@
 //! into the compact collections the analysis works on, and handing them out
 //! one process at a time per worker thread so memory stays bounded.
 
-use super::shim::ShimEvent;
+use super::shim::{ShimEvent, ShimOwnTime};
 use super::{HostData, Problem, ProcessFiles, read_shim, stream_records, unreadable};
 use prewarm_events::*;
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +29,8 @@ pub struct ProcessRecords {
     pub costs: Vec<ProbeCost>,
     pub last_t: u64,
     pub shim: Vec<ShimEvent>,
+    /// The shim's own time as its lines state it, in time order.
+    pub shim_own_time: Vec<ShimOwnTime>,
     pub problems: Vec<Problem>,
 }
 
@@ -65,8 +67,10 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                     }
                 });
                 // The probe buffers per thread: calls of different threads
-                // reach the file in flush order, not in time order.
+                // reach the file in flush order, not in time order; so do
+                // pool summaries (the writer's tick, a callback's, exit's).
                 r.mem.sort_by_key(|m| m.t_end);
+                r.pools.sort_by_key(|p| p.t);
                 // CUPTI hands kernel records over in buffers whose order is
                 // not launch order either: put each growth where it landed.
                 r.local = growths_in_launch_order(std::mem::take(&mut r.local), &r.first_launches);
@@ -79,8 +83,9 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
         }
     }
     if let Some(path) = &files.shim {
-        let (events, problems) = read_shim(root, path);
-        r.shim = events;
+        let (lines, problems) = read_shim(root, path);
+        r.shim = lines.events;
+        r.shim_own_time = lines.own_time;
         r.problems.extend(problems);
     }
     r
@@ -230,6 +235,49 @@ mod tests {
             kernel: kernel.into(),
             local_total: total,
         }
+    }
+
+    fn pool(t: u64, reserved: u64) -> Record {
+        Record::Pool(PoolUse {
+            t,
+            pool_id: 1,
+            device: 0,
+            handle: 0x10,
+            library: 0,
+            allocs: t,
+            alloc_bytes: 0,
+            frees: 0,
+            failed: 0,
+            reserved,
+            reserved_high: reserved,
+            used: 0,
+        })
+    }
+
+    #[test]
+    fn pool_summaries_of_different_threads_are_read_in_time_order() {
+        // The exit's summary (t=300) flushed before the writer's (t=200):
+        // read in file order, the pool would seem to shrink, then grow.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rank-0.pid-1.events");
+        let mut bytes = encode_header(&[("pid", "1"), ("start_ns", "0"), ("status", "active")]);
+        for r in [
+            pool(100, 32 * MIB),
+            pool(300, 96 * MIB),
+            pool(200, 64 * MIB),
+        ] {
+            encode_record(&r, &mut bytes);
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let files = ProcessFiles {
+            pid: 1,
+            rank: Some(0),
+            events: Some(path),
+            shim: None,
+        };
+        let r = read_process(dir.path(), &files);
+        let order: Vec<(u64, u64)> = r.pools.iter().map(|p| (p.t, p.reserved / MIB)).collect();
+        assert_eq!(order, vec![(100, 32), (200, 64), (300, 96)]);
     }
 
     /// The shape of the H200 `shared-gpu-2` recording: the autograd

@@ -204,6 +204,32 @@ pub enum ShimEvent {
     Unknown,
 }
 
+/// The shim's own time so far, as one line states it (`own_ns`; earlier
+/// shims wrote none): the time its hooks took on the training's threads up
+/// to `t`, summed over threads. The analysis reads a phase's share off these cumulative figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ShimOwnTime {
+    pub t: u64,
+    pub own_ns: u64,
+}
+
+/// The two fields of any line that say the shim's own time.
+#[derive(Deserialize)]
+struct OwnTimeFields {
+    #[serde(default)]
+    t: Option<u64>,
+    #[serde(default)]
+    own_ns: Option<u64>,
+}
+
+/// What a shim file holds: its events, and the shim's own time as its lines
+/// state it, in time order (empty for a shim that did not time itself).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShimLines {
+    pub events: Vec<ShimEvent>,
+    pub own_time: Vec<ShimOwnTime>,
+}
+
 /// One line of a shim file that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadLine {
@@ -221,8 +247,9 @@ pub struct BadLine {
 /// is reported as cut short, not as damage. Bytes that are not UTF-8 are
 /// replaced (the shim writes ASCII JSON, so such a line then fails to parse
 /// only if the damage hit its structure).
-pub fn parse_shim(bytes: &[u8]) -> (Vec<ShimEvent>, Vec<BadLine>) {
+pub fn parse_shim(bytes: &[u8]) -> (ShimLines, Vec<BadLine>) {
     let mut events = Vec::new();
+    let mut own_time = Vec::new();
     let mut bad = Vec::new();
     let ends_clean = bytes.is_empty() || bytes.ends_with(b"\n");
     let mut offset = 0u64;
@@ -238,8 +265,18 @@ pub fn parse_shim(bytes: &[u8]) -> (Vec<ShimEvent>, Vec<BadLine>) {
             continue;
         }
         match serde_json::from_str::<ShimEvent>(&text) {
-            Ok(ShimEvent::Unknown) => {}
-            Ok(e) => events.push(e),
+            Ok(e) => {
+                if let Ok(OwnTimeFields {
+                    t: Some(t),
+                    own_ns: Some(own_ns),
+                }) = serde_json::from_str(&text)
+                {
+                    own_time.push(ShimOwnTime { t, own_ns });
+                }
+                if e != ShimEvent::Unknown {
+                    events.push(e);
+                }
+            }
             Err(e) => {
                 let cut_short = is_last && !ends_clean;
                 bad.push(BadLine {
@@ -255,7 +292,10 @@ pub fn parse_shim(bytes: &[u8]) -> (Vec<ShimEvent>, Vec<BadLine>) {
             }
         }
     }
-    (events, bad)
+    // A line may state a time before the lines written ahead of it (step
+    // 1's start is known only at the first optimizer step).
+    own_time.sort_unstable();
+    (ShimLines { events, own_time }, bad)
 }
 
 #[cfg(test)]
@@ -265,7 +305,8 @@ mod tests {
     #[test]
     fn parses_known_skips_unknown_and_reports_truncation() {
         let text = "{\"ev\":\"step_end\",\"t\":5,\"step\":1,\"reserved\":10}\n{\"ev\":\"future_thing\",\"t\":1}\n{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\n{\"ev\":\"step_e";
-        let (events, problems) = parse_shim(text.as_bytes());
+        let (lines, problems) = parse_shim(text.as_bytes());
+        let events = lines.events;
         assert_eq!(events.len(), 2);
         assert!(matches!(
             events[0],
@@ -283,11 +324,29 @@ mod tests {
 
     #[test]
     fn garbage_in_the_middle_names_the_line() {
-        let (events, problems) =
+        let (lines, problems) =
             parse_shim(b"{\"ev\":\"step1_begin\",\"t\":2,\"rule\":\"x\"}\nnot json\n");
-        assert_eq!(events.len(), 1);
+        assert_eq!(lines.events.len(), 1);
         assert_eq!((problems[0].line, problems[0].offset), (2, 38));
         assert!(!problems[0].cut_short);
         assert!(problems[0].what.starts_with("not a shim event"));
+    }
+
+    #[test]
+    fn the_shims_own_time_is_read_off_every_line_in_time_order() {
+        // step1_begin is written late, with the time (and own time) of step
+        // 1's first forward; an unknown event still says the shim's time; a
+        // line without own_ns (an older shim) says nothing of it.
+        let text = concat!(
+            "{\"ev\":\"autotune\",\"kernel\":\"k\",\"key\":\"1\",\"t0\":1,\"t1\":9,\"t\":9,\"own_ns\":300}\n",
+            "{\"ev\":\"step1_begin\",\"t\":5,\"rule\":\"x\",\"own_ns\":200}\n",
+            "{\"ev\":\"future_thing\",\"t\":12,\"own_ns\":450}\n",
+            "{\"ev\":\"step_end\",\"t\":20,\"step\":1}\n",
+        );
+        let (lines, bad) = parse_shim(text.as_bytes());
+        assert!(bad.is_empty());
+        assert_eq!(lines.events.len(), 3);
+        let own: Vec<(u64, u64)> = lines.own_time.iter().map(|o| (o.t, o.own_ns)).collect();
+        assert_eq!(own, vec![(5, 200), (9, 300), (12, 450)]);
     }
 }

@@ -54,7 +54,7 @@ pub fn prescribe(run: &Path, attempt: Option<&str>) -> Result<Prescription, Pres
                 .shim
                 .as_ref()
                 .and_then(|p| std::fs::read(p).ok())
-                .map(|b| parse_shim(&b).0)
+                .map(|b| parse_shim(&b).0.events)
                 .unwrap_or_default();
             shims.push((pf.pid, events));
         }

@@ -137,8 +137,9 @@ fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), Report
                 ] {
                     rows.row(p, &name, "stall_time", k, v, "s");
                 }
-                // The profiler's own time beside the stalls: all of it, and
-                // its callbacks (inside the training's calls).
+                // The profiler's own time beside the stalls: the probe's,
+                // its callbacks (inside the training's calls), and the
+                // shim's hooks where its lines give them.
                 rows.row(p, &name, "probe_time", "all", ph.probe_s, "s");
                 rows.row(
                     p,
@@ -148,6 +149,9 @@ fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), Report
                     ph.probe_callbacks_s,
                     "s",
                 );
+                if let Some(shim) = ph.shim_s {
+                    rows.row(p, &name, "shim_time", "hooks", shim, "s");
+                }
                 if let Some(g) = &ph.gap_end {
                     rows.row(p, &name, "out_of_pool_end", "", g.out_of_pool as f64, "B");
                     for part in &g.parts {

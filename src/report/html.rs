@@ -12,7 +12,7 @@ use super::model::{
 };
 use super::renderer::{Renderer, ReportError};
 use super::svg::{chart_svg, inert, kind_class};
-use super::verdict_text::probe_in_step1;
+use super::verdict_text::doctor_in_step1;
 use super::{bytes, seconds, signed_bytes, spread_lines};
 use crate::analysis::ranks::step1;
 use crate::analysis::timeline::MarkerKind;
@@ -85,8 +85,9 @@ struct RankLine {
     step1: String,
     setup: String,
     comms: String,
-    /// The probe's own time in step 1 (callbacks; threads beside).
-    probe: String,
+    /// The doctor's own time in step 1 (the probe's callbacks and threads
+    /// beside, the shim's hooks).
+    doctor: String,
     exit: String,
 }
 
@@ -277,7 +278,7 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 step1: opt_secs(r.step1_s),
                 setup: opt_secs(r.setup_s),
                 comms: r.step1_comms.to_string(),
-                probe: step1(&r.account).map_or_else(|| "–".into(), probe_in_step1),
+                doctor: step1(&r.account).map_or_else(|| "–".into(), doctor_in_step1),
                 exit: match (a.exit_code, a.interrupted) {
                     (_, true) => "interrupted".into(),
                     (Some(c), _) => c.to_string(),

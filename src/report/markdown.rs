@@ -8,7 +8,7 @@ use super::escape;
 use super::model::{AttemptView, MatrixView, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
-use super::verdict_text::probe_in_step1;
+use super::verdict_text::doctor_in_step1;
 use super::{account_tables, bytes, seconds};
 use crate::analysis::account::ProcessAccount;
 use crate::analysis::ranks::step1;
@@ -226,7 +226,7 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         .map_or(format!("process {}", p.pid), |r| format!("rank {r}"));
     let _ = writeln!(o, "\n#### {} on {}\n", md(&who), md(&p.host));
     let probe = step1(p)
-        .map(|ph| format!("; the probe: {}", probe_in_step1(ph)))
+        .map(|ph| format!("; {}", doctor_in_step1(ph)))
         .unwrap_or_default();
     let s = &p.steps;
     let took = match (s.step1_s, s.steady_step_s) {

@@ -187,8 +187,8 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
         ];
-        let probe = super::verdict_text::probe_in_step1(step1);
-        let text = format!("{}; the probe: {probe}", items.join(", "));
+        let doctor = super::verdict_text::doctor_in_step1(step1);
+        let text = format!("{}; {doctor}", items.join(", "));
         print_text(o, &text, "   step-1 time: ", "       ");
     }
 }

@@ -702,19 +702,23 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// The probe's own time in step 1, as every format says it: its callbacks
-/// run inside the training's calls, so they are inside step 1's time and its
-/// parts (the training waited for them), not a part of their own; the rest
-/// ran on the probe's threads beside the training (said from 0.5 ms on).
-/// CUPTI's own tracing is in neither.
-pub fn probe_in_step1(ph: &PhaseAccount) -> String {
+/// The doctor's own time in step 1, as every format says it. The probe's
+/// callbacks and the shim's hooks run inside the training's calls, so they
+/// are inside step 1's time and its parts (the training waited for them),
+/// not a part of their own; the rest of the probe's ran on its threads
+/// beside the training (said from 0.5 ms on). CUPTI's own tracing is in
+/// neither. The shim's is said where its lines give it.
+pub fn doctor_in_step1(ph: &PhaseAccount) -> String {
     let mut text = format!(
-        "callbacks {} inside step 1's time",
+        "the probe: callbacks {} inside step 1's time",
         seconds(ph.probe_callbacks_s)
     );
     let beside = ph.probe_s - ph.probe_callbacks_s;
     if beside >= 0.5e-3 {
         text += &format!(", {} on its threads beside the training", seconds(beside));
+    }
+    if let Some(shim) = ph.shim_s {
+        text += &format!("; the shim: hooks {} inside step 1's time", seconds(shim));
     }
     text
 }

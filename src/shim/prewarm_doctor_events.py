@@ -2,6 +2,13 @@
 one JSON line each, to ``$PREWARM_DOCTOR_DIR/<rank-R|proc>.pid-<pid>.shim.jsonl``
 on CLOCK_MONOTONIC (the probe's clock). Below the shim, its Triton observer
 and the prescription, so none of them imports another to write.
+
+It also keeps the shim's own time: every entry point the training calls
+(a torch hook, a sys.monitoring callback, a wrapper's before and after) runs
+``timed``, and every line carries ``own_ns``, the shim's time so far on the
+training's threads, so that the doctor can say how much of a step was the
+shim's. A prescription's warmups are the prewarm's work, not the shim's
+(``untimed``).
 """
 
 import os
@@ -12,9 +19,75 @@ _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _lock = threading.Lock()
 _fd = None
 
+_clock = time.perf_counter_ns
+_own_lock = threading.Lock()
+_own_total = [0]
+# Per thread: when its outermost timed call began (0: none open).
+_open = threading.local()
+
 
 def now():
     return time.monotonic_ns()
+
+
+def own_ns():
+    """The shim's own time so far (ns, summed over threads), the call still
+    open on this thread included."""
+    since = getattr(_open, "since", 0)
+    return _own_total[0] + (_clock() - since if since else 0)
+
+
+def _add(ns):
+    with _own_lock:
+        _own_total[0] += ns
+
+
+def begin():
+    """Opens this thread's timed stretch; False when one is open already
+    (the outer one counts)."""
+    if getattr(_open, "since", 0):
+        return False
+    _open.since = _clock()
+    return True
+
+
+def end(opened):
+    """Closes the stretch ``begin`` opened (``opened``: what it returned)."""
+    if opened:
+        # From the latest start: an untimed stretch restarted it.
+        since, _open.since = _open.since, 0
+        _add(_clock() - since)
+
+
+def timed(function):
+    """``function``, its time counted as the shim's own."""
+
+    def timed_call(*args, **kwargs):
+        opened = begin()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            end(opened)
+
+    timed_call.__name__ = getattr(function, "__name__", "timed_call")
+    timed_call.__doc__ = getattr(function, "__doc__", None)
+    return timed_call
+
+
+class untimed:
+    """A stretch inside a timed call that is not the shim's own time (a
+    prescription's warmups: the prewarm's work, reported as such)."""
+
+    def __enter__(self):
+        self.since = getattr(_open, "since", 0)
+        if self.since:
+            _add(_clock() - self.since)
+            _open.since = 0
+
+    def __exit__(self, *exc):
+        if self.since:
+            _open.since = _clock()
+        return False
 
 
 def _path():
@@ -24,7 +97,8 @@ def _path():
 
 
 def emit(event, **fields):
-    """Appends one event line; never raises."""
+    """Appends one event line; never raises. ``own_ns`` is the shim's own
+    time at the line's ``t`` (a caller giving a past ``t`` gives it too)."""
     global _fd
     if not _DIR:
         return
@@ -33,6 +107,7 @@ def emit(event, **fields):
 
         fields["ev"] = event
         fields.setdefault("t", now())
+        fields.setdefault("own_ns", own_ns())
         line = (json.dumps(fields, default=str) + "\n").encode()
         with _lock:
             if _fd is None:

@@ -70,6 +70,7 @@ def install(dist, emit):
     through sys.monitoring where it can be (no frame of ours in the
     program's stack), else wrapped."""
     try:
+        from prewarm_doctor_events import timed
         from prewarm_doctor_monitor import observe
 
         original = dist.destroy_process_group
@@ -77,7 +78,7 @@ def install(dist, emit):
             return
 
         def destroy_process_group(*args, **kwargs):
-            snapshot(emit)
+            timed(snapshot)(emit)
             return original(*args, **kwargs)
 
         dist.destroy_process_group = destroy_process_group

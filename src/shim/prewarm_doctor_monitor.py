@@ -17,12 +17,14 @@ observe, and it runs only when an exception leaves a Python frame.
 switched off (``PREWARM_DOCTOR_SHIM_MONITORING=0``) or every free tool id is
 taken; the caller then installs its wrapper instead (the older behaviour).
 Every callback swallows its own errors: a callback that raised would raise
-into the program.
+into the program. Each callback's time is the shim's own (prewarm_doctor_events).
 """
 
 import os
 import sys
 import threading
+
+from prewarm_doctor_events import begin, end
 
 _mon = getattr(sys, "monitoring", None)
 # Tool ids 3 and 4 have no assigned role (0 debugger, 1 coverage, 2 profiler,
@@ -50,17 +52,21 @@ def _on_start(code, offset):
     handlers = _handlers.get(id(code))
     if handlers is None:
         return
-    frame = sys._getframe(1)
-    ends = []
-    for on_start, on_end in handlers:
-        try:
-            token = on_start(frame)
-            if on_end is not None and token is not None:
-                ends.append((on_end, token))
-        except Exception:
-            pass
-    if ends:
-        _stack().append((code, ends))
+    opened = begin()
+    try:
+        frame = sys._getframe(1)
+        ends = []
+        for on_start, on_end in handlers:
+            try:
+                token = on_start(frame)
+                if on_end is not None and token is not None:
+                    ends.append((on_end, token))
+            except Exception:
+                pass
+        if ends:
+            _stack().append((code, ends))
+    finally:
+        end(opened)
 
 
 def _finish(code, retval, exc):
@@ -84,12 +90,20 @@ def _finish(code, retval, exc):
 
 def _on_return(code, offset, retval):
     if id(code) in _handlers:
-        _finish(code, retval, None)
+        opened = begin()
+        try:
+            _finish(code, retval, None)
+        finally:
+            end(opened)
 
 
 def _on_unwind(code, offset, exc):
     if id(code) in _handlers:
-        _finish(code, None, exc)
+        opened = begin()
+        try:
+            _finish(code, None, exc)
+        finally:
+            end(opened)
 
 
 def _claim():

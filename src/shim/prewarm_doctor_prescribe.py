@@ -32,7 +32,7 @@ import sys
 import threading
 
 from prewarm_doctor_monitor import observe, unobserve
-from prewarm_doctor_events import emit, now
+from prewarm_doctor_events import emit, now, timed, untimed
 
 _seen = {}  # id(autotuner) -> set of keys recorded
 _lock = threading.Lock()
@@ -194,6 +194,7 @@ def _group_ranks(dist, group):
         return None
 
 
+@timed
 def _default_created(dist, c10d):
     try:
         if not _groups:
@@ -204,6 +205,7 @@ def _default_created(dist, c10d):
         pass
 
 
+@timed
 def _group_created(dist, group):
     try:
         if group is not None and getattr(dist, "GroupMember", None) is not None and group is getattr(dist.GroupMember, "NON_GROUP_MEMBER", object()):
@@ -263,6 +265,7 @@ _observed = []
 _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "reduce_scatter", "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier", "all_gather_object", "broadcast_object_list")
 
 
+@timed
 def _first_use(name, group):
     """The training's first collective on a group (a prescription's own
     warmup collective is not the training's use, and is not recorded: under
@@ -402,7 +405,8 @@ def _warm_group(index, group, ranks):
         return
     _state["warming"] = True
     try:
-        failure = p.warm_group(_state["torch"], index, group, ranks, _forced())
+        with untimed():  # the prescription's warmup: the prewarm's time, not the shim's
+            failure = p.warm_group(_state["torch"], index, group, ranks, _forced())
         if failure:
             _fail("nccl", f"group {index}", RuntimeError(failure))
     except Exception as e:
@@ -425,6 +429,7 @@ def _owns_optimizer_params(module):
         return False
 
 
+@timed
 def _before_first_forward(module, args):
     """Global forward pre-hook: fires once, at the first grad-enabled
     forward of a module holding an optimizer's parameters."""
@@ -471,7 +476,9 @@ def _at_step1(torch, module):
     try:
         skipped = p.mismatch(print_fp) if not _forced() else None
         if skipped is None:
-            for block, failure in p.warm_at_step1(torch):
+            with untimed():  # the prescription's warmups: the prewarm's time, not the shim's
+                results = list(p.warm_at_step1(torch))
+            for block, failure in results:
                 if failure is None:
                     ran.append(block)
                 else:
@@ -488,6 +495,7 @@ def _unwrap_after_steps(torch, dist):
 
     state = {"steps": 0, "done": False}
 
+    @timed
     def post_step(optimizer, args, kwargs):
         # Never remove this hook from inside it: torch iterates the global
         # post-hook dict live while it calls them ("OrderedDict mutated during

@@ -16,6 +16,9 @@ Writes one JSON line per framework event to
 * ``comm_group``: torch's process groups and their NCCL communicators' pointers
   (see prewarm_doctor_groups.py), after each of the first steps.
 
+Every line carries ``own_ns``, the shim's own time so far on the training's
+threads (prewarm_doctor_events): each hook the training calls is timed.
+
 Hooks are installed only when the program itself imports torch/triton, so the
 shim is silent and costs nothing in processes that never do. Every hook swallows
 its own errors: the training run must behave exactly as without the shim. On
@@ -30,7 +33,7 @@ import os
 import sys
 import threading
 
-from prewarm_doctor_events import emit, now
+from prewarm_doctor_events import emit, now, own_ns, timed
 
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
@@ -82,8 +85,8 @@ class _StepTracker:
         self.primary = None
         self.steps = 0
         self.resolved = False
-        self.forwards = []  # (t, weakref(module)) top-level, grad-enabled
-        self.last_zero_grad = {}
+        self.forwards = []  # (t, weakref(module), own_ns at t) top-level, grad-enabled
+        self.last_zero_grad = {}  # id(optimizer) -> (t, own_ns at t)
         self.last_optimizer = None
         self.optimizers = []  # weakrefs in creation order: "opt" in the records
         self.pending = {}  # optimizer index -> its next owning forward is recorded (after a zero_grad?)
@@ -105,6 +108,7 @@ class _StepTracker:
         self.pending[i] = False
         return i
 
+    @timed
     def optimizer_created(self, optimizer):
         if self.steps == 0 and not self.resolved:
             self.index_of(optimizer)
@@ -132,6 +136,7 @@ class _StepTracker:
         return found
 
     # forward tracking -------------------------------------------------------
+    @timed
     def fwd_pre(self, module, args):
         d = getattr(self.depth, "n", 0)
         self.depth.n = d + 1
@@ -140,7 +145,7 @@ class _StepTracker:
 
             t = now()
             try:
-                self.forwards.append((t, weakref.ref(module)))
+                self.forwards.append((t, weakref.ref(module), own_ns()))
                 if len(self.forwards) > 100000:
                     del self.forwards[:50000]
             except TypeError:
@@ -152,13 +157,15 @@ class _StepTracker:
             except Exception:
                 pass
 
+    @timed
     def fwd_post(self, module, args, output):
         self.depth.n = max(0, getattr(self.depth, "n", 1) - 1)
 
+    @timed
     def zero_grad_called(self, optimizer):
         if self.steps == 0 and not self.resolved:
             t = now()
-            self.last_zero_grad[id(optimizer)] = t
+            self.last_zero_grad[id(optimizer)] = (t, own_ns())
             self.last_optimizer = optimizer
             i = self.index_of(optimizer)
             self.pending[i] = True
@@ -177,7 +184,7 @@ class _StepTracker:
         if opt is None:
             for i, ref in enumerate(self.optimizers):
                 o = ref()
-                modules = (ref() for _, ref in self.forwards)
+                modules = (ref() for _, ref, _own in self.forwards)
                 if o is not None and any(self.owns(i, m) for m in modules if m is not None):
                     opt = o
                     break
@@ -186,13 +193,14 @@ class _StepTracker:
             self.resolve_step1(opt, died=True)
 
     # optimizer hooks --------------------------------------------------------
+    @timed
     def pre_step(self, optimizer, args, kwargs):
         if self.primary is None:
             self.primary = id(optimizer)
             self.resolve_step1(optimizer)
 
     def resolve_step1(self, optimizer, died=False):
-        t_step = now()
+        t_step, own_step = now(), own_ns()
         self.resolved = True
         params = set()
         for group in optimizer.param_groups:
@@ -209,14 +217,15 @@ class _StepTracker:
             except Exception:
                 return False
 
-        candidates = [t for t, ref in self.forwards if (zero is None or t >= zero) and owns(ref)]
+        candidates = [(t, own) for t, ref, own in self.forwards if (zero is None or t >= zero[0]) and owns(ref)]
         suffix = " (the process died before its first optimizer step)" if died else ""
         if candidates:
-            emit("step1_begin", t=candidates[0], rule=("first-forward-after-zero-grad" if zero else "first-forward") + suffix)
+            t, own = candidates[0]
+            emit("step1_begin", t=t, own_ns=own, rule=("first-forward-after-zero-grad" if zero else "first-forward") + suffix)
         elif zero is not None:
-            emit("step1_begin", t=zero, rule="last-zero-grad" + suffix)
+            emit("step1_begin", t=zero[0], own_ns=zero[1], rule="last-zero-grad" + suffix)
         elif not died:
-            emit("step1_begin", t=t_step, rule="first-optimizer-step")
+            emit("step1_begin", t=t_step, own_ns=own_step, rule="first-optimizer-step")
         self.forwards.clear()
         self.pending.clear()
         self.param_ids.clear()
@@ -229,6 +238,7 @@ class _StepTracker:
                 pass
         self.handles = []
 
+    @timed
     def post_step(self, optimizer, args, kwargs):
         if id(optimizer) != self.primary:
             return
@@ -249,7 +259,6 @@ class _StepTracker:
                 fields["device_total"] = total
         except Exception:
             pass
-        emit("step_end", **fields)
         if self.steps <= _DETAIL_STEPS:
             _snapshot_groups(self.steps)
         if self.steps >= _KERNEL_STEPS and not self.kernel_records_off:
@@ -260,6 +269,10 @@ class _StepTracker:
                     lib.prewarm_probe_set_kernel_records(0)
                 except Exception:
                     pass
+        # Last, when this hook's work is done: the training's optimizer.step()
+        # returns after it, so the step that ended holds it (its time and
+        # the shim's own_ns alike).
+        emit("step_end", **fields)
 
 
 def _install_prescribe(torch):
@@ -360,6 +373,7 @@ def _install_nccl_version_probe(torch):
         import torch.distributed as dist
         from prewarm_doctor_monitor import observe
 
+        @timed
         def created():
             try:
                 emit("process_group", backend=str(dist.get_backend()), world=dist.get_world_size(), rank=dist.get_rank(), nccl=".".join(map(str, torch.cuda.nccl.version())))
@@ -407,12 +421,14 @@ def _install_nvtx_markers(torch):
     stack = threading.local()
     push, pop = nvtx.range_push, nvtx.range_pop
 
+    @timed
     def pushed(msg):
         s = getattr(stack, "s", None)
         if s is None:
             s = stack.s = []
         s.append((str(msg), now()))
 
+    @timed
     def popped():
         s = getattr(stack, "s", None)
         if s:
@@ -476,7 +492,7 @@ class _AfterImport:
                 if name not in _installed:
                     _installed.add(name)
                     try:
-                        callback(module)
+                        timed(callback)(module)
                     except Exception:
                         pass
 
@@ -539,6 +555,7 @@ def _install_excepthooks():
     threading.excepthook = thread_excepthook
 
 
+@timed
 def install():
     if not _DIR or os.environ.get("PREWARM_DOCTOR_SHIM") == "0":
         return

@@ -20,7 +20,7 @@ state; end: that state and the result) used by both ways of observing.
 import threading
 
 from prewarm_doctor_monitor import observe
-from prewarm_doctor_events import emit, now
+from prewarm_doctor_events import emit, now, timed
 
 try:  # prescribe's replay signatures (src/shim/prewarm_doctor_prescribe.py)
     from prewarm_doctor_prescribe import note_autotune_call
@@ -186,7 +186,7 @@ def _wrap(cls, attr, started, ended):
 def _hook(cls, attr, frame_started, call_started, ended):
     """Observes ``cls.attr`` (sys.monitoring), else wraps it."""
     if not observe(getattr(cls, attr), frame_started, ended):
-        _wrap(cls, attr, call_started, ended)
+        _wrap(cls, attr, timed(call_started), timed(ended))
 
 
 def _install_autotuner(triton):

@@ -10,7 +10,16 @@ def is_initialized():
     return _UP
 
 
+# FAKE_TORCH_SLOW_STATS_MS=N: each memory_reserved() takes N ms (torch's
+# own queries take hundreds of microseconds): time spent in the shim's hook.
+_SLOW_S = float(os.environ.get("FAKE_TORCH_SLOW_STATS_MS") or 0) / 1000
+
+
 def memory_reserved():
+    if _SLOW_S:
+        import time
+
+        time.sleep(_SLOW_S)
     return 64 << 20
 
 

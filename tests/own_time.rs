@@ -1,0 +1,160 @@
+//! The doctor's own time in a report, end to end: `prewarm-doctor run` of a
+//! training against the stand-in torch (tests/shim/fake_torch) whose step-end
+//! pool query takes 20 ms and whose prescription's warmup takes 80 ms; the
+//! report gives the shim's hooks per phase — the query inside each step, the
+//! prescription (the prewarm's work) and the training's own sleeps not.
+
+mod common;
+
+use prewarm_doctor::analysis::phases::Phase;
+use prewarm_doctor::pipeline::Analysed;
+use prewarm_doctor::report::csv_out::Csv;
+use prewarm_doctor::report::html::Html;
+use prewarm_doctor::report::markdown::Markdown;
+use prewarm_doctor::report::model::ReportModel;
+use prewarm_doctor::report::renderer::{Renderer, render_to_vec};
+use prewarm_doctor::report::select::Selection;
+use prewarm_doctor::report::verdict_text::doctor_in_step1;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> &'static str {
+    ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            Command::new(p)
+                .arg("-c")
+                .arg("pass")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("python3 is needed for this test")
+}
+
+const TRAIN: &str = r#"
+import time, torch
+net = torch.nn.Module()
+opt = torch.optim.Optimizer(net.parameters())
+for step in range(3):
+    opt.zero_grad()
+    net(1)
+    time.sleep(0.06)
+    opt.step()
+print("TRAINED", flush=True)
+"#;
+
+const PRESCRIPTION: &str = r#"
+import time
+FINGERPRINT = None
+def mismatch(fp):
+    return None
+def warm_group(torch, index, group, ranks, force):
+    return None
+def warm_at_step1(torch):
+    time.sleep(0.08)
+    return [("cublas:torch.float32", None)]
+"#;
+
+fn render(renderer: &dyn Renderer, model: &ReportModel) -> String {
+    String::from_utf8(render_to_vec(renderer, model).unwrap()).unwrap()
+}
+
+fn recorded_run(dir: &Path) -> PathBuf {
+    let script = dir.join("train.py");
+    std::fs::write(&script, TRAIN).unwrap();
+    let prescription = dir.join("p.py");
+    std::fs::write(&prescription, PRESCRIPTION).unwrap();
+    let out = dir.join("run");
+    let r = assert_cmd::Command::cargo_bin("prewarm-doctor")
+        .unwrap()
+        .arg("run")
+        .arg("--out")
+        .arg(&out)
+        .arg("--prescribe")
+        .arg(&prescription)
+        .arg("--")
+        .arg(python())
+        .arg(&script)
+        .env("PREWARM_DOCTOR_CACHE", dir.join("cache"))
+        .env("PYTHONPATH", root().join("tests/shim/fake_torch"))
+        .env("FAKE_TORCH_CUDA", "1")
+        .env("FAKE_TORCH_SLOW_STATS_MS", "20")
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "TRAINED\n");
+    out
+}
+
+#[test]
+fn the_report_gives_the_shims_hooks_per_phase() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = recorded_run(tmp.path());
+    let analysed = Analysed::load(&run).unwrap();
+    let model = analysed.model();
+    let attempt = &model.attempts[0];
+    let process = &attempt.ranks[0].account;
+    let shim = |phase: Phase| {
+        process
+            .phases
+            .iter()
+            .find(|p| p.phase == phase)
+            .unwrap_or_else(|| panic!("no {phase:?} phase"))
+            .shim_s
+    };
+    let ms = |s: Option<f64>| s.map(|s| s * 1e3);
+    // Step 1 and each later step hold their step-end query (20 ms), not the
+    // training's 60 ms a step; setup holds neither the query nor the
+    // prescription's 80 ms.
+    let step1 = ms(shim(Phase::Step1)).expect("the shim's time in step 1");
+    assert!((20.0..60.0).contains(&step1), "step 1: {step1} ms");
+    let steady = ms(shim(Phase::Steady)).expect("the shim's time in steps 2..N");
+    assert!((40.0..120.0).contains(&steady), "steps 2..N: {steady} ms");
+    let setup = ms(shim(Phase::Setup)).expect("the shim's time in setup");
+    assert!(
+        setup < 40.0,
+        "setup: {setup} ms (the prescription's 80 ms counted?)"
+    );
+    // Every format that says the probe's step-1 time says the shim's.
+    let step1_phase = process
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Step1)
+        .unwrap();
+    let said = doctor_in_step1(step1_phase);
+    assert!(said.contains("; the shim: hooks "), "{said}");
+    let markdown = render(
+        &Markdown {
+            selection: Selection::All,
+        },
+        &model,
+    );
+    assert!(markdown.contains(&said), "{markdown}");
+    let html = render(&Html, &model);
+    assert!(html.contains(&said.replace('\'', "&#39;")), "{html}");
+    let csv = render(&Csv, &model);
+    let row = csv
+        .lines()
+        .find(|l| l.contains(",step1,shim_time,hooks,"))
+        .unwrap_or_else(|| panic!("no step-1 shim_time row: {csv}"));
+    let csv_s: f64 = row.split(',').nth(8).unwrap().parse().unwrap();
+    assert!((csv_s * 1e3 - step1).abs() < 1e-6, "{row}");
+    let text = common::terminal_text(&run);
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("inside step 1's time; the shim: hooks "),
+        "{text}"
+    );
+    // ... inside step 1's time indeed: the step holds the query (60 + 20 ms).
+    let step1_s = process.steps.step1_s.expect("step 1's time");
+    assert!(step1_s >= 0.080, "step 1 took {step1_s} s");
+}
