@@ -154,6 +154,14 @@ fn the_report_gives_the_shims_hooks_per_phase() {
         words.contains("inside step 1's time; the shim: hooks "),
         "{text}"
     );
+    // Beside the probe's line, the run's whole and a steady step's share
+    // (setup, step 1 and steps 2..N all known; a step's query is 20 ms).
+    let whole = words
+        .split(" shim: hooks ")
+        .nth(2)
+        .unwrap_or_else(|| panic!("no shim line: {text}"));
+    assert!(whole.contains(" on the training's threads, 2"), "{whole}");
+    assert!(whole.contains(" ms a step in steps 2..N"), "{whole}");
     // ... inside step 1's time indeed: the step holds the query (60 + 20 ms).
     let step1_s = process.steps.step1_s.expect("step 1's time");
     assert!(step1_s >= 0.080, "step 1 took {step1_s} s");

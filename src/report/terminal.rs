@@ -12,7 +12,7 @@ use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
 use super::text_layout::{print_text, write_table};
 use super::{bytes, seconds, signed_bytes};
-use crate::analysis::account::{Forensic, GapAccount, ProcessAccount};
+use crate::analysis::account::{Forensic, GapAccount, PhaseAccount, ProcessAccount};
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
@@ -745,9 +745,34 @@ fn probe_lines(o: &mut String, p: &ProcessAccount) {
         format!("memory from {}", p.memory_source),
     ];
     print_wrapped(o, "   probe: ", &items, "; ");
+    if let Some(shim) = shim_line(p) {
+        print_text(o, &shim, "   shim: ", "       ");
+    }
     for pr in &p.problems {
         let _ = writeln!(o, "   problem: {}", terminal(&pr.to_string()));
     }
+}
+
+/// The shim's hooks over the run and per steady step, where its lines say
+/// them (beside the probe's line: both are the doctor's own time).
+fn shim_line(p: &ProcessAccount) -> Option<String> {
+    let known: Vec<&PhaseAccount> = p.phases.iter().filter(|ph| ph.shim_s.is_some()).collect();
+    if known.is_empty() {
+        return None;
+    }
+    let total: f64 = known.iter().filter_map(|ph| ph.shim_s).sum();
+    let mut text = format!("hooks {} on the training's threads", seconds(total));
+    if known.len() < p.phases.len() {
+        text += &format!(" (in {} of its {} phases)", known.len(), p.phases.len());
+    }
+    if let Some(ph) = known
+        .iter()
+        .find(|ph| ph.phase == Phase::Steady && ph.steps > 0)
+    {
+        let per_step = ph.shim_s.unwrap_or(0.0) / ph.steps as f64;
+        text += &format!(", {} a step in steps 2..N", seconds(per_step));
+    }
+    Some(text)
 }
 
 #[cfg(test)]
