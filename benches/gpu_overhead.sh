@@ -59,7 +59,9 @@
 # both side by side. Workload `alloc` (many mid-size layers: thousands of
 # tensor allocations per step) is the one that shows a per-allocation cost.
 # For doctor modes, a PROBE line repeats what the probe counted of itself
-# (callbacks and time inside them) from the first round's report.
+# (callbacks and time inside them) from the first round's report, and an
+# OWN line gives what the reports say the doctor spent inside step 1 (the
+# probe's callbacks, the shim's hooks) and beside it, medians over rounds.
 # `benches/gpu_overhead.sh units` (about 3 minutes) measures what the doctor
 # adds to one unit of step-1 work instead (benches/gpu_unit_costs.py: a
 # launch, the first launch of a PyTorch and of a Triton kernel, a driver
@@ -152,6 +154,51 @@ run_rounds() {
     done
     last=$(( $(date +%s) - began ))
   done
+}
+
+# An OWN line: what the doctor's reports say it spent itself inside step 1
+# (the probe's callbacks, the shim's hooks: both inside the training's time;
+# the probe's threads beside it) and the shim's per steady step, medians
+# over the rounds' run folders of a mode, to hold against its paired step-1
+# difference. `?` where the reports do not say it (a shim before own_ns).
+own_line() { # mode tag workload allocator
+  local d reports="$OUTDIR/own-$1-$2.json"
+  : > "$reports"
+  for d in "$OUTDIR/$1-$2-"*; do
+    [ -d "$d" ] && "$BIN" report "$d" --format json >> "$reports" 2>/dev/null && echo >> "$reports"
+  done
+  $PY - "$reports" "$1" "$3" "$4" <<'PYEOF'
+import json, statistics, sys
+mode, workload, allocator = sys.argv[2:5]
+runs = []
+decoder = json.JSONDecoder()
+text = open(sys.argv[1]).read()
+i = 0
+while i < len(text):
+    if text[i].isspace():
+        i += 1
+        continue
+    try:
+        doc, i = decoder.raw_decode(text, i)
+    except ValueError:
+        break
+    for attempt in doc.get("attempts", []):
+        for proc in attempt.get("processes", []):
+            phases = {ph.get("phase"): ph for ph in proc.get("phases", [])}
+            if "step1" in phases:
+                runs.append(phases)
+def med(values):
+    values = [v for v in values if v is not None]
+    return f"{1000 * statistics.median(values):.2f}" if values else "?"
+step1 = [r["step1"] for r in runs]
+steady = [r.get("steady") for r in runs]
+per_step = [s["shim_s"] / s["steps"] if s and s.get("shim_s") is not None and s.get("steps") else None for s in steady]
+if runs:
+    print(f"OWN workload={workload} allocator={allocator} mode={mode} runs={len(runs)} "
+          f"step1_probe_callbacks_ms={med(p['probe_callbacks_s'] for p in step1)} "
+          f"step1_probe_beside_ms={med(p['probe_s'] - p['probe_callbacks_s'] for p in step1)} "
+          f"step1_shim_ms={med(p.get('shim_s') for p in step1)} steady_shim_ms_per_step={med(per_step)}")
+PYEOF
 }
 
 # The modes of round r: plain and the modes, rotated by one place a round,
@@ -401,7 +448,8 @@ PYEOF
   for mode in $MODES; do
     case $mode in
     doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare)
-      "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 'probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /" ;;
+      "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
+      own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac
   done
 done

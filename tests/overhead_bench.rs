@@ -13,7 +13,13 @@ case $1 in
 check) echo "probe: $SB/probe/libprewarm_probe.so" ;;
 run) shift; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done; shift
      CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim exec "$@" ;;
-report) echo "   probe: 3 callbacks (1.0 ms)" ;;
+report) if [ "$3" = --format ]; then
+          # torchrun's agent (no steps) and the worker, as the JSON has them.
+          echo '{"attempts":[{"processes":[{"phases":[{"phase":"setup","probe_s":0.001,"probe_callbacks_s":0.0,"shim_s":null}]},{"phases":[{"phase":"step1","probe_s":0.0657,"probe_callbacks_s":0.0085,"shim_s":0.0031},{"phase":"steady","steps":19,"shim_s":0.019}]}]}]}'
+        else
+          echo "   step 1 took 1.5 s; the probe: callbacks 8.5 ms inside step 1's time"
+          echo "   probe: 3 callbacks (1.0 ms)"
+        fi ;;
 esac
 "#;
 
@@ -153,6 +159,16 @@ fn a_doctor_that_costs_nothing_meets_the_target() {
         target.contains("(<= 1.03: met)") && target.contains("(<= 1.01: met)"),
         "{target}"
     );
+    // What the reports say the doctor spent itself, from each round's
+    // worker (the agent has no step 1), and the probe's whole-run line.
+    let own = line(&out, "OWN", "mode=doctor");
+    assert!(
+        own.contains("runs=4 step1_probe_callbacks_ms=8.50 step1_probe_beside_ms=57.20")
+            && own.contains("step1_shim_ms=3.10 steady_shim_ms_per_step=1.00"),
+        "{own}"
+    );
+    let probe = line(&out, "PROBE", "mode=doctor");
+    assert!(probe.ends_with("mode=doctor probe: 3 callbacks (1.0 ms)"), "{probe}");
 }
 
 #[test]
