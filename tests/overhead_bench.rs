@@ -168,7 +168,10 @@ fn a_doctor_that_costs_nothing_meets_the_target() {
         "{own}"
     );
     let probe = line(&out, "PROBE", "mode=doctor");
-    assert!(probe.ends_with("mode=doctor probe: 3 callbacks (1.0 ms)"), "{probe}");
+    assert!(
+        probe.ends_with("mode=doctor probe: 3 callbacks (1.0 ms)"),
+        "{probe}"
+    );
 }
 
 #[test]
