@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::python;
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::csv_out::Csv;
@@ -16,23 +17,9 @@ use prewarm_doctor::report::renderer::{Renderer, render_to_vec};
 use prewarm_doctor::report::select::Selection;
 use prewarm_doctor::report::verdict_text::doctor_in_step1;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> &'static str {
-    ["python3", "python"]
-        .into_iter()
-        .find(|p| {
-            Command::new(p)
-                .arg("-c")
-                .arg("pass")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .expect("python3 is needed for this test")
 }
 
 const TRAIN: &str = r#"

@@ -7,25 +7,13 @@
 
 mod common;
 
+use common::python;
 use prewarm_doctor::prescribe::prescribe;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> &'static str {
-    ["python3", "python"]
-        .into_iter()
-        .find(|p| {
-            Command::new(p)
-                .arg("-c")
-                .arg("pass")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .expect("python3 is needed for the prescribe tests")
 }
 
 /// Runs `script` under the shim (fake torch and Triton on the path) with

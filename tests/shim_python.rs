@@ -63,8 +63,19 @@ fn run_env(
         cmd.env_remove("PREWARM_DOCTOR_DIR");
     }
     let out = cmd.output().unwrap();
+    let events = shim_events(dir.path());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (out.status.code().unwrap_or(-1), events, text, dir)
+}
+
+/// Every line of the shim files the doctor's folder `dir` holds.
+fn shim_events(dir: &Path) -> Vec<serde_json::Value> {
     let mut events = Vec::new();
-    for e in std::fs::read_dir(dir.path()).unwrap() {
+    for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.to_string_lossy().ends_with(".shim.jsonl") {
             for line in std::fs::read_to_string(&p).unwrap().lines() {
@@ -72,12 +83,7 @@ fn run_env(
             }
         }
     }
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    (out.status.code().unwrap_or(-1), events, text, dir)
+    events
 }
 
 const TRAIN: &str = r#"
@@ -492,13 +498,10 @@ fn raise_through(py: &Path, shim: bool, env: &[(&str, &str)]) -> (String, Vec<se
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut events = Vec::new();
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        for line in std::fs::read_to_string(e.unwrap().path()).unwrap().lines() {
-            events.push(serde_json::from_str(line).unwrap());
-        }
-    }
-    (String::from_utf8(out.stdout).unwrap(), events)
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        shim_events(dir.path()),
+    )
 }
 
 #[test]
@@ -657,13 +660,7 @@ fn slow_autotune(py: &Path, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut events = Vec::new();
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        for line in std::fs::read_to_string(e.unwrap().path()).unwrap().lines() {
-            events.push(serde_json::from_str(line).unwrap());
-        }
-    }
-    events
+    shim_events(dir.path())
 }
 
 #[test]

@@ -7,6 +7,20 @@ use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::model::ReportModel;
 use std::path::Path;
 
+/// The Python the tests run (python3, else python on PATH).
+pub fn python() -> &'static str {
+    ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            std::process::Command::new(p)
+                .arg("-c")
+                .arg("pass")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("python3 is needed for these tests")
+}
+
 /// The report model of a run folder, named `label` in the report.
 pub fn model_of(path: &Path, label: &str) -> ReportModel {
     Analysed::load(path).unwrap().model_named(label)

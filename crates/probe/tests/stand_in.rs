@@ -574,17 +574,9 @@ fn stream_ordered_tracing_stops_after_a_quiet_stretch_and_pools_stay_measured() 
 /// Each thread's heap allocations (warm-up, steady) from the stand-in
 /// program's allocation counter (`alloc_count.c`).
 fn thread_allocations(run: &support::Run) -> Vec<(u64, u64)> {
-    let path = run.folder.path().join("alloc-report");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("the program's allocation report {}: {e}", path.display()));
-    text.lines()
-        .map(|line| {
-            let f: Vec<u64> = line
-                .split_whitespace()
-                .map(|x| x.parse().expect("a number"))
-                .collect();
-            (f[1], f[2])
-        })
+    run.number_rows("alloc-report")
+        .into_iter()
+        .map(|f| (f[1], f[2]))
         .collect()
 }
 

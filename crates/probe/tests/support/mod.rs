@@ -193,16 +193,23 @@ impl Run {
     /// What the stand-in libcupti delivered: driver API callback id →
     /// (callbacks handed to the subscriber, enabled at exit).
     pub fn cupti_deliveries(&self) -> std::collections::BTreeMap<u32, (u64, bool)> {
-        let path = self.folder.path().join("cupti-report");
+        self.number_rows("cupti-report")
+            .into_iter()
+            .map(|f| (f[0] as u32, (f[1], f[2] != 0)))
+            .collect()
+    }
+
+    /// A report a stand-in wrote into the run's folder: a row of numbers a
+    /// line.
+    pub fn number_rows(&self, name: &str) -> Vec<Vec<u64>> {
+        let path = self.folder.path().join(name);
         let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("the stand-in libcupti's report {}: {e}", path.display()));
+            .unwrap_or_else(|e| panic!("the stand-in's report {}: {e}", path.display()));
         text.lines()
             .map(|line| {
-                let f: Vec<u64> = line
-                    .split_whitespace()
+                line.split_whitespace()
                     .map(|x| x.parse().expect("a number"))
-                    .collect();
-                (f[0] as u32, (f[1], f[2] != 0))
+                    .collect()
             })
             .collect()
     }
