@@ -11,6 +11,7 @@ use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::pipeline::Analysed;
 use prewarm_doctor::report::csv_out::Csv;
 use prewarm_doctor::report::html::Html;
+use prewarm_doctor::report::json::Json;
 use prewarm_doctor::report::markdown::Markdown;
 use prewarm_doctor::report::model::ReportModel;
 use prewarm_doctor::report::renderer::{Renderer, render_to_vec};
@@ -128,6 +129,27 @@ fn the_report_gives_the_shims_hooks_per_phase() {
     assert!(markdown.contains(&said), "{markdown}");
     let html = render(&Html, &model);
     assert!(html.contains(&said.replace('\'', "&#39;")), "{html}");
+    // The JSON says it too, as docs/report.schema.json describes it.
+    let json: serde_json::Value = serde_json::from_str(&render(&Json, &model)).unwrap();
+    let phases = &json["attempts"][0]["processes"][0]["phases"];
+    let step1_json = phases
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "step1")
+        .unwrap();
+    assert!((step1_json["shim_s"].as_f64().unwrap() * 1e3 - step1).abs() < 1e-6);
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("docs/report.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&json)
+        .take(5)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
     let csv = render(&Csv, &model);
     let row = csv
         .lines()
