@@ -165,6 +165,8 @@ for step in range(205):
         .collect();
     assert_eq!(with_stats, vec![1, 2, 3, 4, 5, 100, 200]);
     assert_eq!(ends[0]["reserved"], 64 << 20);
+    assert_eq!(ends[0]["allocated"], 32 << 20);
+    assert_eq!(ends[0]["max_reserved"], 96 << 20);
     assert_eq!(ends[0]["device_free"], 100u64 << 30);
 }
 

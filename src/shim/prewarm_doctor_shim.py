@@ -246,14 +246,18 @@ class _StepTracker:
         fields = {"step": self.steps}
         try:
             cuda = self.torch.cuda
-            # torch's memory queries build its whole statistics dict each time
-            # (hundreds of microseconds): the first steps, where lazy init
-            # lands, get them; steady state only every _STATS_EVERY-th step.
+            # torch's statistics dict takes hundreds of microseconds to
+            # build: the first steps, where lazy init lands, get it; steady
+            # state only every _STATS_EVERY-th step.
             detailed = self.steps <= _DETAIL_STEPS or self.steps % _STATS_EVERY == 0
             if detailed and cuda.is_initialized():
-                fields["reserved"] = cuda.memory_reserved()
-                fields["allocated"] = cuda.memory_allocated()
-                fields["max_reserved"] = cuda.max_memory_reserved()
+                # One statistics dict for the three figures: torch's
+                # memory_reserved(), memory_allocated() and
+                # max_memory_reserved() each build it anew.
+                stats = cuda.memory_stats()
+                fields["reserved"] = stats.get("reserved_bytes.all.current", 0)
+                fields["allocated"] = stats.get("allocated_bytes.all.current", 0)
+                fields["max_reserved"] = stats.get("reserved_bytes.all.peak", 0)
                 free, total = cuda.mem_get_info()
                 fields["device_free"] = free
                 fields["device_total"] = total

@@ -10,16 +10,24 @@ def is_initialized():
     return _UP
 
 
-# FAKE_TORCH_SLOW_STATS_MS=N: each memory_reserved() takes N ms (torch's
-# own queries take hundreds of microseconds): time spent in the shim's hook.
+# FAKE_TORCH_SLOW_STATS_MS=N: each memory_stats() takes N ms (torch's own
+# takes hundreds of microseconds): time spent in the shim's hook.
 _SLOW_S = float(os.environ.get("FAKE_TORCH_SLOW_STATS_MS") or 0) / 1000
 
 
-def memory_reserved():
+def memory_stats():
     if _SLOW_S:
         import time
 
         time.sleep(_SLOW_S)
+    return {
+        "reserved_bytes.all.current": memory_reserved(),
+        "allocated_bytes.all.current": memory_allocated(),
+        "reserved_bytes.all.peak": max_memory_reserved(),
+    }
+
+
+def memory_reserved():
     return 64 << 20
 
 
@@ -28,7 +36,7 @@ def memory_allocated():
 
 
 def max_memory_reserved():
-    return 64 << 20
+    return 96 << 20
 
 
 def mem_get_info():
