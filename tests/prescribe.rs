@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::python;
+use common::{python, shim_events};
 use prewarm_doctor::prescribe::prescribe;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,13 +19,23 @@ fn root() -> PathBuf {
 /// Runs `script` under the shim (fake torch and Triton on the path) with
 /// PREWARM_DOCTOR_DIR=`dir`; returns (exit code, shim events, output).
 fn run_py(script: &str, dir: &Path, env: &[(&str, &str)]) -> (i32, Vec<serde_json::Value>, String) {
+    run_py_with(Path::new(python()), script, dir, env)
+}
+
+/// As [`run_py`], under the Python `py`.
+fn run_py_with(
+    py: &Path,
+    script: &str,
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> (i32, Vec<serde_json::Value>, String) {
     let path = std::env::join_paths([
         root().join("src/shim"),
         root().join("tests/shim/fake_torch"),
         root().join("tests/shim/fake_triton_prescribe"),
     ])
     .unwrap();
-    let out = Command::new(python())
+    let out = Command::new(py)
         .arg("-c")
         .arg(script)
         .env("PYTHONPATH", path)
@@ -35,21 +45,12 @@ fn run_py(script: &str, dir: &Path, env: &[(&str, &str)]) -> (i32, Vec<serde_jso
         .envs(env.iter().copied())
         .output()
         .unwrap();
-    let mut events = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.to_string_lossy().ends_with(".shim.jsonl") {
-            for line in std::fs::read_to_string(&p).unwrap().lines() {
-                events.push(serde_json::from_str(line).unwrap());
-            }
-        }
-    }
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    (out.status.code().unwrap_or(-1), events, text)
+    (out.status.code().unwrap_or(-1), shim_events(dir), text)
 }
 
 fn of<'a>(events: &'a [serde_json::Value], ev: &str) -> Vec<&'a serde_json::Value> {
@@ -289,13 +290,27 @@ def opaque(x, n, thing, B):
 
 #[test]
 fn the_observer_records_each_new_key_once_with_what_replay_needs() {
+    // Wrapped (this Python, or any before 3.12) and observed through
+    // sys.monitoring, where the call's own keyword dict is what the shim
+    // sees (the stand-in autotuner pops its grid from it, as a call may).
+    let wrapped = PathBuf::from(python());
+    let observed = common::python_312();
+    if observed.is_none() {
+        eprintln!("SKIPPED (observed): no Python >= 3.12 here");
+    }
+    for py in std::iter::once(wrapped).chain(observed) {
+        observer_records_each_new_key_once(&py);
+    }
+}
+
+fn observer_records_each_new_key_once(py: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
         "{KERNELS}\nx, y = T([4, 128]), T([4, 128], offset=8)\n\
          for n in (128, 128, 256, 128):\n    mix[lambda m: (m['n'] // m['BLOCK'], 4)](x, y, n, 0.5)\n\
          opaque[(1,)](x, 7, object())\nprint('OK')\n"
     );
-    let (code, events, out) = run_py(&script, dir.path(), &[]);
+    let (code, events, out) = run_py_with(py, &script, dir.path(), &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("OK"));
     let calls = of(&events, "autotune_call");
@@ -329,6 +344,34 @@ fn the_observer_records_each_new_key_once_with_what_replay_needs() {
     );
     // The observer's own events are unchanged.
     assert_eq!(of(&events, "autotune").len(), 3);
+}
+
+#[test]
+fn an_autotune_that_dies_tuning_still_leaves_what_replay_needs() {
+    // A candidate's benchmark runs out of memory: the call raises before
+    // the autotuner caches the key, and that is the key a prescription must
+    // warm (wrapped and, where there is a Python >= 3.12, observed).
+    let script = format!(
+        "{KERNELS}\nfrom triton.runtime.autotuner import Autotuner\n\
+         def oom(self, *a, config, **k):\n    raise RuntimeError('Triton Error [CUDA]: out of memory')\n\
+         Autotuner._bench = oom\nx, y = T([4, 128]), T([4, 128])\n\
+         try:\n    mix[(2, 4)](x, y, 512, 0.5)\nexcept RuntimeError as e:\n    print('RAISED', e)\n"
+    );
+    let observed = common::python_312();
+    for py in std::iter::once(PathBuf::from(python())).chain(observed) {
+        let dir = tempfile::tempdir().unwrap();
+        let (code, events, out) = run_py_with(&py, &script, dir.path(), &[]);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains("RAISED Triton Error [CUDA]: out of memory"),
+            "{out}"
+        );
+        let calls = of(&events, "autotune_call");
+        assert_eq!(calls.len(), 1, "{}: {events:?}", py.display());
+        assert_eq!(calls[0]["key"], "(512, 'torch.bfloat16', 'torch.bfloat16')");
+        assert_eq!(calls[0]["grid"], serde_json::json!({"fixed": [2, 4]}));
+        assert!(of(&events, "autotune").is_empty());
+    }
 }
 
 const PRESCRIPTION: &str = r#"

@@ -2,6 +2,9 @@
 //! torch's hook APIs (tests/shim/fake_torch): the step-1 rule, step ends,
 //! crash handling, silence without torch, and chaining to a user sitecustomize.
 
+mod common;
+
+use common::{python_312, shim_events};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -70,20 +73,6 @@ fn run_env(
         String::from_utf8_lossy(&out.stdout)
     );
     (out.status.code().unwrap_or(-1), events, text, dir)
-}
-
-/// Every line of the shim files the doctor's folder `dir` holds.
-fn shim_events(dir: &Path) -> Vec<serde_json::Value> {
-    let mut events = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.to_string_lossy().ends_with(".shim.jsonl") {
-            for line in std::fs::read_to_string(&p).unwrap().lines() {
-                events.push(serde_json::from_str(line).unwrap());
-            }
-        }
-    }
-    events
 }
 
 const TRAIN: &str = r#"
@@ -394,37 +383,6 @@ print("done")
         .collect();
     assert_eq!(unused.len(), 1, "{groups:?}");
     assert!(unused[0]["comm"].is_null() && unused[0]["desc"] == "undefined");
-}
-
-/// A Python >= 3.12 (sys.monitoring): `PREWARM_TEST_PYTHON312`, else
-/// python3.13 / python3.12 / python3 on PATH, else pyenv's versions.
-fn python_312() -> Option<PathBuf> {
-    let new_enough = |p: &Path| {
-        Command::new(p)
-            .args([
-                "-c",
-                "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let mut candidates: Vec<PathBuf> = std::env::var_os("PREWARM_TEST_PYTHON312")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(["python3.13", "python3.12", "python3"].map(PathBuf::from))
-        .collect();
-    let pyenv = std::env::var_os("PYENV_ROOT")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
-    if let Some(Ok(versions)) = pyenv.map(|r| std::fs::read_dir(r.join("versions"))) {
-        let mut found: Vec<PathBuf> = versions
-            .filter_map(|e| e.ok())
-            .map(|e| e.path().join("bin/python3"))
-            .collect();
-        found.sort();
-        candidates.extend(found.into_iter().rev());
-    }
-    candidates.into_iter().find(|p| new_enough(p))
 }
 
 /// Raises through Triton's autotuner (a kernel's out-of-memory inside

@@ -114,15 +114,16 @@ def _where(autotuner):
     )
 
 
-def note_autotune_call(autotuner, args, kwargs):
-    """Called by the Triton observer before every ``Autotuner.run``: records a
-    call whose key the autotuner has not tuned yet, once per (kernel, key).
-    Never raises; a call with a cached key costs one key computation."""
+def note_autotune_call(autotuner, args, kwargs, tuned=False):
+    """Called by the Triton observer for an ``Autotuner.run`` that tuned its
+    key (``tuned``: at its end) or that raised, or before every call where
+    it cannot tell: records a call whose key was not tuned before, once per
+    (kernel, key). Never raises."""
     try:
         if len(getattr(autotuner, "configs", ())) <= 1:
             return
         key = _key(autotuner, args, kwargs)
-        if key in autotuner.cache:
+        if not tuned and key in autotuner.cache:
             return
         with _lock:
             seen = _seen.setdefault(id(autotuner), set())

@@ -52,15 +52,20 @@ def _locals(frame):
 
 
 def _run_started(autotuner, args, kwargs):
-    """The start of every ``Autotuner.run`` call, with its arguments; the
-    state of an autotuned call for ``_run_ended``, or None (a single config
-    or no cache: nothing to time)."""
-    note_autotune_call(autotuner, args, kwargs)  # prescribe's replay signature, once per (kernel, key)
+    """The start of every ``Autotuner.run`` call (every launch of an
+    autotuned kernel), with its arguments: the state for ``_run_ended``, or
+    None (a single config or no cache: nothing to time). Kept to a length
+    check: a call whose key is tuned already costs no more."""
     cache = getattr(autotuner, "cache", None)
     before = len(cache) if isinstance(cache, dict) else -1
     if before < 0 or len(getattr(autotuner, "configs", ())) <= 1:
+        # No cache to watch grow: prescribe's replay signature before the call.
+        note_autotune_call(autotuner, args, kwargs)
         return None
     state = {"self": autotuner, "before": before, "benchmarked": 0, "outer": getattr(_local, "tuning", None)}
+    # The call's own dict under sys.monitoring, which it may change (pop
+    # its grid): a copy, for the replay signature at its end.
+    state["args"], state["kwargs"] = args, dict(kwargs)
     _local.tuning = state
     state["t0"] = now()
     return state
@@ -71,7 +76,12 @@ def _run_ended(state, result, exc):
     _local.tuning = state["outer"]
     self = state["self"]
     try:
-        if len(self.cache) > state["before"]:
+        tuned = len(self.cache) > state["before"]
+        if tuned or exc is not None:
+            # prescribe's replay signature, once per (kernel, key): of a key
+            # just tuned, or of the call that died tuning it.
+            note_autotune_call(self, state["args"], state["kwargs"], tuned=tuned)
+        if tuned:
             key = next(reversed(self.cache))
             emit(
                 "autotune",
