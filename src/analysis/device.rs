@@ -88,6 +88,24 @@ impl DeviceView {
         }
     }
 
+    /// The most this process held during [a, b]: NVML's samples in the
+    /// window and the process's figure at every probe reading in it and at
+    /// its end. NVML lags allocations by up to a sample, so its samples
+    /// alone can peak below what the probe read inside the window (or below
+    /// the window's own end figure).
+    pub fn own_used_peak(&self, a: u64, b: u64) -> Option<u64> {
+        let points = &self.probe_free.points;
+        let lo = points.partition_point(|p| p.0 < a);
+        let hi = points.partition_point(|p| p.0 <= b).max(lo);
+        let at_readings = points[lo..hi].iter().filter_map(|p| self.own_used_at(p.0));
+        self.used
+            .peak(a, b)
+            .into_iter()
+            .chain(at_readings)
+            .chain(self.own_used_at(b))
+            .max()
+    }
+
     /// Free device memory at `t`: the most recent of cuMemGetInfo (probe) and NVML.
     pub fn free_at(&self, t: u64) -> Option<u64> {
         let probe = self.probe_free.points[..self.probe_free.points.partition_point(|p| p.0 <= t)]
@@ -229,5 +247,29 @@ mod tests {
         assert_eq!(d.free_at(15), Some(900));
         assert_eq!(d.free_at(30), Some(850));
         assert_eq!(d.free_at(60), Some(700));
+    }
+
+    #[test]
+    fn the_peak_holds_the_probes_readings_between_nvml_samples() {
+        // NVML: this process 100 of the device's 150 (others 50); the probe
+        // reads 800 free at t=20 (1000 - 800 - 50 = 150 own) and 900 free
+        // at t=40 (50 own); NVML's next sample, at t=50, says 60.
+        let d = DeviceView {
+            used: Series {
+                points: vec![(10, 100), (50, 60)],
+            },
+            device_used: Series {
+                points: vec![(10, 150), (50, 110)],
+            },
+            cuda_total: Some(1000),
+            probe_free: Series {
+                points: vec![(20, 800), (40, 900)],
+            },
+            ..Default::default()
+        };
+        assert_eq!(d.used.peak(10, 45), Some(100));
+        assert_eq!(d.own_used_peak(10, 45), Some(150));
+        // A window without readings: NVML's figures alone.
+        assert_eq!(d.own_used_peak(50, 60), Some(60));
     }
 }

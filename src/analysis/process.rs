@@ -528,7 +528,7 @@ fn phase_account(
             Phase::Steady => inp.bounds.step_ends.len().saturating_sub(1) as u32,
             _ => 0,
         },
-        device_used_peak: inp.device.used.peak(a, b),
+        device_used_peak: inp.device.own_used_peak(a, b),
         pool_reserved_peak: totals.pool_peak.max(state.pool),
         pool_reserved_end: state.pool,
         out_of_pool_allocated: totals.oop_alloc,
