@@ -53,7 +53,9 @@ pub enum PartSource {
 /// The figures that go with the CUDA context part (the report words them).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct ContextDetail {
-    /// The local-memory reservation every context starts with (CUPTI).
+    /// The local-memory reservation every context starts with (CUPTI), read
+    /// at its first kernel launch; 0 when none was seen (no kernel launched
+    /// while kernel records were on): not known, not zero.
     pub initial_local_memory: u64,
     /// Of the part, device growth measured at the context's first kernel
     /// launch that no other event in that window explains (0: none).

@@ -139,6 +139,11 @@ pub fn part_label(p: &GapPart) -> String {
     match &p.source {
         PartSource::Context => {
             let d = p.context.unwrap_or_default();
+            // 0: no first launch was seen (none happened, or kernel
+            // records were off), so its reservation is not known.
+            if d.initial_local_memory == 0 {
+                return "CUDA context".into();
+            }
             let late = if d.committed_at_first_launch > 0 {
                 format!(
                     ", {} of it committed at the first kernel launch",
@@ -726,6 +731,7 @@ pub fn doctor_in_step1(ph: &PhaseAccount) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::account::ContextDetail;
     use crate::analysis::verdict_tests::{arb_case, buckets_verdict, judge_case, phantom_verdict};
     use proptest::prelude::*;
 
@@ -763,6 +769,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_context_whose_first_launch_was_not_seen_claims_no_reservation() {
+        let context = |initial_local_memory| GapPart {
+            source: PartSource::Context,
+            context: Some(ContextDetail {
+                initial_local_memory,
+                committed_at_first_launch: 0,
+            }),
+            bytes: 535 << 20,
+            inferred: false,
+        };
+        assert_eq!(
+            part_label(&context(148 << 20)),
+            "CUDA context (incl. 148.0 MiB initial local memory)"
+        );
+        assert_eq!(part_label(&context(0)), "CUDA context");
     }
 
     /// Issue 15's phantom: one part +70 MiB, another −70 MiB. The text says
