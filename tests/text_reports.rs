@@ -92,6 +92,18 @@ fn the_first_lines_answer_the_question() {
 }
 
 #[test]
+fn an_out_of_memory_message_is_quoted_to_the_pools_unused_cache() {
+    // torch names the pool's unused cache after its first 200 characters:
+    // the fragmentation fact a user acts on (expandable_segments).
+    let text = common::terminal_text(&common::repo("tests/fixtures/h200/oom-nccl-baseline"));
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("this process has 139.68 GiB memory in use. Of the allocated memory 138.11 GiB is allocated by PyTorch, and 99.22 MiB is reserved by PyTorch but unallocated."),
+        "{text}"
+    );
+}
+
+#[test]
 fn markdown_stays_under_the_comment_limit_on_every_recording() {
     for path in common::recordings() {
         let m = model(&path);

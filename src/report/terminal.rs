@@ -193,6 +193,10 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
     }
 }
 
+/// Longest exception message the terminal quotes for a failure (the JSON
+/// and HTML keep it whole).
+const DIED_WITH_WIDTH: usize = 700;
+
 /// Every rank side by side, with the worst rank and the skew between
 /// ranks; with many ranks, the worst ranks of each figure and the
 /// distribution instead of every row.
@@ -395,8 +399,15 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         " ",
     );
     if let Some(m) = &f.message {
-        let first: String = m.lines().next().unwrap_or(m).chars().take(200).collect();
-        print_wrapped(o, "     the process died with: ", &[first], " ");
+        // Its first line whole up to a few lines of text (torch's names the
+        // pool's unused cache near its end), escaped: it is the run's text.
+        let first = super::shorten(m.lines().next().unwrap_or(m), DIED_WITH_WIDTH);
+        print_wrapped(
+            o,
+            "     the process died with: ",
+            &[terminal(&first).into_owned()],
+            " ",
+        );
     }
     if let Some(b) = &f.budget {
         let items = [
