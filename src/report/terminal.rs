@@ -688,11 +688,19 @@ fn compile_and_tightest_lines(o: &mut String, p: &ProcessAccount) {
         print_wrapped(o, &head, &items, " ");
     }
     if let Some(c) = p.min_capacity_bytes {
-        let _ = writeln!(
-            o,
-            "   every out-of-pool request of this process fits on a device of {} or more",
+        // Beside the process's own peak: the requests outside the pool are
+        // not all the device must hold, and a user comparing two runs must
+        // not read this figure as the run's need.
+        let peak = p.phases.iter().filter_map(|ph| ph.device_used_peak).max();
+        let own = peak.map_or(String::new(), |pk| {
+            format!("; the process itself peaked at {}", bytes(pk))
+        });
+        let text = format!(
+            "its out-of-pool requests fit on a device of {} or more (what it held when each \
+             was made, plus the request{own})",
             bytes(c)
         );
+        print_text(o, &text, "   ", "     ");
     }
 }
 
