@@ -1,6 +1,6 @@
 //! The doctor's own time in a report, end to end: `prewarm-doctor run` of a
 //! training against the stand-in torch (tests/shim/fake_torch) whose step-end
-//! pool query takes 20 ms and whose prescription's warmup takes 80 ms; the
+//! pool query takes 20 ms and whose prescription's warmup takes 300 ms; the
 //! report gives the shim's hooks per phase — the query inside each step, the
 //! prescription (the prewarm's work) and the training's own sleeps not.
 
@@ -30,7 +30,7 @@ opt = torch.optim.Optimizer(net.parameters())
 for step in range(3):
     opt.zero_grad()
     net(1)
-    time.sleep(0.06)
+    time.sleep(0.15)
     opt.step()
 print("TRAINED", flush=True)
 "#;
@@ -43,7 +43,7 @@ def mismatch(fp):
 def warm_group(torch, index, group, ranks, force):
     return None
 def warm_at_step1(torch):
-    time.sleep(0.08)
+    time.sleep(0.3)
     return [("cublas:torch.float32", None)]
 "#;
 
@@ -101,16 +101,16 @@ fn the_report_gives_the_shims_hooks_per_phase() {
     };
     let ms = |s: Option<f64>| s.map(|s| s * 1e3);
     // Step 1 and each later step hold their step-end query (20 ms), not the
-    // training's 60 ms a step; setup holds neither the query nor the
-    // prescription's 80 ms.
+    // training's 150 ms a step; setup holds neither the query nor the
+    // prescription's 300 ms (the bounds leave room for a loaded machine).
     let step1 = ms(shim(Phase::Step1)).expect("the shim's time in step 1");
-    assert!((20.0..60.0).contains(&step1), "step 1: {step1} ms");
+    assert!((20.0..150.0).contains(&step1), "step 1: {step1} ms");
     let steady = ms(shim(Phase::Steady)).expect("the shim's time in steps 2..N");
-    assert!((40.0..120.0).contains(&steady), "steps 2..N: {steady} ms");
+    assert!((40.0..300.0).contains(&steady), "steps 2..N: {steady} ms");
     let setup = ms(shim(Phase::Setup)).expect("the shim's time in setup");
     assert!(
-        setup < 40.0,
-        "setup: {setup} ms (the prescription's 80 ms counted?)"
+        setup < 150.0,
+        "setup: {setup} ms (the prescription's 300 ms counted?)"
     );
     // Every format that says the probe's step-1 time says the shim's.
     let step1_phase = process
@@ -169,9 +169,14 @@ fn the_report_gives_the_shims_hooks_per_phase() {
         .split(" shim: hooks ")
         .nth(2)
         .unwrap_or_else(|| panic!("no shim line: {text}"));
-    assert!(whole.contains(" on the training's threads, 2"), "{whole}");
-    assert!(whole.contains(" ms a step in steps 2..N"), "{whole}");
-    // ... inside step 1's time indeed: the step holds the query (60 + 20 ms).
+    let per_step: f64 = whole
+        .split(" on the training's threads, ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms a step in steps 2..N").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no per-step figure: {whole}"));
+    assert!((20.0..150.0).contains(&per_step), "{whole}");
+    // ... inside step 1's time indeed: the step holds the query (150 + 20 ms).
     let step1_s = process.steps.step1_s.expect("step 1's time");
-    assert!(step1_s >= 0.080, "step 1 took {step1_s} s");
+    assert!(step1_s >= 0.170, "step 1 took {step1_s} s");
 }

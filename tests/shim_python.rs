@@ -546,7 +546,7 @@ fn own_at(events: &[serde_json::Value], ev: &str, i: usize) -> u64 {
 #[test]
 fn the_shims_own_time_counts_its_hooks_and_not_the_training() {
     // The step-end hook's pool query takes 20 ms (a slow stand-in torch); the
-    // training itself sleeps 60 ms in each step.
+    // training itself sleeps 150 ms in each step.
     let train = r#"
 import time, torch
 net = torch.nn.Module()
@@ -554,7 +554,7 @@ opt = torch.optim.Optimizer(net.parameters())
 for step in range(3):
     opt.zero_grad()
     net(1)
-    time.sleep(0.06)
+    time.sleep(0.15)
     opt.step()
 "#;
     let env = [("FAKE_TORCH_CUDA", "1"), ("FAKE_TORCH_SLOW_STATS_MS", "20")];
@@ -570,23 +570,23 @@ for step in range(3):
     let step1 = ms(own_at(&events, "step_end", 0) - own_at(&events, "step1_begin", 0));
     let step2 = ms(own_at(&events, "step_end", 1) - own_at(&events, "step_end", 0));
     // Step 1 holds its step-end hook (the 20 ms query, which the training's
-    // optimizer.step() waited for) and not the training's 60 ms.
+    // optimizer.step() waited for) and not the training's 150 ms.
     assert!(
-        (20.0..60.0).contains(&step1),
+        (20.0..150.0).contains(&step1),
         "step 1: {step1} ms of the shim's"
     );
     assert!(
-        (20.0..60.0).contains(&step2),
+        (20.0..150.0).contains(&step2),
         "step 2: {step2} ms of the shim's"
     );
     // A step's end is written after its hook's work: a step holds its own
     // query, whose time the shim's figure says is inside it.
     let t_end = of(&events, "step_end")[0]["t"].as_u64().unwrap();
     let t_begin = of(&events, "step1_begin")[0]["t"].as_u64().unwrap();
-    assert!(ms(t_end - t_begin) >= 60.0 + 20.0);
+    assert!(ms(t_end - t_begin) >= 150.0 + 20.0);
 }
 
-/// Triton's autotune with each candidate's kernel taking 30 ms: the
+/// Triton's autotune with each candidate's kernel taking 100 ms: the
 /// autotune's own time, not the shim's.
 const SLOW_AUTOTUNE: &str = r#"
 import time
@@ -595,7 +595,7 @@ from triton.runtime.autotuner import Autotuner, Config
 from triton.runtime.jit import JITFunction
 
 def kernel(n, config, **kw):
-    time.sleep(0.03)
+    time.sleep(0.1)
     return n * config.block
 
 tuner = Autotuner(JITFunction(kernel), [Config(32), Config(64)], key=[0])
@@ -626,8 +626,9 @@ fn slow_autotune(py: &Path, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
 #[test]
 fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
     // Observed (sys.monitoring, Python >= 3.12) and wrapped (the fallback):
-    // either way the 3 x 30 ms of kernels inside the autotune are not the
-    // shim's time.
+    // either way the 3 x 100 ms of kernels inside the autotune are not the
+    // shim's time (its own, imports included, stays far below that even on
+    // a loaded machine).
     let wrapped = PathBuf::from(python().expect("python3 is needed for the shim tests"));
     let mut cases = vec![(wrapped, vec![("PREWARM_DOCTOR_SHIM_MONITORING", "0")])];
     match python_312() {
@@ -639,10 +640,10 @@ fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
         let autotune = of(&events, "autotune");
         assert_eq!(autotune.len(), 1, "{events:?}");
         let took = autotune[0]["t1"].as_u64().unwrap() - autotune[0]["t0"].as_u64().unwrap();
-        assert!(took >= 60_000_000, "{took} ns");
+        assert!(took >= 200_000_000, "{took} ns");
         let own = own_time(&events).last().unwrap().1;
         assert!(
-            own < 20_000_000,
+            own < 100_000_000,
             "{}: the shim's own time {own} ns holds the kernels' {took} ns",
             py.display()
         );

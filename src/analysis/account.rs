@@ -41,8 +41,13 @@ pub enum PartSource {
     Library(String),
     /// Local-memory growth from spilling kernels (never given back).
     LocalMemoryGrowth,
-    /// Reservation the driver dropped when a launch failed (negative bytes).
+    /// Reservation the driver dropped when a launch failed (negative bytes),
+    /// at most the local memory the account held then.
     LocalMemoryDropped,
+    /// What else the device gave up across a failed launch, beyond the local
+    /// memory the account held (negative, measured): no record says which
+    /// part it came out of.
+    ReleasedAtFailure,
     /// Device growth inside NCCL communicator init windows with no allocation
     /// call (NCCL loading its kernels); inferred.
     NcclWithoutAllocations,

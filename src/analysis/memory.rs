@@ -18,8 +18,12 @@ pub struct State {
     pub pool: u64,
     pub oop: BTreeMap<SourceName, u64>,
     pub local_growth: u64,
-    /// Reservation the driver dropped when a growth failed (measured).
+    /// Reservation the driver dropped when a growth failed (measured), at
+    /// most the local memory held then.
     pub local_released: u64,
+    /// The rest of the device's drop across a failed growth (measured, not
+    /// named: see `PartSource::ReleasedAtFailure`).
+    pub released_other: u64,
     /// Context memory the driver committed only at the context's first kernel
     /// launch (its initial local-memory reservation; measured, often 0).
     pub context_late: u64,
@@ -904,8 +908,16 @@ impl<'a> Replayer<'a> {
     /// failure, and the old reservation the driver dropped with it.
     fn failed_growth(&mut self, t: u64, i: usize, grow: u64, free: Option<u64>) {
         if let Some(dropped) = released_by_failure(self.r, self.device, self.known, t) {
-            self.state.local_released += dropped;
-            self.out.local_released += dropped;
+            // The old reservation is at most the local memory the account
+            // holds: the initial reservations and the growths, less what
+            // earlier failures dropped. A larger drop came out of something
+            // no record names.
+            let held = (self.out.initial_local + self.state.local_growth)
+                .saturating_sub(self.state.local_released);
+            let local = dropped.min(held);
+            self.state.local_released += local;
+            self.out.local_released += local;
+            self.state.released_other += dropped - local;
         }
         let phase = self.bounds.phase_of(t);
         self.out.phases.entry(phase).or_default().failed += 1;
@@ -2017,7 +2029,9 @@ mod tests {
         };
         let b = stage_bounds();
         // The device held 300 MiB of this process's own until the failure at
-        // 150 ms, then 200 MiB: 100 MiB of reservation dropped.
+        // 150 ms, then 200 MiB: 100 MiB gone, of which the old reservation
+        // can be 2 MiB (all the local memory held); the other 98 MiB came
+        // out of something no record names.
         let device = DeviceView {
             used: series(&[(0, 300 * MIB), (150 * MS, 200 * MIB)]),
             probe_free: series(&[(0, 40 * MIB)]),
@@ -2031,8 +2045,9 @@ mod tests {
         assert_eq!(w.state.local_growth, 0, "a failed growth never landed");
         assert_eq!(
             (w.state.local_released, w.out.local_released),
-            (100 * MIB, 100 * MIB)
+            (2 * MIB, 2 * MIB)
         );
+        assert_eq!(w.state.released_other, 98 * MIB);
         let f = &w.out.failures[0];
         assert_eq!(
             (f.bytes, f.result, f.free_before),

@@ -631,6 +631,13 @@ fn gap_account(
             false,
         ));
     }
+    if state.released_other > 0 {
+        parts.push(part(
+            PartSource::ReleasedAtFailure,
+            -(state.released_other as i64),
+            false,
+        ));
+    }
     if nccl_code > 0 {
         parts.push(part(
             PartSource::NcclWithoutAllocations,

@@ -101,7 +101,8 @@ pub enum HeldSource {
     LocalMemoryDropped,
     /// Device growth no allocation record explains: NCCL init without
     /// allocation calls (inferred from its init window), module code loaded
-    /// lazily (inferred from the readings around loads) plus the account's
+    /// lazily (inferred from the readings around loads), what a failed
+    /// launch released beyond the local memory held, plus the account's
     /// unexplained remainder. One bucket, because where the timing windows
     /// split the two differs between runs holding the same bytes.
     WithoutRecords,
@@ -116,9 +117,12 @@ impl HeldSource {
             Some(PartSource::Context) => HeldSource::Context,
             Some(PartSource::LocalMemoryGrowth) => HeldSource::LocalMemory,
             Some(PartSource::LocalMemoryDropped) => HeldSource::LocalMemoryDropped,
-            Some(PartSource::NcclWithoutAllocations | PartSource::ModuleCode) | None => {
-                HeldSource::WithoutRecords
-            }
+            Some(
+                PartSource::NcclWithoutAllocations
+                | PartSource::ModuleCode
+                | PartSource::ReleasedAtFailure,
+            )
+            | None => HeldSource::WithoutRecords,
             Some(PartSource::Library(name)) => HeldSource::Library(name.clone()),
         }
     }

@@ -162,6 +162,9 @@ pub fn part_label(p: &GapPart) -> String {
         PartSource::LocalMemoryDropped => {
             "local-memory reservation dropped by the failed launch".into()
         }
+        PartSource::ReleasedAtFailure => {
+            "other device memory released at the failed launch (not named)".into()
+        }
         PartSource::NcclWithoutAllocations => {
             "NCCL init without allocation calls (kernel code)".into()
         }
