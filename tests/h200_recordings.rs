@@ -431,6 +431,30 @@ fn a_process_that_died_in_step_one_gets_step_one_from_the_shims_records() {
 }
 
 #[test]
+fn a_failed_launch_drops_no_more_local_memory_than_was_held() {
+    // The device fell 502 MiB across the failed launch; the account held
+    // 148.5 MiB of initial reservation and 90 MiB of growth as local
+    // memory: that is the most the dropped reservation can be, the rest is
+    // said to be released from a part no record names.
+    let (_, p) = rank("oom-triton-baseline");
+    let end = p.phases.last().unwrap().gap_end.as_ref().unwrap();
+    let part = |source: PartSource| {
+        end.parts
+            .iter()
+            .find(|x| x.source == source)
+            .map(|x| x.bytes as f64 / MIB as f64)
+    };
+    let dropped = part(PartSource::LocalMemoryDropped).unwrap();
+    let other = part(PartSource::ReleasedAtFailure).unwrap();
+    let held = part(PartSource::LocalMemoryGrowth).unwrap() + 148.5;
+    assert!(
+        (dropped + held).abs() < 0.1,
+        "dropped {dropped} MiB, held {held} MiB"
+    );
+    assert!((dropped + other + 502.0).abs() < 0.1, "{dropped} + {other}");
+}
+
+#[test]
 fn triton_oom_forensics_name_the_failed_local_memory_growth() {
     let (a, p) = rank("oom-triton-baseline");
     assert_eq!(a.exit_code, Some(1));
