@@ -420,7 +420,8 @@ pub struct GateResult {
 /// spread, or the documented model with one attempt on a side).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct NoiseCheck {
-    /// The threshold the change was compared with, in the metric's unit.
+    /// What the change had to exceed to count, in the metric's unit (with one
+    /// attempt on a side, the top of the model's grey zone).
     pub threshold: f64,
     /// Whether the change is no larger than the threshold (or in the model's
     /// grey zone): it may be noise.
@@ -454,7 +455,7 @@ pub fn noise_check(m: Metric, old: &VariantSummary, new: &VariantSummary) -> Opt
     use super::noise::{Outcome, assess};
     let c = assess(quantity(m), metric_stat(old, m)?, metric_stat(new, m)?);
     Some(NoiseCheck {
-        threshold: c.noise,
+        threshold: c.beyond(),
         within: matches!(c.outcome, Outcome::Within | Outcome::Unsure),
         basis: c.basis,
     })

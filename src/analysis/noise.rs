@@ -117,6 +117,14 @@ impl Change {
     pub fn is_up(&self) -> bool {
         self.outcome == Outcome::Up
     }
+    /// What |delta| had to exceed to count as a change: the threshold, and
+    /// with one attempt the top of the model's grey zone above it.
+    pub fn beyond(&self) -> f64 {
+        match self.basis {
+            Basis::Measured => self.noise,
+            Basis::Model => self.noise * self.quantity.model().grey_factor,
+        }
+    }
 }
 
 /// Judges `variant` against `baseline` (docs/verdicts.md §3).
@@ -252,6 +260,8 @@ mod tests {
         let c = assess(Quantity::Seconds, one(10.0), one(7.0));
         assert_eq!(c.outcome, Outcome::Within);
         assert!((c.noise - 3.0).abs() < 1e-9);
+        // What a change must exceed is the grey zone's top, as reports say.
+        assert!((c.beyond() - 6.0).abs() < 1e-9);
         assert_eq!(
             assess(Quantity::Seconds, one(10.0), one(6.9)).outcome,
             Outcome::Unsure
@@ -287,6 +297,7 @@ mod tests {
         assert_eq!(c.basis, Basis::Measured);
         // Three a side: the facing half-spreads, (138 - 125) + (128 - 120).
         assert!((c.noise - 21.0).abs() < 1e-9);
+        assert_eq!(c.beyond(), c.noise);
         assert_eq!(c.outcome, Outcome::Within);
         let c = assess(Quantity::Seconds, many(&[10.0, 10.2]), many(&[4.0, 4.1]));
         assert_eq!(c.outcome, Outcome::Down);

@@ -70,7 +70,7 @@ pub fn change_text(c: &Change) -> String {
     let q = c.quantity;
     let noise = match c.outcome {
         Outcome::Within => format!("within noise {}", value(q, c.noise)),
-        Outcome::Up | Outcome::Down => format!("beyond noise {}", value(q, c.noise)),
+        Outcome::Up | Outcome::Down => format!("beyond noise {}", value(q, c.beyond())),
         Outcome::Unsure => format!(
             "noise {}-{} with one attempt: cannot tell",
             value(q, c.noise),
@@ -250,7 +250,7 @@ fn held_text(c: &Costs) -> String {
         format!("; {}", parts.join(", "))
     };
     let noise = match total.outcome {
-        Outcome::Down => format!("beyond noise {}", value(total.quantity, total.noise)),
+        Outcome::Down => format!("beyond noise {}", value(total.quantity, total.beyond())),
         _ => format!("within noise {}", value(total.quantity, total.noise)),
     };
     format!(
