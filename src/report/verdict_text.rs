@@ -277,6 +277,8 @@ fn setup_text(c: &Costs) -> String {
 
 /// One sentence: what it moved, what it cost.
 pub fn headline(v: &Verdict) -> String {
+    // What it left comes after its costs: the costs are the prewarm's,
+    // not the left work's.
     let left: Vec<String> = v.reasons.iter().filter_map(left_after_text).collect();
     let left = if left.is_empty() {
         String::new()
@@ -284,7 +286,7 @@ pub fn headline(v: &Verdict) -> String {
         format!("; {}", left.join("; "))
     };
     format!(
-        "{}{left}, at a cost of {} and {}.",
+        "{}, at a cost of {} and {}{left}.",
         moved_text(v),
         setup_text(&v.costs),
         held_text(&v.costs)
@@ -813,7 +815,7 @@ mod tests {
         assert_eq!(v.class, VerdictClass::Partial);
         let text = headline(&v);
         assert!(
-            text.contains("; 2 Triton autotune keys still first tuned at steps 3 and 5, at a cost"),
+            text.contains("; 2 Triton autotune keys still first tuned at steps 3 and 5."),
             "{text}"
         );
         let lines = evidence_lines(&v);
