@@ -233,7 +233,9 @@ pub struct CommAccount {
     pub step: Option<u32>,
     pub start_s: Option<f64>,
     pub init_seconds: Option<f64>,
-    /// Device bytes NCCL allocated during the init window.
+    /// Device bytes NCCL allocated for it: its allocation calls from its
+    /// "Init START" line to its span's end, each counted for one
+    /// communicator only (framework_joins::comm_alloc_windows).
     pub bytes: u64,
     /// Device growth during the init window not explained by any allocation
     /// call (NCCL loading its kernels), inferred from the memory timeline.
