@@ -201,6 +201,14 @@ pub fn nccl_owner(x: &OopAlloc, alloc_at: &[Option<Window>]) -> Option<usize> {
         .position(|w| w.is_some_and(|(a, b)| x.t >= a && x.t <= b))
 }
 
+/// NCCL's allocation calls outside every communicator's init, as (time, bytes).
+pub fn nccl_outside_comms(oop: &[OopAlloc], alloc_at: &[Option<Window>]) -> Vec<(u64, u64)> {
+    oop.iter()
+        .filter(|x| &*x.source == "nccl" && nccl_owner(x, alloc_at).is_none())
+        .map(|x| (x.t, x.bytes))
+        .collect()
+}
+
 /// Builds the communicator accounts. `alloc_at` are where each one's
 /// allocation calls count (`comm_alloc_windows`), `inferred` the device
 /// growth over each span not explained by allocation calls (NCCL loading its
@@ -895,6 +903,7 @@ mod tests {
         let accounts = comm_accounts(&comms, &at, &oop, &bounds, &[]);
         let bytes: Vec<u64> = accounts.iter().map(|c| c.bytes).collect();
         assert_eq!(bytes, [4 << 20, 2 << 20]);
+        assert_eq!(nccl_outside_comms(&oop, &at), [(98 * MS, 2 << 20)]);
         // Without an Init START line: from the window's start, inside the span.
         let unprinted = [CommWindow {
             started: None,

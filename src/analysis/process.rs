@@ -116,12 +116,13 @@ fn account_of(f: Found) -> ProcessAccount {
         rp: &rp,
         context_bytes,
         nccl: &joins.nccl,
+        nccl_outside: &joins.nccl_outside,
         comm_inferred,
         stall_windows: &joins.stall_windows,
     };
     let phases = phase_accounts(plan, &inputs);
     let exceptions = exceptions(r, bounds);
-    let forensics = forensics(&rp, &joins.nccl, &exceptions, bounds);
+    let forensics = forensics(&rp, &joins.nccl, &joins.nccl_outside, &exceptions, bounds);
     let failed_calls = super::forensics::failed_calls(&rp, bounds);
     let late_warmups = late_warmups(r, bounds, &joins, &rp, &phases);
     let timeline = super::timeline_build::build(
@@ -175,6 +176,8 @@ fn account_of(f: Found) -> ProcessAccount {
 /// compiles, and the windows of each kind of stall.
 struct Joins {
     nccl: Vec<CommAccount>,
+    /// NCCL's allocation calls outside every communicator's init (time, bytes).
+    nccl_outside: Vec<(u64, u64)>,
     autotune: Vec<AutotuneAccount>,
     compiles: Vec<CompileEvent>,
     stall_windows: StallWindows,
@@ -201,6 +204,7 @@ fn framework_joins(
     let cublas_ids = cublas_libraries(r);
     Joins {
         nccl,
+        nccl_outside: framework_joins::nccl_outside_comms(&rp.oop_allocs, &plan.alloc_at),
         autotune: framework_joins::autotune_accounts(r, rp, bounds),
         compiles: framework_joins::compile_events(r, bounds),
         stall_windows: StallWindows::collect(r, comm_windows, |id| cublas_ids.contains(&id)),
@@ -470,6 +474,7 @@ struct PhaseInputs<'a> {
     rp: &'a Replay,
     context_bytes: Option<u64>,
     nccl: &'a [CommAccount],
+    nccl_outside: &'a [(u64, u64)],
     comm_inferred: &'a [(u64, u64)],
     stall_windows: &'a StallWindows,
 }
@@ -535,6 +540,7 @@ fn phase_account(
         out_of_pool_freed: totals.oop_freed,
         out_of_pool_live_end: state.oop_total(),
         by_source,
+        nccl_outside_comms: nccl_outside_in(p, inp),
         local_memory_growth: totals.local_growth,
         module_code_bytes: totals.module_code,
         module_loads: totals.module_loads,
@@ -548,6 +554,16 @@ fn phase_account(
         shim_s: own.shim_s,
         gap_end,
     }
+}
+
+/// NCCL's allocations in phase `p` outside every communicator's init: in
+/// the phase's `nccl` source, in no communicator's bytes.
+fn nccl_outside_in(p: Phase, inp: &PhaseInputs) -> u64 {
+    inp.nccl_outside
+        .iter()
+        .filter(|(t, _)| inp.bounds.phase_of(*t) == p)
+        .map(|x| x.1)
+        .sum()
 }
 
 /// A phase's sources, most allocated first, each with what it still held at
@@ -1243,6 +1259,7 @@ mod tests {
             rp: &rp,
             context_bytes: None,
             nccl: &[],
+            nccl_outside: &[(150, 2), (250, 3)],
             comm_inferred: &[],
             stall_windows: &StallWindows::default(),
         };
@@ -1259,6 +1276,8 @@ mod tests {
         );
         let step1 = phase_account(Phase::Step1, (100, 200), 200, &s, &inputs);
         assert_eq!((step1.steps, step1.out_of_pool_allocated), (1, 0));
+        // NCCL's allocations outside every communicator's init, by phase.
+        assert_eq!((step1.nccl_outside_comms, p.nccl_outside_comms), (2, 3));
     }
 
     #[test]

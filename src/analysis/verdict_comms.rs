@@ -69,12 +69,25 @@ pub struct GroupVerdict {
     pub variant: GroupSide,
 }
 
+/// NCCL's allocations outside every communicator's init on one side, the
+/// worst rank's (docs/verdicts.md §1), median over attempts: in the NCCL
+/// class's bytes, in no group's, so the difference between the two is said
+/// (on the H200 recordings a 2 MiB allocation before the first init).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct OutsideComms {
+    pub at_setup: u64,
+    /// In a step or after the last one.
+    pub after_setup: u64,
+}
+
 /// A communicator prewarm's verdict per group.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CommVerdict {
     pub variant: String,
     pub prewarms: Vec<String>,
     pub groups: Vec<GroupVerdict>,
+    pub outside_baseline: OutsideComms,
+    pub outside_variant: OutsideComms,
 }
 
 impl CommVerdict {
@@ -172,6 +185,22 @@ fn worst_index(a: &AttemptAccount) -> Option<usize> {
     a.processes.iter().position(|p| std::ptr::eq(p, worst))
 }
 
+/// One attempt's NCCL allocations outside every communicator's init, on its
+/// worst rank.
+fn attempt_outside(a: &AttemptAccount) -> OutsideComms {
+    let mut out = OutsideComms::default();
+    let Some(p) = worst_index(a).map(|i| &a.processes[i]) else {
+        return out;
+    };
+    for ph in &p.phases {
+        match ph.phase {
+            Phase::Setup => out.at_setup += ph.nccl_outside_comms,
+            _ => out.after_setup += ph.nccl_outside_comms,
+        }
+    }
+    out
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -205,6 +234,18 @@ fn variant_sides(s: &VariantSummary, attempts: &[AttemptAccount]) -> Sides {
         })
         .collect();
     over_attempts(&per)
+}
+
+/// A variant's NCCL allocations outside every communicator's init: the
+/// median over its attempts that count.
+fn variant_outside(s: &VariantSummary, attempts: &[AttemptAccount]) -> OutsideComms {
+    let all: Vec<OutsideComms> = counted_attempts(s, attempts).map(attempt_outside).collect();
+    let med =
+        |f: fn(&OutsideComms) -> u64| median(all.iter().map(|o| f(o) as f64).collect()) as u64;
+    OutsideComms {
+        at_setup: med(|o| o.at_setup),
+        after_setup: med(|o| o.after_setup),
+    }
 }
 
 /// Per group, the figures over a variant's attempts: the most creations, the
@@ -267,6 +308,7 @@ pub fn comm_verdicts(
         return Vec::new();
     };
     let base_sides = variant_sides(base, attempts);
+    let outside_baseline = variant_outside(base, attempts);
     let mut out = Vec::new();
     for v in variants
         .iter()
@@ -280,6 +322,8 @@ pub fn comm_verdicts(
             variant: v.name.clone(),
             prewarms: v.prewarms.clone(),
             groups: group_verdicts(&base_sides, &variant_sides(v, attempts)),
+            outside_baseline,
+            outside_variant: variant_outside(v, attempts),
         });
     }
     out
