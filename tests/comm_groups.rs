@@ -15,6 +15,7 @@ use prewarm_doctor::analysis::verdict::VerdictClass;
 use prewarm_doctor::analysis::verdict_comms::GroupOutcome;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
+use prewarm_doctor::prewarm::catalog::EventClass;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -211,4 +212,56 @@ fn torch_names_split_groups_of_the_same_members() {
         text.contains("of mesh_fsdp (ranks 0,1) (2 ranks) created in step 1"),
         "{text}"
     );
+}
+
+/// In every matrix, the NCCL class's step-1 bytes on the baseline are what
+/// its per-group lines and the line of NCCL's allocations outside every
+/// communicator's init add up to: one figure, told in parts (account-matrix
+/// read "558.0 MiB" of NCCL communicator init beside its only group's
+/// "556.0 MiB", the 2 MiB NCCL allocates before its first init said nowhere).
+#[test]
+fn the_class_figure_is_its_groups_plus_what_no_communicator_holds() {
+    const MIB: f64 = (1u64 << 20) as f64;
+    let mut checked = 0;
+    for dir in common::recordings() {
+        let run = load_run(&dir).unwrap();
+        let Some(m) = compare(run.meta.as_ref(), &analyse_run(&run)) else {
+            continue;
+        };
+        for cv in &m.comm_groups {
+            let v = m.verdicts.iter().find(|v| v.variant == cv.variant).unwrap();
+            let Some(c) = v.by_class.iter().find(|c| c.class == EventClass::NcclComm) else {
+                continue;
+            };
+            let lazy = cv.groups.iter().filter(|g| g.baseline.at_setup == 0);
+            let groups: u64 = lazy.map(|g| g.baseline.bytes).sum();
+            let told = (groups + cv.outside_baseline.after_setup) as f64;
+            assert!(
+                (c.bytes.baseline.median - told).abs() < MIB,
+                "{} {}: class {:.1} MiB, groups {:.1} MiB + outside {:.1} MiB",
+                dir.display(),
+                cv.variant,
+                c.bytes.baseline.median / MIB,
+                groups as f64 / MIB,
+                cv.outside_baseline.after_setup as f64 / MIB
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "{checked}");
+    let text = terminal_text(&fixture("account-matrix"));
+    for said in [
+        "NCCL communicator init in step 1: 558.0 MiB",
+        "556.0 MiB, 380.0 ms init -> 1 at setup",
+        "NCCL allocations outside any communicator's init (in NCCL communicator init, in no group): 2.0 MiB in the steps -> 2.0 MiB at setup",
+        "nccl 390.0 MiB (195 calls, 4.0 ms; 2.0 MiB of it outside any communicator's init)",
+    ] {
+        assert!(
+            text.split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .contains(said),
+            "{said}\n{text}"
+        );
+    }
 }

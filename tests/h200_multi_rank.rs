@@ -7,9 +7,12 @@ mod common;
 
 use common::{copy_tree, terminal_text};
 use prewarm_doctor::analysis::account::{PartSource, ProcessAccount};
-use prewarm_doctor::analysis::matrix::compare;
+use prewarm_doctor::analysis::framework_joins::class_costs;
+use prewarm_doctor::analysis::matrix::{MatrixAccount, compare};
 use prewarm_doctor::analysis::phases::Phase;
-use prewarm_doctor::analysis::verdict::{Confidence, VerdictClass};
+use prewarm_doctor::analysis::ranks::step1_out_of_pool;
+use prewarm_doctor::analysis::summary::headline;
+use prewarm_doctor::analysis::verdict::{Confidence, Verdict, VerdictClass};
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use prewarm_doctor::prewarm::catalog::EventClass;
@@ -25,6 +28,14 @@ fn fixture(name: &str) -> PathBuf {
 
 fn attempts(name: &str) -> Vec<AttemptAccount> {
     analyse_run(&load_run(&fixture(name)).unwrap())
+}
+
+/// The verdict of the recordings' communicator prewarm.
+fn nccl_comm_verdict(m: &MatrixAccount) -> &Verdict {
+    m.verdicts
+        .iter()
+        .find(|v| v.variant == "nccl_comm")
+        .unwrap()
 }
 
 fn step1_comms(p: &ProcessAccount) -> Vec<&prewarm_doctor::analysis::account::CommAccount> {
@@ -221,11 +232,7 @@ fn two_nodes_in_one_run_folder_are_merged_per_attempt() {
     let base = &all.iter().find(|a| a.variant == "baseline").unwrap();
     assert!(base.processes.iter().all(|p| step1_comms(p).len() == 2));
     let m = compare(run.meta.as_ref(), &all).unwrap();
-    let v = m
-        .verdicts
-        .iter()
-        .find(|v| v.variant == "nccl_comm")
-        .unwrap();
+    let v = nccl_comm_verdict(&m);
     assert_eq!(v.class, VerdictClass::Works);
     assert_eq!(v.confidence, Confidence::Modelled);
     assert!(v.moved.bytes >= 968.0 * MIB as f64, "{}", v.moved.bytes);
@@ -238,6 +245,40 @@ fn two_nodes_in_one_run_folder_are_merged_per_attempt() {
         "{:?}",
         v.costs.held_total_step1_end
     );
+}
+
+/// multinode-fsdp2's two ranks tie on step-1 out-of-pool bytes (1.4 GiB
+/// each) and differ in NCCL init time (rank 0 540 ms, rank 1 530 ms): the
+/// rank table, the attempt's class figures (the verdict's headline) and the
+/// per-group figures all take the first of the two, rank 0 (the headline
+/// read rank 1's 530 ms, the group line 540 ms, the table named rank 0).
+#[test]
+fn tied_ranks_give_every_figure_from_the_rank_the_table_names() {
+    let run = load_run(&fixture("multinode-fsdp2")).unwrap();
+    let all = analyse_run(&run);
+    let base = all.iter().find(|a| a.variant == "baseline").unwrap();
+    let oop: Vec<u64> = base.processes.iter().map(step1_out_of_pool).collect();
+    assert_eq!(oop[0], oop[1], "the recording's tie");
+    let named = base.ranks.as_ref().unwrap();
+    let named = named.worst_step1_out_of_pool.as_ref().unwrap();
+    assert_eq!(named.rank, Some(0));
+    let p = &base.processes[0];
+    let nccl = class_costs(p, Phase::Step1)[&EventClass::NcclComm];
+    let other = class_costs(&base.processes[1], Phase::Step1)[&EventClass::NcclComm];
+    assert_ne!(nccl.seconds, other.seconds, "the ranks' init times differ");
+    assert_eq!(headline(base).step1_by_class[&EventClass::NcclComm], nccl);
+    let m = compare(run.meta.as_ref(), &all).unwrap();
+    let c = nccl_comm_verdict(&m)
+        .by_class
+        .iter()
+        .find(|c| c.class == EventClass::NcclComm)
+        .unwrap();
+    assert_eq!(c.seconds.baseline.median, nccl.seconds);
+    let g = &m.comm_groups[0].groups[0].baseline;
+    let comms = step1_comms(p);
+    let init: f64 = comms.iter().filter_map(|c| c.init_seconds).sum();
+    let bytes: u64 = comms.iter().map(|c| c.bytes + c.inferred_bytes).sum();
+    assert_eq!((g.bytes, g.init_s), (bytes, init));
 }
 
 /// The common multi-node mistake: a node's doctor wrote into its own local

@@ -338,6 +338,16 @@ fn nccl_oom_forensics_blame_the_step_1_communicator() {
     assert!(f.device_free_before.unwrap() < 128 * MIB);
     assert_eq!(f.preceded_by[0].0, EventClass::NcclComm);
     assert!(f.preceded_by[0].1 >= 390 * MIB);
+    // The class's 558 MiB: the communicator's 556 MiB (as its late warmup
+    // says) and NCCL's 2 MiB before its init, said beside the class.
+    let comm = &p.nccl[0];
+    assert_eq!(comm.bytes + comm.inferred_bytes, 556 * MIB);
+    assert_eq!(f.preceded_nccl_outside_comms, 2 * MIB);
+    assert_eq!(f.preceded_by[0].1, 558 * MIB);
+    assert_eq!(
+        prewarm_doctor::report::verdict_text::preceded_by_texts(f),
+        ["NCCL communicator init 558.0 MiB (2.0 MiB of it outside any communicator's init)"]
+    );
     assert!(
         f.prewarms.contains(&"comm_groups".to_string())
             && f.prewarms.contains(&"nccl_comm".to_string())

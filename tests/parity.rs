@@ -2,7 +2,8 @@
 //! — each verdict's class, what it moved and what it cost; each
 //! out-of-memory failure's request, what-if per prewarm and remedy; the
 //! phase a process without a step is in; the warmups still landing after
-//! setup; the probe's own time in step 1; the communicator ids — and each is looked for in the terminal
+//! setup; the probe's own time in step 1; the communicator ids; what NCCL
+//! allocated outside every communicator's init — and each is looked for in the terminal
 //! report, the Markdown, the HTML as headless Chromium shows it (DOM text),
 //! the dashboard (ratatui's TestBackend), and where the fact has a place
 //! there, the PNG charts (their drawn text) and the Perfetto trace, on every
@@ -101,6 +102,13 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 let held = costs.split(", ").last().unwrap_or_default().to_string();
                 out.push(fact("memory cost", held, TEXT));
             }
+            for e in v
+                .evidence
+                .iter()
+                .filter(|e| e.contains("outside any communicator"))
+            {
+                out.push(fact("NCCL outside every communicator's init", e, TEXT));
+            }
         }
     }
     for (_, r, f) in m.forensics() {
@@ -145,6 +153,13 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 prewarm_doctor::report::verdict_text::doctor_in_step1(ph),
                 &[Terminal, Markdown, Html],
             ));
+            if let Some(note) = prewarm_doctor::report::comm_text::outside_note(ph, "nccl") {
+                out.push(fact(
+                    "NCCL's step-1 allocation outside every communicator's init",
+                    note,
+                    &[Terminal, Markdown],
+                ));
+            }
         }
         for w in r.late_warmups().iter().filter(|w| !w.minor) {
             let text = prewarm_doctor::report::warmup_text(w);
@@ -330,15 +345,18 @@ fn dashboard_text(run: &Path) -> String {
     text
 }
 
-/// An open overlay drawn, scrolled through to its end, then closed.
+/// An open overlay drawn, scrolled through to its end, then closed: a
+/// screen every 10 rows, fewer than an overlay that scrolls shows (a step
+/// of 20 skipped a row of account-matrix's nccl_comm evidence, whose
+/// overlay shows 19).
 fn overlay_screens(app: &mut App) -> String {
     let mut text = String::new();
     if app.overlay.is_none() {
         return text;
     }
-    for _ in 0..8 {
+    for _ in 0..16 {
         text.push_str(&screen(app));
-        for _ in 0..20 {
+        for _ in 0..10 {
             press(app, KeyCode::Char('j'));
         }
     }

@@ -160,6 +160,11 @@ pub struct PhaseAccount {
     pub out_of_pool_freed: u64,
     pub out_of_pool_live_end: u64,
     pub by_source: Vec<SourceBytes>,
+    /// Of the `nccl` source's allocations in this phase, those outside every
+    /// communicator's init: counted with NCCL's out-of-pool figure and the
+    /// NCCL class, in no communicator's bytes (on the H200 recordings NCCL's
+    /// 2 MiB allocation before its first communicator's init).
+    pub nccl_outside_comms: u64,
     pub local_memory_growth: u64,
     /// Device growth at lazy module loading in this phase, which no allocation
     /// call shows (inferred from the device timeline; docs/accounting.md).
@@ -240,7 +245,9 @@ pub struct CommAccount {
     pub step: Option<u32>,
     pub start_s: Option<f64>,
     pub init_seconds: Option<f64>,
-    /// Device bytes NCCL allocated during the init window.
+    /// Device bytes NCCL allocated for it: its allocation calls from its
+    /// "Init START" line to its span's end, each counted for one
+    /// communicator only (framework_joins::comm_alloc_windows).
     pub bytes: u64,
     /// Device growth during the init window not explained by any allocation
     /// call (NCCL loading its kernels), inferred from the memory timeline.
@@ -455,6 +462,9 @@ pub struct Forensic {
     /// Lazy-init memory that landed after setup (during setup, for a setup
     /// failure) and before the failure, by class.
     pub preceded_by: Vec<(EventClass, u64)>,
+    /// Of the NCCL class's bytes in `preceded_by`, NCCL's allocations outside
+    /// every communicator's init (in the class, in no communicator's bytes).
+    pub preceded_nccl_outside_comms: u64,
     /// Event classes a prewarm would have moved out of the step, most bytes first.
     pub movable: Vec<EventClass>,
     /// Catalog prewarms that target those classes.

@@ -250,9 +250,12 @@ pub fn failed_calls(replay: &Replay, bounds: &Boundaries) -> Vec<FailedCall> {
 }
 
 /// Builds the forensics of one process.
+/// `nccl_outside` are NCCL's allocations outside every communicator's init
+/// (time, bytes): in the NCCL class that preceded a failure, said apart.
 pub fn forensics(
     replay: &Replay,
     comms: &[CommAccount],
+    nccl_outside: &[(u64, u64)],
     exceptions: &[ExceptionEvent],
     bounds: &Boundaries,
 ) -> Vec<Forensic> {
@@ -322,6 +325,11 @@ pub fn forensics(
             device_total: f.total,
             message: oom_exception.map(|e| e.message.clone()),
             preceded_by: classes.into_iter().filter(|c| c.1 > 0).collect(),
+            preceded_nccl_outside_comms: nccl_outside
+                .iter()
+                .filter(|(t, _)| *t >= step_start && *t <= f.t)
+                .map(|x| x.1)
+                .sum(),
             movable,
             prewarms,
             projections: budget
@@ -350,6 +358,7 @@ pub fn forensics(
             device_total: None,
             message: Some(e.message.clone()),
             preceded_by: Vec::new(),
+            preceded_nccl_outside_comms: 0,
             movable: Vec::new(),
             prewarms: Vec::new(),
             budget: None,
@@ -417,7 +426,7 @@ mod tests {
             end: 5_000_000_000,
             rule: "synthetic".into(),
         };
-        let f = forensics(&replay, &[], &[], &bounds);
+        let f = forensics(&replay, &[], &[], &[], &bounds);
         assert_eq!(f.len(), 1, "the CUresult 801 failure is not an OOM");
         assert_eq!(f[0].result, 2);
         assert!(f[0].recovered, "step 2 ended after it");
@@ -431,7 +440,7 @@ mod tests {
             step_ends: vec![2_500_000_000],
             ..bounds
         };
-        assert!(!forensics(&replay, &[], &[], &last)[0].recovered);
+        assert!(!forensics(&replay, &[], &[], &[], &last)[0].recovered);
     }
 
     /// Synthetic budget (not a recording), shaped like the run: a

@@ -27,36 +27,48 @@ pub fn unix_to_mono(unix_s: f64, started_unix_ns: u64, t_start_ns: u64) -> u64 {
     (t_start_ns as i128 + unix_ns - started_unix_ns as i128).max(0) as u64
 }
 
+/// One NCCL communicator of a process on the monotonic clock.
+#[derive(Debug, Clone)]
+pub struct CommWindow {
+    pub comm: NcclComm,
+    /// Its init window: from its "Init START" line or, where earlier, from
+    /// NCCL's reported total back from its completion (NCCL loads its
+    /// kernels before printing that line), to its completion.
+    pub window: Option<Window>,
+    /// Its "Init START" line, where NCCL printed one with a timestamp.
+    pub started: Option<u64>,
+}
+
 /// NCCL communicators of one process with their windows on the monotonic clock.
-pub fn comm_windows(
-    comms: &[NcclComm],
-    pid: u32,
-    clock: Option<(u64, u64)>,
-) -> Vec<(NcclComm, Option<Window>)> {
+pub fn comm_windows(comms: &[NcclComm], pid: u32, clock: Option<(u64, u64)>) -> Vec<CommWindow> {
     comms
         .iter()
         .filter(|c| c.pid == Some(pid))
         .map(|c| {
-            let w = clock.and_then(|(unix0, mono0)| {
-                let end = c
-                    .complete_unix
-                    .or(c.start_unix.zip(c.init_seconds).map(|(s, d)| s + d))?;
-                // NCCL's total includes work before its "Init START" line (loading its kernels).
-                let by_total = c.init_seconds.map(|d| end - d);
-                let start = match (c.start_unix, by_total) {
-                    (Some(s), Some(t)) => s.min(t),
-                    (Some(s), None) => s,
-                    (None, Some(t)) => t,
-                    (None, None) => end,
-                };
-                Some((
-                    unix_to_mono(start, unix0, mono0),
-                    unix_to_mono(end, unix0, mono0),
-                ))
-            });
-            (c.clone(), w)
+            let mono = |unix: f64| clock.map(|(unix0, mono0)| unix_to_mono(unix, unix0, mono0));
+            CommWindow {
+                comm: c.clone(),
+                window: init_window(c).and_then(|(a, b)| mono(a).zip(mono(b))),
+                started: c.start_unix.and_then(mono),
+            }
         })
         .collect()
+}
+
+/// A communicator's init window in Unix seconds (see [`CommWindow::window`]).
+fn init_window(c: &NcclComm) -> Option<(f64, f64)> {
+    let end = c
+        .complete_unix
+        .or(c.start_unix.zip(c.init_seconds).map(|(s, d)| s + d))?;
+    // NCCL's total includes work before its "Init START" line (loading its kernels).
+    let by_total = c.init_seconds.map(|d| end - d);
+    let start = match (c.start_unix, by_total) {
+        (Some(s), Some(t)) => s.min(t),
+        (Some(s), None) => s,
+        (None, Some(t)) => t,
+        (None, None) => end,
+    };
+    Some((start, end))
 }
 
 /// How far a communicator's span reaches before its window (the device
@@ -157,45 +169,93 @@ pub fn comm_measure_spans(spans: &[Option<Window>], growth: &[Window]) -> Vec<Op
         .collect()
 }
 
-/// Builds the communicator accounts. `spans` are the widened windows (device
-/// timeline), `inferred` the device growth over each span not explained by
-/// allocation calls (NCCL loading its kernels), both index-aligned with `windows`.
+/// Where each communicator's allocation calls are counted (index-aligned
+/// with `comms` and `spans`): from its "Init START" line (its window's
+/// start where NCCL printed none) to its span's end, inside its span.
+/// Spans are disjoint, so no allocation counts for two communicators. Not
+/// from the window's start: NCCL's total reaches back before that line only
+/// for loading its kernels (no allocation calls) and is printed to 10 ms,
+/// so a window started there took the previous communicator's last
+/// allocations (h200-matrix nccl_comm/2: 8 MiB counted for both) and, as the
+/// rounding fell, NCCL's own allocation before its first init (a 2 MiB
+/// `cuMemCreate` released at once, on every H200 recording).
+pub fn comm_alloc_windows(comms: &[CommWindow], spans: &[Option<Window>]) -> Vec<Option<Window>> {
+    comms
+        .iter()
+        .zip(spans)
+        .map(|(c, s)| {
+            let (a, b) = (*s)?;
+            let from = c.started.or(c.window.map(|w| w.0)).unwrap_or(a);
+            Some((from.clamp(a, b), b))
+        })
+        .collect()
+}
+
+/// The communicator an NCCL allocation call was made for: the first whose
+/// allocation window (`comm_alloc_windows`) holds it, so never two. None:
+/// outside every communicator's init (NCCL's process-wide setup before its
+/// first communicator, or an allocation of its own after an init).
+pub fn nccl_owner(x: &OopAlloc, alloc_at: &[Option<Window>]) -> Option<usize> {
+    alloc_at
+        .iter()
+        .position(|w| w.is_some_and(|(a, b)| x.t >= a && x.t <= b))
+}
+
+/// NCCL's allocation calls outside every communicator's init, as (time, bytes).
+pub fn nccl_outside_comms(oop: &[OopAlloc], alloc_at: &[Option<Window>]) -> Vec<(u64, u64)> {
+    oop.iter()
+        .filter(|x| &*x.source == "nccl" && nccl_owner(x, alloc_at).is_none())
+        .map(|x| (x.t, x.bytes))
+        .collect()
+}
+
+/// Builds the communicator accounts. `alloc_at` are where each one's
+/// allocation calls count (`comm_alloc_windows`), `inferred` the device
+/// growth over each span not explained by allocation calls (NCCL loading its
+/// kernels), both index-aligned with `comms`.
 pub fn comm_accounts(
-    windows: &[(NcclComm, Option<Window>)],
-    spans: &[Option<Window>],
+    comms: &[CommWindow],
+    alloc_at: &[Option<Window>],
     oop: &[OopAlloc],
     bounds: &Boundaries,
     inferred: &[(u64, u64)],
 ) -> Vec<CommAccount> {
-    windows
+    let mut bytes = vec![0u64; comms.len()];
+    for x in oop.iter().filter(|x| &*x.source == "nccl") {
+        if let Some(i) = nccl_owner(x, alloc_at) {
+            bytes[i] += x.bytes;
+        }
+    }
+    comms
         .iter()
+        .zip(bytes)
         .enumerate()
-        .map(|(i, (c, w))| {
-            let span = spans.get(i).copied().flatten();
-            let bytes = match (w, span) {
-                (Some((a, _)), Some((_, b))) => oop
-                    .iter()
-                    .filter(|x| &*x.source == "nccl" && x.t >= *a && x.t <= b)
-                    .map(|x| x.bytes)
-                    .sum(),
-                _ => 0,
-            };
-            CommAccount {
-                comm: c.comm.clone(),
-                comm_id: c.comm_id.clone(),
-                rank: c.rank,
-                nranks: c.nranks,
-                phase: w.map(|w| bounds.phase_of(w.0)),
-                step: w.and_then(|w| bounds.step_of(w.0)),
-                start_s: w.map(|w| secs(w.0, bounds.start)),
-                init_seconds: c.init_seconds.or(w.map(|w| (w.1 - w.0) as f64 / 1e9)),
-                bytes,
-                inferred_bytes: inferred.get(i).map_or(0, |x| x.1),
-                timings: c.timings.clone(),
-                group: None,
-            }
-        })
+        .map(|(i, (c, bytes))| comm_account(c, bounds, bytes, inferred.get(i).map_or(0, |x| x.1)))
         .collect()
+}
+
+/// One communicator's account from its window and its bytes.
+fn comm_account(
+    cw: &CommWindow,
+    bounds: &Boundaries,
+    bytes: u64,
+    inferred_bytes: u64,
+) -> CommAccount {
+    let (c, w) = (&cw.comm, cw.window);
+    CommAccount {
+        comm: c.comm.clone(),
+        comm_id: c.comm_id.clone(),
+        rank: c.rank,
+        nranks: c.nranks,
+        phase: w.map(|w| bounds.phase_of(w.0)),
+        step: w.and_then(|w| bounds.step_of(w.0)),
+        start_s: w.map(|w| secs(w.0, bounds.start)),
+        init_seconds: c.init_seconds.or(w.map(|w| (w.1 - w.0) as f64 / 1e9)),
+        bytes,
+        inferred_bytes,
+        timings: c.timings.clone(),
+        group: None,
+    }
 }
 
 /// Triton autotunes with the device events inside their candidate windows.
@@ -369,7 +429,7 @@ impl StallWindows {
     /// calls (`is_cublas` tells a call's library id apart) and module-load calls.
     pub fn collect(
         r: &ProcessRecords,
-        comms: &[(NcclComm, Option<Window>)],
+        comms: &[CommWindow],
         is_cublas: impl Fn(u32) -> bool,
     ) -> StallWindows {
         let mut w = StallWindows::default();
@@ -382,7 +442,7 @@ impl StallWindows {
                 _ => {}
             }
         }
-        w.nccl = comms.iter().filter_map(|c| c.1).collect();
+        w.nccl = comms.iter().filter_map(|c| c.window).collect();
         w.module = r
             .mem
             .iter()
@@ -797,6 +857,62 @@ mod tests {
         let s = comm_spans(&far);
         assert_eq!(s[0], Some((95 * MS, 220 * MS)));
         assert_eq!(s[1], Some((895 * MS, 970 * MS)));
+    }
+
+    /// The shape of h200-matrix nccl_comm/2 (synthetic numbers): the second
+    /// communicator's window, by NCCL's total printed to 10 ms, starts 1 ms
+    /// before the first one completed, among its last allocations; NCCL's
+    /// own allocation comes before the first one's Init START line (before
+    /// its window here, inside it where the rounding falls the other way).
+    #[test]
+    fn each_allocation_counts_for_one_communicator_from_its_init_start() {
+        const MS: u64 = 1_000_000;
+        let comm = |w: Window, started: u64| CommWindow {
+            comm: NcclComm::seen("", Some(1), "0x1"),
+            window: Some(w),
+            started: Some(started),
+        };
+        let comms = [
+            comm((100 * MS, 400 * MS), 377 * MS),
+            comm((399 * MS, 440 * MS), 404 * MS),
+        ];
+        let spans = comm_spans(&[comms[0].window, comms[1].window]);
+        let at = comm_alloc_windows(&comms, &spans);
+        assert_eq!(at, [Some((377 * MS, 400 * MS)), Some((404 * MS, 460 * MS))]);
+        let alloc = |t: u64| OopAlloc {
+            t,
+            source: "nccl".into(),
+            bytes: 2 << 20,
+            freed: None,
+        };
+        let oop = [
+            alloc(98 * MS),
+            alloc(390 * MS),
+            alloc(399 * MS + 500_000),
+            alloc(420 * MS),
+        ];
+        let owners: Vec<Option<usize>> = oop.iter().map(|x| nccl_owner(x, &at)).collect();
+        assert_eq!(owners, [None, Some(0), Some(0), Some(1)]);
+        let bounds = Boundaries {
+            start: 0,
+            step1_begin: None,
+            step_ends: Vec::new(),
+            end: 500 * MS,
+            rule: String::new(),
+        };
+        let accounts = comm_accounts(&comms, &at, &oop, &bounds, &[]);
+        let bytes: Vec<u64> = accounts.iter().map(|c| c.bytes).collect();
+        assert_eq!(bytes, [4 << 20, 2 << 20]);
+        assert_eq!(nccl_outside_comms(&oop, &at), [(98 * MS, 2 << 20)]);
+        // Without an Init START line: from the window's start, inside the span.
+        let unprinted = [CommWindow {
+            started: None,
+            ..comms[1].clone()
+        }];
+        assert_eq!(
+            comm_alloc_windows(&unprinted, &spans[1..]),
+            [Some((400 * MS, 460 * MS))]
+        );
     }
 
     /// The shape of prescribe-all-matrix prescribed/1 (synthetic numbers): the

@@ -11,11 +11,10 @@
 use super::account::*;
 use super::device::{DeviceView, device_view};
 use super::forensics::forensics;
-use super::framework_joins::{self, StallWindows, Window};
+use super::framework_joins::{self, CommWindow, StallWindows, Window};
 use super::memory::{Replay, State, replay};
 use super::phases::{Boundaries, Phase};
 use super::sources::TORCH_POOL;
-use crate::load::nccl::NcclComm;
 use crate::load::records::ProcessRecords;
 use crate::load::shim::ShimEvent;
 use crate::load::{HostData, ProcessFiles};
@@ -86,7 +85,7 @@ struct Found<'a> {
     bounds: &'a Boundaries,
     device: &'a DeviceView,
     plan: &'a QueryPlan,
-    comm_windows: &'a [(NcclComm, Option<Window>)],
+    comm_windows: &'a [CommWindow],
     comm_inferred: &'a [(u64, u64)],
     context_bytes: Option<u64>,
     rp: Replay,
@@ -117,12 +116,13 @@ fn account_of(f: Found) -> ProcessAccount {
         rp: &rp,
         context_bytes,
         nccl: &joins.nccl,
+        nccl_outside: &joins.nccl_outside,
         comm_inferred,
         stall_windows: &joins.stall_windows,
     };
     let phases = phase_accounts(plan, &inputs);
     let exceptions = exceptions(r, bounds);
-    let forensics = forensics(&rp, &joins.nccl, &exceptions, bounds);
+    let forensics = forensics(&rp, &joins.nccl, &joins.nccl_outside, &exceptions, bounds);
     let failed_calls = super::forensics::failed_calls(&rp, bounds);
     let late_warmups = late_warmups(r, bounds, &joins, &rp, &phases);
     let timeline = super::timeline_build::build(
@@ -176,6 +176,8 @@ fn account_of(f: Found) -> ProcessAccount {
 /// compiles, and the windows of each kind of stall.
 struct Joins {
     nccl: Vec<CommAccount>,
+    /// NCCL's allocation calls outside every communicator's init (time, bytes).
+    nccl_outside: Vec<(u64, u64)>,
     autotune: Vec<AutotuneAccount>,
     compiles: Vec<CompileEvent>,
     stall_windows: StallWindows,
@@ -187,13 +189,13 @@ fn framework_joins(
     r: &ProcessRecords,
     bounds: &Boundaries,
     plan: &QueryPlan,
-    comm_windows: &[(NcclComm, Option<Window>)],
+    comm_windows: &[CommWindow],
     comm_inferred: &[(u64, u64)],
     rp: &mut Replay,
 ) -> Joins {
     let mut nccl = framework_joins::comm_accounts(
         comm_windows,
-        &plan.spans,
+        &plan.alloc_at,
         &rp.oop_allocs,
         bounds,
         comm_inferred,
@@ -202,6 +204,7 @@ fn framework_joins(
     let cublas_ids = cublas_libraries(r);
     Joins {
         nccl,
+        nccl_outside: framework_joins::nccl_outside_comms(&rp.oop_allocs, &plan.alloc_at),
         autotune: framework_joins::autotune_accounts(r, rp, bounds),
         compiles: framework_joins::compile_events(r, bounds),
         stall_windows: StallWindows::collect(r, comm_windows, |id| cublas_ids.contains(&id)),
@@ -321,16 +324,15 @@ struct QueryPlan {
     /// Where each communicator's inferred bytes are read: span ends outside
     /// any local-memory growth's window (framework_joins::comm_measure_spans).
     read_at: Vec<Option<Window>>,
+    /// Where each communicator's allocation calls count: from its Init START
+    /// line to its span's end (framework_joins::comm_alloc_windows).
+    alloc_at: Vec<Option<Window>>,
     step_ends: Vec<StepEndReading>,
     queries: Vec<u64>,
 }
 
 impl QueryPlan {
-    fn new(
-        r: &ProcessRecords,
-        bounds: &Boundaries,
-        comm_windows: &[(NcclComm, Option<Window>)],
-    ) -> QueryPlan {
+    fn new(r: &ProcessRecords, bounds: &Boundaries, comm_windows: &[CommWindow]) -> QueryPlan {
         let phase_windows: Vec<(Phase, Window)> = Phase::ALL
             .iter()
             .filter_map(|p| bounds.window(*p).map(|w| (*p, w)))
@@ -340,14 +342,16 @@ impl QueryPlan {
             _ => None,
         });
         let spans =
-            framework_joins::comm_spans(&comm_windows.iter().map(|c| c.1).collect::<Vec<_>>());
+            framework_joins::comm_spans(&comm_windows.iter().map(|c| c.window).collect::<Vec<_>>());
         let read_at =
             framework_joins::comm_measure_spans(&spans, &super::memory::growth_windows(r));
+        let alloc_at = framework_joins::comm_alloc_windows(comm_windows, &spans);
         let mut plan = QueryPlan {
             phase_windows,
             died_at,
             spans,
             read_at,
+            alloc_at,
             step_ends: step_end_readings(r),
             queries: Vec::new(),
         };
@@ -429,14 +433,14 @@ fn remainder(device: &DeviceView, t: u64, state: &State) -> Option<i64> {
 /// holds the bytes.
 fn comm_inferred_bytes(
     plan: &QueryPlan,
-    comm_windows: &[(NcclComm, Option<Window>)],
+    comm_windows: &[CommWindow],
     states: &[State],
     device: &DeviceView,
 ) -> Vec<(u64, u64)> {
     let mut qi = plan.first_comm_query();
     let mut out = Vec::new();
-    for (span, (_, window)) in plan.read_at.iter().zip(comm_windows) {
-        match (span, window) {
+    for (span, c) in plan.read_at.iter().zip(comm_windows) {
+        match (span, c.window) {
             (Some((a, b)), Some(w)) => {
                 let before = remainder(device, *a, &states[qi]);
                 let after = remainder(device, *b, &states[qi + 1]);
@@ -470,6 +474,7 @@ struct PhaseInputs<'a> {
     rp: &'a Replay,
     context_bytes: Option<u64>,
     nccl: &'a [CommAccount],
+    nccl_outside: &'a [(u64, u64)],
     comm_inferred: &'a [(u64, u64)],
     stall_windows: &'a StallWindows,
 }
@@ -535,6 +540,7 @@ fn phase_account(
         out_of_pool_freed: totals.oop_freed,
         out_of_pool_live_end: state.oop_total(),
         by_source,
+        nccl_outside_comms: nccl_outside_in(p, inp),
         local_memory_growth: totals.local_growth,
         module_code_bytes: totals.module_code,
         module_loads: totals.module_loads,
@@ -548,6 +554,16 @@ fn phase_account(
         shim_s: own.shim_s,
         gap_end,
     }
+}
+
+/// NCCL's allocations in phase `p` outside every communicator's init: in
+/// the phase's `nccl` source, in no communicator's bytes.
+fn nccl_outside_in(p: Phase, inp: &PhaseInputs) -> u64 {
+    inp.nccl_outside
+        .iter()
+        .filter(|(t, _)| inp.bounds.phase_of(*t) == p)
+        .map(|x| x.1)
+        .sum()
 }
 
 /// A phase's sources, most allocated first, each with what it still held at
@@ -935,8 +951,13 @@ mod tests {
         }
     }
 
-    fn nccl_comm() -> NcclComm {
-        NcclComm::seen("", Some(1), "0x1")
+    /// A communicator with this init window (no Init START line).
+    fn comm_window(window: Option<Window>) -> CommWindow {
+        CommWindow {
+            comm: crate::load::nccl::NcclComm::seen("", Some(1), "0x1"),
+            window,
+            started: None,
+        }
     }
 
     #[test]
@@ -1044,7 +1065,7 @@ mod tests {
             shim: vec![step_end(200, 1), step_end(300, 2), step_end(400, 3)],
             ..Default::default()
         };
-        let comms = vec![(nccl_comm(), Some((120, 150))), (nccl_comm(), None)];
+        let comms = vec![comm_window(Some((120, 150))), comm_window(None)];
         let plan = QueryPlan::new(&r, &bounds(), &comms);
         let phases: Vec<Phase> = plan.phase_windows.iter().map(|p| p.0).collect();
         assert_eq!(phases, Phase::ALL);
@@ -1104,13 +1125,14 @@ mod tests {
             died_at: None,
             spans: vec![Some((100, 200)), None, Some((300, 400))],
             read_at: vec![Some((100, 200)), None, Some((300, 400))],
+            alloc_at: vec![Some((100, 200)), None, Some((300, 400))],
             step_ends: Vec::new(),
             queries: Vec::new(),
         };
         let comms = vec![
-            (nccl_comm(), Some((100, 180))),
-            (nccl_comm(), None),
-            (nccl_comm(), Some((300, 390))),
+            comm_window(Some((100, 180))),
+            comm_window(None),
+            comm_window(Some((300, 390))),
         ];
         let device = DeviceView {
             used: series(&[(100, 50), (200, 130), (300, 130), (400, 100)]),
@@ -1244,6 +1266,7 @@ mod tests {
             rp: &rp,
             context_bytes: None,
             nccl: &[],
+            nccl_outside: &[(150, 2), (250, 3)],
             comm_inferred: &[],
             stall_windows: &StallWindows::default(),
         };
@@ -1260,6 +1283,8 @@ mod tests {
         );
         let step1 = phase_account(Phase::Step1, (100, 200), 200, &s, &inputs);
         assert_eq!((step1.steps, step1.out_of_pool_allocated), (1, 0));
+        // NCCL's allocations outside every communicator's init, by phase.
+        assert_eq!((step1.nccl_outside_comms, p.nccl_outside_comms), (2, 3));
     }
 
     #[test]

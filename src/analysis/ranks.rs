@@ -29,6 +29,39 @@ pub fn step1_out_of_pool(p: &ProcessAccount) -> u64 {
             .sum::<u64>()
 }
 
+/// The item with the highest `key`, the first of equals. Every "worst rank"
+/// is chosen so: an attempt's processes come sorted by rank (then host and
+/// pid), so a tie goes to the lowest rank, and the figures a report takes
+/// from a worst rank are those of the rank its rank table names
+/// (multinode-fsdp2: two ranks with the same step-1 out-of-pool bytes).
+pub fn first_highest<T: Copy, K: PartialOrd>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(T) -> K,
+) -> Option<T> {
+    items
+        .into_iter()
+        .reduce(|a, b| if key(b) > key(a) { b } else { a })
+}
+
+/// The rank whose step-1 figures stand for its attempt's event classes
+/// (docs/verdicts.md §1): the most out-of-pool bytes in step 1.
+pub fn most_step1_out_of_pool<'a>(ranks: &[&'a ProcessAccount]) -> Option<&'a ProcessAccount> {
+    first_highest(ranks.iter().copied(), step1_out_of_pool)
+}
+
+/// How ranks are ordered by who runs out of memory first: the step-1
+/// device peak, then the step-1 out-of-pool bytes (all that is known of a
+/// rank without a peak).
+pub fn peak_order(p: &ProcessAccount) -> (Option<u64>, u64) {
+    (step1_peak(p), step1_out_of_pool(p))
+}
+
+/// The rank that runs out of memory first ([`peak_order`]): its step-1
+/// account gives the memory held at step-1 end (docs/verdicts.md §1).
+pub fn highest_step1_peak<'a>(ranks: &[&'a ProcessAccount]) -> Option<&'a ProcessAccount> {
+    first_highest(ranks.iter().copied(), peak_order)
+}
+
 /// NCCL communicators this process created in step 1.
 pub fn step1_comm_count(p: &ProcessAccount) -> u32 {
     p.nccl
@@ -100,21 +133,18 @@ fn figure<T: Copy>(p: &ProcessAccount, value: T) -> RankFigure<T> {
     }
 }
 
-/// Highest figure (first rank wins ties) and highest minus lowest.
+/// The figure of the rank `worst` picked (none when it has none) and the
+/// highest minus the lowest over the ranks that have one.
 fn spread_u64(
     ps: &[&ProcessAccount],
+    worst: Option<&ProcessAccount>,
     f: impl Fn(&ProcessAccount) -> Option<u64>,
 ) -> (Option<RankFigure<u64>>, Option<u64>) {
-    let values: Vec<(u64, &ProcessAccount)> =
-        ps.iter().filter_map(|p| f(p).map(|v| (v, *p))).collect();
-    let hi = values
-        .iter()
-        .copied()
-        .reduce(|a, b| if b.0 > a.0 { b } else { a });
-    let lo = values.iter().map(|v| v.0).min();
+    let values: Vec<u64> = ps.iter().filter_map(|p| f(p)).collect();
+    let skew = values.iter().max().zip(values.iter().min());
     (
-        hi.map(|(v, p)| figure(p, v)),
-        hi.zip(lo).map(|(h, l)| h.0 - l),
+        worst.and_then(|p| f(p).map(|v| figure(p, v))),
+        skew.map(|(h, l)| h - l),
     )
 }
 
@@ -132,17 +162,17 @@ pub fn spread(processes: &[ProcessAccount]) -> Option<RankSpread> {
     if ranks.len() < 2 && missing_ranks.is_empty() {
         return None;
     }
-    let (worst_step1_peak, step1_peak_skew) = spread_u64(&ranks, step1_peak);
+    let (worst_step1_peak, step1_peak_skew) =
+        spread_u64(&ranks, highest_step1_peak(&ranks), step1_peak);
     let (worst_step1_out_of_pool, step1_out_of_pool_skew) =
-        spread_u64(&ranks, |p| Some(step1_out_of_pool(p)));
+        spread_u64(&ranks, most_step1_out_of_pool(&ranks), |p| {
+            Some(step1_out_of_pool(p))
+        });
     let times: Vec<(f64, &ProcessAccount)> = ranks
         .iter()
         .filter_map(|p| p.steps.step1_s.map(|v| (v, *p)))
         .collect();
-    let slow = times
-        .iter()
-        .copied()
-        .reduce(|a, b| if b.0 > a.0 { b } else { a });
+    let slow = first_highest(times.iter().copied(), |t| t.0);
     let fast = times.iter().map(|t| t.0).reduce(f64::min);
     let comms: Vec<u32> = ranks.iter().map(|p| step1_comm_count(p)).collect();
     let mut hosts: Vec<String> = ranks.iter().map(|p| p.host.clone()).collect();

@@ -6,7 +6,9 @@
 use super::AttemptAccount;
 use super::account::{ClassCost, GapAccount, LaterCost, PartSource, ProcessAccount};
 use super::phases::Phase;
-use super::ranks::{is_rank, step1, step1_out_of_pool, step1_peak};
+use super::ranks::{
+    highest_step1_peak, is_rank, most_step1_out_of_pool, step1, step1_out_of_pool, step1_peak,
+};
 use super::stats::Stat;
 use crate::load::Problem;
 use crate::prewarm::catalog::EventClass;
@@ -161,20 +163,12 @@ pub fn held_parts(gap: &GapAccount) -> Vec<HeldPart> {
     by.into_values().collect()
 }
 
-/// The rank with the highest step-1 device peak (the first on ties).
-fn highest_peak<'a>(ranks: &[&'a ProcessAccount]) -> Option<&'a ProcessAccount> {
-    ranks
-        .iter()
-        .copied()
-        .reduce(|a, b| if step1_peak(b) > step1_peak(a) { b } else { a })
-}
-
 /// The headline of one attempt (worst rank for each figure).
 pub fn headline(a: &AttemptAccount) -> Headline {
     let ranks: Vec<&ProcessAccount> = a.processes.iter().filter(|p| is_rank(p)).collect();
     let peaks: Vec<u64> = ranks.iter().filter_map(|p| step1_peak(p)).collect();
-    let worst = ranks.iter().max_by_key(|p| step1_out_of_pool(p)).copied();
-    let peak_rank = highest_peak(&ranks);
+    let worst = most_step1_out_of_pool(&ranks);
+    let peak_rank = highest_step1_peak(&ranks);
     let peak_step1 = peak_rank.and_then(step1);
     let max_f = |f: &dyn Fn(&ProcessAccount) -> Option<f64>| {
         ranks.iter().filter_map(|p| f(p)).reduce(f64::max)

@@ -7,8 +7,9 @@
 //! (a pair group training never uses) is named. Data only; docs/verdicts.md.
 
 use super::AttemptAccount;
-use super::account::{CommAccount, CommGroup};
+use super::account::{CommAccount, CommGroup, ProcessAccount};
 use super::phases::Phase;
+use super::ranks::{first_highest, is_rank, most_step1_out_of_pool};
 use super::summary::VariantSummary;
 use super::verdict::targets_of;
 use crate::prewarm::catalog::EventClass;
@@ -35,7 +36,8 @@ pub enum GroupOutcome {
 
 /// One group's communicators on one side (variant), over the ranks and
 /// attempts that count: creations are the most any rank made in one attempt,
-/// bytes and init time the median over attempts of the worst rank's.
+/// bytes and init time the median over attempts of one rank's (see
+/// `attempt_sides`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GroupSide {
     /// Communicators created during setup.
@@ -67,12 +69,25 @@ pub struct GroupVerdict {
     pub variant: GroupSide,
 }
 
+/// NCCL's allocations outside every communicator's init on one side, the
+/// worst rank's (docs/verdicts.md §1), median over attempts: in the NCCL
+/// class's bytes, in no group's, so the difference between the two is said
+/// (on the H200 recordings a 2 MiB allocation before the first init).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct OutsideComms {
+    pub at_setup: u64,
+    /// In a step or after the last one.
+    pub after_setup: u64,
+}
+
 /// A communicator prewarm's verdict per group.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CommVerdict {
     pub variant: String,
     pub prewarms: Vec<String>,
     pub groups: Vec<GroupVerdict>,
+    pub outside_baseline: OutsideComms,
+    pub outside_variant: OutsideComms,
 }
 
 impl CommVerdict {
@@ -90,40 +105,97 @@ fn key_of(g: &CommGroup) -> Key {
 
 type Sides = BTreeMap<Key, (CommGroup, GroupSide)>;
 
-/// Per group, one attempt's figures (worst rank) from each rank's communicators.
-fn attempt_sides<'a>(ranks: impl Iterator<Item = &'a [CommAccount]>) -> Sides {
-    let mut out: Sides = BTreeMap::new();
-    for comms in ranks {
-        let mut mine: BTreeMap<Key, GroupSide> = BTreeMap::new();
-        for c in comms {
-            let Some(g) = &c.group else { continue };
-            let k = key_of(g);
-            out.entry(k.clone())
-                .or_insert_with(|| (g.clone(), GroupSide::default()));
-            let s = mine.entry(k).or_default();
-            if c.phase == Some(Phase::Setup) {
-                s.at_setup += 1;
-            } else {
-                s.in_steps += 1;
-                s.first_step = match (s.first_step, c.step) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            s.bytes += c.bytes + c.inferred_bytes;
-            s.init_s += c.init_seconds.unwrap_or(0.0);
+/// One rank's communicators by group: how many at setup and after it, the
+/// first step that created one, their bytes and init time.
+fn rank_sides(comms: &[CommAccount]) -> Sides {
+    let mut mine: Sides = BTreeMap::new();
+    for c in comms {
+        let Some(g) = &c.group else { continue };
+        let s = &mut mine
+            .entry(key_of(g))
+            .or_insert_with(|| (g.clone(), GroupSide::default()))
+            .1;
+        if c.phase == Some(Phase::Setup) {
+            s.at_setup += 1;
+        } else {
+            s.in_steps += 1;
+            s.first_step = earliest(s.first_step, c.step);
         }
-        for (k, s) in mine {
-            let t = &mut out.get_mut(&k).expect("entry made above").1;
-            t.at_setup = t.at_setup.max(s.at_setup);
-            t.in_steps = t.in_steps.max(s.in_steps);
-            t.first_step = match (t.first_step, s.first_step) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            t.bytes = t.bytes.max(s.bytes);
-            t.init_s = t.init_s.max(s.init_s);
-            t.ranks += 1;
+        s.bytes += c.bytes + c.inferred_bytes;
+        s.init_s += c.init_seconds.unwrap_or(0.0);
+    }
+    mine
+}
+
+/// The earlier of two first steps (None: no step created one).
+fn earliest(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Folds one side's creations into `out`'s entry for group `k`: the most
+/// of each count, the earliest first step; the entry, for the rest.
+fn merge_counts<'a>(
+    out: &'a mut Sides,
+    k: &Key,
+    g: &CommGroup,
+    s: &GroupSide,
+) -> &'a mut GroupSide {
+    let t = &mut out
+        .entry(k.clone())
+        .or_insert_with(|| (g.clone(), GroupSide::default()))
+        .1;
+    t.at_setup = t.at_setup.max(s.at_setup);
+    t.in_steps = t.in_steps.max(s.in_steps);
+    t.first_step = earliest(t.first_step, s.first_step);
+    t
+}
+
+/// Per group, one attempt's figures from each rank's communicators (`ranks`,
+/// in process order; `worst` indexes the attempt's worst rank, §1):
+/// creations the most any rank made; bytes and init time one rank's, never
+/// a mix: the worst rank's where it created one of the group's, else the
+/// member's with the most of the group's bytes (the first of equals), so a
+/// group's figures come from the rank its class figures come from.
+fn attempt_sides(ranks: &[&[CommAccount]], worst: Option<usize>) -> Sides {
+    let per_rank: Vec<Sides> = ranks.iter().map(|c| rank_sides(c)).collect();
+    let mut out: Sides = BTreeMap::new();
+    for (k, (g, s)) in per_rank.iter().flatten() {
+        merge_counts(&mut out, k, g, s).ranks += 1;
+    }
+    for (k, (_, t)) in out.iter_mut() {
+        let of = |i: usize| per_rank[i].get(k).map(|x| &x.1);
+        let members = (0..per_rank.len()).filter(|&i| of(i).is_some());
+        let pick = worst
+            .filter(|&w| w < per_rank.len() && of(w).is_some())
+            .or_else(|| first_highest(members, |i| of(i).map(|s| s.bytes)));
+        if let Some(s) = pick.and_then(of) {
+            (t.bytes, t.init_s) = (s.bytes, s.init_s);
+        }
+    }
+    out
+}
+
+/// Where among an attempt's processes its worst rank (§1) is.
+fn worst_index(a: &AttemptAccount) -> Option<usize> {
+    let ranks: Vec<&ProcessAccount> = a.processes.iter().filter(|p| is_rank(p)).collect();
+    let worst = most_step1_out_of_pool(&ranks)?;
+    a.processes.iter().position(|p| std::ptr::eq(p, worst))
+}
+
+/// One attempt's NCCL allocations outside every communicator's init, on its
+/// worst rank.
+fn attempt_outside(a: &AttemptAccount) -> OutsideComms {
+    let mut out = OutsideComms::default();
+    let Some(p) = worst_index(a).map(|i| &a.processes[i]) else {
+        return out;
+    };
+    for ph in &p.phases {
+        match ph.phase {
+            Phase::Setup => out.at_setup += ph.nccl_outside_comms,
+            _ => out.after_setup += ph.nccl_outside_comms,
         }
     }
     out
@@ -142,14 +214,38 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Per group, a variant's figures over its attempts that count.
-fn variant_sides(s: &VariantSummary, attempts: &[AttemptAccount]) -> Sides {
-    let counted: Vec<Sides> = attempts
+/// A variant's attempts that count.
+fn counted_attempts<'a>(
+    s: &'a VariantSummary,
+    attempts: &'a [AttemptAccount],
+) -> impl Iterator<Item = &'a AttemptAccount> {
+    attempts
         .iter()
         .filter(|a| a.variant == s.name && s.attempts.iter().any(|h| h.attempt == a.attempt))
-        .map(|a| attempt_sides(a.processes.iter().map(|p| p.nccl.as_slice())))
+}
+
+/// Per group, a variant's figures over its attempts that count.
+fn variant_sides(s: &VariantSummary, attempts: &[AttemptAccount]) -> Sides {
+    let per: Vec<Sides> = counted_attempts(s, attempts)
+        .map(|a| {
+            let ranks: Vec<&[CommAccount]> =
+                a.processes.iter().map(|p| p.nccl.as_slice()).collect();
+            attempt_sides(&ranks, worst_index(a))
+        })
         .collect();
-    over_attempts(&counted)
+    over_attempts(&per)
+}
+
+/// A variant's NCCL allocations outside every communicator's init: the
+/// median over its attempts that count.
+fn variant_outside(s: &VariantSummary, attempts: &[AttemptAccount]) -> OutsideComms {
+    let all: Vec<OutsideComms> = counted_attempts(s, attempts).map(attempt_outside).collect();
+    let med =
+        |f: fn(&OutsideComms) -> u64| median(all.iter().map(|o| f(o) as f64).collect()) as u64;
+    OutsideComms {
+        at_setup: med(|o| o.at_setup),
+        after_setup: med(|o| o.after_setup),
+    }
 }
 
 /// Per group, the figures over a variant's attempts: the most creations, the
@@ -160,16 +256,7 @@ fn over_attempts(counted: &[Sides]) -> Sides {
     let mut secs: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for per in counted {
         for (k, (g, side)) in per {
-            let t = &mut out
-                .entry(k.clone())
-                .or_insert_with(|| (g.clone(), GroupSide::default()))
-                .1;
-            t.at_setup = t.at_setup.max(side.at_setup);
-            t.in_steps = t.in_steps.max(side.in_steps);
-            t.first_step = match (t.first_step, side.first_step) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let t = merge_counts(&mut out, k, g, side);
             t.ranks = t.ranks.max(side.ranks);
             bytes.entry(k.clone()).or_default().push(side.bytes as f64);
             secs.entry(k.clone()).or_default().push(side.init_s);
@@ -221,6 +308,7 @@ pub fn comm_verdicts(
         return Vec::new();
     };
     let base_sides = variant_sides(base, attempts);
+    let outside_baseline = variant_outside(base, attempts);
     let mut out = Vec::new();
     for v in variants
         .iter()
@@ -234,6 +322,8 @@ pub fn comm_verdicts(
             variant: v.name.clone(),
             prewarms: v.prewarms.clone(),
             groups: group_verdicts(&base_sides, &variant_sides(v, attempts)),
+            outside_baseline,
+            outside_variant: variant_outside(v, attempts),
         });
     }
     out
@@ -323,11 +413,12 @@ mod tests {
         let warm = |d: &str| comm(d, &[0, 1], Phase::Setup, None, 300);
         let base_rank = vec![lazy("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
         let base = over_attempts(&[attempt_sides(
-            [base_rank.as_slice(), base_rank.as_slice()].into_iter(),
+            &[base_rank.as_slice(), base_rank.as_slice()],
+            None,
         )]);
         // Incomplete: clip_dense at setup, the expert groups still in step 1.
         let inc_rank = vec![warm("clip_dense"), lazy("clip_expert"), lazy("mesh_ep")];
-        let inc = over_attempts(&[attempt_sides([inc_rank.as_slice()].into_iter())]);
+        let inc = over_attempts(&[attempt_sides(&[inc_rank.as_slice()], None)]);
         let v = group_verdicts(&base, &inc);
         let of = |d: &str| {
             v.iter()
@@ -348,7 +439,7 @@ mod tests {
             warm("mesh_ep"),
             warm("eager_pair"),
         ];
-        let eager = over_attempts(&[attempt_sides([eager_rank.as_slice()].into_iter())]);
+        let eager = over_attempts(&[attempt_sides(&[eager_rank.as_slice()], None)]);
         let v = group_verdicts(&base, &eager);
         let of = |d: &str| {
             v.iter()
@@ -373,12 +464,46 @@ mod tests {
         let two = [one(1)[0].clone(), one(1)[0].clone()];
         let sides: Vec<Sides> = [a.as_slice(), b.as_slice(), c.as_slice(), two.as_slice()]
             .into_iter()
-            .map(|r| attempt_sides(std::iter::once(r)))
+            .map(|r| attempt_sides(&[r], None))
             .collect();
         let s = &over_attempts(&sides[..3]).into_values().next().unwrap().1;
         assert_eq!((s.bytes, s.in_steps), (200 << 20, 1));
         let s = &over_attempts(&sides).into_values().next().unwrap().1;
         assert_eq!(s.in_steps, 2, "the attempt that created two");
+    }
+
+    /// A group's bytes and init time are one rank's: the attempt's worst
+    /// rank's where it is a member, else the member's with the most bytes
+    /// (the first of equals); never one rank's bytes with another's time.
+    #[test]
+    fn a_group_figures_come_from_one_rank() {
+        let lazy = |mib, s| CommAccount {
+            init_seconds: Some(s),
+            ..comm("mesh_pp", &[0, 1], Phase::Step1, Some(1), mib)
+        };
+        let (r0, r1) = ([lazy(300, 0.2)], [lazy(200, 0.5)]);
+        let ranks: [&[CommAccount]; 2] = [&r0, &r1];
+        let figures = |worst| {
+            let s = attempt_sides(&ranks, worst).into_values().next().unwrap().1;
+            (s.bytes >> 20, s.init_s, s.ranks)
+        };
+        assert_eq!(figures(None), (300, 0.2, 2));
+        assert_eq!(figures(Some(1)), (200, 0.5, 2));
+        // A worst rank that is no member (or no rank of these): the members' own.
+        let other: [&[CommAccount]; 3] = [&r0, &r1, &[]];
+        let s = attempt_sides(&other, Some(2))
+            .into_values()
+            .next()
+            .unwrap()
+            .1;
+        assert_eq!((s.bytes >> 20, s.init_s), (300, 0.2));
+        let tied = [lazy(200, 0.3)];
+        let s = attempt_sides(&[&tied, &r1], None)
+            .into_values()
+            .next()
+            .unwrap()
+            .1;
+        assert_eq!(s.init_s, 0.3, "the first of equals");
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! (analysis/verdict_comms.rs): one evidence line per process group, added to
 //! the prewarm's verdict evidence, so every format that shows the evidence
 //! (terminal, Markdown, HTML, dashboard) names the groups it moved, missed or
-//! created needlessly.
+//! created needlessly; and what NCCL allocated outside every communicator's
+//! init, which the NCCL class's figures hold and no group's do, wherever the
+//! two stand side by side.
 
 use super::{bytes, seconds};
-use crate::analysis::account::{CommGroup, NamedBy};
-use crate::analysis::verdict_comms::{CommVerdict, GroupOutcome, GroupSide};
+use crate::analysis::account::{CommGroup, NamedBy, PhaseAccount};
+use crate::analysis::verdict_comms::{CommVerdict, GroupOutcome, GroupSide, OutsideComms};
 
 /// Ranks as a short list: `0,1,2` or, for a contiguous run of four or more,
 /// `0-7`.
@@ -75,8 +77,60 @@ fn outcome_text(o: GroupOutcome) -> &'static str {
     }
 }
 
-/// One line per group: what the prewarm did to it, baseline -> variant.
+/// NCCL's bytes outside every communicator's init, beside a figure that
+/// includes them: "2.0 MiB of it outside any communicator's init".
+pub fn outside_comms_text(b: u64) -> String {
+    format!("{} of it outside any communicator's init", bytes(b))
+}
+
+/// What a phase's out-of-pool figure of `source` holds outside every
+/// communicator's init: the `nccl` source's, when it has any.
+pub fn outside_note(ph: &PhaseAccount, source: &str) -> Option<String> {
+    (source == "nccl" && ph.nccl_outside_comms > 0)
+        .then(|| outside_comms_text(ph.nccl_outside_comms))
+}
+
+/// One side of the outside line: "2.0 MiB in the steps", "none".
+fn outside_side_text(o: &OutsideComms) -> String {
+    let mut parts = Vec::new();
+    if o.after_setup > 0 {
+        parts.push(format!("{} in the steps", bytes(o.after_setup)));
+    }
+    if o.at_setup > 0 {
+        parts.push(format!("{} at setup", bytes(o.at_setup)));
+    }
+    if parts.is_empty() {
+        return "none".into();
+    }
+    parts.join(", ")
+}
+
+/// The line that says what the NCCL class's bytes hold beyond its groups'
+/// (NCCL's allocations outside every communicator's init), when either
+/// side has any.
+fn outside_line(v: &CommVerdict) -> Option<String> {
+    let (b, w) = (&v.outside_baseline, &v.outside_variant);
+    if *b == OutsideComms::default() && *w == OutsideComms::default() {
+        return None;
+    }
+    Some(format!(
+        "NCCL allocations outside any communicator's init (in NCCL communicator init, in no \
+         group): {} -> {}",
+        outside_side_text(b),
+        outside_side_text(w)
+    ))
+}
+
+/// One line per group: what the prewarm did to it, baseline -> variant;
+/// then NCCL's allocations outside every communicator's init, if any.
 pub fn group_lines(v: &CommVerdict) -> Vec<String> {
+    let mut lines = per_group_lines(v);
+    lines.extend(outside_line(v));
+    lines
+}
+
+/// One line per group (see [`group_lines`]).
+fn per_group_lines(v: &CommVerdict) -> Vec<String> {
     v.groups
         .iter()
         .map(|g| {
@@ -158,12 +212,37 @@ mod tests {
                     ..GroupSide::default()
                 },
             }],
+            outside_baseline: OutsideComms::default(),
+            outside_variant: OutsideComms::default(),
         };
         let lines = group_lines(&v);
         assert_eq!(
             lines,
             [
                 "NCCL group clip_expert (ranks 0,1): MISSED (still created lazily in a step); communicators: 1 in the steps (from step 1); 558.0 MiB, 330.0 ms init -> 1 in the steps (from step 1); 558.0 MiB, 310.0 ms init"
+            ]
+        );
+    }
+
+    #[test]
+    fn allocations_outside_every_init_are_said_after_the_groups() {
+        let v = CommVerdict {
+            variant: "nccl_comm".into(),
+            prewarms: vec!["nccl_comm".into()],
+            groups: Vec::new(),
+            outside_baseline: OutsideComms {
+                at_setup: 0,
+                after_setup: 2 << 20,
+            },
+            outside_variant: OutsideComms {
+                at_setup: 2 << 20,
+                after_setup: 0,
+            },
+        };
+        assert_eq!(
+            group_lines(&v),
+            [
+                "NCCL allocations outside any communicator's init (in NCCL communicator init, in no group): 2.0 MiB in the steps -> 2.0 MiB at setup"
             ]
         );
     }

@@ -251,7 +251,11 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             .by_source
             .iter()
             .filter(|s| s.source != crate::analysis::sources::TORCH_POOL && s.allocated > 0)
-            .map(|s| format!("{} {}", md(&s.source), bytes(s.allocated)))
+            .map(|s| {
+                let note = super::comm_text::outside_note(s1, &s.source);
+                let note = note.map_or(String::new(), |n| format!(" ({n})"));
+                format!("{} {}{note}", md(&s.source), bytes(s.allocated))
+            })
             .collect();
         if !sources.is_empty() {
             let _ = writeln!(o, "\nOut of pool in step 1: {}.", sources.join(", "));

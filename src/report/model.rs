@@ -656,13 +656,8 @@ impl AttemptView {
     /// The rank that runs out of memory first: highest step-1 device peak
     /// (most step-1 out-of-pool when no peak is known), else the first process.
     pub fn worst_rank(&self) -> Option<&RankView> {
-        self.training_ranks()
-            .max_by(|a, b| {
-                (a.step1_peak, a.step1_out_of_pool)
-                    .cmp(&(b.step1_peak, b.step1_out_of_pool))
-                    .then(b.rank.cmp(&a.rank))
-            })
-            .or(self.ranks.first())
+        let order = |r: &RankView| crate::analysis::ranks::peak_order(&r.account);
+        crate::analysis::ranks::first_highest(self.training_ranks(), order).or(self.ranks.first())
     }
 
     /// The ranks whose story a text report tells: every process, or at

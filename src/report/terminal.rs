@@ -508,11 +508,13 @@ fn phase_lines(o: &mut String, p: &ProcessAccount) {
             .filter(|x| x.source != TORCH_POOL && x.allocated > 0)
             .map(|x| {
                 format!(
-                    "{} {} ({} calls, {})",
+                    "{} {} ({} calls, {}{})",
                     x.source,
                     bytes(x.allocated),
                     x.calls,
-                    seconds(x.alloc_seconds)
+                    seconds(x.alloc_seconds),
+                    super::comm_text::outside_note(ph, &x.source)
+                        .map_or(String::new(), |n| format!("; {n}"))
                 )
             })
             .collect();

@@ -177,7 +177,18 @@ pub fn part_label(p: &GapPart) -> String {
 pub fn preceded_by_texts(f: &Forensic) -> Vec<String> {
     f.preceded_by
         .iter()
-        .map(|(c, b)| format!("{} {}", c.label(), bytes(*b)))
+        .map(|(c, b)| {
+            let outside = f.preceded_nccl_outside_comms;
+            match c {
+                EventClass::NcclComm if outside > 0 => format!(
+                    "{} {} ({})",
+                    c.label(),
+                    bytes(*b),
+                    super::comm_text::outside_comms_text(outside)
+                ),
+                _ => format!("{} {}", c.label(), bytes(*b)),
+            }
+        })
         .collect()
 }
 
