@@ -2,7 +2,8 @@
 //! — each verdict's class, what it moved and what it cost; each
 //! out-of-memory failure's request, what-if per prewarm and remedy; the
 //! phase a process without a step is in; the warmups still landing after
-//! setup; the probe's own time in step 1; the communicator ids — and each is looked for in the terminal
+//! setup; the probe's own time in step 1; the communicator ids; each rank's
+//! steps and the step it died in — and each is looked for in the terminal
 //! report, the Markdown, the HTML as headless Chromium shows it (DOM text),
 //! the dashboard (ratatui's TestBackend), and where the fact has a place
 //! there, the PNG charts (their drawn text) and the Perfetto trace, on every
@@ -146,6 +147,7 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 &[Terminal, Markdown, Html],
             ));
         }
+        out.extend(step_facts(r));
         for w in r.late_warmups().iter().filter(|w| !w.minor) {
             let text = prewarm_doctor::report::warmup_text(w);
             out.push(fact("late warmup", text.what, &[Terminal, Markdown, Html]));
@@ -158,6 +160,30 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 &[Terminal, Html, Dashboard, Perfetto],
             ));
         }
+    }
+    out
+}
+
+/// The facts of a rank's steps: the steps that ended and the one it died in
+/// (its phase as the phase tables name it).
+fn step_facts(r: &prewarm_doctor::report::model::RankView) -> Vec<Fact> {
+    use Format::*;
+    use prewarm_doctor::report::step_text::steps_done;
+    let s = &r.account.steps;
+    let mut out = Vec::new();
+    if s.step1_s.is_some() {
+        out.push(fact("steps", steps_done(s), &[Terminal, Markdown, Html]));
+    }
+    if s.died_in_step.is_some_and(|k| k >= 2) {
+        let label = prewarm_doctor::report::account_tables::phase_label(
+            &r.account,
+            prewarm_doctor::analysis::phases::Phase::Steady,
+        );
+        out.push(fact(
+            "phase it died in",
+            label,
+            &[Terminal, Markdown, Perfetto],
+        ));
     }
     out
 }

@@ -507,6 +507,10 @@ pub struct StepInfo {
     pub setup_s: Option<f64>,
     pub step1_s: Option<f64>,
     pub steady_step_s: Option<f64>,
+    /// The step the process died in (its uncaught exception came after that
+    /// step began, and it never ended): the phases run to the process's end
+    /// in it (docs/step-rule.md). None when it did not die in a step.
+    pub died_in_step: Option<u32>,
 }
 
 /// Pool and device figures torch reported at a step end, beside the doctor's.

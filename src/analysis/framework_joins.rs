@@ -614,10 +614,7 @@ impl Gather {
 
     fn finish(self, bounds: &Boundaries) -> Option<LateWarmup> {
         let first = self.times.iter().copied().min()?;
-        // After the last step end is no step (unless none ended: step 1 then
-        // runs to the process's end).
-        let in_step = |t: u64| bounds.phase_of(t) != Phase::Teardown || bounds.step1_unfinished();
-        let step_of = |t: u64| bounds.step_of(t).filter(|_| in_step(t));
+        let step_of = |t: u64| bounds.step_in_progress(t);
         let mut steps: Vec<u32> = self.times.iter().filter_map(|&t| step_of(t)).collect();
         steps.sort_unstable();
         steps.dedup();
@@ -848,6 +845,7 @@ mod tests {
             step_ends: vec![20 * S, 21 * S, 22 * S, 23 * S],
             end: 30 * S,
             rule: "first-forward-after-zero-grad".into(),
+            died: None,
         }
     }
 

@@ -335,17 +335,13 @@ impl QueryPlan {
             .iter()
             .filter_map(|p| bounds.window(*p).map(|w| (*p, w)))
             .collect();
-        let died_at = r.shim.iter().find_map(|e| match e {
-            ShimEvent::Exception { t, .. } => Some(*t),
-            _ => None,
-        });
         let spans =
             framework_joins::comm_spans(&comm_windows.iter().map(|c| c.1).collect::<Vec<_>>());
         let read_at =
             framework_joins::comm_measure_spans(&spans, &super::memory::growth_windows(r));
         let mut plan = QueryPlan {
             phase_windows,
-            died_at,
+            died_at: bounds.died,
             spans,
             read_at,
             step_ends: step_end_readings(r),
@@ -795,7 +791,8 @@ fn step_checks(readings: &[StepEndReading], states: &[State]) -> Vec<StepCheck> 
 }
 
 /// The step structure: how many steps ended, the rule that placed step 1,
-/// and the setup, step-1 and steady-step durations.
+/// the setup, step-1 and steady-step durations, and the step the process
+/// died in.
 fn step_info(bounds: &Boundaries) -> StepInfo {
     StepInfo {
         count: bounds.step_ends.len() as u32,
@@ -805,6 +802,7 @@ fn step_info(bounds: &Boundaries) -> StepInfo {
             .window(Phase::Step1)
             .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
         steady_step_s: bounds.steady_step_ns().map(|n| n as f64 / 1e9),
+        died_in_step: bounds.died_in_step(),
     }
 }
 
@@ -835,6 +833,7 @@ mod tests {
             kind: "OutOfMemoryError".into(),
             message: "CUDA out of memory".into(),
             where_: Vec::new(),
+            thread: None,
             pool_reserved: Some(7),
             pool_allocated: Some(5),
         }
@@ -882,6 +881,7 @@ mod tests {
             step_ends: vec![200, 300, 400],
             end: 500,
             rule: "test".into(),
+            died: None,
         }
     }
 
@@ -1033,7 +1033,7 @@ mod tests {
 
     #[test]
     fn the_query_plan_asks_for_phase_ends_then_communicator_spans_then_step_ends() {
-        let mut r = ProcessRecords {
+        let r = ProcessRecords {
             shim: vec![step_end(200, 1), step_end(300, 2), step_end(400, 3)],
             ..Default::default()
         };
@@ -1052,8 +1052,11 @@ mod tests {
         assert_eq!((plan.first_comm_query(), plan.first_step_query()), (4, 6));
         assert_eq!(plan.comm_exclusions(), [span]);
         // A process that died in step 1 is accounted there at its exception.
-        r.shim.push(exception(170));
-        let plan = QueryPlan::new(&r, &bounds(), &[]);
+        let died = Boundaries {
+            died: Some(170),
+            ..bounds()
+        };
+        let plan = QueryPlan::new(&r, &died, &[]);
         assert_eq!(plan.queries[..4], [100, 170, 400, 500]);
         assert_eq!(plan.gap_instant((0, 100)), 100);
         assert_eq!(plan.gap_instant((100, 200)), 170);
@@ -1431,12 +1434,13 @@ mod tests {
             step_ends: vec![3_000_000_000, 3_500_000_000, 4_000_000_000],
             end: 5_000_000_000,
             rule: "first forward".into(),
+            died: None,
         };
         let s = step_info(&b);
         assert_eq!((s.count, s.rule.as_str()), (3, "first forward"));
         assert_eq!(
-            (s.setup_s, s.step1_s, s.steady_step_s),
-            (Some(1.0), Some(2.0), Some(0.5))
+            (s.setup_s, s.step1_s, s.steady_step_s, s.died_in_step),
+            (Some(1.0), Some(2.0), Some(0.5), None)
         );
     }
 

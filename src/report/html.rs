@@ -83,6 +83,8 @@ struct RankLine {
     peak: String,
     oop: String,
     step1: String,
+    /// The steps that ended, and the one the process died in.
+    steps: String,
     setup: String,
     comms: String,
     /// The doctor's own time in step 1 (the probe's callbacks and threads
@@ -276,6 +278,7 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 peak: opt_bytes(r.step1_peak),
                 oop: bytes(r.step1_out_of_pool),
                 step1: opt_secs(r.step1_s),
+                steps: super::step_text::steps_done(&r.account.steps),
                 setup: opt_secs(r.setup_s),
                 comms: r.step1_comms.to_string(),
                 doctor: step1(&r.account).map_or_else(|| "–".into(), doctor_in_step1),

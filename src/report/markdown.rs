@@ -229,9 +229,10 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         .map(|ph| format!("; {}", doctor_in_step1(ph)))
         .unwrap_or_default();
     let s = &p.steps;
+    let done = super::step_text::steps_done(s);
     let took = match (s.step1_s, s.steady_step_s) {
         (Some(s1), Some(ss)) => Some(format!(
-            "Step 1 took **{}** vs {} per steady step",
+            "Step 1 took **{}** vs {} per steady step; {done}",
             seconds(s1),
             seconds(ss)
         )),
@@ -239,7 +240,7 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             "No optimizer step finished: step 1 ran **{}** until the process ended",
             seconds(s1)
         )),
-        (Some(s1), None) => Some(format!("Step 1 took **{}**", seconds(s1))),
+        (Some(s1), None) => Some(format!("Step 1 took **{}**; {done}", seconds(s1))),
         _ => None,
     };
     if let Some(took) = took {

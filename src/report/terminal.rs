@@ -157,21 +157,20 @@ fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
 /// How long step 1 took against a steady step, and where its time went.
 fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
     let s = &p.steps;
+    let setup = s.setup_s.map(seconds).unwrap_or_else(|| "?".into());
+    let done = super::step_text::steps_done(s);
     let line = match (s.step1_s, s.steady_step_s) {
         (Some(s1), Some(ss)) => format!(
-            "step 1 took {} vs {} per steady step ({:.0}x); setup {}; {} steps",
+            "step 1 took {} vs {} per steady step ({:.0}x); setup {setup}; {done}",
             seconds(s1),
             seconds(ss),
             s1 / ss.max(1e-9),
-            s.setup_s.map(seconds).unwrap_or_else(|| "?".into()),
-            s.count
         ),
         (Some(s1), None) if s.count == 0 => format!(
-            "no optimizer step finished: step 1 ran {} until the process ended; setup {}",
-            seconds(s1),
-            s.setup_s.map(seconds).unwrap_or_else(|| "?".into())
+            "no optimizer step finished: step 1 ran {} until the process ended; setup {setup}",
+            seconds(s1)
         ),
-        (Some(s1), None) => format!("step 1 took {}; {} steps", seconds(s1), s.count),
+        (Some(s1), None) => format!("step 1 took {}; setup {setup}; {done}", seconds(s1)),
         _ => "no optimizer step finished, and no step-1 start, zero_grad() or forward of an \
               optimizer's module was recorded: the run is one phase, \"before any step\""
             .to_string(),
@@ -312,12 +311,13 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
     lines
 }
 
-/// A phase named inside a sentence ("out of pool in setup").
-fn phase_name(p: &ProcessAccount, phase: Phase) -> &'static str {
+/// A phase named inside a sentence ("out of pool in setup"), as the phase
+/// table names it (`account_tables::phase_label`).
+fn phase_name(p: &ProcessAccount, phase: Phase) -> String {
     if phase == Phase::Setup && p.steps.step1_s.is_none() {
-        "the run"
+        "the run".into()
     } else {
-        phase.label()
+        account_tables::phase_label(p, phase)
     }
 }
 
@@ -535,7 +535,7 @@ fn phase_lines(o: &mut String, p: &ProcessAccount) {
     }
     for ph in &p.phases {
         if let Some(g) = &ph.gap_end {
-            for line in gap_lines(phase_name(p, ph.phase), g) {
+            for line in gap_lines(&phase_name(p, ph.phase), g) {
                 let _ = writeln!(o, "{line}");
             }
         }
@@ -765,9 +765,12 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
     if known.len() < p.phases.len() {
         text += &format!(" (in {} of its {} phases)", known.len(), p.phases.len());
     }
+    // The step a process died in is in its steps 2..N but not among their
+    // ended steps: no figure per step then.
+    let died = p.steps.died_in_step.is_some();
     if let Some(ph) = known
         .iter()
-        .find(|ph| ph.phase == Phase::Steady && ph.steps > 0)
+        .find(|ph| ph.phase == Phase::Steady && ph.steps > 0 && !died)
     {
         let per_step = ph.shim_s.unwrap_or(0.0) / ph.steps as f64;
         text += &format!(", {} a step in steps 2..N", seconds(per_step));
