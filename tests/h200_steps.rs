@@ -1,11 +1,12 @@
 //! The step structure on real H200 recordings (tests/fixtures/h200/README.md
-//! says how each was made): a process that died in a step has that step as
-//! its last phase.
+//! says how each was made): the steady step is the median of the steps 2..N
+//! without lazy initialisation, and a process that died in a step has that
+//! step as its last phase.
 
 mod common;
 
-use common::terminal_text;
-use prewarm_doctor::analysis::account::ProcessAccount;
+use common::{copy_tree, terminal_text};
+use prewarm_doctor::analysis::account::{ProcessAccount, SteadyBasis};
 use prewarm_doctor::analysis::analyse_run;
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::load::load_run;
@@ -43,6 +44,66 @@ fn markdown(path: &Path) -> String {
         selection: Selection::All,
     };
     rendered(path, &md).replace('\\', "")
+}
+
+/// Steps 3 and 5 of shape_buckets.py each autotune a new shape bucket
+/// (~330 ms); steps 2 and 4 take 8.28 and 8.82 ms.
+#[test]
+fn the_steady_step_leaves_out_the_steps_that_autotuned_a_new_shape() {
+    let path = fixture("prescribe-shape-recording");
+    let s = process(&path).steps;
+    assert_eq!(s.steady_basis, Some(SteadyBasis::FreeSteps));
+    assert_eq!((s.steady_steps, s.lazy_steps.clone()), (2, vec![3, 5]));
+    // The mean of the middle two (8.55 ms), not the upper one (8.82 ms).
+    let ms = s.steady_step_s.unwrap() * 1e3;
+    assert!((ms - 8.55).abs() < 0.01, "{ms}");
+    let steady = "8.6 ms per steady step (217x; the median of 2 of 4 steps 2..N: \
+                  steps 3 and 5 held lazy init)";
+    let said = format!("step 1 took 1.86 s vs {steady}; setup 4.27 s; 5 steps");
+    assert!(flat(&terminal_text(&path)).contains(&said), "{said}");
+    let md = markdown(&path);
+    assert!(
+        md.contains(&format!("Step 1 took **1.86 s** vs {steady}; 5 steps")),
+        "{md}"
+    );
+    let html = rendered(&path, &Html);
+    assert!(html.contains(steady), "{html}");
+    // The matrix's first-bucket prewarm: the same two steps left out.
+    let text = flat(&terminal_text(&fixture("prescribe-shape-matrix")));
+    assert!(
+        text.contains("step 1 took 247.1 ms vs 6.3 ms per steady step (39x; the median of 2 of 4"),
+        "{text}"
+    );
+}
+
+/// The same recording without the step ends of steps 2 and 4 (SYNTHETIC:
+/// the two lines removed here): each of the two steps left after step 1
+/// (the recorded steps 2-3 and 4-5) holds an autotune, so the steady step
+/// is the median of them both, and the report says no step was free of
+/// lazy initialisation.
+#[test]
+fn without_a_step_free_of_lazy_initialisation_the_median_of_all_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("prescribe-shape-recording"), dir.path());
+    let shim = dir.path().join("default/1/vm/proc.pid-1582.shim.jsonl");
+    let text = std::fs::read_to_string(&shim).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !(l.contains("\"step_end\"")
+                && (l.contains("\"step\": 2,") || l.contains("\"step\": 4,")))
+        })
+        .collect();
+    assert_eq!(kept.len() + 2, text.lines().count());
+    std::fs::write(&shim, kept.join("\n") + "\n").unwrap();
+    let s = process(dir.path()).steps;
+    assert_eq!(s.steady_basis, Some(SteadyBasis::NoStepFree));
+    assert_eq!((s.steady_steps, s.lazy_steps.len()), (2, 2));
+    let text = flat(&terminal_text(dir.path()));
+    assert!(
+        text.contains("no step 2..N was free of lazy init: the median of all 2"),
+        "{text}"
+    );
 }
 
 /// oom-nccl-baseline ran out of memory in step 2 (after step 1 ended,

@@ -3,7 +3,8 @@
 //! out-of-memory failure's request, what-if per prewarm and remedy; the
 //! phase a process without a step is in; the warmups still landing after
 //! setup; the probe's own time in step 1; the communicator ids; each rank's
-//! steps and the step it died in — and each is looked for in the terminal
+//! steady step and what it is the median of, its steps and the step it died
+//! in — and each is looked for in the terminal
 //! report, the Markdown, the HTML as headless Chromium shows it (DOM text),
 //! the dashboard (ratatui's TestBackend), and where the fact has a place
 //! there, the PNG charts (their drawn text) and the Perfetto trace, on every
@@ -164,13 +165,17 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
     out
 }
 
-/// The facts of a rank's steps: the steps that ended and the one it died in
-/// (its phase as the phase tables name it).
+/// The facts of a rank's steps: the steady step with what it is the median
+/// of, the steps that ended and the one it died in (its phase as the phase
+/// tables name it).
 fn step_facts(r: &prewarm_doctor::report::model::RankView) -> Vec<Fact> {
     use Format::*;
-    use prewarm_doctor::report::step_text::steps_done;
+    use prewarm_doctor::report::step_text::{steady_text, steps_done};
     let s = &r.account.steps;
     let mut out = Vec::new();
+    if let Some(t) = steady_text(s) {
+        out.push(fact("steady step", t, &[Terminal, Markdown, Html]));
+    }
     if s.step1_s.is_some() {
         out.push(fact("steps", steps_done(s), &[Terminal, Markdown, Html]));
     }

@@ -408,17 +408,31 @@ impl StallWindows {
         w
     }
 
-    /// Splits [a, b] into compile > autotune > NCCL init > cuBLAS init >
-    /// module loading > other (each instant counted once, for the
-    /// highest-priority kind active then).
-    pub fn breakdown(&self, a: u64, b: u64) -> StallBreakdown {
-        let lists = [
+    /// Every kind's windows, highest priority first (the breakdown's order).
+    fn lists(&self) -> [&Vec<Window>; 5] {
+        [
             &self.compile,
             &self.autotune,
             &self.nccl,
             &self.cublas,
             &self.module,
-        ];
+        ]
+    }
+
+    /// Whether any lazy-initialisation window overlaps [a, b] for some
+    /// time (one that only touches an end does not): the step it overlaps
+    /// is no steady step (steady.rs).
+    pub fn overlaps(&self, a: u64, b: u64) -> bool {
+        self.lists()
+            .iter()
+            .any(|l| l.iter().any(|(s, e)| (*s).max(a) < (*e).min(b)))
+    }
+
+    /// Splits [a, b] into compile > autotune > NCCL init > cuBLAS init >
+    /// module loading > other (each instant counted once, for the
+    /// highest-priority kind active then).
+    pub fn breakdown(&self, a: u64, b: u64) -> StallBreakdown {
+        let lists = self.lists();
         let mut cuts: Vec<u64> = vec![a, b];
         for l in lists {
             for (x, y) in l.iter() {

@@ -201,18 +201,13 @@ impl Boundaries {
         }
     }
 
-    /// Median duration of steps 2..N in ns (the steady-state step time).
-    pub fn steady_step_ns(&self) -> Option<u64> {
-        let mut d: Vec<u64> = self
-            .step_ends
-            .windows(2)
-            .map(|w| w[1].saturating_sub(w[0]))
-            .collect();
-        if d.is_empty() {
-            return None;
-        }
-        d.sort();
-        Some(d[d.len() / 2])
+    /// Each finished step 2..N with its window (the previous step's end,
+    /// its own end]: the steps the steady step is taken over (steady.rs).
+    pub fn later_steps(&self) -> Vec<(u32, (u64, u64))> {
+        (2..)
+            .zip(self.step_ends.windows(2))
+            .map(|(k, w)| (k, (w[0], w[1])))
+            .collect()
     }
 }
 
@@ -317,7 +312,7 @@ mod tests {
         assert_eq!(b.phase_of(201), Phase::Steady);
         assert_eq!(b.phase_of(271), Phase::Teardown);
         assert_eq!(b.window(Phase::Steady), Some((200, 270)));
-        assert_eq!(b.steady_step_ns(), Some(40));
+        assert_eq!(b.later_steps(), vec![(2, (200, 230)), (3, (230, 270))]);
         assert_eq!(b.step_of(50), None);
         assert_eq!(b.step_of(150), Some(1));
         assert_eq!(b.step_of(201), Some(2));

@@ -149,7 +149,7 @@ fn account_of(f: Found) -> ProcessAccount {
         gpu,
         capture: capture_status(r, files.events.is_some()),
         versions: versions(r),
-        steps: step_info(bounds),
+        steps: step_info(bounds, &joins.stall_windows, &rp.local_events),
         memory_source: device.used_source.clone(),
         context_bytes,
         phases,
@@ -791,9 +791,11 @@ fn step_checks(readings: &[StepEndReading], states: &[State]) -> Vec<StepCheck> 
 }
 
 /// The step structure: how many steps ended, the rule that placed step 1,
-/// the setup, step-1 and steady-step durations, and the step the process
-/// died in.
-fn step_info(bounds: &Boundaries) -> StepInfo {
+/// the setup and step-1 durations, the steady step (over the steps 2..N
+/// without lazy initialisation: `stalls`' windows, `local` growths) and the
+/// step the process died in.
+fn step_info(bounds: &Boundaries, stalls: &StallWindows, local: &[LocalMemoryEvent]) -> StepInfo {
+    let steady = super::steady::steady_step(bounds, stalls, local);
     StepInfo {
         count: bounds.step_ends.len() as u32,
         rule: bounds.rule.clone(),
@@ -801,7 +803,10 @@ fn step_info(bounds: &Boundaries) -> StepInfo {
         step1_s: bounds
             .window(Phase::Step1)
             .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
-        steady_step_s: bounds.steady_step_ns().map(|n| n as f64 / 1e9),
+        steady_step_s: steady.as_ref().map(|s| s.seconds),
+        steady_steps: steady.as_ref().map_or(0, |s| s.steps),
+        steady_basis: steady.as_ref().map(|s| s.basis),
+        lazy_steps: steady.map(|s| s.lazy_steps).unwrap_or_default(),
         died_in_step: bounds.died_in_step(),
     }
 }
@@ -1436,11 +1441,15 @@ mod tests {
             rule: "first forward".into(),
             died: None,
         };
-        let s = step_info(&b);
+        let s = step_info(&b, &StallWindows::default(), &[]);
         assert_eq!((s.count, s.rule.as_str()), (3, "first forward"));
         assert_eq!(
-            (s.setup_s, s.step1_s, s.steady_step_s, s.died_in_step),
-            (Some(1.0), Some(2.0), Some(0.5), None)
+            (s.setup_s, s.step1_s, s.steady_step_s),
+            (Some(1.0), Some(2.0), Some(0.5))
+        );
+        assert_eq!(
+            (s.steady_steps, s.steady_basis, s.died_in_step),
+            (2, Some(SteadyBasis::EveryStep), None)
         );
     }
 

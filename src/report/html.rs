@@ -83,6 +83,8 @@ struct RankLine {
     peak: String,
     oop: String,
     step1: String,
+    /// The steady step and what it is the median of (`step_text`).
+    steady: String,
     /// The steps that ended, and the one the process died in.
     steps: String,
     setup: String,
@@ -278,6 +280,8 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 peak: opt_bytes(r.step1_peak),
                 oop: bytes(r.step1_out_of_pool),
                 step1: opt_secs(r.step1_s),
+                steady: super::step_text::steady_text(&r.account.steps)
+                    .unwrap_or_else(|| "–".into()),
                 steps: super::step_text::steps_done(&r.account.steps),
                 setup: opt_secs(r.setup_s),
                 comms: r.step1_comms.to_string(),

@@ -230,11 +230,10 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         .unwrap_or_default();
     let s = &p.steps;
     let done = super::step_text::steps_done(s);
-    let took = match (s.step1_s, s.steady_step_s) {
-        (Some(s1), Some(ss)) => Some(format!(
-            "Step 1 took **{}** vs {} per steady step; {done}",
-            seconds(s1),
-            seconds(ss)
+    let took = match (s.step1_s, super::step_text::steady_text(s)) {
+        (Some(s1), Some(steady)) => Some(format!(
+            "Step 1 took **{}** vs {steady}; {done}",
+            seconds(s1)
         )),
         (Some(s1), None) if s.count == 0 => Some(format!(
             "No optimizer step finished: step 1 ran **{}** until the process ended",

@@ -1,8 +1,11 @@
 //! A process's steps in the words every format uses (terminal, Markdown,
-//! HTML): how many steps ran and the one it died in. One wording, so that
-//! tests/parity.rs finds the same fact in each.
+//! HTML): how many steps ran and the one it died in, and the steady step
+//! and what it is the median of. One wording, so that tests/parity.rs finds
+//! the same fact in each.
 
-use crate::analysis::account::StepInfo;
+use super::seconds;
+use super::verdict_text::steps_text;
+use crate::analysis::account::{SteadyBasis, StepInfo};
 
 /// "5 steps", "1 step", "1 step, then died in step 2": the steps that ended,
 /// and the one the process died in (docs/step-rule.md).
@@ -17,20 +20,93 @@ pub fn steps_done(s: &StepInfo) -> String {
     }
 }
 
+/// "8.6 ms per steady step (217x; the median of 2 of 4 steps 2..N: steps 3
+/// and 5 held lazy init)": the steady step, step 1's ratio to it, and which
+/// steps it is the median of when not every step 2..N. None without one.
+pub fn steady_text(s: &StepInfo) -> Option<String> {
+    let steady = s.steady_step_s?;
+    let ratio = s.step1_s.map(|s1| ratio_text(s1 / steady.max(1e-9)));
+    let parts: Vec<String> = ratio.into_iter().chain(steady_basis(s)).collect();
+    let paren = if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    };
+    Some(format!("{} per steady step{paren}", seconds(steady)))
+}
+
+/// "217x", "6.3x", "0.8x": one decimal below 10, where a whole number
+/// would say 0x or 1x for a step 1 no slower than a steady step.
+fn ratio_text(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.1}x")
+    } else {
+        format!("{r:.0}x")
+    }
+}
+
+/// Which steps the steady step is the median of, when not all of 2..N.
+fn steady_basis(s: &StepInfo) -> Option<String> {
+    let later = s.count.saturating_sub(1);
+    match s.steady_basis? {
+        SteadyBasis::EveryStep => None,
+        SteadyBasis::FreeSteps => Some(format!(
+            "the median of {} of {later} steps 2..N: {} held lazy init",
+            s.steady_steps,
+            steps_text(&s.lazy_steps)
+        )),
+        SteadyBasis::NoStepFree => Some(format!(
+            "no step 2..N was free of lazy init: the median of all {later}"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_steps_say_the_one_a_process_died_in() {
-        let mut s = StepInfo {
-            count: 1,
+    fn steps(count: u32, basis: SteadyBasis, lazy: &[u32]) -> StepInfo {
+        StepInfo {
+            count,
             rule: String::new(),
             setup_s: Some(1.0),
             step1_s: Some(1.0),
-            steady_step_s: None,
+            steady_step_s: Some(0.01),
+            steady_steps: count - 1 - lazy.len() as u32,
+            steady_basis: Some(basis),
+            lazy_steps: lazy.to_vec(),
             died_in_step: None,
+        }
+    }
+
+    #[test]
+    fn the_steady_step_says_which_steps_it_is_the_median_of() {
+        let all = steps(5, SteadyBasis::EveryStep, &[]);
+        assert_eq!(steady_text(&all).unwrap(), "10.0 ms per steady step (100x)");
+        let some = steps(5, SteadyBasis::FreeSteps, &[3, 5]);
+        assert_eq!(
+            steady_text(&some).unwrap(),
+            "10.0 ms per steady step (100x; the median of 2 of 4 steps 2..N: steps 3 and 5 held lazy init)"
+        );
+        let none = StepInfo {
+            steady_steps: 4,
+            ..steps(5, SteadyBasis::NoStepFree, &[2, 3, 4, 5])
         };
+        let slow = StepInfo {
+            steady_step_s: Some(1.25),
+            ..all.clone()
+        };
+        assert_eq!(steady_text(&slow).unwrap(), "1.25 s per steady step (0.8x)");
+        assert!(
+            steady_text(&none)
+                .unwrap()
+                .ends_with("(100x; no step 2..N was free of lazy init: the median of all 4)")
+        );
+    }
+
+    #[test]
+    fn the_steps_say_the_one_a_process_died_in() {
+        let mut s = steps(1, SteadyBasis::EveryStep, &[]);
         assert_eq!(steps_done(&s), "1 step");
         s.died_in_step = Some(2);
         assert_eq!(steps_done(&s), "1 step, then died in step 2");

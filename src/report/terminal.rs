@@ -159,12 +159,10 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
     let s = &p.steps;
     let setup = s.setup_s.map(seconds).unwrap_or_else(|| "?".into());
     let done = super::step_text::steps_done(s);
-    let line = match (s.step1_s, s.steady_step_s) {
-        (Some(s1), Some(ss)) => format!(
-            "step 1 took {} vs {} per steady step ({:.0}x); setup {setup}; {done}",
-            seconds(s1),
-            seconds(ss),
-            s1 / ss.max(1e-9),
+    let line = match (s.step1_s, super::step_text::steady_text(s)) {
+        (Some(s1), Some(steady)) => format!(
+            "step 1 took {} vs {steady}; setup {setup}; {done}",
+            seconds(s1)
         ),
         (Some(s1), None) if s.count == 0 => format!(
             "no optimizer step finished: step 1 ran {} until the process ended; setup {setup}",
