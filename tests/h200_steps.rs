@@ -1,7 +1,8 @@
 //! The step structure on real H200 recordings (tests/fixtures/h200/README.md
 //! says how each was made): the steady step is the median of the steps 2..N
-//! without lazy initialisation, and a process that died in a step has that
-//! step as its last phase.
+//! without lazy initialisation, a process that died in a step has that step
+//! as its last phase, and the exception it died with is shown in the
+//! terminal, the Markdown and the HTML whatever phase it was in.
 
 mod common;
 
@@ -135,4 +136,45 @@ fn a_process_that_died_in_step_two_ends_in_step_two() {
     assert!(md.contains("| step 2 (died) |"), "{md}");
     assert!(md.contains("1 step, then died in step 2"));
     assert!(rendered(&path, &Html).contains("1 step, then died in step 2"));
+}
+
+/// shared-gpu-2 (`--steps 3`) died in step 3's `optimizer.step()` of
+/// `RuntimeError: OrderedDict mutated during iteration`, after steps 1 and
+/// 2 ended: no out-of-memory failure, and the exception is shown anyway.
+#[test]
+fn an_exception_outside_step_one_is_shown_with_where_it_was_raised() {
+    let path = fixture("shared-gpu-2");
+    let p = process(&path);
+    assert_eq!(p.steps.died_in_step, Some(3));
+    let e = &p.exceptions[0];
+    assert_eq!((e.phase, e.step), (Phase::Steady, Some(3)));
+    assert_eq!(e.where_.len(), 4);
+    let frame =
+        "/opt/torch/.venv/lib/python3.12/site-packages/torch/optim/optimizer.py:537 wrapper";
+    let text = flat(&terminal_text(&path));
+    for said in [
+        "2 steps, then died in step 3",
+        "UNCAUGHT EXCEPTION in step 3 at 4.45s: RuntimeError: OrderedDict mutated during iteration",
+        "exception in step 3 at 4.45s: RuntimeError: OrderedDict mutated during iteration",
+        frame,
+        "steps 2..3 (died)",
+    ] {
+        assert!(text.contains(said), "{said}: {text}");
+    }
+    let md = markdown(&path);
+    assert!(
+        md.contains(
+            "**Uncaught exception** in step 3 at 4.45s: RuntimeError: OrderedDict mutated during iteration."
+        ),
+        "{md}"
+    );
+    assert!(md.contains(frame), "{md}");
+    let html = rendered(&path, &Html);
+    for said in [
+        "in step 3 at 4.45s",
+        "RuntimeError: OrderedDict mutated during iteration",
+        frame,
+    ] {
+        assert!(html.contains(said), "{said}");
+    }
 }

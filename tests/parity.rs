@@ -4,7 +4,7 @@
 //! phase a process without a step is in; the warmups still landing after
 //! setup; the probe's own time in step 1; the communicator ids; each rank's
 //! steady step and what it is the median of, its steps and the step it died
-//! in — and each is looked for in the terminal
+//! in, its exceptions — and each is looked for in the terminal
 //! report, the Markdown, the HTML as headless Chromium shows it (DOM text),
 //! the dashboard (ratatui's TestBackend), and where the fact has a place
 //! there, the PNG charts (their drawn text) and the Perfetto trace, on every
@@ -167,10 +167,12 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
 
 /// The facts of a rank's steps: the steady step with what it is the median
 /// of, the steps that ended and the one it died in (its phase as the phase
-/// tables name it).
+/// tables name it), and each exception with where it was raised.
 fn step_facts(r: &prewarm_doctor::report::model::RankView) -> Vec<Fact> {
     use Format::*;
-    use prewarm_doctor::report::step_text::{steady_text, steps_done};
+    use prewarm_doctor::report::step_text::{
+        exception_place, exception_text, raised_at, steady_text, steps_done,
+    };
     let s = &r.account.steps;
     let mut out = Vec::new();
     if let Some(t) = steady_text(s) {
@@ -189,6 +191,28 @@ fn step_facts(r: &prewarm_doctor::report::model::RankView) -> Vec<Fact> {
             label,
             &[Terminal, Markdown, Perfetto],
         ));
+    }
+    for e in &r.account.exceptions {
+        let formats = [Terminal, Markdown, Html];
+        out.push(fact("exception", exception_text(e), &formats));
+        out.push(fact(
+            "exception's place",
+            exception_place(r.no_step(), e),
+            &formats,
+        ));
+        out.extend(raised_at(e).map(|at| fact("where it was raised", at, &formats)));
+        // The dashboard's detail wraps long words (a URL) at its border: its
+        // message's opening words are looked for there.
+        let first: String = e
+            .message
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .chars()
+            .take(60)
+            .collect();
+        out.push(fact("exception's message", first, &[Dashboard]));
     }
     out
 }

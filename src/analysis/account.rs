@@ -461,13 +461,24 @@ pub struct Forensic {
     pub remedies: Vec<Remedy>,
 }
 
-/// An uncaught exception recorded by the shim.
+/// An uncaught exception recorded by the shim: what a process (or, with
+/// `thread`, one of its threads) died with, which every report shows
+/// whatever phase it was in.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ExceptionEvent {
     pub t_s: f64,
     pub phase: Phase,
+    /// The step in progress (the one it died in), None in setup or after
+    /// the last step.
+    pub step: Option<u32>,
+    /// The thread it was raised in, when not the main thread.
+    pub thread: Option<String>,
     pub kind: String,
     pub message: String,
+    /// Where it was raised: the traceback's last frames as the shim wrote
+    /// them ("file:line function", most recent call last).
+    #[serde(rename = "where")]
+    pub where_: Vec<String>,
     /// torch's pool as the process died (reserved, allocated), when the shim
     /// could read it.
     pub pool_reserved: Option<u64>,

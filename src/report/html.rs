@@ -123,6 +123,15 @@ struct ForensicLine {
     remedies: Vec<String>,
 }
 
+/// An exception a process recorded: where and when, what, and the frames
+/// it was raised in.
+struct ExceptionLine {
+    place: String,
+    when: String,
+    exception: String,
+    raised_at: String,
+}
+
 struct WhatIf {
     prewarms: String,
     outcome: String,
@@ -159,6 +168,7 @@ struct Page {
     spreads: Vec<SpreadText>,
     distribution: Vec<DistLine>,
     forensics: Vec<ForensicLine>,
+    exceptions: Vec<ExceptionLine>,
     late: Vec<LateLine>,
     /// What to say when nothing lands late.
     late_none: String,
@@ -367,6 +377,22 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
             remedies: f.remedies.iter().map(super::remedy_text).collect(),
         })
         .collect()
+}
+
+/// Every exception of every told process, in attempt order.
+fn exception_lines(model: &ReportModel) -> Vec<ExceptionLine> {
+    let mut out = Vec::new();
+    for a in model.attempts.iter().filter(|a| !a.warmup) {
+        for r in &a.ranks {
+            out.extend(r.account.exceptions.iter().map(|e| ExceptionLine {
+                place: place(a, r),
+                when: super::step_text::exception_place(r.no_step(), e),
+                exception: super::step_text::exception_text(e),
+                raised_at: super::step_text::raised_at(e).unwrap_or_else(|| "–".into()),
+            }));
+        }
+    }
+    out
 }
 
 /// "Nothing lazy lands after setup." — unless no process has a step placed:
@@ -587,6 +613,7 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
         spreads,
         distribution,
         forensics: forensic_lines(model),
+        exceptions: exception_lines(model),
         late: late_lines(model),
         late_none: late_none(model),
         how,

@@ -260,7 +260,25 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
     if !summarised {
         late_warmups(o, p);
     }
+    exceptions(o, p);
     forensics(o, p);
+}
+
+/// Each exception the process recorded, whatever its phase: what, where
+/// in the run, and the frames it was raised in.
+fn exceptions(o: &mut String, p: &ProcessAccount) {
+    use super::step_text::{exception_place, exception_text, raised_at};
+    for e in &p.exceptions {
+        let _ = writeln!(
+            o,
+            "\n**Uncaught exception** {}: {}.",
+            md(&exception_place(super::no_step(p), e)),
+            md(&exception_text(e))
+        );
+        if let Some(at) = raised_at(e) {
+            let _ = writeln!(o, "\nRaised at (most recent call last): {}.", md(&at));
+        }
+    }
 }
 
 /// The warmups still landing after setup, costliest first.

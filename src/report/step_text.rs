@@ -1,11 +1,15 @@
-//! A process's steps in the words every format uses (terminal, Markdown,
-//! HTML): how many steps ran and the one it died in, and the steady step
-//! and what it is the median of. One wording, so that tests/parity.rs finds
-//! the same fact in each.
+//! A process's steps and the exceptions it died with, in the words every
+//! format uses (terminal, Markdown, HTML, the dashboard): how many steps ran
+//! and the one it died in, the steady step and what it is the median of,
+//! and each exception with where it was raised. One wording, so that
+//! tests/parity.rs finds the same fact in each.
 
-use super::seconds;
 use super::verdict_text::steps_text;
-use crate::analysis::account::{SteadyBasis, StepInfo};
+use super::{BEFORE_ANY_STEP, phase_word, seconds};
+use crate::analysis::account::{ExceptionEvent, SteadyBasis, StepInfo};
+
+/// Longest exception message a report quotes (the JSON keeps it whole).
+pub const MESSAGE_WIDTH: usize = 200;
 
 /// "5 steps", "1 step", "1 step, then died in step 2": the steps that ended,
 /// and the one the process died in (docs/step-rule.md).
@@ -61,9 +65,41 @@ fn steady_basis(s: &StepInfo) -> Option<String> {
     }
 }
 
+/// "RuntimeError: OrderedDict mutated during iteration": the exception's
+/// type and the first line of its message (at most [`MESSAGE_WIDTH`]).
+pub fn exception_text(e: &ExceptionEvent) -> String {
+    let first = e.message.lines().next().unwrap_or_default().trim();
+    let first: String = first.chars().take(MESSAGE_WIDTH).collect();
+    match (e.kind.is_empty(), first.is_empty()) {
+        (_, true) => e.kind.clone(),
+        (true, false) => first,
+        (false, false) => format!("{}: {first}", e.kind),
+    }
+}
+
+/// "in step 3 at 4.45s", "before any step at 123.13s" (a thread's: "in
+/// thread pin_memory, step 3 at 4.45s"): where an exception was raised, by
+/// phase and time.
+pub fn exception_place(no_step: bool, e: &ExceptionEvent) -> String {
+    let phase = phase_word(no_step, e.phase, e.step);
+    let place = match &e.thread {
+        Some(t) => format!("in thread {t}, {phase}"),
+        None if phase == BEFORE_ANY_STEP => phase,
+        None => format!("in {phase}"),
+    };
+    format!("{place} at {:.2}s", e.t_s)
+}
+
+/// The traceback's frames as recorded, most recent call last ("a.py:44
+/// <module> > b.py:39 main"); None when the shim recorded none.
+pub fn raised_at(e: &ExceptionEvent) -> Option<String> {
+    (!e.where_.is_empty()).then(|| e.where_.join(" > "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::phases::Phase;
 
     fn steps(count: u32, basis: SteadyBasis, lazy: &[u32]) -> StepInfo {
         StepInfo {
@@ -113,5 +149,41 @@ mod tests {
         s.count = 4;
         s.died_in_step = None;
         assert_eq!(steps_done(&s), "4 steps");
+    }
+
+    #[test]
+    fn an_exception_is_said_with_its_type_first_line_place_and_frames() {
+        let e = ExceptionEvent {
+            t_s: 4.449,
+            phase: Phase::Steady,
+            step: Some(3),
+            thread: None,
+            kind: "RuntimeError".into(),
+            message: "OrderedDict mutated\nduring iteration".into(),
+            where_: vec!["a.py:1 main".into(), "b.py:2 step".into()],
+            pool_reserved: None,
+            pool_allocated: None,
+        };
+        assert_eq!(exception_text(&e), "RuntimeError: OrderedDict mutated");
+        assert_eq!(exception_place(false, &e), "in step 3 at 4.45s");
+        assert_eq!(raised_at(&e).unwrap(), "a.py:1 main > b.py:2 step");
+        let thread = ExceptionEvent {
+            thread: Some("loader".into()),
+            phase: Phase::Teardown,
+            step: None,
+            where_: Vec::new(),
+            ..e
+        };
+        assert_eq!(
+            exception_place(false, &thread),
+            "in thread loader, after last step at 4.45s"
+        );
+        assert_eq!(raised_at(&thread), None);
+        let no_step = ExceptionEvent {
+            thread: None,
+            phase: Phase::Setup,
+            ..thread
+        };
+        assert_eq!(exception_place(true, &no_step), "before any step at 4.45s");
     }
 }

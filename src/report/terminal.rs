@@ -11,8 +11,10 @@ use super::model::{AttemptView, RankView, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
 use super::text_layout::{print_text, write_table};
-use super::{bytes, seconds, signed_bytes};
-use crate::analysis::account::{Forensic, GapAccount, PhaseAccount, ProcessAccount};
+use super::{bytes, seconds, signed_bytes, step_text};
+use crate::analysis::account::{
+    ExceptionEvent, Forensic, GapAccount, PhaseAccount, ProcessAccount,
+};
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
@@ -151,6 +153,41 @@ fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
             terminal(&super::verdict_text::request_text(f))
         );
         print_text(o, &text, "   ", "     ");
+    }
+    // An exception an out-of-memory line above already stands for is not
+    // said twice; any other (whatever its phase) is.
+    let quoted = |e: &ExceptionEvent| {
+        p.forensics
+            .iter()
+            .any(|f| f.message.as_ref() == Some(&e.message))
+    };
+    for e in p.exceptions.iter().filter(|e| !quoted(e)) {
+        let text = format!(
+            "UNCAUGHT EXCEPTION {}: {}; where it was raised: below",
+            step_text::exception_place(super::no_step(p), e),
+            terminal(&step_text::exception_text(e))
+        );
+        print_text(o, &text, "   ", "     ");
+    }
+}
+
+/// Each exception the process recorded, whatever its phase: its type and
+/// message, where in the run, and the frames it was raised in.
+fn exception_lines(o: &mut String, p: &ProcessAccount) {
+    for e in &p.exceptions {
+        let head = format!(
+            "   exception {}: ",
+            step_text::exception_place(super::no_step(p), e)
+        );
+        let what = terminal(&step_text::exception_text(e)).into_owned();
+        print_wrapped(o, &head, &[what], " ");
+        let frames: Vec<String> = e.where_.iter().map(|f| terminal(f).into_owned()).collect();
+        if !frames.is_empty() {
+            let head = "     raised at (most recent call last): ";
+            for line in wrap_items(head, &frames, " > ", "       ") {
+                let _ = writeln!(o, "{line}");
+            }
+        }
     }
 }
 
@@ -392,10 +429,6 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         ],
         " ",
     );
-    if let Some(m) = &f.message {
-        let first: String = m.lines().next().unwrap_or(m).chars().take(200).collect();
-        print_wrapped(o, "     the process died with: ", &[first], " ");
-    }
     if let Some(b) = &f.budget {
         let items = [
             format!("device {}", bytes(b.device_total)),
@@ -478,6 +511,7 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         late_warmups(o, p);
     }
     failed_call_lines(o, p);
+    exception_lines(o, p);
     for f in &p.forensics {
         forensic(o, p, f);
     }
