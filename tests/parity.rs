@@ -3,7 +3,9 @@
 //! out-of-memory failure's request, what-if per prewarm and remedy; the
 //! phase a process without a step is in; the warmups still landing after
 //! setup; the probe's own time in step 1; the communicator ids; what NCCL
-//! allocated outside every communicator's init — and each is looked for in the terminal
+//! allocated outside every communicator's init; each rank's steady step and
+//! what it is the median of, its steps and the step it died in, its
+//! exceptions — and each is looked for in the terminal
 //! report, the Markdown, the HTML as headless Chromium shows it (DOM text),
 //! the dashboard (ratatui's TestBackend), and where the fact has a place
 //! there, the PNG charts (their drawn text) and the Perfetto trace, on every
@@ -161,6 +163,7 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 ));
             }
         }
+        out.extend(step_facts(r));
         for w in r.late_warmups().iter().filter(|w| !w.minor) {
             let text = prewarm_doctor::report::warmup_text(w);
             out.push(fact("late warmup", text.what, &[Terminal, Markdown, Html]));
@@ -173,6 +176,58 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
                 &[Terminal, Html, Dashboard, Perfetto],
             ));
         }
+    }
+    out
+}
+
+/// The facts of a rank's steps: the steady step with what it is the median
+/// of, the steps that ended and the one it died in (its phase as the phase
+/// tables name it), and each exception with where it was raised.
+fn step_facts(r: &prewarm_doctor::report::model::RankView) -> Vec<Fact> {
+    use Format::*;
+    use prewarm_doctor::report::step_text::{
+        exception_place, exception_text, raised_at, steady_text, steps_done,
+    };
+    let s = &r.account.steps;
+    let mut out = Vec::new();
+    if let Some(t) = steady_text(s) {
+        out.push(fact("steady step", t, &[Terminal, Markdown, Html]));
+    }
+    if s.step1_s.is_some() {
+        out.push(fact("steps", steps_done(s), &[Terminal, Markdown, Html]));
+    }
+    if s.died_in_step.is_some_and(|k| k >= 2) {
+        let label = prewarm_doctor::report::account_tables::phase_label(
+            &r.account,
+            prewarm_doctor::analysis::phases::Phase::Steady,
+        );
+        out.push(fact(
+            "phase it died in",
+            label,
+            &[Terminal, Markdown, Perfetto],
+        ));
+    }
+    for e in &r.account.exceptions {
+        let formats = [Terminal, Markdown, Html];
+        out.push(fact("exception", exception_text(e), &formats));
+        out.push(fact(
+            "exception's place",
+            exception_place(r.no_step(), e),
+            &formats,
+        ));
+        out.extend(raised_at(e).map(|at| fact("where it was raised", at, &formats)));
+        // The dashboard's detail wraps long words (a URL) at its border: its
+        // message's opening words are looked for there.
+        let first: String = e
+            .message
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .chars()
+            .take(60)
+            .collect();
+        out.push(fact("exception's message", first, &[Dashboard]));
     }
     out
 }
@@ -200,8 +255,11 @@ fn normalise(s: &str) -> String {
 fn holds(f: &Fact, hay: &str) -> bool {
     let hay_l = hay.to_lowercase();
     let text = normalise(&f.text).to_lowercase();
+    // A word longer than a line (a URL in an exception) is broken where it
+    // meets the edge: without whitespace the two still read the same.
+    let bare = |s: &str| s.split_whitespace().collect::<String>();
     match &f.then {
-        None => hay_l.contains(&text),
+        None => hay_l.contains(&text) || bare(&hay_l).contains(&bare(&text)),
         Some(then) => {
             let then = normalise(then).to_lowercase();
             hay_l.match_indices(&text).any(|(i, _)| {

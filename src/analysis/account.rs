@@ -478,13 +478,24 @@ pub struct Forensic {
     pub remedies: Vec<Remedy>,
 }
 
-/// An uncaught exception recorded by the shim.
+/// An uncaught exception recorded by the shim: what a process (or, with
+/// `thread`, one of its threads) died with, which every report shows
+/// whatever phase it was in.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ExceptionEvent {
     pub t_s: f64,
     pub phase: Phase,
+    /// The step in progress (the one it died in), None in setup or after
+    /// the last step.
+    pub step: Option<u32>,
+    /// The thread it was raised in, when not the main thread.
+    pub thread: Option<String>,
     pub kind: String,
     pub message: String,
+    /// Where it was raised: the traceback's last frames as the shim wrote
+    /// them ("file:line function", most recent call last).
+    #[serde(rename = "where")]
+    pub where_: Vec<String>,
     /// torch's pool as the process died (reserved, allocated), when the shim
     /// could read it.
     pub pool_reserved: Option<u64>,
@@ -523,7 +534,33 @@ pub struct StepInfo {
     pub rule: String,
     pub setup_s: Option<f64>,
     pub step1_s: Option<f64>,
+    /// What a step costs once warm: the median duration of the finished
+    /// steps 2..N that held no lazy initialisation (steady.rs,
+    /// docs/step-rule.md). None without a finished step 2.
     pub steady_step_s: Option<f64>,
+    /// How many steps `steady_step_s` is the median of.
+    pub steady_steps: u32,
+    /// Which steps it is over (None without a finished step 2).
+    pub steady_basis: Option<SteadyBasis>,
+    /// The finished steps 2..N that held lazy initialisation: left out of
+    /// `steady_step_s` unless every one did.
+    pub lazy_steps: Vec<u32>,
+    /// The step the process died in (its uncaught exception came after that
+    /// step began, and it never ended): the phases run to the process's end
+    /// in it (docs/step-rule.md). None when it did not die in a step.
+    pub died_in_step: Option<u32>,
+}
+
+/// Which of the finished steps 2..N the steady step is the median of.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SteadyBasis {
+    /// None of them held lazy initialisation: all of them.
+    EveryStep,
+    /// Those free of it (`StepInfo::lazy_steps` left out).
+    FreeSteps,
+    /// Every one held it: all of them, for want of a step free of it.
+    NoStepFree,
 }
 
 /// Pool and device figures torch reported at a step end, beside the doctor's.

@@ -425,6 +425,7 @@ mod tests {
             step_ends: vec![2_500_000_000, 4_000_000_000],
             end: 5_000_000_000,
             rule: "synthetic".into(),
+            died: None,
         };
         let f = forensics(&replay, &[], &[], &[], &bounds);
         assert_eq!(f.len(), 1, "the CUresult 801 failure is not an OOM");

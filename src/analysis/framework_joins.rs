@@ -468,17 +468,31 @@ impl StallWindows {
         w
     }
 
-    /// Splits [a, b] into compile > autotune > NCCL init > cuBLAS init >
-    /// module loading > other (each instant counted once, for the
-    /// highest-priority kind active then).
-    pub fn breakdown(&self, a: u64, b: u64) -> StallBreakdown {
-        let lists = [
+    /// Every kind's windows, highest priority first (the breakdown's order).
+    fn lists(&self) -> [&Vec<Window>; 5] {
+        [
             &self.compile,
             &self.autotune,
             &self.nccl,
             &self.cublas,
             &self.module,
-        ];
+        ]
+    }
+
+    /// Whether any lazy-initialisation window overlaps [a, b] for some
+    /// time (one that only touches an end does not): the step it overlaps
+    /// is no steady step (steady.rs).
+    pub fn overlaps(&self, a: u64, b: u64) -> bool {
+        self.lists()
+            .iter()
+            .any(|l| l.iter().any(|(s, e)| (*s).max(a) < (*e).min(b)))
+    }
+
+    /// Splits [a, b] into compile > autotune > NCCL init > cuBLAS init >
+    /// module loading > other (each instant counted once, for the
+    /// highest-priority kind active then).
+    pub fn breakdown(&self, a: u64, b: u64) -> StallBreakdown {
+        let lists = self.lists();
         let mut cuts: Vec<u64> = vec![a, b];
         for l in lists {
             for (x, y) in l.iter() {
@@ -674,10 +688,7 @@ impl Gather {
 
     fn finish(self, bounds: &Boundaries) -> Option<LateWarmup> {
         let first = self.times.iter().copied().min()?;
-        // After the last step end is no step (unless none ended: step 1 then
-        // runs to the process's end).
-        let in_step = |t: u64| bounds.phase_of(t) != Phase::Teardown || bounds.step1_unfinished();
-        let step_of = |t: u64| bounds.step_of(t).filter(|_| in_step(t));
+        let step_of = |t: u64| bounds.step_in_progress(t);
         let mut steps: Vec<u32> = self.times.iter().filter_map(|&t| step_of(t)).collect();
         steps.sort_unstable();
         steps.dedup();
@@ -899,6 +910,7 @@ mod tests {
             step_ends: Vec::new(),
             end: 500 * MS,
             rule: String::new(),
+            died: None,
         };
         let accounts = comm_accounts(&comms, &at, &oop, &bounds, &[]);
         let bytes: Vec<u64> = accounts.iter().map(|c| c.bytes).collect();
@@ -964,6 +976,7 @@ mod tests {
             step_ends: vec![20 * S, 21 * S, 22 * S, 23 * S],
             end: 30 * S,
             rule: "first-forward-after-zero-grad".into(),
+            died: None,
         }
     }
 

@@ -151,14 +151,7 @@ enum Item<'a> {
 /// Where a failed kernel launch (zero timestamps) is placed: when the process
 /// died (its exception), else at its last event.
 pub fn failed_launch_time(r: &ProcessRecords) -> u64 {
-    use crate::load::shim::ShimEvent;
-    r.shim
-        .iter()
-        .find_map(|e| match e {
-            ShimEvent::Exception { t, .. } => Some(*t),
-            _ => None,
-        })
-        .unwrap_or(r.last_t)
+    super::phases::died_at(&r.shim).unwrap_or(r.last_t)
 }
 
 /// Each local-memory growth's measurement window (the launch ±20 ms, never
@@ -1422,6 +1415,7 @@ mod tests {
             step_ends: vec![40 * MS, 70 * MS],
             end: 80 * MS,
             rule: String::new(),
+            died: None,
         };
         let rp = replay(
             &r,
@@ -1525,6 +1519,7 @@ mod tests {
             step_ends: vec![600 * MS],
             end: 1000 * MS,
             rule: String::new(),
+            died: None,
         };
         let rp = replay(&r, &bounds, &device, &[], &[]);
         assert_eq!(rp.local_events.len(), 1);
@@ -1714,6 +1709,7 @@ mod tests {
                 step_ends: vec![600 * MS],
                 end: 1000 * MS,
                 rule: String::new(),
+                died: None,
             };
             replay(&r, &bounds, &device, &[], &[]).context_late
         };
@@ -1731,6 +1727,7 @@ mod tests {
             step_ends: vec![200 * MS, 300 * MS],
             end: 400 * MS,
             rule: "test".into(),
+            died: None,
         }
     }
 
@@ -1812,6 +1809,7 @@ mod tests {
             kind: String::new(),
             message: String::new(),
             where_: Vec::new(),
+            thread: None,
             pool_reserved: None,
             pool_allocated: None,
         });

@@ -18,6 +18,7 @@ pub mod process;
 pub mod ranks;
 pub mod sources;
 pub mod stats;
+pub mod steady;
 pub mod summary;
 pub mod timeline;
 pub mod timeline_build;

@@ -44,6 +44,23 @@ pub struct Boundaries {
     pub end: u64,
     /// How step 1's start was found.
     pub rule: String,
+    /// When the process died: its first uncaught exception on the main
+    /// thread ([`died_at`]). A death after the last step end falls in the
+    /// step that never finished, not after the last step.
+    pub died: Option<u64>,
+}
+
+/// When the process died: the first uncaught exception the shim recorded on
+/// the main thread (one in another thread ends that thread, not the
+/// process). None when it recorded none (it ended normally, or was killed
+/// without Python's exception hook running).
+pub fn died_at(events: &[ShimEvent]) -> Option<u64> {
+    events.iter().find_map(|e| match e {
+        ShimEvent::Exception {
+            t, thread: None, ..
+        } => Some(*t),
+        _ => None,
+    })
 }
 
 impl Boundaries {
@@ -54,6 +71,7 @@ impl Boundaries {
         start: u64,
         end: u64,
     ) -> Boundaries {
+        let died = died_at(events);
         if use_markers {
             let mut marks: Vec<(u64, u64)> = events
                 .iter()
@@ -70,6 +88,7 @@ impl Boundaries {
                     step_ends: marks.iter().map(|m| m.1).collect(),
                     end: end.max(marks.last().map_or(0, |m| m.1)),
                     rule: "explicit step markers (--step-marker)".into(),
+                    died,
                 };
             }
         }
@@ -102,13 +121,24 @@ impl Boundaries {
             step_ends: step_ends.into_iter().map(|s| s.1).collect(),
             end: end.max(last),
             rule,
+            died,
         }
     }
 
-    /// True when step 1 was placed but no optimizer step finished (the
-    /// process died, or was stopped, in step 1).
-    pub fn step1_unfinished(&self) -> bool {
-        self.step1_begin.is_some() && self.step_ends.is_empty()
+    /// The step the process died in: the one in progress at its death
+    /// (after the last step end, or in step 1 before any), which never
+    /// finished. None when it did not die, or died in setup.
+    pub fn died_in_step(&self) -> Option<u32> {
+        let d = self.died?;
+        let after_last = self.step_ends.last().is_none_or(|&l| d > l);
+        self.step_of(d).filter(|_| after_last)
+    }
+
+    /// True when the process died after step 1 ended, before its next step
+    /// end: steps 2..N then run to the process's end (the step it died in
+    /// included), and there is no "after the last step".
+    pub fn died_mid_step(&self) -> bool {
+        self.died_in_step().is_some_and(|k| k >= 2)
     }
 
     /// The phase a timestamp falls in.
@@ -121,7 +151,7 @@ impl Boundaries {
         }
         match (self.step_ends.first(), self.step_ends.last()) {
             (Some(&e1), _) if t <= e1 => Phase::Step1,
-            (Some(_), Some(&last)) if t <= last => Phase::Steady,
+            (Some(_), Some(&last)) if t <= last || self.died_mid_step() => Phase::Steady,
             (Some(_), _) => Phase::Teardown,
             (None, _) => Phase::Step1,
         }
@@ -138,6 +168,14 @@ impl Boundaries {
         Some(done as u32 + 1)
     }
 
+    /// The step in progress at `t`: [`Boundaries::step_of`], but None after
+    /// the last step end (no step runs then, unless the process died in the
+    /// next one: [`Boundaries::died_mid_step`]).
+    pub fn step_in_progress(&self, t: u64) -> Option<u32> {
+        self.step_of(t)
+            .filter(|_| self.phase_of(t) != Phase::Teardown)
+    }
+
     /// Setup's wall time in ns (process start to step 1's start).
     pub fn setup_ns(&self) -> Option<u64> {
         self.step1_begin.map(|b| b.saturating_sub(self.start))
@@ -152,25 +190,24 @@ impl Boundaries {
             Phase::Setup => Some((self.start, b.unwrap_or(self.end))),
             Phase::Step1 => b.map(|b| (b, e1.unwrap_or(self.end))),
             Phase::Steady => match (e1, last) {
+                (Some(e1), _) if self.died_mid_step() => Some((e1, self.end)),
                 (Some(e1), Some(last)) if last > e1 => Some((e1, last)),
                 _ => None,
             },
-            Phase::Teardown => last.map(|l| (l, self.end)).filter(|(a, b)| b > a),
+            Phase::Teardown => last
+                .filter(|_| !self.died_mid_step())
+                .map(|l| (l, self.end))
+                .filter(|(a, b)| b > a),
         }
     }
 
-    /// Median duration of steps 2..N in ns (the steady-state step time).
-    pub fn steady_step_ns(&self) -> Option<u64> {
-        let mut d: Vec<u64> = self
-            .step_ends
-            .windows(2)
-            .map(|w| w[1].saturating_sub(w[0]))
-            .collect();
-        if d.is_empty() {
-            return None;
-        }
-        d.sort();
-        Some(d[d.len() / 2])
+    /// Each finished step 2..N with its window (the previous step's end,
+    /// its own end]: the steps the steady step is taken over (steady.rs).
+    pub fn later_steps(&self) -> Vec<(u32, (u64, u64))> {
+        (2..)
+            .zip(self.step_ends.windows(2))
+            .map(|(k, w)| (k, (w[0], w[1])))
+            .collect()
     }
 }
 
@@ -275,11 +312,13 @@ mod tests {
         assert_eq!(b.phase_of(201), Phase::Steady);
         assert_eq!(b.phase_of(271), Phase::Teardown);
         assert_eq!(b.window(Phase::Steady), Some((200, 270)));
-        assert_eq!(b.steady_step_ns(), Some(40));
+        assert_eq!(b.later_steps(), vec![(2, (200, 230)), (3, (230, 270))]);
         assert_eq!(b.step_of(50), None);
         assert_eq!(b.step_of(150), Some(1));
         assert_eq!(b.step_of(201), Some(2));
         assert_eq!(b.step_of(280), Some(4));
+        assert_eq!(b.step_in_progress(280), None);
+        assert_eq!(b.step_in_progress(250), Some(3));
     }
 
     #[test]
@@ -317,7 +356,7 @@ mod tests {
             b.rule
                 .starts_with("first-forward-after-zero-grad (no optimizer step finished")
         );
-        assert!(b.step1_unfinished());
+        assert_eq!(b.step_in_progress(299), Some(1), "step 1 runs to the end");
         assert_eq!(b.phase_of(45), Phase::Setup);
         assert_eq!(b.phase_of(200), Phase::Step1);
         assert_eq!(b.step_of(200), Some(1));
@@ -379,6 +418,59 @@ mod tests {
         let b = Boundaries::from_events(&ev, false, 0, 300);
         assert_eq!(b.step1_begin, Some(55));
         assert!(b.rule.contains("died before"));
+    }
+
+    fn exception(t: u64, thread: Option<&str>) -> ShimEvent {
+        ShimEvent::Exception {
+            t,
+            kind: "OutOfMemoryError".into(),
+            message: "CUDA out of memory".into(),
+            where_: Vec::new(),
+            thread: thread.map(str::to_string),
+            pool_reserved: None,
+            pool_allocated: None,
+        }
+    }
+
+    #[test]
+    fn a_process_that_dies_after_a_step_dies_in_the_next_one() {
+        // Steps 1-3 end at 200, 230, 270; the exception at 280 is in step 4.
+        let mut ev = events();
+        ev.push(exception(280, None));
+        let b = Boundaries::from_events(&ev, false, 0, 300);
+        assert_eq!(b.died_in_step(), Some(4));
+        assert!(b.died_mid_step());
+        assert_eq!(b.phase_of(280), Phase::Steady);
+        assert_eq!(b.phase_of(299), Phase::Steady);
+        assert_eq!(b.step_in_progress(299), Some(4));
+        assert_eq!(b.window(Phase::Steady), Some((200, 300)));
+        assert_eq!(b.window(Phase::Teardown), None);
+        // Only step 1 ended: steps 2..N is the step it died in.
+        let mut ev = events();
+        ev.retain(|e| !matches!(e, ShimEvent::StepEnd { step, .. } if *step > 1));
+        ev.push(exception(250, None));
+        let b = Boundaries::from_events(&ev, false, 0, 300);
+        assert_eq!(b.died_in_step(), Some(2));
+        assert_eq!(b.window(Phase::Steady), Some((200, 300)));
+        assert_eq!(b.phase_of(250), Phase::Steady);
+        assert_eq!(b.step_of(250), Some(2));
+    }
+
+    #[test]
+    fn a_thread_that_dies_after_the_last_step_leaves_the_teardown() {
+        let mut ev = events();
+        ev.push(exception(280, Some("pin_memory")));
+        let b = Boundaries::from_events(&ev, false, 0, 300);
+        assert_eq!(b.died, None);
+        assert_eq!(b.died_in_step(), None);
+        assert_eq!(b.phase_of(280), Phase::Teardown);
+        assert_eq!(b.window(Phase::Teardown), Some((270, 300)));
+        // A death in step 1 is the unfinished step 1, not steps 2..N.
+        let mut ev = died_in_step_one();
+        ev.push(exception(250, None));
+        let b = Boundaries::from_events(&ev, false, 0, 300);
+        assert_eq!((b.died_in_step(), b.died_mid_step()), (Some(1), false));
+        assert_eq!(b.window(Phase::Steady), None);
     }
 
     #[test]

@@ -149,7 +149,7 @@ fn account_of(f: Found) -> ProcessAccount {
         gpu,
         capture: capture_status(r, files.events.is_some()),
         versions: versions(r),
-        steps: step_info(bounds),
+        steps: step_info(bounds, &joins.stall_windows, &rp.local_events),
         memory_source: device.used_source.clone(),
         context_bytes,
         phases,
@@ -337,10 +337,6 @@ impl QueryPlan {
             .iter()
             .filter_map(|p| bounds.window(*p).map(|w| (*p, w)))
             .collect();
-        let died_at = r.shim.iter().find_map(|e| match e {
-            ShimEvent::Exception { t, .. } => Some(*t),
-            _ => None,
-        });
         let spans =
             framework_joins::comm_spans(&comm_windows.iter().map(|c| c.window).collect::<Vec<_>>());
         let read_at =
@@ -348,7 +344,7 @@ impl QueryPlan {
         let alloc_at = framework_joins::comm_alloc_windows(comm_windows, &spans);
         let mut plan = QueryPlan {
             phase_windows,
-            died_at,
+            died_at: bounds.died,
             spans,
             read_at,
             alloc_at,
@@ -685,14 +681,18 @@ fn exceptions(r: &ProcessRecords, bounds: &Boundaries) -> Vec<ExceptionEvent> {
                 t,
                 kind,
                 message,
+                where_,
+                thread,
                 pool_reserved,
                 pool_allocated,
-                ..
             } => Some(ExceptionEvent {
                 t_s: secs(*t, bounds.start),
                 phase: bounds.phase_of(*t),
+                step: bounds.step_in_progress(*t),
+                thread: thread.clone(),
                 kind: kind.clone(),
                 message: message.clone(),
+                where_: where_.clone(),
                 pool_reserved: *pool_reserved,
                 pool_allocated: *pool_allocated,
             }),
@@ -818,8 +818,11 @@ fn step_checks(readings: &[StepEndReading], states: &[State]) -> Vec<StepCheck> 
 }
 
 /// The step structure: how many steps ended, the rule that placed step 1,
-/// and the setup, step-1 and steady-step durations.
-fn step_info(bounds: &Boundaries) -> StepInfo {
+/// the setup and step-1 durations, the steady step (over the steps 2..N
+/// without lazy initialisation: `stalls`' windows, `local` growths) and the
+/// step the process died in.
+fn step_info(bounds: &Boundaries, stalls: &StallWindows, local: &[LocalMemoryEvent]) -> StepInfo {
+    let steady = super::steady::steady_step(bounds, stalls, local);
     StepInfo {
         count: bounds.step_ends.len() as u32,
         rule: bounds.rule.clone(),
@@ -827,7 +830,11 @@ fn step_info(bounds: &Boundaries) -> StepInfo {
         step1_s: bounds
             .window(Phase::Step1)
             .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
-        steady_step_s: bounds.steady_step_ns().map(|n| n as f64 / 1e9),
+        steady_step_s: steady.as_ref().map(|s| s.seconds),
+        steady_steps: steady.as_ref().map_or(0, |s| s.steps),
+        steady_basis: steady.as_ref().map(|s| s.basis),
+        lazy_steps: steady.map(|s| s.lazy_steps).unwrap_or_default(),
+        died_in_step: bounds.died_in_step(),
     }
 }
 
@@ -858,6 +865,7 @@ mod tests {
             kind: "OutOfMemoryError".into(),
             message: "CUDA out of memory".into(),
             where_: Vec::new(),
+            thread: None,
             pool_reserved: Some(7),
             pool_allocated: Some(5),
         }
@@ -905,6 +913,7 @@ mod tests {
             step_ends: vec![200, 300, 400],
             end: 500,
             rule: "test".into(),
+            died: None,
         }
     }
 
@@ -1061,7 +1070,7 @@ mod tests {
 
     #[test]
     fn the_query_plan_asks_for_phase_ends_then_communicator_spans_then_step_ends() {
-        let mut r = ProcessRecords {
+        let r = ProcessRecords {
             shim: vec![step_end(200, 1), step_end(300, 2), step_end(400, 3)],
             ..Default::default()
         };
@@ -1080,8 +1089,11 @@ mod tests {
         assert_eq!((plan.first_comm_query(), plan.first_step_query()), (4, 6));
         assert_eq!(plan.comm_exclusions(), [span]);
         // A process that died in step 1 is accounted there at its exception.
-        r.shim.push(exception(170));
-        let plan = QueryPlan::new(&r, &bounds(), &[]);
+        let died = Boundaries {
+            died: Some(170),
+            ..bounds()
+        };
+        let plan = QueryPlan::new(&r, &died, &[]);
         assert_eq!(plan.queries[..4], [100, 170, 400, 500]);
         assert_eq!(plan.gap_instant((0, 100)), 100);
         assert_eq!(plan.gap_instant((100, 200)), 170);
@@ -1463,12 +1475,17 @@ mod tests {
             step_ends: vec![3_000_000_000, 3_500_000_000, 4_000_000_000],
             end: 5_000_000_000,
             rule: "first forward".into(),
+            died: None,
         };
-        let s = step_info(&b);
+        let s = step_info(&b, &StallWindows::default(), &[]);
         assert_eq!((s.count, s.rule.as_str()), (3, "first forward"));
         assert_eq!(
             (s.setup_s, s.step1_s, s.steady_step_s),
             (Some(1.0), Some(2.0), Some(0.5))
+        );
+        assert_eq!(
+            (s.steady_steps, s.steady_basis, s.died_in_step),
+            (2, Some(SteadyBasis::EveryStep), None)
         );
     }
 

@@ -30,6 +30,8 @@ pub struct Headline {
     pub step1_tightest_headroom: Option<i64>,
     pub step1_s: Option<f64>,
     pub setup_s: Option<f64>,
+    /// The slowest rank's steady step (each rank's the median of its steps
+    /// 2..N without lazy initialisation: `StepInfo::steady_step_s`).
     pub steady_step_s: Option<f64>,
     pub oom: bool,
     /// NCCL communicators this attempt's worst rank created (any phase).

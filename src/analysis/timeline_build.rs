@@ -543,6 +543,7 @@ mod tests {
             step_ends: ends.to_vec(),
             end,
             rule: "test".into(),
+            died: None,
         }
     }
 

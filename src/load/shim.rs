@@ -120,6 +120,10 @@ pub enum ShimEvent {
         message: String,
         #[serde(default, rename = "where")]
         where_: Vec<String>,
+        /// The thread it was raised in when not the main thread (its hook
+        /// is `threading.excepthook`: the thread ends, the process goes on).
+        #[serde(default)]
+        thread: Option<String>,
         /// torch's pool as the process died (reserved, allocated bytes).
         #[serde(default)]
         pool_reserved: Option<u64>,

@@ -107,12 +107,15 @@ pub fn verdict_table(m: &MatrixView) -> Table {
 }
 
 /// A phase's label in the table: a run whose step 1 could not be placed has
-/// one phase, which is not "setup" (it may hold step 1's work).
-pub fn phase_label(p: &ProcessAccount, phase: Phase) -> &'static str {
-    if phase == Phase::Setup && super::no_step(p) {
-        super::BEFORE_ANY_STEP
-    } else {
-        phase.label()
+/// one phase, which is not "setup" (it may hold step 1's work); the steps
+/// 2..N of a process that died in one of them end at its death, in the step
+/// it died in ("step 2 (died)", "steps 2..5 (died)": docs/step-rule.md).
+pub fn phase_label(p: &ProcessAccount, phase: Phase) -> String {
+    match (phase, p.steps.died_in_step) {
+        (Phase::Setup, _) if super::no_step(p) => super::BEFORE_ANY_STEP.into(),
+        (Phase::Steady, Some(2)) => "step 2 (died)".into(),
+        (Phase::Steady, Some(k)) => format!("steps 2..{k} (died)"),
+        _ => phase.label().into(),
     }
 }
 
@@ -136,7 +139,7 @@ pub fn phase_table(p: &ProcessAccount) -> Table {
     let mut t = Table::new(&columns);
     for ph in &p.phases {
         let mut row = vec![
-            phase_label(p, ph.phase).to_string(),
+            phase_label(p, ph.phase),
             seconds(ph.duration_s),
             ph.device_used_peak.map(bytes).unwrap_or_else(|| "?".into()),
             bytes(ph.pool_reserved_peak),

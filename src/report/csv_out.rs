@@ -73,6 +73,26 @@ fn csv_error(e: csv::Error) -> ReportError {
     }
 }
 
+/// The steady step (the median over the steps 2..N without lazy
+/// initialisation, docs/step-rule.md), how many steps it is the median of,
+/// and each step 2..N that held lazy initialisation.
+fn steady_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount) {
+    let s = &p.steps;
+    let Some(t) = s.steady_step_s else { return };
+    rows.row(p, "steady", "median_step_time", "", t, "s");
+    rows.row(
+        p,
+        "steady",
+        "median_step_count",
+        "",
+        s.steady_steps as f64,
+        "count",
+    );
+    for k in &s.lazy_steps {
+        rows.row(p, "steady", "lazy_init_step", "", *k as f64, "step");
+    }
+}
+
 fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), ReportError> {
     let a = rows.a;
     {
@@ -80,9 +100,7 @@ fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), Report
             if let Some(s) = p.steps.step1_s {
                 rows.row(p, "step1", "wall_time", "", s, "s");
             }
-            if let Some(s) = p.steps.steady_step_s {
-                rows.row(p, "steady", "median_step_time", "", s, "s");
-            }
+            steady_rows(rows, p);
             for ph in &p.phases {
                 let name = format!("{:?}", ph.phase).to_ascii_lowercase();
                 rows.row(p, &name, "duration", "", ph.duration_s, "s");

@@ -83,6 +83,10 @@ struct RankLine {
     peak: String,
     oop: String,
     step1: String,
+    /// The steady step and what it is the median of (`step_text`).
+    steady: String,
+    /// The steps that ended, and the one the process died in.
+    steps: String,
     setup: String,
     comms: String,
     /// The doctor's own time in step 1 (the probe's callbacks and threads
@@ -117,6 +121,15 @@ struct ForensicLine {
     what_ifs: Vec<WhatIf>,
     /// The fixes that remove the demand (prune an autotune candidate).
     remedies: Vec<String>,
+}
+
+/// An exception a process recorded: where and when, what, and the frames
+/// it was raised in.
+struct ExceptionLine {
+    place: String,
+    when: String,
+    exception: String,
+    raised_at: String,
 }
 
 struct WhatIf {
@@ -155,6 +168,7 @@ struct Page {
     spreads: Vec<SpreadText>,
     distribution: Vec<DistLine>,
     forensics: Vec<ForensicLine>,
+    exceptions: Vec<ExceptionLine>,
     late: Vec<LateLine>,
     /// What to say when nothing lands late.
     late_none: String,
@@ -276,6 +290,9 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 peak: opt_bytes(r.step1_peak),
                 oop: bytes(r.step1_out_of_pool),
                 step1: opt_secs(r.step1_s),
+                steady: super::step_text::steady_text(&r.account.steps)
+                    .unwrap_or_else(|| "–".into()),
+                steps: super::step_text::steps_done(&r.account.steps),
                 setup: opt_secs(r.setup_s),
                 comms: r.step1_comms.to_string(),
                 doctor: step1(&r.account).map_or_else(|| "–".into(), doctor_in_step1),
@@ -360,6 +377,22 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
             remedies: f.remedies.iter().map(super::remedy_text).collect(),
         })
         .collect()
+}
+
+/// Every exception of every told process, in attempt order.
+fn exception_lines(model: &ReportModel) -> Vec<ExceptionLine> {
+    let mut out = Vec::new();
+    for a in model.attempts.iter().filter(|a| !a.warmup) {
+        for r in &a.ranks {
+            out.extend(r.account.exceptions.iter().map(|e| ExceptionLine {
+                place: place(a, r),
+                when: super::step_text::exception_place(r.no_step(), e),
+                exception: super::step_text::exception_text(e),
+                raised_at: super::step_text::raised_at(e).unwrap_or_else(|| "–".into()),
+            }));
+        }
+    }
+    out
 }
 
 /// "Nothing lazy lands after setup." — unless no process has a step placed:
@@ -580,6 +613,7 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
         spreads,
         distribution,
         forensics: forensic_lines(model),
+        exceptions: exception_lines(model),
         late: late_lines(model),
         late_none: late_none(model),
         how,

@@ -229,17 +229,17 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         .map(|ph| format!("; {}", doctor_in_step1(ph)))
         .unwrap_or_default();
     let s = &p.steps;
-    let took = match (s.step1_s, s.steady_step_s) {
-        (Some(s1), Some(ss)) => Some(format!(
-            "Step 1 took **{}** vs {} per steady step",
-            seconds(s1),
-            seconds(ss)
+    let done = super::step_text::steps_done(s);
+    let took = match (s.step1_s, super::step_text::steady_text(s)) {
+        (Some(s1), Some(steady)) => Some(format!(
+            "Step 1 took **{}** vs {steady}; {done}",
+            seconds(s1)
         )),
         (Some(s1), None) if s.count == 0 => Some(format!(
             "No optimizer step finished: step 1 ran **{}** until the process ended",
             seconds(s1)
         )),
-        (Some(s1), None) => Some(format!("Step 1 took **{}**", seconds(s1))),
+        (Some(s1), None) => Some(format!("Step 1 took **{}**; {done}", seconds(s1))),
         _ => None,
     };
     if let Some(took) = took {
@@ -264,7 +264,25 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
     if !summarised {
         late_warmups(o, p);
     }
+    exceptions(o, p);
     forensics(o, p);
+}
+
+/// Each exception the process recorded, whatever its phase: what, where
+/// in the run, and the frames it was raised in.
+fn exceptions(o: &mut String, p: &ProcessAccount) {
+    use super::step_text::{exception_place, exception_text, raised_at};
+    for e in &p.exceptions {
+        let _ = writeln!(
+            o,
+            "\n**Uncaught exception** {}: {}.",
+            md(&exception_place(super::no_step(p), e)),
+            md(&exception_text(e))
+        );
+        if let Some(at) = raised_at(e) {
+            let _ = writeln!(o, "\nRaised at (most recent call last): {}.", md(&at));
+        }
+    }
 }
 
 /// The warmups still landing after setup, costliest first.

@@ -4,7 +4,7 @@
 //! go (`crate::output` does).
 //!
 //! The files, from the bottom up: `escape`, `text_layout`, the wording
-//! (`verdict_text`, `comm_text`, `gate_text`), the model, `account_tables`
+//! (`verdict_text`, `comm_text`, `gate_text`, `step_text`), the model, `account_tables`
 //! and `select`, `renderer` (the trait and its error), the renderers
 //! (`terminal` with `terminal_matrix`, `markdown`, `json`, `csv_out`, `html`,
 //! `charts` with `svg` and `png`, `perfetto`), `format` (which renderer a
@@ -26,6 +26,7 @@ pub mod perfetto;
 pub mod png;
 pub mod renderer;
 pub mod select;
+pub mod step_text;
 pub mod svg;
 pub mod terminal;
 pub mod terminal_matrix;

@@ -292,7 +292,7 @@ fn phases(s: &mut Stream, pid: u32, acc: &ProcessAccount) -> Result<(), ReportEr
     }
     for p in &acc.phases {
         s.event(&Event {
-            name: super::account_tables::phase_label(acc, p.phase),
+            name: &super::account_tables::phase_label(acc, p.phase),
             ph: "X",
             ts: us(p.start_s),
             dur: Some(us(p.end_s.max(p.start_s)) - us(p.start_s)),

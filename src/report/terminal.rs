@@ -11,8 +11,10 @@ use super::model::{AttemptView, RankView, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
 use super::text_layout::{print_text, write_table};
-use super::{bytes, seconds, signed_bytes};
-use crate::analysis::account::{Forensic, GapAccount, PhaseAccount, ProcessAccount};
+use super::{bytes, seconds, signed_bytes, step_text};
+use crate::analysis::account::{
+    ExceptionEvent, Forensic, GapAccount, PhaseAccount, ProcessAccount,
+};
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::TORCH_POOL;
 use std::fmt::Write;
@@ -152,26 +154,58 @@ fn step1_summary(o: &mut String, a: &AttemptView, r: &RankView) {
         );
         print_text(o, &text, "   ", "     ");
     }
+    // An exception an out-of-memory line above already stands for is not
+    // said twice; any other (whatever its phase) is.
+    let quoted = |e: &ExceptionEvent| {
+        p.forensics
+            .iter()
+            .any(|f| f.message.as_ref() == Some(&e.message))
+    };
+    for e in p.exceptions.iter().filter(|e| !quoted(e)) {
+        let text = format!(
+            "UNCAUGHT EXCEPTION {}: {}; where it was raised: below",
+            step_text::exception_place(super::no_step(p), e),
+            terminal(&step_text::exception_text(e))
+        );
+        print_text(o, &text, "   ", "     ");
+    }
+}
+
+/// Each exception the process recorded, whatever its phase: its type and
+/// message, where in the run, and the frames it was raised in.
+fn exception_lines(o: &mut String, p: &ProcessAccount) {
+    for e in &p.exceptions {
+        let head = format!(
+            "   exception {}: ",
+            step_text::exception_place(super::no_step(p), e)
+        );
+        let what = terminal(&step_text::exception_text(e)).into_owned();
+        print_wrapped(o, &head, &[what], " ");
+        let frames: Vec<String> = e.where_.iter().map(|f| terminal(f).into_owned()).collect();
+        if !frames.is_empty() {
+            let head = "     raised at (most recent call last): ";
+            for line in wrap_items(head, &frames, " > ", "       ") {
+                let _ = writeln!(o, "{line}");
+            }
+        }
+    }
 }
 
 /// How long step 1 took against a steady step, and where its time went.
 fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
     let s = &p.steps;
-    let line = match (s.step1_s, s.steady_step_s) {
-        (Some(s1), Some(ss)) => format!(
-            "step 1 took {} vs {} per steady step ({:.0}x); setup {}; {} steps",
-            seconds(s1),
-            seconds(ss),
-            s1 / ss.max(1e-9),
-            s.setup_s.map(seconds).unwrap_or_else(|| "?".into()),
-            s.count
+    let setup = s.setup_s.map(seconds).unwrap_or_else(|| "?".into());
+    let done = super::step_text::steps_done(s);
+    let line = match (s.step1_s, super::step_text::steady_text(s)) {
+        (Some(s1), Some(steady)) => format!(
+            "step 1 took {} vs {steady}; setup {setup}; {done}",
+            seconds(s1)
         ),
         (Some(s1), None) if s.count == 0 => format!(
-            "no optimizer step finished: step 1 ran {} until the process ended; setup {}",
-            seconds(s1),
-            s.setup_s.map(seconds).unwrap_or_else(|| "?".into())
+            "no optimizer step finished: step 1 ran {} until the process ended; setup {setup}",
+            seconds(s1)
         ),
-        (Some(s1), None) => format!("step 1 took {}; {} steps", seconds(s1), s.count),
+        (Some(s1), None) => format!("step 1 took {}; setup {setup}; {done}", seconds(s1)),
         _ => "no optimizer step finished, and no step-1 start, zero_grad() or forward of an \
               optimizer's module was recorded: the run is one phase, \"before any step\""
             .to_string(),
@@ -192,10 +226,6 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
         print_text(o, &text, "   step-1 time: ", "       ");
     }
 }
-
-/// Longest exception message the terminal quotes for a failure (the JSON
-/// and HTML keep it whole).
-const DIED_WITH_WIDTH: usize = 700;
 
 /// Every rank side by side, with the worst rank and the skew between
 /// ranks; with many ranks, the worst ranks of each figure and the
@@ -316,12 +346,13 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
     lines
 }
 
-/// A phase named inside a sentence ("out of pool in setup").
-fn phase_name(p: &ProcessAccount, phase: Phase) -> &'static str {
+/// A phase named inside a sentence ("out of pool in setup"), as the phase
+/// table names it (`account_tables::phase_label`).
+fn phase_name(p: &ProcessAccount, phase: Phase) -> String {
     if phase == Phase::Setup && p.steps.step1_s.is_none() {
-        "the run"
+        "the run".into()
     } else {
-        phase.label()
+        account_tables::phase_label(p, phase)
     }
 }
 
@@ -398,17 +429,6 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         ],
         " ",
     );
-    if let Some(m) = &f.message {
-        // Its first line whole up to a few lines of text (torch's names the
-        // pool's unused cache near its end), escaped: it is the run's text.
-        let first = super::shorten(m.lines().next().unwrap_or(m), DIED_WITH_WIDTH);
-        print_wrapped(
-            o,
-            "     the process died with: ",
-            &[terminal(&first).into_owned()],
-            " ",
-        );
-    }
     if let Some(b) = &f.budget {
         let items = [
             format!("device {}", bytes(b.device_total)),
@@ -491,6 +511,7 @@ fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         late_warmups(o, p);
     }
     failed_call_lines(o, p);
+    exception_lines(o, p);
     for f in &p.forensics {
         forensic(o, p, f);
     }
@@ -548,7 +569,7 @@ fn phase_lines(o: &mut String, p: &ProcessAccount) {
     }
     for ph in &p.phases {
         if let Some(g) = &ph.gap_end {
-            for line in gap_lines(phase_name(p, ph.phase), g) {
+            for line in gap_lines(&phase_name(p, ph.phase), g) {
                 let _ = writeln!(o, "{line}");
             }
         }
@@ -786,9 +807,12 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
     if known.len() < p.phases.len() {
         text += &format!(" (in {} of its {} phases)", known.len(), p.phases.len());
     }
+    // The step a process died in is in its steps 2..N but not among their
+    // ended steps: no figure per step then.
+    let died = p.steps.died_in_step.is_some();
     if let Some(ph) = known
         .iter()
-        .find(|ph| ph.phase == Phase::Steady && ph.steps > 0)
+        .find(|ph| ph.phase == Phase::Steady && ph.steps > 0 && !died)
     {
         let per_step = ph.shim_s.unwrap_or(0.0) / ph.steps as f64;
         text += &format!(", {} a step in steps 2..N", seconds(per_step));

@@ -305,7 +305,7 @@ pub fn headline(v: &Verdict) -> String {
 }
 
 /// "steps 3 and 5", "step 2", "steps 2..N" (no step known).
-fn steps_text(steps: &[u32]) -> String {
+pub fn steps_text(steps: &[u32]) -> String {
     let names: Vec<String> = steps.iter().map(|s| s.to_string()).collect();
     match names.split_last() {
         None => "steps 2..N".into(),

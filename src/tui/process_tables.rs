@@ -452,22 +452,29 @@ fn compile_row(c: &CompileEvent) -> EventRow {
     .indexed()
 }
 
-/// A Python exception.
+/// A Python exception: its type, message, thread and the frames it was
+/// raised in.
 fn exception_row(e: &ExceptionEvent) -> EventRow {
+    let mut detail = vec![
+        kv("exception", e.kind.clone()),
+        kv("message", e.message.clone()),
+    ];
+    detail.extend(e.thread.clone().map(|t| kv("thread", t)));
+    detail.extend(
+        crate::report::step_text::raised_at(e)
+            .map(|at| kv("raised at (most recent call last)", at)),
+    );
     EventRow {
         t_s: e.t_s,
         phase: e.phase,
-        step: None,
+        step: e.step,
         kind: EventKind::Exception,
         library: "python".into(),
         bytes: None,
         key: e.kind.clone(),
         seconds: None,
         failed: true,
-        detail: vec![
-            kv("exception", e.kind.clone()),
-            kv("message", e.message.clone()),
-        ],
+        detail,
         phase_name: String::new(),
         search: String::new(),
     }
