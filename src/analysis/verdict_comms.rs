@@ -201,17 +201,9 @@ fn attempt_outside(a: &AttemptAccount) -> OutsideComms {
     out
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// The median of `v` (0 for none), as every summary takes it.
+fn median(v: Vec<f64>) -> f64 {
+    super::stats::Stat::of(&v).map_or(0.0, |s| s.median)
 }
 
 /// A variant's attempts that count.
