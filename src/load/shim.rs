@@ -217,13 +217,12 @@ pub struct ShimOwnTime {
     pub own_ns: u64,
 }
 
-/// The two fields of any line that say the shim's own time.
-#[derive(Deserialize)]
-struct OwnTimeFields {
-    #[serde(default)]
-    t: Option<u64>,
-    #[serde(default)]
-    own_ns: Option<u64>,
+/// The shim's own time a line states (its `t` and `own_ns`), if it does.
+fn own_time_of(line: &serde_json::Value) -> Option<ShimOwnTime> {
+    Some(ShimOwnTime {
+        t: line.get("t")?.as_u64()?,
+        own_ns: line.get("own_ns")?.as_u64()?,
+    })
 }
 
 /// What a shim file holds: its events, and the shim's own time as its lines
@@ -268,15 +267,12 @@ pub fn parse_shim(bytes: &[u8]) -> (ShimLines, Vec<BadLine>) {
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<ShimEvent>(&text) {
-            Ok(e) => {
-                if let Ok(OwnTimeFields {
-                    t: Some(t),
-                    own_ns: Some(own_ns),
-                }) = serde_json::from_str(&text)
-                {
-                    own_time.push(ShimOwnTime { t, own_ns });
-                }
+        // One parse: the event and the own time it states, from one value.
+        let parsed = serde_json::from_str::<serde_json::Value>(&text)
+            .and_then(|v| Ok((own_time_of(&v), ShimEvent::deserialize(v)?)));
+        match parsed {
+            Ok((own, e)) => {
+                own_time.extend(own);
                 if e != ShimEvent::Unknown {
                     events.push(e);
                 }
