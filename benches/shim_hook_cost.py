@@ -3,9 +3,11 @@ this (no GPU, no torch): a torch-style hook plain and wrapped by the shim's
 own-time meter (``timed``), and a function called plain and observed through
 sys.monitoring (Python >= 3.12: the shim's observer, meter included, with a
 start and an end callback that do nothing else; and of that, the meter's
-part). Best of 5 runs of N calls.
+part); with folders after N, one event line written (``emit``, what each
+step's end costs) into each folder, to tell a slow file system from the
+shim's own work. Best of 5 runs of N calls.
 
-    python3 benches/shim_hook_cost.py [N]
+    python3 benches/shim_hook_cost.py [N [FOLDER...]]
 """
 
 import os
@@ -58,3 +60,11 @@ if monitor.observe(observed, lambda frame: True, lambda token, result, exc: None
     )
 else:
     print(f"BENCH python={sys.version.split()[0]} no sys.monitoring: the shim wraps instead")
+for folder in sys.argv[2:]:
+    # A fresh module, so that its file goes into this folder.
+    os.environ["PREWARM_DOCTOR_DIR"] = folder
+    import importlib
+
+    fresh = importlib.reload(events)
+    written = best_ns(lambda a, b: fresh.emit("step_end", step=a))
+    print(f"BENCH python={sys.version.split()[0]} folder={folder} emit_step_end_ns={written:.0f}")

@@ -176,6 +176,23 @@ fn the_report_gives_the_shims_hooks_per_phase() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no per-step figure: {whole}"));
     assert!((20.0..150.0).contains(&per_step), "{whole}");
+    // ... and which hook it went to: the step-end hook, with its query, the
+    // costliest of them, once a step (the account and the text alike).
+    let costliest = &process.shim_hooks[0];
+    assert_eq!(
+        costliest.name, "_StepTracker.post_step",
+        "{:?}",
+        process.shim_hooks
+    );
+    assert_eq!(costliest.calls, u64::from(process.steps.count));
+    assert!(
+        whole.contains("; costliest hooks: _StepTracker.post_step "),
+        "{whole}"
+    );
+    assert_eq!(
+        json["attempts"][0]["processes"][0]["shim_hooks"][0]["name"],
+        "_StepTracker.post_step"
+    );
     // ... inside step 1's time indeed: the step holds the query (150 + 20 ms).
     let step1_s = process.steps.step1_s.expect("step 1's time");
     assert!(step1_s >= 0.170, "step 1 took {step1_s} s");

@@ -584,6 +584,22 @@ for step in range(3):
     let t_end = of(&events, "step_end")[0]["t"].as_u64().unwrap();
     let t_begin = of(&events, "step1_begin")[0]["t"].as_u64().unwrap();
     assert!(ms(t_end - t_begin) >= 150.0 + 20.0);
+    // At exit, the same time by hook: every nanosecond in exactly one hook
+    // (the parts add up to the total), the step-end hook's three queries
+    // the costliest.
+    let own = of(&events, "shim_own");
+    assert_eq!(own.len(), 1, "one line, at exit: {events:?}");
+    let by = own[0]["by"].as_object().expect("by hook");
+    let parts: u64 = by.values().map(|v| v[1].as_u64().unwrap()).sum();
+    assert_eq!(parts, own[0]["own_ns"].as_u64().unwrap(), "{by:?}");
+    let post = &by["_StepTracker.post_step"];
+    assert_eq!(post[0], 3, "{by:?}");
+    assert!(ms(post[1].as_u64().unwrap()) >= 60.0, "{by:?}");
+    let costliest = by
+        .iter()
+        .max_by_key(|(_, v)| v[1].as_u64().unwrap())
+        .unwrap();
+    assert_eq!(costliest.0, "_StepTracker.post_step", "{by:?}");
 }
 
 /// Triton's autotune with each candidate's kernel taking 100 ms: the
@@ -647,5 +663,10 @@ fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
             "{}: the shim's own time {own} ns holds the kernels' {took} ns",
             py.display()
         );
+        // By hook, under one name whichever way it was observed: the run
+        // and the two candidates' benchmarks.
+        let by = &of(&events, "shim_own")[0]["by"];
+        assert_eq!(by["Autotuner.run"][0], 1, "{}: {by}", py.display());
+        assert_eq!(by["Autotuner._bench"][0], 2, "{}: {by}", py.display());
     }
 }

@@ -605,6 +605,8 @@ pub struct ProcessAccount {
     pub failed_calls: Vec<FailedCall>,
     pub exceptions: Vec<ExceptionEvent>,
     pub health: ProbeHealth,
+    /// The shim's hooks by their own time over the run, costliest first.
+    pub shim_hooks: Vec<super::own_time::ShimHookCost>,
     pub step_checks: Vec<StepCheck>,
     pub problems: Vec<Problem>,
     /// Down-sampled memory timeline for pictures; carried by the report

@@ -204,6 +204,13 @@ pub enum ShimEvent {
         #[serde(default)]
         skipped: Option<String>,
     },
+    /// The shim's own time by entry point (the hook it went to): name ->
+    /// (calls, ns), summed over the run so far.
+    ShimOwn {
+        t: u64,
+        #[serde(default)]
+        by: BTreeMap<String, (u64, u64)>,
+    },
     #[serde(other)]
     Unknown,
 }

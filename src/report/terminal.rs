@@ -817,6 +817,18 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
         let per_step = ph.shim_s.unwrap_or(0.0) / ph.steps as f64;
         text += &format!(", {} a step in steps 2..N", seconds(per_step));
     }
+    let costliest: Vec<String> = p
+        .shim_hooks
+        .iter()
+        .take(3)
+        .map(|h| {
+            let calls = if h.calls == 1 { "call" } else { "calls" };
+            format!("{} {} ({} {calls})", h.name, seconds(h.seconds), h.calls)
+        })
+        .collect();
+    if !costliest.is_empty() {
+        text += &format!("; costliest hooks: {}", costliest.join(", "));
+    }
     Some(text)
 }
 

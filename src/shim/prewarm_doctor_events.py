@@ -21,8 +21,9 @@ _fd = None
 
 _clock = time.perf_counter_ns
 # Per thread [when its outermost timed call began (0: none open), its total
-# ns]: each thread adds to its own, so a timed call takes no lock; every
-# thread's is kept here to be summed.
+# ns, {entry point: [calls, ns]}, its total when the open call began]: each
+# thread adds to its own, so a timed call takes no lock; every thread's is
+# kept here to be summed. The entry points say which hook the time went to.
 _tls = threading.local()
 _threads = []
 _threads_lock = threading.Lock()
@@ -36,7 +37,7 @@ def _mine():
     try:
         return _tls.s
     except AttributeError:
-        s = _tls.s = [0, 0]
+        s = _tls.s = [0, 0, {}, 0]
         with _threads_lock:
             _threads.append(s)
         return s
@@ -49,6 +50,18 @@ def own_ns():
     return sum(s[1] for s in list(_threads)) + (_clock() - since if since else 0)
 
 
+def own_by():
+    """The shim's own time by entry point, summed over threads:
+    {name: [calls, ns]} (closed calls only)."""
+    merged = {}
+    for s in list(_threads):
+        for name, (calls, ns) in list(s[2].items()):
+            m = merged.setdefault(name, [0, 0])
+            m[0] += calls
+            m[1] += ns
+    return merged
+
+
 def begin():
     """Opens this thread's timed stretch: its state for ``end``, or None when
     one is open already (the outer one counts)."""
@@ -58,21 +71,38 @@ def begin():
         s = _mine()
     if s[0]:
         return None
+    s[3] = s[1]
     s[0] = _clock()
     return s
 
 
-def end(opened):
-    """Closes the stretch ``begin`` opened (``opened``: what it returned)."""
+def _close(s, name, call):
+    # From the latest start: an untimed stretch restarted it (and added what
+    # came before it to the total), so the call's own time is the total's growth.
+    s[1] += _clock() - s[0]
+    s[0] = 0
+    entry = s[2].get(name)
+    if entry is None:
+        s[2][name] = [call, s[1] - s[3]]
+    else:
+        entry[0] += call
+        entry[1] += s[1] - s[3]
+
+
+def end(opened, name="?", call=1):
+    """Closes the stretch ``begin`` opened (``opened``: what it returned),
+    its time counted to entry point ``name``; ``call`` 0 for the end of a
+    call whose start counted it."""
     if opened is not None:
-        # From the latest start: an untimed stretch restarted it.
-        opened[1] += _clock() - opened[0]
-        opened[0] = 0
+        _close(opened, name, call)
 
 
-def timed(function):
-    """``function``, its time counted as the shim's own (about 0.3 us a call
-    for the two clock reads and the wrapper, partly outside what it counts)."""
+def timed(function, name=None, call=1):
+    """``function``, its time counted as the shim's own, to entry point
+    ``name`` (default: the function's qualified name), ``call`` calls a call
+    (0: the end half of a call counted at its start); about 0.3 us a call
+    for the two clock reads and the wrapper, partly outside what it counts."""
+    name = name or getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
 
     def timed_call(*args, **kwargs):
         try:
@@ -81,13 +111,12 @@ def timed(function):
             s = _mine()
         if s[0]:
             return function(*args, **kwargs)
+        s[3] = s[1]
         s[0] = _clock()
         try:
             return function(*args, **kwargs)
         finally:
-            # From the latest start: an untimed stretch restarted it.
-            s[1] += _clock() - s[0]
-            s[0] = 0
+            _close(s, name, call)
 
     timed_call.__name__ = getattr(function, "__name__", "timed_call")
     timed_call.__doc__ = getattr(function, "__doc__", None)

@@ -66,7 +66,12 @@ def _on_start(code, offset):
         if ends:
             _stack().append((code, ends))
     finally:
-        end(opened)
+        end(opened, _name(code))
+
+
+def _name(code):
+    """The observed function's name, the entry point its callbacks' time goes to."""
+    return getattr(code, "co_qualname", None) or code.co_name
 
 
 def _finish(code, retval, exc):
@@ -94,7 +99,7 @@ def _on_return(code, offset, retval):
         try:
             _finish(code, retval, None)
         finally:
-            end(opened)
+            end(opened, _name(code), 0)  # the call was counted at its start
 
 
 def _on_unwind(code, offset, exc):
@@ -103,7 +108,7 @@ def _on_unwind(code, offset, exc):
         try:
             _finish(code, None, exc)
         finally:
-            end(opened)
+            end(opened, _name(code), 0)  # the call was counted at its start
 
 
 def _claim():

@@ -10,6 +10,8 @@ Writes one JSON line per framework event to
   and the first owning forward after it, so the doctor can place step 1 itself
   for a process that dies before its first step without running Python's hooks;
 * ``step_end``: every optimizer step of the primary optimizer, with pool stats;
+* ``shim_own``: the shim's own time by entry point (calls, ns), at exit and
+  every 100th step;
 * ``marker``: NVTX ranges pushed through ``torch.cuda.nvtx`` that match
   ``PREWARM_DOCTOR_STEP_MARKER``;
 * ``autotune`` / ``autotune_config`` / ``compile``: Triton activity (see triton hooks);
@@ -33,7 +35,7 @@ import os
 import sys
 import threading
 
-from prewarm_doctor_events import emit, now, own_ns, timed
+from prewarm_doctor_events import emit, now, own_by, own_ns, timed
 
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
@@ -273,6 +275,8 @@ class _StepTracker:
                     lib.prewarm_probe_set_kernel_records(0)
                 except Exception:
                     pass
+        if self.steps % _STATS_EVERY == 0:
+            _emit_own_by()  # so that a run killed later still says it
         # Last, when this hook's work is done: the training's optimizer.step()
         # returns after it, so the step that ended holds it (its time and
         # the shim's own_ns alike).
@@ -559,10 +563,25 @@ def _install_excepthooks():
     threading.excepthook = thread_excepthook
 
 
+def _emit_own_by():
+    """A ``shim_own`` line: the shim's own time so far by entry point (the
+    hook it went to: calls and ns), for the report's costliest hooks. Only
+    where a hook was installed: a process that never imported torch or
+    triton gets no shim file."""
+    if _installed:
+        emit("shim_own", by=own_by())
+
+
 @timed
 def install():
     if not _DIR or os.environ.get("PREWARM_DOCTOR_SHIM") == "0":
         return
+    try:
+        import atexit
+
+        atexit.register(_emit_own_by)
+    except Exception:
+        pass
     try:
         _install_excepthooks()
     except Exception:

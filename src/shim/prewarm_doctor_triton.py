@@ -196,7 +196,8 @@ def _wrap(cls, attr, started, ended):
 def _hook(cls, attr, frame_started, call_started, ended):
     """Observes ``cls.attr`` (sys.monitoring), else wraps it."""
     if not observe(getattr(cls, attr), frame_started, ended):
-        _wrap(cls, attr, timed(call_started), timed(ended))
+        name = f"{cls.__name__}.{attr}"
+        _wrap(cls, attr, timed(call_started, name), timed(ended, name, 0))
 
 
 def _install_autotuner(triton):
