@@ -170,12 +170,23 @@ fn the_report_gives_the_shims_hooks_per_phase() {
         .nth(2)
         .unwrap_or_else(|| panic!("no shim line: {text}"));
     let per_step: f64 = whole
-        .split(" on the training's threads, ")
-        .nth(1)
-        .and_then(|rest| rest.split(" ms a step in steps 2..N").next())
+        .split(" ms a step in steps 2..N")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no per-step figure: {whole}"));
     assert!((20.0..150.0).contains(&per_step), "{whole}");
+    // The hooks cover the whole process, the shim's installation before
+    // its first line included: the line says both totals, the phases' the
+    // smaller, so no hook outgrows what the line calls the total.
+    let over_process: f64 = whole
+        .split(" on the training's threads over the process (")
+        .next()
+        .and_then(|n| n.trim().strip_suffix(" ms"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no whole-process total: {whole}"));
+    let hooks_ms: f64 = process.shim_hooks.iter().map(|h| h.seconds * 1e3).sum();
+    assert!((over_process - hooks_ms).abs() < 0.06, "{whole}");
     // ... and which hook it went to: the step-end hook, with its query, the
     // costliest of them, once a step (the account and the text alike).
     let costliest = &process.shim_hooks[0];

@@ -803,7 +803,19 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
         return None;
     }
     let total: f64 = known.iter().filter_map(|ph| ph.shim_s).sum();
-    let mut text = format!("hooks {} on the training's threads", seconds(total));
+    // The hooks' figures cover the whole process, the phases only from the
+    // first line the process wrote (the shim's own installation comes
+    // before it): both are said, so the parts never outgrow the total.
+    let whole: f64 = p.shim_hooks.iter().map(|h| h.seconds).sum();
+    let mut text = if whole > total + 5e-5 {
+        format!(
+            "hooks {} on the training's threads over the process ({} of it in its phases)",
+            seconds(whole),
+            seconds(total)
+        )
+    } else {
+        format!("hooks {} on the training's threads", seconds(total))
+    };
     if known.len() < p.phases.len() {
         text += &format!(" (in {} of its {} phases)", known.len(), p.phases.len());
     }
