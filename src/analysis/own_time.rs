@@ -85,6 +85,46 @@ fn seconds_between(samples: &[(u64, u64)], origin: u64, a: u64, b: u64) -> f64 {
     ((value_at(samples, origin, b) - value_at(samples, origin, a)) / 1e9).max(0.0)
 }
 
+/// One of the shim's entry points and what it cost over the run: which hook
+/// the shim's own time went to, so a costly one can be named.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ShimHookCost {
+    /// The observed or wrapped function (`Autotuner.run`), or the hook
+    /// (`_StepTracker.post_step`).
+    pub name: String,
+    pub calls: u64,
+    pub seconds: f64,
+}
+
+/// The shim's hooks by their own time, costliest first, from its last
+/// `shim_own` line (empty for a shim that wrote none).
+pub fn shim_hook_costs(shim: &[ShimEvent]) -> Vec<ShimHookCost> {
+    let last = shim
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::ShimOwn { t, by } => Some((*t, by)),
+            _ => None,
+        })
+        .max_by_key(|(t, _)| *t);
+    let mut hooks: Vec<ShimHookCost> = last
+        .map(|(_, by)| {
+            by.iter()
+                .map(|(name, &(calls, ns))| ShimHookCost {
+                    name: name.clone(),
+                    calls,
+                    seconds: ns as f64 / 1e9,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    hooks.sort_by(|a, b| {
+        b.seconds
+            .total_cmp(&a.seconds)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    hooks
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,44 +187,4 @@ mod tests {
         // The probe's figures do not depend on the shim's.
         assert_eq!(own_time_between(&[], &shim, 0, 100, 300).total_s, 0.0);
     }
-}
-
-/// One of the shim's entry points and what it cost over the run: which hook
-/// the shim's own time went to, so a costly one can be named.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ShimHookCost {
-    /// The observed or wrapped function (`Autotuner.run`), or the hook
-    /// (`_StepTracker.post_step`).
-    pub name: String,
-    pub calls: u64,
-    pub seconds: f64,
-}
-
-/// The shim's hooks by their own time, costliest first, from its last
-/// `shim_own` line (empty for a shim that wrote none).
-pub fn shim_hook_costs(shim: &[ShimEvent]) -> Vec<ShimHookCost> {
-    let last = shim
-        .iter()
-        .filter_map(|e| match e {
-            ShimEvent::ShimOwn { t, by } => Some((*t, by)),
-            _ => None,
-        })
-        .max_by_key(|(t, _)| *t);
-    let mut hooks: Vec<ShimHookCost> = last
-        .map(|(_, by)| {
-            by.iter()
-                .map(|(name, &(calls, ns))| ShimHookCost {
-                    name: name.clone(),
-                    calls,
-                    seconds: ns as f64 / 1e9,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    hooks.sort_by(|a, b| {
-        b.seconds
-            .total_cmp(&a.seconds)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    hooks
 }

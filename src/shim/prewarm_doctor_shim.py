@@ -567,9 +567,14 @@ def _emit_own_by():
     """A ``shim_own`` line: the shim's own time so far by entry point (the
     hook it went to: calls and ns), for the report's costliest hooks. Only
     where a hook was installed: a process that never imported torch or
-    triton gets no shim file."""
-    if _installed:
-        emit("shim_own", by=own_by())
+    triton gets no shim file. Never raises: it runs inside the training's
+    optimizer.step() and as an atexit callback, where an error would be
+    printed into the training's stderr."""
+    try:
+        if _installed:
+            emit("shim_own", by=own_by())
+    except Exception:
+        pass
 
 
 @timed
