@@ -292,7 +292,7 @@ def opaque(x, n, thing, B):
 fn the_observer_records_each_new_key_once_with_what_replay_needs() {
     // Wrapped (this Python, or any before 3.12) and observed through
     // sys.monitoring, where the call's own keyword dict is what the shim
-    // sees (the stand-in autotuner pops its grid from it, as a call may).
+    // sees (as in Triton, the grid is in it; the launch leaves it out).
     let wrapped = PathBuf::from(python());
     let observed = common::python_312();
     if observed.is_none() {

@@ -13,6 +13,12 @@ callback). The stack the program sees is exactly the plain run's.
 program; its callback is one dictionary look-up for frames the shim does not
 observe, and it runs only when an exception leaves a Python frame.
 
+``end_of`` asks for the end of one running frame (a caller of an observed
+function, found through its frame): its code's ``PY_RETURN`` is switched on
+only until that frame ends, so a function called on every launch (Triton's
+``Autotuner.run``) is observed only on the calls that matter (those that
+tune), and costs nothing on the rest.
+
 ``observe`` returns False where sys.monitoring is missing (Python < 3.12),
 switched off (``PREWARM_DOCTOR_SHIM_MONITORING=0``) or every free tool id is
 taken; the caller then installs its wrapper instead (the older behaviour).
@@ -37,6 +43,12 @@ _tool = None  # the tool id once claimed; False when it could not be
 _handlers = {}
 _observed = []
 _local = threading.local()
+# id(code object) -> how many running frames of it ``end_of`` waits for
+# (its PY_RETURN is on while above zero), and the events ``observe`` set on
+# it (what it goes back to); kept alive in _observed.
+_frames_waited = {}
+_events_set = {}
+_waited_lock = threading.Lock()
 
 
 def _stack():
@@ -64,7 +76,7 @@ def _on_start(code, offset):
             except Exception:
                 pass
         if ends:
-            _stack().append((code, ends))
+            _stack().append((code, ends, None))
     finally:
         end(opened, _name(code))
 
@@ -74,41 +86,53 @@ def _name(code):
     return getattr(code, "co_qualname", None) or code.co_name
 
 
-def _finish(code, retval, exc):
-    """Ends the innermost open call of ``code``, dropping entries above it
-    left by calls that never ended (a generator, say)."""
+def _finish(code, retval, exc, frame=None):
+    """Ends the innermost open call of ``code`` (of ``frame``, for an entry
+    ``end_of`` made), dropping entries above it left by calls that never
+    ended (a generator, say); whether there was one."""
     try:
         s = _stack()
         for i in range(len(s) - 1, -1, -1):
-            if s[i][0] is code:
-                ends = s[i][1]
+            entry_code, ends, entry_frame = s[i]
+            if entry_code is code and (entry_frame is None or entry_frame is frame):
+                dropped = s[i:]
                 del s[i:]
+                for _code, _ends, waited in dropped:
+                    if waited is not None:
+                        _stop_waiting(_code)
                 for on_end, token in ends:
                     try:
                         on_end(token, retval, exc)
                     except Exception:
                         pass
-                return
+                return True
     except Exception:
         pass
+    return False
+
+
+def _ended(code, retval, exc):
+    """A return or unwind of an observed or waited-for code object."""
+    opened = begin()
+    observed = id(code) in _handlers
+    ended = False
+    try:
+        ended = _finish(code, retval, exc, None if observed else sys._getframe(2))
+    finally:
+        # An observed call was counted at its start; a waited-for frame's
+        # end is the one callback its call makes (the other frames of its
+        # code that return meanwhile are not its calls: their time only).
+        end(opened, _name(code), 0 if observed or not ended else 1)
 
 
 def _on_return(code, offset, retval):
-    if id(code) in _handlers:
-        opened = begin()
-        try:
-            _finish(code, retval, None)
-        finally:
-            end(opened, _name(code), 0)  # the call was counted at its start
+    if id(code) in _handlers or id(code) in _frames_waited:
+        _ended(code, retval, None)
 
 
 def _on_unwind(code, offset, exc):
-    if id(code) in _handlers:
-        opened = begin()
-        try:
-            _finish(code, None, exc)
-        finally:
-            end(opened, _name(code), 0)  # the call was counted at its start
+    if id(code) in _handlers or id(code) in _frames_waited:
+        _ended(code, None, exc)
 
 
 def _claim():
@@ -159,7 +183,9 @@ def observe(function, on_start, on_end=None):
         _observed.append(code)
         _handlers.setdefault(id(code), []).append((on_start, on_end))
         wanted = events.PY_START | (events.PY_RETURN if on_end is not None else 0)
-        _mon.set_local_events(tool, code, _mon.get_local_events(tool, code) | wanted)
+        with _waited_lock:
+            _events_set[id(code)] = _events_set.get(id(code), 0) | wanted
+            _mon.set_local_events(tool, code, _mon.get_local_events(tool, code) | wanted)
         return True
     except Exception:
         handlers = _handlers.get(id(code)) or []
@@ -170,13 +196,50 @@ def observe(function, on_start, on_end=None):
         return False
 
 
+def end_of(frame, on_end, token):
+    """Calls ``on_end(token, retval, exc)`` when the running ``frame`` returns
+    or raises (called from an observed function's start, with its caller's
+    frame). Returns False when sys.monitoring is not in use."""
+    if not _tool:
+        return False
+    code = frame.f_code
+    try:
+        with _waited_lock:
+            waited = _frames_waited.get(id(code), 0)
+            if not waited:
+                _observed.append(code)
+                _mon.set_local_events(_tool, code, _events_set.get(id(code), 0) | _mon.events.PY_RETURN)
+            _frames_waited[id(code)] = waited + 1
+        _stack().append((code, [(on_end, token)], frame))
+        return True
+    except Exception:
+        return False
+
+
+def _stop_waiting(code):
+    """One frame of ``code`` that ``end_of`` waited for has ended: its
+    PY_RETURN goes back off with the last."""
+    try:
+        with _waited_lock:
+            waited = _frames_waited.get(id(code), 0) - 1
+            if waited > 0:
+                _frames_waited[id(code)] = waited
+                return
+            _frames_waited.pop(id(code), None)
+            _mon.set_local_events(_tool, code, _events_set.get(id(code), 0))
+    except Exception:
+        pass
+
+
 def unobserve(function):
     """Stops observing ``function`` (its code object no longer calls back)."""
     code = _code_of(function)
     if not _tool or code is None or id(code) not in _handlers:
         return
     try:
-        _mon.set_local_events(_tool, code, 0)
+        with _waited_lock:
+            _events_set.pop(id(code), None)
+            _mon.set_local_events(_tool, code, _mon.events.PY_RETURN if id(code) in _frames_waited else 0)
     except Exception:
         pass
     _handlers.pop(id(code), None)

@@ -489,27 +489,19 @@ def _at_step1(torch, module):
     emit("prescription", t0=t0, t1=now(), file=os.environ.get("PREWARM_DOCTOR_PRESCRIPTION"), ran=ran, failed=_state["failures"], skipped=skipped)
 
 
-def _unwrap_after_steps(torch, dist):
-    """The collectives are watched for the first PREWARM_DOCTOR_KERNEL_STEPS
-    optimizer steps (default 3); a group first used later is not recorded."""
-    import torch.optim.optimizer as optim_mod
-
-    state = {"steps": 0, "done": False}
-
-    @timed
-    def post_step(optimizer, args, kwargs):
-        # Never remove this hook from inside it: torch iterates the global
-        # post-hook dict live while it calls them ("OrderedDict mutated during
-        # iteration" in the training's optimizer.step()). Once done it is one
-        # dictionary look-up per step.
-        if state["done"]:
-            return
-        state["steps"] += 1
-        if state["steps"] >= _WATCH_STEPS * max(1, len(_state.get("optimizers") or [])):
-            state["done"] = True
+def steps_ended(steps):
+    """Called by the step tracker at the end of each of the first steps (of
+    the optimizer that marks them): the collectives are watched for the first
+    PREWARM_DOCTOR_KERNEL_STEPS steps (default 3); a group first used later
+    is not recorded. No optimizer hook of its own: torch would call it at
+    every step for the rest of the training. Never raises."""
+    try:
+        dist = _state.get("dist")
+        if steps >= _WATCH_STEPS and dist is not None:
+            _state["dist"] = None
             _unwrap_collectives(dist)
-
-    optim_mod.register_optimizer_step_post_hook(post_step)
+    except Exception:
+        pass
 
 
 def install(torch):
@@ -527,7 +519,7 @@ def install(torch):
         c10d = sys.modules.get("torch.distributed.distributed_c10d")
         _watch_creation(dist, c10d)
         _watch_collectives(dist)
-        _unwrap_after_steps(torch, dist)
+        _state["dist"] = dist  # until steps_ended() unwraps the collectives
     except Exception:
         pass
     try:

@@ -35,7 +35,7 @@ import os
 import sys
 import threading
 
-from prewarm_doctor_events import emit, now, own_by, own_ns, timed
+from prewarm_doctor_events import emit, emit_ints, now, own_by, own_ns, timed
 
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
@@ -95,7 +95,8 @@ class _StepTracker:
         self.param_ids = {}  # optimizer index -> ids of its parameters (refreshed at zero_grad)
         self.not_owner = {}  # optimizer index -> ids of modules known not to hold its parameters
         self.depth = threading.local()
-        self.handles = []
+        self.handles = []  # forward hooks and zero_grad's observation: until step 1 is placed
+        self.pre_step_handle = None  # removed after the first step (not from inside the pre-hooks)
         self.kernel_records_off = False
 
     # optimizers ---------------------------------------------------------------
@@ -232,7 +233,7 @@ class _StepTracker:
         self.pending.clear()
         self.param_ids.clear()
         self.not_owner.clear()
-        # Forward tracking was only needed to place step 1.
+        # Forward tracking and zero_grad() were only needed to place step 1.
         for h in self.handles:
             try:
                 h.remove()
@@ -245,6 +246,18 @@ class _StepTracker:
         if id(optimizer) != self.primary:
             return
         self.steps += 1
+        if self.steps > _DETAIL_STEPS and self.steps % _STATS_EVERY:
+            # Steady state: the step's end alone, the least a step can cost.
+            emit_ints("step_end", step=self.steps)
+            return
+        if self.pre_step_handle is not None:
+            # Step 1 is placed: the pre-hook has nothing left to do (removed
+            # here, not while torch iterates the pre-hooks).
+            handle, self.pre_step_handle = self.pre_step_handle, None
+            try:
+                handle.remove()
+            except Exception:
+                pass
         fields = {"step": self.steps}
         try:
             cuda = self.torch.cuda
@@ -267,6 +280,7 @@ class _StepTracker:
             pass
         if self.steps <= _DETAIL_STEPS:
             _snapshot_groups(self.steps)
+            _prescribe_steps_ended(self.steps)
         if self.steps >= _KERNEL_STEPS and not self.kernel_records_off:
             self.kernel_records_off = True
             lib = _probe()
@@ -281,6 +295,15 @@ class _StepTracker:
         # returns after it, so the step that ended holds it (its time and
         # the shim's own_ns alike).
         emit("step_end", **fields)
+
+
+def _prescribe_steps_ended(steps):
+    try:
+        import prewarm_doctor_prescribe
+
+        prewarm_doctor_prescribe.steps_ended(steps)
+    except Exception:
+        pass
 
 
 def _install_prescribe(torch):
@@ -320,7 +343,7 @@ def _install_torch(torch):
     _install_prescribe(torch)  # before the tracker's hooks: a prescription runs before step 1 begins
     tracker = _StepTracker(torch)
     _TRACKER.append(tracker)
-    optim_mod.register_optimizer_step_pre_hook(tracker.pre_step)
+    tracker.pre_step_handle = optim_mod.register_optimizer_step_pre_hook(tracker.pre_step)
     optim_mod.register_optimizer_step_post_hook(tracker.post_step)
     tracker.handles.append(module_mod.register_module_forward_pre_hook(tracker.fwd_pre))
     tracker.handles.append(module_mod.register_module_forward_hook(tracker.fwd_post, always_call=True))
@@ -338,7 +361,7 @@ def _install_optimizer_hooks(cls, tracker):
     """Every optimizer's creation and ``zero_grad()``: observed through
     sys.monitoring where it exists (no frame of ours in the program's stack),
     else wrapped."""
-    from prewarm_doctor_monitor import observe
+    from prewarm_doctor_monitor import observe, unobserve
 
     def created(frame):
         return frame.f_locals.get("self")
@@ -362,8 +385,10 @@ def _install_optimizer_hooks(cls, tracker):
                 pass
 
         cls.__init__ = __init__
-    if not observe(cls.zero_grad, zero_grad_started):
-        original_zero_grad = cls.zero_grad
+    original_zero_grad = cls.zero_grad
+    if observe(original_zero_grad, zero_grad_started):
+        tracker.handles.append(_Stop(lambda: unobserve(original_zero_grad)))
+    else:
 
         def zero_grad(self, *args, **kwargs):
             try:
@@ -373,6 +398,19 @@ def _install_optimizer_hooks(cls, tracker):
             return original_zero_grad(self, *args, **kwargs)
 
         cls.zero_grad = zero_grad
+
+        def restore():
+            if cls.zero_grad is zero_grad:
+                cls.zero_grad = original_zero_grad
+
+        tracker.handles.append(_Stop(restore))
+
+
+class _Stop:
+    """A removable handle (as torch's hooks return) for a hook of ours."""
+
+    def __init__(self, remove):
+        self.remove = remove
 
 
 def _install_nccl_version_probe(torch):

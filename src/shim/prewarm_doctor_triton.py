@@ -13,13 +13,17 @@ Triton's public-ish entry points are observed (``Autotuner.run``,
 if a Triton version lacks one, that hook is skipped silently. On Python >= 3.12
 they are observed through sys.monitoring (prewarm_doctor_monitor: no frame of
 ours in the program's stack or tracebacks); on older Pythons they are wrapped.
+``Autotuner.run`` runs at every launch of an autotuned kernel, so under
+sys.monitoring it is not observed itself: ``Autotuner.prune_configs``, which
+it calls only for a key not tuned yet, is, and only that ``run``'s end is
+asked for (a tuned kernel's launches call nothing of ours).
 Each hook is one pair of functions (start: the call's arguments, returning a
 state; end: that state and the result) used by both ways of observing.
 """
 
 import threading
 
-from prewarm_doctor_monitor import observe
+from prewarm_doctor_monitor import end_of, observe
 from prewarm_doctor_events import emit, now, timed
 
 try:  # prescribe's replay signatures (src/shim/prewarm_doctor_prescribe.py)
@@ -76,13 +80,15 @@ def _run_ended(state, result, exc):
     _local.tuning = state["outer"]
     self = state["self"]
     try:
-        tuned = len(self.cache) > state["before"]
+        key = state.get("key", _NO_KEY)
+        tuned = key in self.cache if key is not _NO_KEY else len(self.cache) > state["before"]
         if tuned or exc is not None:
             # prescribe's replay signature, once per (kernel, key): of a key
             # just tuned, or of the call that died tuning it.
             note_autotune_call(self, state["args"], state["kwargs"], tuned=tuned)
         if tuned:
-            key = next(reversed(self.cache))
+            if key is _NO_KEY:
+                key = next(reversed(self.cache))
             emit(
                 "autotune",
                 kernel=_name(self),
@@ -101,6 +107,36 @@ def _run_ended(state, result, exc):
 def _run_frame(frame):
     f = _locals(frame)
     return _run_started(f.get("self"), f.get("args", ()), f.get("kwargs", {}))
+
+
+_NO_KEY = object()
+
+
+def _prune_frame(frame, run_code):
+    """The start of ``Autotuner.prune_configs``, which ``run`` calls only when
+    its key is not tuned yet: the start of a tuning. Its caller's frame is
+    that ``run`` (its arguments and key in its locals), whose end is asked
+    for; every other launch of the kernel calls nothing of ours."""
+    caller = frame.f_back
+    if caller is None or caller.f_code is not run_code:
+        return None  # Autotuner.warmup's pruning, or a subclass's own run
+    f = _locals(caller)
+    self = f.get("self")
+    if self is None or not isinstance(getattr(self, "cache", None), dict):
+        return None
+    state = {
+        "self": self,
+        "key": f.get("key", _NO_KEY),
+        "before": len(self.cache),
+        "benchmarked": 0,
+        "outer": getattr(_local, "tuning", None),
+        "args": f.get("args", ()),
+        "kwargs": dict(f.get("kwargs") or {}),
+        "t0": now(),
+    }
+    if end_of(caller, _run_ended, state):
+        _local.tuning = state
+    return None
 
 
 # ---------------------------------------------------------- Autotuner._bench
@@ -200,12 +236,25 @@ def _hook(cls, attr, frame_started, call_started, ended):
         _wrap(cls, attr, timed(call_started, name), timed(ended, name, 0))
 
 
+def _observe_tunings(cls):
+    """Observes the tunings of ``cls.run`` through the ``prune_configs`` it
+    calls on a key not tuned yet (sys.monitoring), so that the launches of a
+    tuned kernel pay nothing. False where that cannot be done (no
+    sys.monitoring, a Triton whose ``run`` does not call ``prune_configs``)."""
+    run = getattr(cls.run, "__code__", None)
+    prune = getattr(cls, "prune_configs", None)
+    if run is None or prune is None or "prune_configs" not in run.co_names:
+        return False
+    return observe(prune, lambda frame: _prune_frame(frame, run))
+
+
 def _install_autotuner(triton):
     from triton.runtime import autotuner as at
 
     cls = at.Autotuner
     _hook(cls, "_bench", _bench_frame, lambda self, args, kwargs: _bench_started(self, kwargs.get("config")), _bench_ended)
-    _hook(cls, "run", _run_frame, _run_started, _run_ended)
+    if not _observe_tunings(cls):
+        _hook(cls, "run", _run_frame, _run_started, _run_ended)
 
 
 def _install_compile(triton):

@@ -18,9 +18,13 @@ class Autotuner:
         self.fn.run(*args, config=config, **meta)
         return [float(config.block), 0.0, 0.0]
 
+    def prune_configs(self, kwargs):
+        return self.configs
+
     def run(self, *args, **kwargs):
         key = tuple(args[i] for i in self.key)
         if key not in self.cache:
-            timings = {c: self._bench(*args, config=c, **kwargs) for c in self.configs}
+            pruned = self.prune_configs(kwargs)
+            timings = {c: self._bench(*args, config=c, **kwargs) for c in pruned}
             self.cache[key] = min(timings, key=lambda c: timings[c][0])
         return self.fn.run(*args, config=self.cache[key], **kwargs)

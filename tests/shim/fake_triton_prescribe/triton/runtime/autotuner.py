@@ -25,11 +25,15 @@ class Autotuner:
     def _bench(self, *args, config, **meta):
         return [float(sum(config.kwargs.values()))]
 
+    def prune_configs(self, kwargs):
+        return self.configs
+
     def run(self, *args, **kwargs):
-        grid = kwargs.pop("grid")
-        kwargs.pop("warmup", None)
+        # As Triton's: the grid and warmup flag stay in kwargs (the launch
+        # drops them), prune_configs only for a key not tuned yet.
+        grid = kwargs["grid"]
         all_args = dict(zip(self.arg_names, args))
-        all_args.update(kwargs)
+        all_args.update(k for k in kwargs.items() if k[0] not in ("grid", "warmup"))
         named = {k: v for k, v in all_args.items() if k in self.arg_names}
         key = [named[k] for k in self.keys if k in named]
         for v in named.values():
@@ -37,12 +41,14 @@ class Autotuner:
                 key.append(str(v.dtype))
         key = tuple(key)
         if key not in self.cache:
-            timings = {c: self._bench(*args, config=c, **kwargs) for c in self.configs}
+            pruned = self.prune_configs(kwargs)
+            timings = {c: self._bench(*args, config=c, **kwargs) for c in pruned}
             self.cache[key] = min(timings, key=lambda c: timings[c][0])
         config = self.cache[key]
         meta = dict(all_args, **config.all_kwargs())
         self.launches.append(grid(meta) if callable(grid) else tuple(grid))
-        return self.fn(*args, **kwargs, **config.kwargs)
+        launch = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+        return self.fn(*args, **launch, **config.kwargs)
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
