@@ -619,20 +619,28 @@ print(tuner.run(4))
 "#;
 
 fn slow_autotune(py: &Path, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
+    run_with_fakes(py, SLOW_AUTOTUNE, env)
+}
+
+/// Runs `script` with `py` under the shim, the stand-in torch and Triton on
+/// its path; asserts it succeeded with nothing on stderr; the shim's events.
+fn run_with_fakes(py: &Path, script: &str, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
     let dir = tempfile::tempdir().unwrap();
     let path = [
         shim_dir(),
+        fake_torch(),
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/fake_triton"),
     ];
     let out = Command::new(py)
-        .args(["-c", SLOW_AUTOTUNE])
+        .args(["-c", script])
         .env("PYTHONPATH", std::env::join_paths(path).unwrap())
         .env("PREWARM_DOCTOR_DIR", dir.path())
+        .env("RANK", "0")
         .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(
-        out.status.success(),
+        out.status.success() && out.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -705,26 +713,7 @@ for step in range(12):
 "#;
 
 fn tuned_launches(py: &Path, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = [
-        shim_dir(),
-        fake_torch(),
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/fake_triton"),
-    ];
-    let out = Command::new(py)
-        .args(["-c", TUNED_LAUNCHES])
-        .env("PYTHONPATH", std::env::join_paths(path).unwrap())
-        .env("PREWARM_DOCTOR_DIR", dir.path())
-        .env("RANK", "0")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && out.stderr.is_empty() && out.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    shim_events(dir.path())
+    run_with_fakes(py, TUNED_LAUNCHES, env)
 }
 
 /// Both autotunes, the inner one inside the outer one, each with its two
