@@ -15,8 +15,15 @@ pub const KIND_CONCURRENT_KERNEL: u32 = 10;
 
 /// Size of each activity buffer handed to CUPTI.
 pub const BUFFER_BYTES: usize = 8 << 20;
-/// CUPTI requires 8-byte aligned buffers.
-pub const BUFFER_ALIGN: usize = 8;
+
+/// CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER (cupti_activity.h): set to 1,
+/// the client promises zeroed buffers and CUPTI does not clear them itself.
+/// Cleared by CUPTI, each buffer is written whole on the thread that needs
+/// it: with per-thread buffers (CUPTI's default) an 8 MiB memset on every
+/// thread's first kernel launch, about 3 ms each on the H200 (a training's
+/// main thread at its first launch, autograd's at the first backward,
+/// `benches/gpu_first_backward.sh`).
+pub const ATTR_ZEROED_OUT_ACTIVITY_BUFFER: u32 = 5;
 
 /// The fields of a kernel record the probe reads (common prefix of Kernel9+).
 #[derive(Debug, Clone, PartialEq, Eq)]

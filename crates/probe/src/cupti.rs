@@ -22,6 +22,8 @@ pub struct Cupti {
     pub subscribe: unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> CuptiResult,
     pub enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> CuptiResult,
     pub register_buffers: unsafe extern "C" fn(BufferRequestFn, BufferCompleteFn) -> CuptiResult,
+    /// `cuptiActivitySetAttribute(attribute, &value_size, &value)`.
+    pub set_attribute: Option<unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> CuptiResult>,
     pub activity_enable: unsafe extern "C" fn(u32) -> CuptiResult,
     pub activity_disable: unsafe extern "C" fn(u32) -> CuptiResult,
     pub next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut c_void) -> CuptiResult,
@@ -93,6 +95,8 @@ impl Cupti {
             subscribe: need!(lib, c"cuptiSubscribe"),
             enable_callback: need!(lib, c"cuptiEnableCallback"),
             register_buffers: need!(lib, c"cuptiActivityRegisterCallbacks"),
+            // SAFETY: signature from cupti_activity.h.
+            set_attribute: unsafe { function(&lib, c"cuptiActivitySetAttribute") },
             activity_enable: need!(lib, c"cuptiActivityEnable"),
             activity_disable: need!(lib, c"cuptiActivityDisable"),
             next_record: need!(lib, c"cuptiActivityGetNextRecord"),
@@ -108,6 +112,31 @@ impl Cupti {
             result_string: need!(lib, c"cuptiGetResultString"),
         };
         Ok((cupti, how))
+    }
+
+    /// Tells CUPTI that the buffers the probe hands out are zeroed already
+    /// (they are fresh anonymous pages), so that CUPTI does not clear each
+    /// one on the training's thread; before the buffer callbacks are
+    /// registered, as CUPTI asks. The error text when it refused.
+    pub fn promise_zeroed_buffers(&self) -> Result<(), String> {
+        let Some(set) = self.set_attribute else {
+            return Err("this CUPTI has no cuptiActivitySetAttribute".into());
+        };
+        let mut value: u8 = 1;
+        let mut size = std::mem::size_of::<u8>();
+        // SAFETY: a uint8_t attribute, value and size pointers valid for the call.
+        let rc = unsafe {
+            set(
+                crate::activity::ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                &mut size,
+                (&mut value as *mut u8).cast(),
+            )
+        };
+        if rc == CUPTI_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.describe(rc))
+        }
     }
 
     /// CUPTI's text for a result code.

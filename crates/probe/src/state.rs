@@ -4,7 +4,7 @@
 //! still catches panics, so a bug drops one event (counted, and the first one
 //! explained in a notice) and never reaches the training process.
 
-use crate::activity::{self, BUFFER_ALIGN, BUFFER_BYTES, KernelTracker};
+use crate::activity::{self, BUFFER_BYTES, KernelTracker};
 use crate::caller::Callers;
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
@@ -194,18 +194,17 @@ impl Probe {
 /// Internal errors after which the probe stops itself.
 const MAX_INTERNAL_ERRORS: u64 = 64;
 
-/// CUPTI asks for an activity buffer.
+/// CUPTI asks for an activity buffer: fresh anonymous pages, which the kernel
+/// hands out zeroed and maps only as CUPTI writes into them, so a buffer
+/// costs the pages its records fill, not 8 MiB of clearing (see
+/// [`activity::ATTR_ZEROED_OUT_ACTIVITY_BUFFER`]).
 pub unsafe extern "C" fn buffer_requested(
     buffer: *mut *mut u8,
     size: *mut usize,
     max_records: *mut usize,
 ) {
     let _ = catch_unwind(|| {
-        let p = match buffer_layout() {
-            // SAFETY: non-zero size layout.
-            Some(layout) => unsafe { std::alloc::alloc(layout) },
-            None => std::ptr::null_mut(),
-        };
+        let p = map_buffer();
         // SAFETY: CUPTI passes valid out-pointers.
         unsafe {
             *buffer = p;
@@ -218,6 +217,25 @@ pub unsafe extern "C" fn buffer_requested(
             probe.buffers_out.fetch_add(1, Ordering::Relaxed);
         }
     });
+}
+
+fn map_buffer() -> *mut u8 {
+    // SAFETY: a private anonymous mapping; no file, no fixed address.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            BUFFER_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        std::ptr::null_mut()
+    } else {
+        p.cast()
+    }
 }
 
 /// CUPTI hands back a filled activity buffer.
@@ -247,17 +265,11 @@ pub unsafe extern "C" fn buffer_completed(
             }
             p.buffers_out.fetch_sub(1, Ordering::Relaxed);
         }
-        if !buffer.is_null()
-            && let Some(layout) = buffer_layout()
-        {
-            // SAFETY: allocated in buffer_requested with this layout.
-            unsafe { std::alloc::dealloc(buffer, layout) };
+        if !buffer.is_null() {
+            // SAFETY: mapped in buffer_requested with this size.
+            unsafe { libc::munmap(buffer.cast(), BUFFER_BYTES) };
         }
     }));
-}
-
-fn buffer_layout() -> Option<std::alloc::Layout> {
-    std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).ok()
 }
 
 unsafe fn drain(p: &Probe, buffer: *mut u8, valid: usize) -> u64 {

@@ -183,6 +183,12 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
         (growth[1].total_before, growth[1].total_after),
         (3 << 30, 8 << 30)
     );
+    // The activity buffers came zeroed, promised so, and CUPTI cleared none
+    // (clearing one is an 8 MiB memset on the launching thread).
+    let buffers = &run.number_rows("cupti-report-buffers")[0];
+    let (requested, promised, cleared, not_zero) = (buffers[0], buffers[1], buffers[2], buffers[3]);
+    assert!(requested >= 1, "{buffers:?}");
+    assert_eq!((promised, cleared, not_zero), (1, 0, 0), "{buffers:?}");
     assert_eq!((growth[1].t_start, growth[1].t_end), (0, 0));
 
     // Stream-ordered calls: counted per pool, not recorded one by one; only

@@ -38,6 +38,12 @@ static TimestampFn g_timestamp;
 static volatile int g_kernel_enabled;
 static size_t g_dropped;
 
+/* CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: the client promised zeroed
+ * buffers; otherwise the stand-in clears each one, as CUPTI does. */
+#define ATTR_ZEROED_OUT_ACTIVITY_BUFFER 5
+static uint8_t g_client_zeroes;
+static uint64_t g_buffers_requested, g_bytes_cleared, g_buffers_not_zero;
+
 static pthread_mutex_t g_buffer_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *g_buffer;
 static size_t g_buffer_size;
@@ -69,6 +75,28 @@ int cuptiActivityRegisterCallbacks(BufferRequestFn request, BufferCompleteFn com
     g_request = request;
     g_complete = complete;
     return CUPTI_SUCCESS;
+}
+
+int cuptiActivitySetAttribute(uint32_t attribute, size_t *size, void *value) {
+    if (attribute != ATTR_ZEROED_OUT_ACTIVITY_BUFFER || size == NULL || *size != 1 || value == NULL)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    g_client_zeroes = *(uint8_t *)value;
+    return CUPTI_SUCCESS;
+}
+
+/* A buffer just handed out: cleared here unless the client promised it was. */
+static void take_buffer(uint8_t *buffer, size_t size) {
+    g_buffers_requested++;
+    if (!g_client_zeroes) {
+        memset(buffer, 0, size);
+        g_bytes_cleared += size;
+        return;
+    }
+    for (size_t i = 0; i < size; i++)
+        if (buffer[i] != 0) {
+            g_buffers_not_zero++;
+            return;
+        }
 }
 
 int cuptiActivityEnable(uint32_t kind) {
@@ -200,6 +228,7 @@ void standin_cupti_kernel_record(const KernelRecord *record) {
                 pthread_mutex_unlock(&g_buffer_lock);
                 return;
             }
+            take_buffer(g_buffer, g_buffer_size);
         }
         if (g_buffer_valid + sizeof(KernelRecord) <= g_buffer_size) {
             memcpy(g_buffer + g_buffer_valid, record, sizeof(KernelRecord));
@@ -220,6 +249,20 @@ int standin_cupti_enabled(uint32_t domain, uint32_t cbid) {
     return domain < 4 && cbid < MAX_CBID && __atomic_load_n(&g_enabled[domain][cbid], __ATOMIC_SEQ_CST);
 }
 
+/* Into $STANDIN_CUPTI_REPORT-buffers, one line: buffers requested, whether the
+ * client promised zeroed buffers, bytes the stand-in cleared, and buffers
+ * handed out not zeroed after that promise. */
+static void write_buffer_report(const char *path) {
+    char name[4096];
+    snprintf(name, sizeof name, "%s-buffers", path);
+    FILE *f = fopen(name, "w");
+    if (f == NULL)
+        return;
+    fprintf(f, "%llu %u %llu %llu\n", (unsigned long long)g_buffers_requested, g_client_zeroes,
+            (unsigned long long)g_bytes_cleared, (unsigned long long)g_buffers_not_zero);
+    fclose(f);
+}
+
 /* At unload (after every exit handler): each driver API id that was delivered
  * or is enabled, as "cbid delivered enabled" lines, into $STANDIN_CUPTI_REPORT,
  * for the harness to compare with what the probe saw. */
@@ -227,6 +270,7 @@ __attribute__((destructor)) static void write_report(void) {
     const char *path = getenv("STANDIN_CUPTI_REPORT");
     if (path == NULL || *path == '\0')
         return;
+    write_buffer_report(path);
     FILE *f = fopen(path, "w");
     if (f == NULL)
         return;
