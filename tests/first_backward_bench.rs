@@ -5,6 +5,8 @@
 //! is 12 ms slower whenever some CUDA injection is set, 3 ms more with the
 //! probe's kernel records on.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -36,25 +38,16 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 #[test]
 fn each_mode_is_paired_with_plain_and_the_bare_client_is_built_and_injected() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, text) in [("prewarm-doctor", DOCTOR), ("py", PYTHON)] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        Command::new("chmod").arg("+x").arg(&path).status().unwrap();
-    }
-    let out = Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_first_backward.sh"))
-        .env("SB", dir.path())
-        .env("BIN", dir.path().join("prewarm-doctor"))
-        .env("PY", dir.path().join("py"))
-        .env("OUTDIR", dir.path().join("out"))
-        .env("FIRSTBW_ROUNDS", "4")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::write_executable(dir.path(), "prewarm-doctor", DOCTOR);
+    common::write_executable(dir.path(), "py", PYTHON);
+    let stdout = common::stdout_of_success(
+        Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_first_backward.sh"))
+            .env("SB", dir.path())
+            .env("BIN", dir.path().join("prewarm-doctor"))
+            .env("PY", dir.path().join("py"))
+            .env("OUTDIR", dir.path().join("out"))
+            .env("FIRSTBW_ROUNDS", "4"),
     );
     assert!(
         dir.path().join("out/bare_cupti.so").exists(),

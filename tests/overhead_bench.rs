@@ -5,6 +5,8 @@
 //! which prints STEPTIMES slower by a set factor when it runs under the
 //! doctor's probe). Each process logs what it saw to a file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -57,11 +59,8 @@ struct Bench {
 impl Bench {
     fn new() -> Bench {
         let dir = tempfile::tempdir().unwrap();
-        for (name, text) in [("prewarm-doctor", DOCTOR), ("py", PYTHON)] {
-            let path = dir.path().join(name);
-            std::fs::write(&path, text).unwrap();
-            Command::new("chmod").arg("+x").arg(&path).status().unwrap();
-        }
+        common::write_executable(dir.path(), "prewarm-doctor", DOCTOR);
+        common::write_executable(dir.path(), "py", PYTHON);
         Bench { dir }
     }
 
@@ -71,25 +70,18 @@ impl Bench {
 
     /// Runs the bench with these variables; returns its stdout.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> String {
-        let out = Command::new("bash")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead.sh"))
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("SB", self.dir.path())
-            .env("BIN", self.path("prewarm-doctor"))
-            .env("PY", self.path("py"))
-            .env("OUTDIR", self.path("out"))
-            .env("OVERHEAD_ALLOCATORS", "default")
-            .envs(env.iter().copied())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
+        common::stdout_of_success(
+            Command::new("bash")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead.sh"))
+                .args(args)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .env("SB", self.dir.path())
+                .env("BIN", self.path("prewarm-doctor"))
+                .env("PY", self.path("py"))
+                .env("OUTDIR", self.path("out"))
+                .env("OVERHEAD_ALLOCATORS", "default")
+                .envs(env.iter().copied()),
+        )
     }
 
     /// A fresh stand-in set, run once: the set (for its log) and the output.

@@ -215,3 +215,25 @@ pub fn has_colour(rgb: &[u8], c: (u8, u8, u8)) -> bool {
             && (p[2] as i32 - c.2 as i32).abs() <= 6
     })
 }
+
+/// Writes an executable stand-in script (a doctor, a python) for a test
+/// that drives one of the repository's shell scripts.
+pub fn write_executable(dir: &Path, name: &str, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Runs a command that must succeed; its stdout (its stderr too in the
+/// failure message).
+pub fn stdout_of_success(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
