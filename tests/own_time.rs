@@ -176,6 +176,16 @@ fn the_report_gives_the_shims_hooks_per_phase() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no per-step figure: {whole}"));
     assert!((20.0..150.0).contains(&per_step), "{whole}");
+    // ... and its median over the steady step's own steps, beside that step.
+    let median_ms = process.steps.steady_shim_s.expect("steady_shim_s") * 1e3;
+    assert!((20.0..150.0).contains(&median_ms), "{median_ms}");
+    let steady_ms = process.steps.steady_step_s.unwrap() * 1e3;
+    assert!(
+        whole.contains(&format!(
+            "(median {median_ms:.1} ms of a {steady_ms:.1} ms steady step)"
+        )),
+        "{whole}"
+    );
     // The hooks cover the whole process, the shim's installation before
     // its first line included: the line says both totals, the phases' the
     // smaller, so no hook outgrows what the line calls the total.

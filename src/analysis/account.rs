@@ -542,6 +542,11 @@ pub struct StepInfo {
     pub steady_steps: u32,
     /// Which steps it is over (None without a finished step 2).
     pub steady_basis: Option<SteadyBasis>,
+    /// The shim's own time in a steady step: its median over the same steps
+    /// as `steady_step_s`, so it reads against that step (an average over
+    /// steps 2..N holds its first steps' memory snapshots). None when the
+    /// shim's lines do not state its time (an older shim, no shim).
+    pub steady_shim_s: Option<f64>,
     /// The finished steps 2..N that held lazy initialisation: left out of
     /// `steady_step_s` unless every one did.
     pub lazy_steps: Vec<u32>,

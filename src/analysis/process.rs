@@ -15,8 +15,9 @@ use super::framework_joins::{self, CommWindow, StallWindows, Window};
 use super::memory::{Replay, State, replay};
 use super::phases::{Boundaries, Phase};
 use super::sources::TORCH_POOL;
+use super::stats::Stat;
 use crate::load::records::ProcessRecords;
-use crate::load::shim::ShimEvent;
+use crate::load::shim::{ShimEvent, ShimOwnTime};
 use crate::load::{HostData, ProcessFiles};
 use prewarm_events::{MemApi, NoticeLevel, UNKNOWN_BYTES};
 use std::collections::{BTreeMap, HashSet};
@@ -149,7 +150,12 @@ fn account_of(f: Found) -> ProcessAccount {
         gpu,
         capture: capture_status(r, files.events.is_some()),
         versions: versions(r),
-        steps: step_info(bounds, &joins.stall_windows, &rp.local_events),
+        steps: step_info(
+            bounds,
+            &joins.stall_windows,
+            &rp.local_events,
+            &r.shim_own_time,
+        ),
         memory_source: device.used_source.clone(),
         context_bytes,
         phases,
@@ -821,9 +827,18 @@ fn step_checks(readings: &[StepEndReading], states: &[State]) -> Vec<StepCheck> 
 /// The step structure: how many steps ended, the rule that placed step 1,
 /// the setup and step-1 durations, the steady step (over the steps 2..N
 /// without lazy initialisation: `stalls`' windows, `local` growths) and the
-/// step the process died in.
-fn step_info(bounds: &Boundaries, stalls: &StallWindows, local: &[LocalMemoryEvent]) -> StepInfo {
+/// step the process died in; the shim's own time in the steady steps (from
+/// its lines' `own_ns`).
+fn step_info(
+    bounds: &Boundaries,
+    stalls: &StallWindows,
+    local: &[LocalMemoryEvent],
+    shim: &[ShimOwnTime],
+) -> StepInfo {
     let steady = super::steady::steady_step(bounds, stalls, local);
+    let steady_shim_s = steady
+        .as_ref()
+        .and_then(|s| steady_shim_seconds(&s.windows, shim, bounds.start));
     StepInfo {
         count: bounds.step_ends.len() as u32,
         rule: bounds.rule.clone(),
@@ -834,9 +849,20 @@ fn step_info(bounds: &Boundaries, stalls: &StallWindows, local: &[LocalMemoryEve
         steady_step_s: steady.as_ref().map(|s| s.seconds),
         steady_steps: steady.as_ref().map_or(0, |s| s.steps),
         steady_basis: steady.as_ref().map(|s| s.basis),
+        steady_shim_s,
         lazy_steps: steady.map(|s| s.lazy_steps).unwrap_or_default(),
         died_in_step: bounds.died_in_step(),
     }
+}
+
+/// The median of the shim's own time over `windows` (steps); None unless
+/// its lines state it for every one of them.
+fn steady_shim_seconds(windows: &[(u64, u64)], shim: &[ShimOwnTime], origin: u64) -> Option<f64> {
+    let per_step: Option<Vec<f64>> = windows
+        .iter()
+        .map(|&(a, b)| super::own_time::own_time_between(&[], shim, origin, a, b).shim_s)
+        .collect();
+    Some(Stat::of(&per_step?)?.median)
 }
 
 #[cfg(test)]
@@ -1478,7 +1504,7 @@ mod tests {
             rule: "first forward".into(),
             died: None,
         };
-        let s = step_info(&b, &StallWindows::default(), &[]);
+        let s = step_info(&b, &StallWindows::default(), &[], &[]);
         assert_eq!((s.count, s.rule.as_str()), (3, "first forward"));
         assert_eq!(
             (s.setup_s, s.step1_s, s.steady_step_s),
@@ -1487,6 +1513,37 @@ mod tests {
         assert_eq!(
             (s.steady_steps, s.steady_basis, s.died_in_step),
             (2, Some(SteadyBasis::EveryStep), None)
+        );
+    }
+
+    #[test]
+    fn the_shims_steady_time_is_its_median_over_the_steady_steps() {
+        // Steps 2..4 end at 3.5, 4.0 and 4.5 s; the shim spends 600 us in
+        // step 2 (its snapshots) and 20 us in each of steps 3 and 4.
+        let b = Boundaries {
+            start: 0,
+            step1_begin: Some(1_000_000_000),
+            step_ends: vec![3_000_000_000, 3_500_000_000, 4_000_000_000, 4_500_000_000],
+            end: 5_000_000_000,
+            rule: "first forward".into(),
+            died: None,
+        };
+        let line = |t: u64, own_ns: u64| ShimOwnTime { t, own_ns };
+        let shim = [
+            line(3_000_000_000, 10_000_000),
+            line(3_500_000_000, 10_600_000),
+            line(4_000_000_000, 10_620_000),
+            line(4_500_000_000, 10_640_000),
+        ];
+        let s = step_info(&b, &StallWindows::default(), &[], &shim);
+        let m = s.steady_shim_s.unwrap();
+        assert!((m - 20e-6).abs() < 1e-12, "{m}");
+        // Without the shim's time past the last step, nothing is claimed.
+        let s = step_info(&b, &StallWindows::default(), &[], &shim[..3]);
+        assert_eq!(s.steady_shim_s, None);
+        assert_eq!(
+            step_info(&b, &StallWindows::default(), &[], &[]).steady_shim_s,
+            None
         );
     }
 

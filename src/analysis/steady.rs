@@ -20,6 +20,9 @@ pub struct Steady {
     pub basis: SteadyBasis,
     /// Steps 2..N that held lazy initialisation, in order.
     pub lazy_steps: Vec<u32>,
+    /// The (begin, end) of each step the median is over, so a figure per
+    /// step (the shim's own time) can be taken over the same steps.
+    pub windows: Vec<(u64, u64)>,
 }
 
 /// The steady step over the finished steps 2..N: the median of those that
@@ -51,6 +54,7 @@ pub fn steady_step(
         steps: median.n,
         basis,
         lazy_steps: lazy_steps.iter().map(|s| s.0).collect(),
+        windows: over.iter().map(|(_, w)| *w).collect(),
     })
 }
 

@@ -75,7 +75,8 @@ fn csv_error(e: csv::Error) -> ReportError {
 
 /// The steady step (the median over the steps 2..N without lazy
 /// initialisation, docs/step-rule.md), how many steps it is the median of,
-/// and each step 2..N that held lazy initialisation.
+/// the shim's own time in such a step, and each step 2..N that held lazy
+/// initialisation.
 fn steady_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount) {
     let s = &p.steps;
     let Some(t) = s.steady_step_s else { return };
@@ -88,6 +89,9 @@ fn steady_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount) {
         s.steady_steps as f64,
         "count",
     );
+    if let Some(shim) = s.steady_shim_s {
+        rows.row(p, "steady", "median_step_shim_time", "hooks", shim, "s");
+    }
     for k in &s.lazy_steps {
         rows.row(p, "steady", "lazy_init_step", "", *k as f64, "step");
     }

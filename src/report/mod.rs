@@ -96,6 +96,16 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// [`seconds`], with microseconds below a millisecond: for a hook's cost
+/// in a warm step, which "0.0 ms" would hide.
+pub fn fine_seconds(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.0} µs", s * 1e6)
+    } else {
+        seconds(s)
+    }
+}
+
 /// Longest autotune key the terminal and Markdown show (JSON keeps them whole).
 pub const KEY_WIDTH: usize = 48;
 

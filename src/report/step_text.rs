@@ -112,6 +112,7 @@ mod tests {
             steady_step_s: Some(0.01),
             steady_steps: count - 1 - lazy.len() as u32,
             steady_basis: Some(basis),
+            steady_shim_s: None,
             lazy_steps: lazy.to_vec(),
             died_in_step: None,
         }

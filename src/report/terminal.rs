@@ -11,7 +11,7 @@ use super::model::{AttemptView, RankView, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
 use super::text_layout::{print_text, write_table};
-use super::{bytes, seconds, signed_bytes, step_text};
+use super::{bytes, fine_seconds, seconds, signed_bytes, step_text};
 use crate::analysis::account::{
     ExceptionEvent, Forensic, GapAccount, PhaseAccount, ProcessAccount,
 };
@@ -807,18 +807,25 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
     // first line the process wrote (the shim's own installation comes
     // before it): both are said, so the parts never outgrow the total.
     let whole: f64 = p.shim_hooks.iter().map(|h| h.seconds).sum();
+    let phases = if known.len() < p.phases.len() {
+        format!("in {} of its {} phases", known.len(), p.phases.len())
+    } else {
+        "in its phases".to_string()
+    };
     let mut text = if whole > total + 5e-5 {
         format!(
-            "hooks {} on the training's threads over the process ({} of it in its phases)",
+            "hooks {} on the training's threads over the process ({} of it {phases})",
             seconds(whole),
+            seconds(total)
+        )
+    } else if known.len() < p.phases.len() {
+        format!(
+            "hooks {} on the training's threads ({phases})",
             seconds(total)
         )
     } else {
         format!("hooks {} on the training's threads", seconds(total))
     };
-    if known.len() < p.phases.len() {
-        text += &format!(" (in {} of its {} phases)", known.len(), p.phases.len());
-    }
     // The step a process died in is in its steps 2..N but not among their
     // ended steps: no figure per step then.
     let died = p.steps.died_in_step.is_some();
@@ -827,7 +834,16 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
         .find(|ph| ph.phase == Phase::Steady && ph.steps > 0 && !died)
     {
         let per_step = ph.shim_s.unwrap_or(0.0) / ph.steps as f64;
-        text += &format!(", {} a step in steps 2..N", seconds(per_step));
+        text += &format!(", {} a step in steps 2..N", fine_seconds(per_step));
+        // The average holds the first steps' memory snapshots: the median
+        // over the steady step's own steps is what a warm step pays.
+        if let (Some(m), Some(step)) = (p.steps.steady_shim_s, p.steps.steady_step_s) {
+            text += &format!(
+                " (median {} of a {} steady step)",
+                fine_seconds(m),
+                seconds(step)
+            );
+        }
     }
     let costliest: Vec<String> = p
         .shim_hooks
