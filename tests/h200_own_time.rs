@@ -34,7 +34,12 @@ fn shim_ns_per_step(path: &Path) -> Vec<(u32, u64)> {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|v| v["ev"] == "step_end")
-        .map(|v| (v["step"].as_u64().unwrap() as u32, v["own_ns"].as_u64().unwrap()))
+        .map(|v| {
+            (
+                v["step"].as_u64().unwrap() as u32,
+                v["own_ns"].as_u64().unwrap(),
+            )
+        })
         .collect();
     ends.sort();
     ends.windows(2).map(|w| (w[1].0, w[1].1 - w[0].1)).collect()
@@ -60,10 +65,17 @@ fn the_shims_steady_step_time_is_the_median_its_step_end_lines_say() {
         (sorted[n / 2 - 1] + sorted[n / 2]) as f64 / 2.0
     };
     let got = p.steps.steady_shim_s.expect("steady_shim_s");
-    assert!((got * 1e9 - median_ns).abs() < 1e-3, "{got} vs {median_ns} ns");
+    assert!(
+        (got * 1e9 - median_ns).abs() < 1e-3,
+        "{got} vs {median_ns} ns"
+    );
     // The first steps (memory and group snapshots) cost far more than a warm
     // one: the average over steps 2..N is not what a warm step pays.
-    let steady_phase = p.phases.iter().find(|ph| ph.phase == Phase::Steady).unwrap();
+    let steady_phase = p
+        .phases
+        .iter()
+        .find(|ph| ph.phase == Phase::Steady)
+        .unwrap();
     let average = steady_phase.shim_s.unwrap() / steady_phase.steps as f64;
     assert!(average > 2.0 * got, "average {average} vs median {got}");
     // On the H200 a warm step's hooks (one step-end line) took tens of µs.
@@ -75,11 +87,20 @@ fn the_phases_shim_time_stays_within_the_processes_hooks() {
     let p = rank0(&fixture());
     let phases: f64 = p.phases.iter().filter_map(|ph| ph.shim_s).sum();
     let hooks: f64 = p.shim_hooks.iter().map(|h| h.seconds).sum();
-    assert!(phases > 0.0 && phases <= hooks + 1e-9, "{phases} vs {hooks}");
+    assert!(
+        phases > 0.0 && phases <= hooks + 1e-9,
+        "{phases} vs {hooks}"
+    );
     let step1 = p.phases.iter().find(|ph| ph.phase == Phase::Step1).unwrap();
     // The probe's callbacks and the shim's hooks in a 1.49 s step 1.
-    assert!((1e-3..30e-3).contains(&step1.probe_callbacks_s), "{step1:?}");
-    assert!((0.2e-3..10e-3).contains(&step1.shim_s.unwrap()), "{step1:?}");
+    assert!(
+        (1e-3..30e-3).contains(&step1.probe_callbacks_s),
+        "{step1:?}"
+    );
+    assert!(
+        (0.2e-3..10e-3).contains(&step1.shim_s.unwrap()),
+        "{step1:?}"
+    );
     assert_eq!(p.shim_hooks[0].name, "install");
 }
 
@@ -94,5 +115,8 @@ fn the_terminal_says_the_average_and_the_warm_steps_median() {
     let want = format!("(median {median_us:.0} µs of a {steady_ms:.1} ms steady step)");
     assert!(words.contains(&want), "{want} not in {text}");
     assert!(words.contains(" µs a step in steps 2..N "), "{text}");
-    assert!(words.contains("(6.6 ms of it in 3 of its 4 phases)"), "{text}");
+    assert!(
+        words.contains("(6.6 ms of it in 3 of its 4 phases)"),
+        "{text}"
+    );
 }

@@ -176,6 +176,13 @@ fn the_report_gives_the_shims_hooks_per_phase() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no per-step figure: {whole}"));
     assert!((20.0..150.0).contains(&per_step), "{whole}");
+    // ... the lines it wrote and the time the file system took for them ...
+    let w = process.shim_writes.expect("shim_writes");
+    assert!(w.lines > u64::from(process.steps.count), "{w:?}");
+    assert!(
+        whole.contains(&format!("; writing its {} lines ", w.lines)),
+        "{whole}"
+    );
     // ... and its median over the steady step's own steps, beside that step.
     let median_ms = process.steps.steady_shim_s.expect("steady_shim_s") * 1e3;
     assert!((20.0..150.0).contains(&median_ms), "{median_ms}");

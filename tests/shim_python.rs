@@ -600,6 +600,15 @@ for step in range(3):
         .max_by_key(|(_, v)| v[1].as_u64().unwrap())
         .unwrap();
     assert_eq!(costliest.0, "_StepTracker.post_step", "{by:?}");
+    // ... and its line writes: every line before this one, each timed.
+    let writes = own[0]["writes"].as_array().expect("writes");
+    let before = events.iter().position(|e| e["ev"] == "shim_own").unwrap();
+    assert_eq!(writes[0].as_u64(), Some(before as u64), "{events:?}");
+    let write_ns = writes[1].as_u64().unwrap();
+    assert!(
+        write_ns > 0 && write_ns < own[0]["own_ns"].as_u64().unwrap(),
+        "{writes:?}"
+    );
 }
 
 /// Triton's autotune with each candidate's kernel taking 100 ms: the

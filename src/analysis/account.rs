@@ -612,6 +612,9 @@ pub struct ProcessAccount {
     pub health: ProbeHealth,
     /// The shim's hooks by their own time over the run, costliest first.
     pub shim_hooks: Vec<super::own_time::ShimHookCost>,
+    /// The shim's line writes over the run (None from a shim that did not
+    /// time them).
+    pub shim_writes: Option<super::own_time::ShimWrites>,
     pub step_checks: Vec<StepCheck>,
     pub problems: Vec<Problem>,
     /// Down-sampled memory timeline for pictures; carried by the report

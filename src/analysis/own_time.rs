@@ -7,6 +7,7 @@
 use crate::load::shim::{ShimEvent, ShimOwnTime};
 use prewarm_events::ProbeCost;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// All of the probe's own time up to a record, in nanoseconds.
 fn spent(c: &ProbeCost) -> u64 {
@@ -96,18 +97,42 @@ pub struct ShimHookCost {
     pub seconds: f64,
 }
 
+/// The shim's line writes over the run: how much of its time the file
+/// system took (a slow run folder shows here, not as a costly hook).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct ShimWrites {
+    pub lines: u64,
+    pub seconds: f64,
+}
+
+/// The last `shim_own` line's figures: the hooks by entry point, the writes.
+fn last_shim_own(
+    shim: &[ShimEvent],
+) -> Option<(&BTreeMap<String, (u64, u64)>, Option<(u64, u64)>)> {
+    shim.iter()
+        .filter_map(|e| match e {
+            ShimEvent::ShimOwn { t, by, writes } => Some((*t, by, *writes)),
+            _ => None,
+        })
+        .max_by_key(|(t, _, _)| *t)
+        .map(|(_, by, writes)| (by, writes))
+}
+
+/// The shim's line writes from its last `shim_own` line (None from a shim
+/// that did not time them).
+pub fn shim_writes(shim: &[ShimEvent]) -> Option<ShimWrites> {
+    let (lines, ns) = last_shim_own(shim)?.1?;
+    Some(ShimWrites {
+        lines,
+        seconds: ns as f64 / 1e9,
+    })
+}
+
 /// The shim's hooks by their own time, costliest first, from its last
 /// `shim_own` line (empty for a shim that wrote none).
 pub fn shim_hook_costs(shim: &[ShimEvent]) -> Vec<ShimHookCost> {
-    let last = shim
-        .iter()
-        .filter_map(|e| match e {
-            ShimEvent::ShimOwn { t, by } => Some((*t, by)),
-            _ => None,
-        })
-        .max_by_key(|(t, _)| *t);
-    let mut hooks: Vec<ShimHookCost> = last
-        .map(|(_, by)| {
+    let mut hooks: Vec<ShimHookCost> = last_shim_own(shim)
+        .map(|(by, _)| {
             by.iter()
                 .map(|(name, &(calls, ns))| ShimHookCost {
                     name: name.clone(),

@@ -172,6 +172,7 @@ fn account_of(f: Found) -> ProcessAccount {
         exceptions,
         health: probe_health(r),
         shim_hooks: super::own_time::shim_hook_costs(&r.shim),
+        shim_writes: super::own_time::shim_writes(&r.shim),
         step_checks: step_checks(&plan.step_ends, &rp.states[plan.first_step_query()..]),
         problems,
         timeline,

@@ -210,6 +210,10 @@ pub enum ShimEvent {
         t: u64,
         #[serde(default)]
         by: BTreeMap<String, (u64, u64)>,
+        /// Its line writes so far: (count, ns inside the write call); None
+        /// from a shim that did not time them.
+        #[serde(default)]
+        writes: Option<(u64, u64)>,
     },
     #[serde(other)]
     Unknown,

@@ -845,6 +845,14 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
             );
         }
     }
+    if let Some(w) = p.shim_writes {
+        let lines = if w.lines == 1 { "line" } else { "lines" };
+        text += &format!(
+            "; writing its {} {lines} {}",
+            w.lines,
+            fine_seconds(w.seconds)
+        );
+    }
     let costliest: Vec<String> = p
         .shim_hooks
         .iter()

@@ -35,7 +35,7 @@ import os
 import sys
 import threading
 
-from prewarm_doctor_events import emit, emit_ints, now, own_by, own_ns, timed
+from prewarm_doctor_events import emit, emit_ints, now, own_by, own_ns, timed, writes
 
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
@@ -610,7 +610,7 @@ def _emit_own_by():
     printed into the training's stderr."""
     try:
         if _installed:
-            emit("shim_own", by=own_by())
+            emit("shim_own", by=own_by(), writes=writes())
     except Exception:
         pass
 
