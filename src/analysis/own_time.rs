@@ -105,10 +105,11 @@ pub struct ShimWrites {
     pub seconds: f64,
 }
 
+/// A `shim_own` line's (calls, ns) by entry point.
+type ByHook = BTreeMap<String, (u64, u64)>;
+
 /// The last `shim_own` line's figures: the hooks by entry point, the writes.
-fn last_shim_own(
-    shim: &[ShimEvent],
-) -> Option<(&BTreeMap<String, (u64, u64)>, Option<(u64, u64)>)> {
+fn last_shim_own(shim: &[ShimEvent]) -> Option<(&ByHook, Option<(u64, u64)>)> {
     shim.iter()
         .filter_map(|e| match e {
             ShimEvent::ShimOwn { t, by, writes } => Some((*t, by, *writes)),
