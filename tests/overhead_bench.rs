@@ -26,7 +26,8 @@ esac
 "#;
 
 /// `-m torch.distributed.run`: the agent (logs, then starts the worker as
-/// torchrun does, `--no-python` included); `-`: the bench's analysis;
+/// torchrun does, `--no-python` included); `-` or the summary script: the
+/// bench's analysis;
 /// otherwise the workload. Step 1 is 1.5 s, times STANDIN_SLOWDOWN under
 /// the probe, with +-0.1% of noise; a run takes STANDIN_SLEEP seconds more.
 const PYTHON: &str = r#"#!/usr/bin/env bash
@@ -37,6 +38,7 @@ if [ "$1" = -m ] && [ "$2" = torch.distributed.run ]; then
   if [ $nopy = 1 ]; then exec "$@"; else exec "$SB/py" -u "$@"; fi
 fi
 [ "$1" = - ] && exec python3 "$@"
+case $1 in *gpu_overhead_summary.py) exec python3 "$@" ;; esac
 [ "$1" = -u ] && shift
 echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none}" >> "$SB/log"
 sleep "${STANDIN_SLEEP:-0}"
@@ -252,4 +254,53 @@ fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
     line(&out, "PAIRED", "mode=doctor rounds=1");
     // Launched without torchrun: no agent ran.
     assert!(!bench.log().contains("agent"), "{}", bench.log());
+}
+
+/// Rows of STEPTIMES as the bench writes them: (mode, round, step 1 s).
+fn steptimes(rows: &[(&str, u32, f64)]) -> String {
+    rows.iter()
+        .map(|(mode, round, step1)| {
+            format!(
+                "{mode} round={round} STEPTIMES {{\"step1\": {step1}, \"steady_median\": 0.003, \"device_used\": 1}}\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_summary_pools_the_rounds_of_several_calls_without_pairing_across_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // Call 1: two rounds on a fast machine; call 2: one round on a machine
+    // twice as slow. The doctor is 10% slower within every round.
+    let one = dir.path().join("call1.txt");
+    let two = dir.path().join("call2.txt");
+    std::fs::write(
+        &one,
+        steptimes(&[
+            ("plain", 1, 1.0),
+            ("doctor", 1, 1.1),
+            ("plain", 2, 1.0),
+            ("doctor", 2, 1.1),
+        ]),
+    )
+    .unwrap();
+    std::fs::write(&two, steptimes(&[("doctor", 1, 2.2), ("plain", 1, 2.0)])).unwrap();
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
+            .args(["lazy", "default", "0"])
+            .arg(&one)
+            .arg(&two),
+    );
+    // Three rounds, each paired within its own call: 1.10 in every one
+    // (keyed by round number alone, call 2's round 1 would replace call
+    // 1's: two rounds).
+    let paired = line(&out, "PAIRED", "mode=doctor rounds=3 ");
+    assert!(
+        (field(paired, "step1_ratio") - 1.10).abs() < 1e-9,
+        "{paired}"
+    );
+    assert!(paired.contains("step1_ratio_90=1.100-1.100"), "{paired}");
+    let target = line(&out, "TARGET", "");
+    assert!(target.contains("(<= 1.03: over)"), "{target}");
 }

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
+PAIRED, PART, TARGET, CONTROL and BREAKDOWN lines from the STEPTIMES rows of
+one or more calls. Several files pool their rounds (a round pairs only runs
+of its own file), so a target one 10-minute call cannot resolve can be read
+over the rounds of several:
+
+    python3 benches/gpu_overhead_summary.py lazy async 0 call1/steptimes-lazy-async.txt call2/steptimes-lazy-async.txt
+"""
+import json, random, statistics, sys
+if len(sys.argv) < 5:
+    sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
+workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+rows = {}
+rounds = {}  # (file, round) -> mode -> row, for the paired ratios
+for f, path in enumerate(files):
+    per_file = {}
+    for line in open(path):
+        if " STEPTIMES " not in line:
+            continue
+        kind, _, payload = line.partition(" STEPTIMES ")
+        mode, _, tag = kind.strip().partition(" round=")
+        row = json.loads(payload)
+        rows.setdefault(mode, []).append(row)
+        per_file[mode] = per_file.get(mode, 0) + 1
+        # Files without round tags pair by position: the k-th row of each
+        # mode. Rounds of different files (calls) never pair with each other.
+        rounds.setdefault((f, tag or str(per_file[mode])), {})[mode] = row
+def paired(a, b, key, combine=lambda x, y: x / y):
+    """Within each round where both ran, combine(a's figure, b's): the
+    median over rounds, its 90% bootstrap interval (fixed seed), the count."""
+    values = [combine(r[a][key], r[b][key]) for r in rounds.values() if a in r and b in r]
+    rng = random.Random(1)
+    boot = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(2000))
+    return statistics.median(values), boot[100], boot[1899], len(values)
+def med(kind, key):
+    return statistics.median(r[key] for r in rows[kind])
+for mode in rows:
+    if mode == "plain":
+        continue
+    steady = med(mode, "steady_median") / med("plain", "steady_median")
+    step1 = med(mode, "step1") / med("plain", "step1")
+    mem = med(mode, "device_used") - med("plain", "device_used")
+    def spread(kind, key):
+        v = [1000 * r[key] for r in rows[kind]]
+        return f"{min(v):.3f}-{max(v):.3f}"
+    print(f"OVERHEAD workload={workload} allocator={allocator} mode={mode} rounds={len(rows[mode])} steady_ratio={steady:.4f} "
+          f"step1_ratio={step1:.4f} probe_device_bytes={mem:.0f} plain_steady_ms={1000*med('plain','steady_median'):.3f} "
+          f"{mode}_steady_ms={1000*med(mode,'steady_median'):.3f} plain_step1_ms={1000*med('plain','step1'):.1f} "
+          f"{mode}_step1_ms={1000*med(mode,'step1'):.1f}")
+    # Run-to-run spread (min-max over rounds): a ratio inside it is noise.
+    print(f"SPREAD workload={workload} allocator={allocator} mode={mode} plain_steady_ms={spread('plain','steady_median')} "
+          f"{mode}_steady_ms={spread(mode,'steady_median')} plain_step1_ms={spread('plain','step1')} "
+          f"{mode}_step1_ms={spread(mode,'step1')}")
+    # How far the median ratio can move by chance alone: a bootstrap over
+    # the rounds (each side resampled on its own; 90% interval, fixed seed).
+    def interval(key):
+        rng = random.Random(1)
+        a = [r[key] for r in rows[mode]]
+        b = [r[key] for r in rows["plain"]]
+        ratios = sorted(statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
+                        for _ in range(2000))
+        return ratios[100], ratios[1899]
+    lo1, hi1 = interval("step1")
+    los, his = interval("steady_median")
+    print(f"INTERVAL workload={workload} allocator={allocator} mode={mode} step1_ratio_90={lo1:.3f}-{hi1:.3f} "
+          f"steady_ratio_90={los:.3f}-{his:.3f}")
+    # Paired: the ratio within each round (adjacent runs share the machine's
+    # drift, which then cancels), its median over rounds and a bootstrap
+    # over rounds. TARGET is judged on these.
+    pstep1, plo1, phi1, pairs = paired(mode, "plain", "step1")
+    psteady, plos, phis, _ = paired(mode, "plain", "steady_median")
+    print(f"PAIRED workload={workload} allocator={allocator} mode={mode} rounds={pairs} "
+          f"step1_ratio={pstep1:.4f} step1_ratio_90={plo1:.3f}-{phi1:.3f} "
+          f"steady_ratio={psteady:.4f} steady_ratio_90={plos:.3f}-{phis:.3f}")
+    # Step 1 part by part (the lazy workload): where the difference and the
+    # noise each sit.
+    for part in ("forward", "backward", "clip", "optimizer"):
+        key = "step1_" + part
+        if all(key in r for r in rows[mode] + rows["plain"]):
+            ratio, lo, hi, _ = paired(mode, "plain", key)
+            print(f"PART workload={workload} allocator={allocator} mode={mode} part={part} "
+                  f"plain_ms={1000*med('plain', key):.1f} ({spread('plain', key)}) "
+                  f"{mode}_ms={1000*med(mode, key):.1f} ({spread(mode, key)}) "
+                  f"paired_ratio={ratio:.3f} paired_ratio_90={lo:.3f}-{hi:.3f}")
+    if mode == "doctor":
+        # met: even the interval's top is within the target; over: even its
+        # bottom is above it; otherwise the rounds cannot tell.
+        def verdict(r, lo, hi, limit):
+            return "met" if hi <= limit else "over" if lo > limit else f"not resolved by {len(rows[mode])} rounds"
+        print(f"TARGET workload={workload} allocator={allocator} paired step1={pstep1:.4f} "
+              f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
+              f"steady={psteady:.4f} (<= 1.01: {verdict(psteady, plos, phis, 1.01)})")
+# The A/A control: the doctor against the second plain run within each
+# round, as PAIRED does against the first. If the doctor's PAIRED ratio is
+# off 1 but this one is not, the difference is the method's, not the doctor's.
+if "doctor" in rows and "plain-again" in rows:
+    def between(key):
+        ratio, lo, hi, n = paired("doctor", "plain-again", key)
+        return f"{ratio:.4f} ({lo:.3f}-{hi:.3f})", n
+    step1, n = between("step1")
+    steady, _ = between("steady_median")
+    print(f"CONTROL workload={workload} allocator={allocator} doctor_vs_plain_again rounds={n} "
+          f"step1_ratio={step1} steady_ratio={steady}")
+# Breakdown: what each part costs step 1 = doctor minus doctor without it
+# (for doctor-modules, which switches a part on: it minus doctor).
+if breakdown == "1" and "doctor" in rows:
+    doctor = med("doctor", "step1")
+    extra = doctor - med("plain", "step1")
+    print(f"BREAKDOWN workload={workload} allocator={allocator} part=all step1_extra_ms={1000*extra:.1f}")
+    parts = {"no-kernels": "kernel records", "no-shim": "shim hooks", "no-nvml": "NVML sampling",
+             "tmpfs-out": "run-folder writes (vs tmpfs)", "no-probe": "probe (CUPTI subscription, callbacks, activity)",
+             "doctor-modules": "module-loaded callbacks (if switched on)",
+             "slow-tick": "writer's 10 ms tick (vs 100 ms) while kernel records are on",
+             "probe-clock": "CUPTI calling the probe's clock (if switched on)",
+             "agent-bare": "torchrun's agent instrumented"}
+    for mode, part in parts.items():
+        if mode not in rows:
+            continue
+        switched_on = mode in ("doctor-modules", "probe-clock")
+        cost = med(mode, "step1") - doctor if switched_on else doctor - med(mode, "step1")
+        # Paired: the difference within each round (the same machine drift
+        # on both sides), its median over rounds and a bootstrap interval.
+        sign = -1 if switched_on else 1
+        diff, lo, hi, n = paired("doctor", mode, "step1", lambda x, y: sign * (x - y))
+        print(f"BREAKDOWN workload={workload} allocator={allocator} part=\"{part}\" mode={mode} "
+              f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f} "
+              f"paired_ms={1000*diff:.1f} paired_ms_90={1000*lo:.1f}..{1000*hi:.1f} rounds={n}")
