@@ -107,6 +107,8 @@ for section in $SECTIONS; do
     BIN=$BIN OUTDIR=$RUNS/overhead-runs OVERHEAD_DEADLINE_S=${OVERHEAD_DEADLINE_S:-$(( ${OVERHEAD_TIMEOUT:-540} - 60 ))} \
       timeout ${OVERHEAD_TIMEOUT:-540} bash benches/gpu_overhead.sh 2>&1 | tee "$OUT/overhead.txt" | grep -E '^(OVERHEAD|SPREAD|INTERVAL|PAIRED|PART|TARGET|PROBE|DEADLINE|ELAPSED)'
     tar -C "$RUNS" -czf "$OUT/runs-overhead.tar.gz" overhead-runs
+    # Each allocator's rows, to pool with other calls' (benches/gpu_overhead_summary.py).
+    cp "$RUNS"/overhead-runs/steptimes-*.txt "$OUT/" 2>/dev/null
     ;;
   breakdown)
     BIN=$BIN OUTDIR=$RUNS/breakdown-runs OVERHEAD_DEADLINE_S=${OVERHEAD_DEADLINE_S:-$(( ${OVERHEAD_TIMEOUT:-540} - 60 ))} \
