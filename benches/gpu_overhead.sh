@@ -29,6 +29,8 @@
 # `probe-modules` (the same with CUPTI's module-loaded callback on), `no-shim`
 # (PREWARM_DOCTOR_SHIM=0), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
 # would: the doctor leaves NCCL's log alone), `no-nvml` (PREWARM_DOCTOR_NVML_SAMPLING=0),
+# `step-file` (PREWARM_DOCTOR_STEP_FILE=1: warm steps' ends stored into the
+# step file, not written as lines),
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
@@ -172,6 +174,7 @@ own_line() { # mode tag workload allocator
 import glob, json, statistics, sys
 mode, workload, allocator, prefix = sys.argv[2:6]
 runs = []
+warm = []  # the shim's median time in a steady step, per run (the report's)
 decoder = json.JSONDecoder()
 text = open(sys.argv[1]).read()
 i = 0
@@ -188,6 +191,7 @@ while i < len(text):
             phases = {ph.get("phase"): ph for ph in proc.get("phases", [])}
             if "step1" in phases:
                 runs.append(phases)
+                warm.append((proc.get("steps") or {}).get("steady_shim_s"))
 def med(values):
     values = [v for v in values if v is not None]
     return f"{1000 * statistics.median(values):.2f}" if values else "?"
@@ -195,7 +199,8 @@ step1 = [r["step1"] for r in runs]
 steady = [r.get("steady") for r in runs]
 per_step = [s["shim_s"] / s["steps"] if s and s.get("shim_s") is not None and s.get("steps") else None for s in steady]
 # The shim's own time a step from step 11 on (the steps the workloads
-# time as steady state), from its own step_end lines: steps 2-5 carry the
+# time as steady state), from its own step_end lines (`?` with the step
+# file, whose records the report's median reads instead): steps 2-5 carry the
 # detailed statistics and group snapshots, which the report's steps 2..N
 # figure averages in.
 def late_per_step(path):
@@ -217,7 +222,7 @@ if runs:
           f"step1_probe_callbacks_ms={med(p['probe_callbacks_s'] for p in step1)} "
           f"step1_probe_beside_ms={med(p['probe_s'] - p['probe_callbacks_s'] for p in step1)} "
           f"step1_shim_ms={med(p.get('shim_s') for p in step1)} steady_shim_ms_per_step={med(per_step)} "
-          f"shim_ms_per_step_from_11={med(late)}")
+          f"shim_ms_per_step_from_11={med(late)} shim_ms_steady_step_median={med(warm)}")
 PYEOF
 }
 
@@ -254,6 +259,7 @@ run_unpinned() {
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nccl-log) NCCL_DEBUG=WARN "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  step-file) PREWARM_DOCTOR_STEP_FILE=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   plain-again) "$@" ;;
   agent-bare) run_agent_bare "$dir" "$@" ;;
   nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
@@ -357,7 +363,7 @@ for w in $WORKLOADS; do
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-file)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

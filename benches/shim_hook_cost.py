@@ -3,9 +3,12 @@ this (no GPU, no torch): a torch-style hook plain and wrapped by the shim's
 own-time meter (``timed``), and a function called plain and observed through
 sys.monitoring (Python >= 3.12: the shim's observer, meter included, with a
 start and an end callback that do nothing else; and of that, the meter's
-part); with folders after N, one event line written (``emit``, what each
-step's end costs) into each folder, to tell a slow file system from the
-shim's own work. Best of 5 runs of N calls.
+part); with folders after N, one event line written (``emit``; the
+integer-only line a warm step's end writes, ``emit_ints``) into each folder,
+to tell a slow file system from the shim's own work, and a warm step's end
+stored into the step file (PREWARM_DOCTOR_STEP_FILE=1) instead; best of 5
+runs of N calls; and the same two once a step after a 64 MiB copy flushed
+the caches (``cold_``, median of 200), as a hook called once a step runs.
 
     python3 benches/shim_hook_cost.py [N [FOLDER...]]
 """
@@ -60,11 +63,39 @@ if monitor.observe(observed, lambda frame: True, lambda token, result, exc: None
     )
 else:
     print(f"BENCH python={sys.version.split()[0]} no sys.monitoring: the shim wraps instead")
+
+
+def cold_ns(call, runs=200):
+    """Median ns of one call after the caches were flushed by a 64 MiB copy:
+    what a hook costs once a step, between a step's own work."""
+    big = bytearray(64 << 20)
+    times = []
+    for k in range(runs):
+        flushed = bytes(big)  # noqa: F841 (held until the next copy)
+        t0 = time.perf_counter_ns()
+        call(k + 10, 0)
+        times.append(time.perf_counter_ns() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
 for folder in sys.argv[2:]:
-    # A fresh module, so that its file goes into this folder.
+    # A fresh module, so that its files go into this folder.
     os.environ["PREWARM_DOCTOR_DIR"] = folder
+    os.environ["PREWARM_DOCTOR_STEP_FILE"] = "1"
     import importlib
 
     fresh = importlib.reload(events)
     written = best_ns(lambda a, b: fresh.emit("step_end", step=a))
-    print(f"BENCH python={sys.version.split()[0]} folder={folder} emit_step_end_ns={written:.0f}")
+    line = best_ns(lambda a, b: fresh.emit_ints("step_end", step=a))
+    counter = iter(range(10, 1 << 62))
+    stored = best_ns(lambda a, b: fresh.step_end(next(counter)))
+    fresh = importlib.reload(events)  # a new step file, from step 10
+    line_cold = cold_ns(lambda a, b: fresh.emit_ints("step_end", step=a))
+    stored_cold = cold_ns(lambda a, b: fresh.step_end(a))
+    nothing_cold = cold_ns(lambda a, b: None)
+    print(
+        f"BENCH python={sys.version.split()[0]} folder={folder} emit_step_end_ns={written:.0f} "
+        f"step_end_line_ns={line:.0f} step_file_ns={stored:.0f} cold_step_end_line_ns={line_cold:.0f} "
+        f"cold_step_file_ns={stored_cold:.0f} cold_call_ns={nothing_cold:.0f}"
+    )

@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")"
 RUNS=${RUNS:-10000000}
 BIN=target/x86_64-unknown-linux-gnu/release
-for t in ${TARGETS:-escape nccl_log variants_toml shim_jsonl event_decoder}; do
+for t in ${TARGETS:-escape nccl_log variants_toml shim_jsonl step_file event_decoder}; do
   mkdir -p "artifacts/$t" "corpus/$t" logs
   start=$(date +%s)
   nice -n 10 "$BIN/$t" "corpus/$t" -runs="$RUNS" -timeout=10 -rss_limit_mb=2048 \

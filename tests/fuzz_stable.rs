@@ -266,6 +266,34 @@ fn shim_jsonl() {
     drive("shim_jsonl", targets::shim_jsonl, corpus, dictionary, 3_000);
 }
 
+/// A step file as the shim writes it: steps `first..first + n`, with one
+/// slot left unwritten.
+fn step_file_seed(first: u64, n: u64) -> Vec<u8> {
+    let mut b = b"PDSTEP01".to_vec();
+    b.extend_from_slice(&24u32.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&first.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes());
+    for i in 0..n {
+        let step = if i == n / 2 { 0 } else { first + i };
+        for v in [step, 1_000_000 * (first + i), 25_000 * i] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    b
+}
+
+#[test]
+fn step_file() {
+    let corpus = vec![
+        step_file_seed(6, 12),
+        step_file_seed(101, 3),
+        step_file_seed(u64::from(u32::MAX) - 1, 4),
+    ];
+    let dictionary: &[&[u8]] = &[b"PDSTEP01", &[24, 0, 0, 0], &[0; 24], &[0xff; 8]];
+    drive("step_file", targets::step_file, corpus, dictionary, 3_000);
+}
+
 #[test]
 fn nccl_log() {
     let corpus = fixture_seeds(&|n| n.starts_with("nccl.") && n.ends_with(".log"), 8192);

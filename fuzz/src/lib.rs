@@ -6,6 +6,7 @@
 //! drivers report as a crash with the input that caused it.
 
 use prewarm_doctor::load::nccl::parse_nccl_log;
+use prewarm_doctor::load::shim::{ShimEvent, parse_step_file};
 use prewarm_doctor::load::shim_from_bytes;
 use prewarm_doctor::prewarm::variants;
 use prewarm_doctor::report::escape;
@@ -70,6 +71,25 @@ pub fn shim_jsonl(data: &[u8]) {
             "{p}"
         );
     }
+}
+
+/// The step file parser (src/load/shim.rs, `parse_step_file`): never
+/// panics; what it gives is one step end per record, in rising steps (a
+/// slot holds only its own step), each with its own-time sample.
+pub fn step_file(data: &[u8]) {
+    let Ok(lines) = parse_step_file(data) else {
+        return;
+    };
+    assert_eq!(lines.events.len(), lines.own_time.len());
+    let steps: Vec<u32> = lines
+        .events
+        .iter()
+        .map(|e| match e {
+            ShimEvent::StepEnd { step, .. } => *step,
+            other => panic!("not a step end: {other:?}"),
+        })
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
 }
 
 /// The NCCL log parser (src/load/nccl.rs): never panics; every communicator

@@ -449,9 +449,35 @@ pub fn stream_records<R: std::io::Read>(input: R, mut f: impl FnMut(Record)) -> 
 /// Reads a shim file. Its problems are folded into at most one per file (the
 /// first bad line with its byte offset, and how many more there were).
 pub fn read_shim(root: &Path, path: &Path) -> (ShimLines, Vec<Problem>) {
-    match std::fs::read(path) {
+    let (lines, mut problems) = match std::fs::read(path) {
         Ok(bytes) => shim_from_bytes(&rel(root, path), &bytes),
         Err(e) => (ShimLines::default(), vec![unreadable(root, path, &e)]),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let Some(stem) = name.strip_suffix(".jsonl") else {
+        return (lines, problems);
+    };
+    let steps = path.with_file_name(format!("{stem}.steps"));
+    let bytes = match std::fs::read(&steps) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (lines, problems),
+        Err(e) => {
+            problems.push(unreadable(root, &steps, &e));
+            return (lines, problems);
+        }
+    };
+    match shim::parse_step_file(&bytes) {
+        Ok(file) => (shim::with_step_file(lines, file), problems),
+        Err(what) => {
+            problems.push(Problem {
+                file: rel(root, &steps),
+                offset: None,
+                line: None,
+                what: format!("not a step file: {what}; the warm steps' ends in it are not used"),
+                damaged: true,
+            });
+            (lines, problems)
+        }
     }
 }
 

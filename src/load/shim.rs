@@ -244,6 +244,79 @@ pub struct ShimLines {
     pub own_time: Vec<ShimOwnTime>,
 }
 
+/// The step file's magic (`prewarm_doctor_events.STEP_FILE_MAGIC`).
+const STEP_FILE_MAGIC: &[u8; 8] = b"PDSTEP01";
+const STEP_HEADER: usize = 32;
+const STEP_RECORD: usize = 24;
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// Warm steps' ends from a step file (`<stem>.pid-<pid>.shim.steps`, the
+/// opt-in PREWARM_DOCTOR_STEP_FILE=1): each record whose step is its slot's
+/// (the header's first step plus its index) gives a `StepEnd` and the
+/// shim's own time at it; a record never written is zeros, and one torn by
+/// a kill fails that check, so neither is used. A cut-short last record is
+/// left out too. Err names what makes the file unreadable as one.
+pub fn parse_step_file(bytes: &[u8]) -> Result<ShimLines, String> {
+    if bytes.len() < STEP_HEADER || &bytes[..8] != STEP_FILE_MAGIC {
+        return Err("no step-file header (PDSTEP01)".into());
+    }
+    let record = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
+    if record != STEP_RECORD {
+        return Err(format!("records of {record} bytes, not {STEP_RECORD}"));
+    }
+    let first = u64_at(bytes, 16);
+    let mut lines = ShimLines::default();
+    for (i, r) in bytes[STEP_HEADER..].chunks_exact(STEP_RECORD).enumerate() {
+        let (step, t, own_ns) = (u64_at(r, 0), u64_at(r, 8), u64_at(r, 16));
+        if step == 0 || Some(step) != first.checked_add(i as u64) || t == 0 {
+            continue;
+        }
+        let Ok(step) = u32::try_from(step) else {
+            continue;
+        };
+        lines.events.push(ShimEvent::StepEnd {
+            t,
+            step,
+            reserved: None,
+            allocated: None,
+            max_reserved: None,
+            device_free: None,
+            device_total: None,
+        });
+        lines.own_time.push(ShimOwnTime { t, own_ns });
+    }
+    Ok(lines)
+}
+
+/// `lines` with the step ends of a step file added: a step a line already
+/// ends is not taken twice; the own-time samples stay in time order.
+pub fn with_step_file(mut lines: ShimLines, file: ShimLines) -> ShimLines {
+    let ended: std::collections::HashSet<u32> = lines
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::StepEnd { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    for (e, own) in file.events.into_iter().zip(file.own_time) {
+        if let ShimEvent::StepEnd { step, .. } = &e
+            && ended.contains(step)
+        {
+            continue;
+        }
+        lines.events.push(e);
+        lines.own_time.push(own);
+    }
+    lines.own_time.sort_unstable();
+    lines
+}
+
 /// One line of a shim file that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadLine {
@@ -312,6 +385,87 @@ pub fn parse_shim(bytes: &[u8]) -> (ShimLines, Vec<BadLine>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A step file holding steps `first..` as `records` (step, t, own_ns).
+    fn step_file(first: u64, records: &[(u64, u64, u64)]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"PDSTEP01");
+        b.extend_from_slice(&24u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&first.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        for (step, t, own) in records {
+            for v in [step, t, own] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    fn steps_of(lines: &ShimLines) -> Vec<(u32, u64)> {
+        lines
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ShimEvent::StepEnd { step, t, .. } => Some((*step, *t)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_step_file_gives_each_stored_step_and_skips_unwritten_and_torn_slots() {
+        // Steps 6, 7, (8 never stored: step 8 was a line), 9 torn (its slot
+        // says step 3), 10, then half a record (the process was killed).
+        let mut bytes = step_file(
+            6,
+            &[
+                (6, 600, 60),
+                (7, 700, 70),
+                (0, 0, 0),
+                (3, 900, 90),
+                (10, 1000, 100),
+            ],
+        );
+        bytes.extend_from_slice(&11u64.to_le_bytes());
+        let lines = parse_step_file(&bytes).unwrap();
+        assert_eq!(steps_of(&lines), vec![(6, 600), (7, 700), (10, 1000)]);
+        assert_eq!(
+            lines.own_time,
+            vec![
+                ShimOwnTime { t: 600, own_ns: 60 },
+                ShimOwnTime { t: 700, own_ns: 70 },
+                ShimOwnTime {
+                    t: 1000,
+                    own_ns: 100
+                },
+            ]
+        );
+        // Not a step file: said, not guessed at.
+        assert!(parse_step_file(b"PDSTEP0").is_err());
+        let mut wide = step_file(1, &[]);
+        wide[8] = 32;
+        assert_eq!(
+            parse_step_file(&wide).unwrap_err(),
+            "records of 32 bytes, not 24"
+        );
+    }
+
+    #[test]
+    fn the_step_files_ends_join_the_lines_without_taking_a_step_twice() {
+        let (lines, bad) = parse_shim(
+            b"{\"ev\":\"step_end\",\"t\":500,\"step\":5,\"own_ns\":50}\n{\"ev\":\"step_end\",\"t\":800,\"step\":8,\"own_ns\":80}\n",
+        );
+        assert!(bad.is_empty());
+        let file =
+            parse_step_file(&step_file(6, &[(6, 600, 60), (7, 700, 70), (8, 801, 81)])).unwrap();
+        let merged = with_step_file(lines, file);
+        let mut steps = steps_of(&merged);
+        steps.sort();
+        assert_eq!(steps, vec![(5, 500), (6, 600), (7, 700), (8, 800)]);
+        let times: Vec<u64> = merged.own_time.iter().map(|o| o.t).collect();
+        assert_eq!(times, vec![500, 600, 700, 800]);
+    }
 
     #[test]
     fn parses_known_skips_unknown_and_reports_truncation() {

@@ -182,6 +182,89 @@ def _write(line):
         _writes[0] += 1
 
 
+# The step file (opt-in, PREWARM_DOCTOR_STEP_FILE=1): a warm step's end as
+# one 24-byte record stored into a shared mapping of
+# <stem>.pid-<pid>.shim.steps, a memory store instead of a write call, which
+# the kernel keeps even when the process is killed. Header (32 bytes,
+# little-endian): magic, record size, reserved, the first step it holds;
+# record i: (step, t, own_ns) of step base + i, all zero until written.
+STEP_FILE_MAGIC = b"PDSTEP01"
+_STEP_HEADER = 32
+_STEP_RECORD = 24
+_STEP_CHUNK = 1 << 16  # records the file grows by (1.5 MiB, sparse)
+_step_file_on = os.environ.get("PREWARM_DOCTOR_STEP_FILE") == "1"
+# [mapping, first step, records mapped] once open; False where it cannot be.
+_steps = None
+
+
+def _open_step_file(first):
+    import mmap
+    import struct
+
+    path = _path()[: -len(".jsonl")] + ".steps"
+    os.makedirs(_DIR, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, _STEP_HEADER + _STEP_CHUNK * _STEP_RECORD)
+        m = mmap.mmap(fd, _STEP_HEADER + _STEP_CHUNK * _STEP_RECORD)
+    finally:
+        os.close(fd)
+    struct.pack_into("<8sIIQQ", m, 0, STEP_FILE_MAGIC, _STEP_RECORD, 0, first, 0)
+    return [m, first, _STEP_CHUNK, struct.Struct("<QQQ").pack_into]
+
+
+def _forget_step_file_in_child():
+    # A forked child must not store into its parent's file: it writes lines.
+    global _steps
+    _steps = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_step_file_in_child)
+
+
+def step_end(step):
+    """A warm step's end: a record in the step file where it is on and can
+    be kept, else a ``step_end`` line. Never raises."""
+    r = _steps
+    if r:
+        i = step - r[1]
+        if 0 <= i < r[2]:
+            try:
+                r[3](r[0], _STEP_HEADER + _STEP_RECORD * i, step, now(), own_ns())
+                return
+            except Exception:
+                pass
+    _step_end_slow(step)
+
+
+def _step_end_slow(step):
+    global _steps
+    if _DIR and _step_file_on and _steps is not False:
+        try:
+            if _steps is None:
+                _steps = _open_step_file(step)
+            else:
+                # Past the mapped records: the file grows by chunks (one
+                # call in 65,536 steps).
+                m, first, mapped, _ = _steps
+                grown = mapped
+                while step - first >= grown:
+                    grown += _STEP_CHUNK
+                if grown != mapped:
+                    m.resize(_STEP_HEADER + grown * _STEP_RECORD)
+                    _steps[2] = grown
+            i = step - _steps[1]
+            if 0 <= i < _steps[2]:
+                _steps[3](_steps[0], _STEP_HEADER + _STEP_RECORD * i, step, now(), own_ns())
+                return
+        except Exception:
+            pass
+        # Out of order or not storable: lines from here on.
+        _steps = False
+    emit_ints("step_end", step=step)
+
+
 def emit(event, **fields):
     """Appends one event line; never raises. ``own_ns`` is the shim's own
     time at the line's ``t`` (a caller giving a past ``t`` gives it too)."""

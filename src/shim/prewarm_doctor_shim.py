@@ -35,7 +35,7 @@ import os
 import sys
 import threading
 
-from prewarm_doctor_events import emit, emit_ints, now, own_by, own_ns, timed, writes
+from prewarm_doctor_events import emit, now, own_by, own_ns, step_end, timed, writes
 
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
@@ -248,7 +248,7 @@ class _StepTracker:
         self.steps += 1
         if self.steps > _DETAIL_STEPS and self.steps % _STATS_EVERY:
             # Steady state: the step's end alone, the least a step can cost.
-            emit_ints("step_end", step=self.steps)
+            step_end(self.steps)
             return
         if self.pre_step_handle is not None:
             # Step 1 is placed: the pre-hook has nothing left to do (removed

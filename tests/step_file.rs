@@ -1,0 +1,134 @@
+//! The opt-in step file (PREWARM_DOCTOR_STEP_FILE=1) end to end: `prewarm-
+//! doctor run` of a training against the stand-in torch. A warm step's end
+//! is a record in `<stem>.shim.steps` instead of a line, and the analysis
+//! reads the same steps from it as from lines; the records survive the
+//! process being killed, where a buffered line would not.
+
+mod common;
+
+use common::python;
+use prewarm_doctor::analysis::account::ProcessAccount;
+use prewarm_doctor::analysis::analyse_run;
+use prewarm_doctor::load::load_run;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `steps` steps of 2 ms; with `kill_at`, the process SIGKILLs itself
+/// after that many steps ended.
+fn train(steps: u32, kill_at: Option<u32>) -> String {
+    let kill = kill_at.map_or(String::new(), |k| {
+        format!("    if step + 1 == {k}:\n        os.kill(os.getpid(), signal.SIGKILL)\n")
+    });
+    format!(
+        "import os, signal, time, torch\n\
+         net = torch.nn.Module()\n\
+         opt = torch.optim.Optimizer(net.parameters())\n\
+         for step in range({steps}):\n\
+         \x20   opt.zero_grad()\n\
+         \x20   net(1)\n\
+         \x20   time.sleep(0.002)\n\
+         \x20   opt.step()\n\
+         {kill}\
+         print('TRAINED', flush=True)\n"
+    )
+}
+
+/// Runs the training under the doctor; the run folder and the exit code.
+fn recorded(dir: &Path, script: &str, step_file: bool) -> (PathBuf, Option<i32>) {
+    let path = dir.join("train.py");
+    std::fs::write(&path, script).unwrap();
+    let out = dir.join("run");
+    let r = assert_cmd::Command::cargo_bin("prewarm-doctor")
+        .unwrap()
+        .args(["run", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(python())
+        .arg(&path)
+        .env("PREWARM_DOCTOR_CACHE", dir.join("cache"))
+        .env("PYTHONPATH", root().join("tests/shim/fake_torch"))
+        .env("FAKE_TORCH_CUDA", "1")
+        .env(
+            "PREWARM_DOCTOR_STEP_FILE",
+            if step_file { "1" } else { "0" },
+        )
+        .output()
+        .unwrap();
+    (out, r.status.code())
+}
+
+fn process(run: &Path) -> ProcessAccount {
+    analyse_run(&load_run(run).unwrap())
+        .remove(0)
+        .processes
+        .remove(0)
+}
+
+/// The files of the run's one process with this suffix.
+fn files(run: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![run.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.to_string_lossy().ends_with(suffix) {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+fn step_end_lines(run: &Path) -> usize {
+    files(run, ".shim.jsonl")
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains("\"ev\": \"step_end\""))
+                .count()
+        })
+        .sum()
+}
+
+#[test]
+fn warm_steps_go_to_the_step_file_and_read_as_the_same_steps() {
+    let with = tempfile::tempdir().unwrap();
+    let (run, code) = recorded(with.path(), &train(40, None), true);
+    assert_eq!(code, Some(0));
+    let p = process(&run);
+    assert_eq!(p.steps.count, 40, "{:?}", p.steps);
+    // Lines for the first five steps (their snapshots) only; the rest are
+    // records.
+    assert_eq!(step_end_lines(&run), 5);
+    assert_eq!(files(&run, ".shim.steps").len(), 1);
+    assert!(p.steps.steady_shim_s.is_some(), "{:?}", p.steps);
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    // Without the switch: lines only, and the same steps.
+    let without = tempfile::tempdir().unwrap();
+    let (plain, code) = recorded(without.path(), &train(40, None), false);
+    assert_eq!(code, Some(0));
+    assert_eq!(step_end_lines(&plain), 40);
+    assert!(files(&plain, ".shim.steps").is_empty());
+    let q = process(&plain);
+    assert_eq!(
+        (q.steps.count, q.steps.steady_steps),
+        (p.steps.count, p.steps.steady_steps)
+    );
+}
+
+#[test]
+fn the_step_files_records_survive_a_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, code) = recorded(dir.path(), &train(40, Some(23)), true);
+    // The doctor passes the training's death on (128 + SIGKILL).
+    assert_ne!(code, Some(0));
+    let p = process(&run);
+    assert_eq!(p.steps.count, 23, "{:?}", p.steps);
+}
