@@ -36,8 +36,9 @@ fn train(steps: u32, kill_at: Option<u32>) -> String {
     )
 }
 
-/// Runs the training under the doctor; the run folder and the exit code.
-fn recorded(dir: &Path, script: &str, step_file: bool) -> (PathBuf, Option<i32>) {
+/// Runs the training under the doctor; the run folder, the exit code and
+/// the training's stdout.
+fn recorded(dir: &Path, script: &str, step_file: bool) -> (PathBuf, Option<i32>, String) {
     let path = dir.join("train.py");
     std::fs::write(&path, script).unwrap();
     let out = dir.join("run");
@@ -57,7 +58,11 @@ fn recorded(dir: &Path, script: &str, step_file: bool) -> (PathBuf, Option<i32>)
         )
         .output()
         .unwrap();
-    (out, r.status.code())
+    (
+        out,
+        r.status.code(),
+        String::from_utf8_lossy(&r.stdout).into_owned(),
+    )
 }
 
 fn process(run: &Path) -> ProcessAccount {
@@ -100,8 +105,8 @@ fn step_end_lines(run: &Path) -> usize {
 #[test]
 fn warm_steps_go_to_the_step_file_and_read_as_the_same_steps() {
     let with = tempfile::tempdir().unwrap();
-    let (run, code) = recorded(with.path(), &train(40, None), true);
-    assert_eq!(code, Some(0));
+    let (run, code, stdout) = recorded(with.path(), &train(40, None), true);
+    assert_eq!((code, stdout.as_str()), (Some(0), "TRAINED\n"));
     let p = process(&run);
     assert_eq!(p.steps.count, 40, "{:?}", p.steps);
     // Lines for the first five steps (their snapshots) only; the rest are
@@ -112,8 +117,8 @@ fn warm_steps_go_to_the_step_file_and_read_as_the_same_steps() {
     assert!(p.problems.is_empty(), "{:?}", p.problems);
     // Without the switch: lines only, and the same steps.
     let without = tempfile::tempdir().unwrap();
-    let (plain, code) = recorded(without.path(), &train(40, None), false);
-    assert_eq!(code, Some(0));
+    let (plain, code, stdout) = recorded(without.path(), &train(40, None), false);
+    assert_eq!((code, stdout.as_str()), (Some(0), "TRAINED\n"));
     assert_eq!(step_end_lines(&plain), 40);
     assert!(files(&plain, ".shim.steps").is_empty());
     let q = process(&plain);
@@ -126,7 +131,8 @@ fn warm_steps_go_to_the_step_file_and_read_as_the_same_steps() {
 #[test]
 fn the_step_files_records_survive_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let (run, code) = recorded(dir.path(), &train(40, Some(23)), true);
+    let (run, code, stdout) = recorded(dir.path(), &train(40, Some(23)), true);
+    assert_eq!(stdout, "");
     // The doctor passes the training's death on (128 + SIGKILL).
     assert_ne!(code, Some(0));
     let p = process(&run);
