@@ -138,3 +138,46 @@ fn the_step_files_records_survive_a_sigkill() {
     let p = process(&run);
     assert_eq!(p.steps.count, 23, "{:?}", p.steps);
 }
+
+/// The shim's writer alone, 70,000 warm steps (every 100th a line, as the
+/// step tracker writes it): the file grows past its first 65,536 records
+/// and every step reads back once.
+#[test]
+fn the_step_file_grows_and_every_step_reads_back_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import prewarm_doctor_events as ev\n\
+                  for k in range(6, 70006):\n\
+                  \x20   ev.emit_ints('step_end', step=k) if k % 100 == 0 else ev.step_end(k)\n";
+    let out = std::process::Command::new(python())
+        .args(["-c", script])
+        .env("PYTHONPATH", root().join("src/shim"))
+        .env("PREWARM_DOCTOR_DIR", dir.path())
+        .env("PREWARM_DOCTOR_STEP_FILE", "1")
+        .env_remove("RANK")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shim = files(dir.path(), ".shim.jsonl");
+    assert_eq!(shim.len(), 1);
+    let size = std::fs::metadata(&files(dir.path(), ".shim.steps")[0])
+        .unwrap()
+        .len();
+    assert_eq!(size, 32 + 2 * 65_536 * 24, "grown by one chunk");
+    let (lines, problems) = prewarm_doctor::load::read_shim(dir.path(), &shim[0]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let mut steps: Vec<u32> = lines
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            prewarm_doctor::load::shim::ShimEvent::StepEnd { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    steps.sort();
+    assert_eq!(steps, (6..70_006).collect::<Vec<u32>>());
+    assert_eq!(lines.own_time.len(), 70_000);
+}
