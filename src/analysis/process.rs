@@ -876,15 +876,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn step_end(t: u64, step: u32) -> ShimEvent {
-        ShimEvent::StepEnd {
-            t,
-            step,
-            reserved: None,
-            allocated: None,
-            max_reserved: None,
-            device_free: None,
-            device_total: None,
-        }
+        ShimEvent::step_end_at(t, step)
     }
 
     fn exception(t: u64) -> ShimEvent {

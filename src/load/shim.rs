@@ -219,6 +219,22 @@ pub enum ShimEvent {
     Unknown,
 }
 
+impl ShimEvent {
+    /// A step's end with none of torch's figures: a warm step's, as the
+    /// step file stores it.
+    pub fn step_end_at(t: u64, step: u32) -> ShimEvent {
+        ShimEvent::StepEnd {
+            t,
+            step,
+            reserved: None,
+            allocated: None,
+            max_reserved: None,
+            device_free: None,
+            device_total: None,
+        }
+    }
+}
+
 /// The shim's own time so far, as one line states it (`own_ns`; earlier
 /// shims wrote none): the time its hooks took on the training's threads up
 /// to `t`, summed over threads. The analysis reads a phase's share off these cumulative figures.
@@ -279,15 +295,7 @@ pub fn parse_step_file(bytes: &[u8]) -> Result<ShimLines, String> {
         let Ok(step) = u32::try_from(step) else {
             continue;
         };
-        lines.events.push(ShimEvent::StepEnd {
-            t,
-            step,
-            reserved: None,
-            allocated: None,
-            max_reserved: None,
-            device_free: None,
-            device_total: None,
-        });
+        lines.events.push(ShimEvent::step_end_at(t, step));
         lines.own_time.push(ShimOwnTime { t, own_ns });
     }
     Ok(lines)
