@@ -22,7 +22,7 @@ for alloc in $ALLOCATORS; do
   echo "== $alloc: silence ($(( $(date +%s) - T0 )) s)"
   # A 4096 block keeps the cold-cache compile of the silence runs short.
   SPILL_BLOCK=4096 BIN=$BIN OUT=$OUT/silence-$alloc RUNS=/tmp/pd-footprint-$alloc SECTIONS=silence \
-    bash scripts/gpu-e2e.sh 2>&1 | grep -E '^(plain|doctor) exit|^SILENCE'
+    bash scripts/gpu-e2e.sh 2>&1 | grep -A8 -E '^(plain|doctor) exit|^SILENCE'
   "$BIN" report /tmp/pd-footprint-$alloc/silence-doctor > "$OUT/silence-$alloc/report.txt" 2>&1
   rm -f "$OUT/silence-$alloc"/runs-*.tar.gz
   echo "== $alloc: traceback ($(( $(date +%s) - T0 )) s)"
