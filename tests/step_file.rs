@@ -181,3 +181,28 @@ fn the_step_file_grows_and_every_step_reads_back_once() {
     assert_eq!(steps, (6..70_006).collect::<Vec<u32>>());
     assert_eq!(lines.own_time.len(), 70_000);
 }
+
+/// Where the step file cannot be made (here a folder stands at its path),
+/// the warm steps' ends are lines as without it, and nothing is printed.
+#[test]
+fn without_a_step_file_the_ends_are_lines_and_nothing_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import os, prewarm_doctor_events as ev\n\
+                  os.makedirs(ev._path()[: -len('.jsonl')] + '.steps')\n\
+                  for k in range(6, 26):\n\
+                  \x20   ev.step_end(k)\n";
+    let out = std::process::Command::new(python())
+        .args(["-c", script])
+        .env("PYTHONPATH", root().join("src/shim"))
+        .env("PREWARM_DOCTOR_DIR", dir.path())
+        .env("PREWARM_DOCTOR_STEP_FILE", "1")
+        .env_remove("RANK")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        (out.stdout.as_slice(), out.stderr.as_slice()),
+        (&b""[..], &b""[..])
+    );
+    assert_eq!(step_end_lines(dir.path()), 20);
+}
