@@ -61,21 +61,40 @@ pub fn own_time_between(
 /// around it (from zero at `origin`, the process's start); the last sample's
 /// figure after it. `samples` are (time, cumulative value) in time order:
 /// the probe's writer thread writes its records so, and the shim's lines are
-/// sorted when read.
+/// sorted when read. A binary search: a run's every step asks it.
 fn value_at(samples: &[(u64, u64)], origin: u64, t: u64) -> f64 {
-    let mut before = (origin, 0u64);
-    for &(ts, v1) in samples {
-        if ts >= t {
-            let (t0, v0) = before;
-            if ts <= t0 {
-                return v1 as f64;
-            }
-            let f = t.saturating_sub(t0) as f64 / (ts - t0) as f64;
-            return v0 as f64 + f * v1.saturating_sub(v0) as f64;
-        }
-        before = (ts, v1);
+    let k = samples.partition_point(|&(ts, _)| ts < t);
+    let before = if k == 0 { (origin, 0) } else { samples[k - 1] };
+    let Some(&(ts, v1)) = samples.get(k) else {
+        return before.1 as f64;
+    };
+    let (t0, v0) = before;
+    if ts <= t0 {
+        return v1 as f64;
     }
-    before.1 as f64
+    let f = t.saturating_sub(t0) as f64 / (ts - t0) as f64;
+    v0 as f64 + f * v1.saturating_sub(v0) as f64
+}
+
+/// The shim's own seconds in each of `windows` (the steps), from one pass
+/// over its lines; None unless its lines state it past the last window's
+/// end (as [`OwnTime::shim_s`]).
+pub fn shim_seconds_in(
+    shim: &[ShimOwnTime],
+    origin: u64,
+    windows: &[(u64, u64)],
+) -> Option<Vec<f64>> {
+    let end = windows.iter().map(|w| w.1).max()?;
+    if !shim.last().is_some_and(|last| last.t >= end) {
+        return None;
+    }
+    let samples: Vec<(u64, u64)> = shim.iter().map(|s| (s.t, s.own_ns)).collect();
+    Some(
+        windows
+            .iter()
+            .map(|&(a, b)| seconds_between(&samples, origin, a, b))
+            .collect(),
+    )
 }
 
 /// Seconds of one cumulative counter between `a` and `b` (0 without samples).

@@ -859,11 +859,8 @@ fn step_info(
 /// The median of the shim's own time over `windows` (steps); None unless
 /// its lines state it for every one of them.
 fn steady_shim_seconds(windows: &[(u64, u64)], shim: &[ShimOwnTime], origin: u64) -> Option<f64> {
-    let per_step: Option<Vec<f64>> = windows
-        .iter()
-        .map(|&(a, b)| super::own_time::own_time_between(&[], shim, origin, a, b).shim_s)
-        .collect();
-    Some(Stat::of(&per_step?)?.median)
+    let per_step = super::own_time::shim_seconds_in(shim, origin, windows)?;
+    Some(Stat::of(&per_step)?.median)
 }
 
 #[cfg(test)]
