@@ -85,7 +85,7 @@ pub fn shim_seconds_in(
     windows: &[(u64, u64)],
 ) -> Option<Vec<f64>> {
     let end = windows.iter().map(|w| w.1).max()?;
-    if !shim.last().is_some_and(|last| last.t >= end) {
+    if shim.last().is_none_or(|last| last.t < end) {
         return None;
     }
     let samples: Vec<(u64, u64)> = shim.iter().map(|s| (s.t, s.own_ns)).collect();
