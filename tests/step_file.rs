@@ -139,6 +139,19 @@ fn the_step_files_records_survive_a_sigkill() {
     assert_eq!(p.steps.count, 23, "{:?}", p.steps);
 }
 
+/// `script` run with the shim's writer importable, writing into `dir` with
+/// the step file on.
+fn writer_alone(dir: &Path, script: &str) -> std::process::Output {
+    std::process::Command::new(python())
+        .args(["-c", script])
+        .env("PYTHONPATH", root().join("src/shim"))
+        .env("PREWARM_DOCTOR_DIR", dir)
+        .env("PREWARM_DOCTOR_STEP_FILE", "1")
+        .env_remove("RANK")
+        .output()
+        .unwrap()
+}
+
 /// The shim's writer alone, 70,000 warm steps (every 100th a line, as the
 /// step tracker writes it): the file grows past its first 65,536 records
 /// and every step reads back once.
@@ -148,14 +161,7 @@ fn the_step_file_grows_and_every_step_reads_back_once() {
     let script = "import prewarm_doctor_events as ev\n\
                   for k in range(6, 70006):\n\
                   \x20   ev.emit_ints('step_end', step=k) if k % 100 == 0 else ev.step_end(k)\n";
-    let out = std::process::Command::new(python())
-        .args(["-c", script])
-        .env("PYTHONPATH", root().join("src/shim"))
-        .env("PREWARM_DOCTOR_DIR", dir.path())
-        .env("PREWARM_DOCTOR_STEP_FILE", "1")
-        .env_remove("RANK")
-        .output()
-        .unwrap();
+    let out = writer_alone(dir.path(), script);
     assert!(
         out.status.success(),
         "{}",
@@ -191,14 +197,7 @@ fn without_a_step_file_the_ends_are_lines_and_nothing_is_said() {
                   os.makedirs(ev._path()[: -len('.jsonl')] + '.steps')\n\
                   for k in range(6, 26):\n\
                   \x20   ev.step_end(k)\n";
-    let out = std::process::Command::new(python())
-        .args(["-c", script])
-        .env("PYTHONPATH", root().join("src/shim"))
-        .env("PREWARM_DOCTOR_DIR", dir.path())
-        .env("PREWARM_DOCTOR_STEP_FILE", "1")
-        .env_remove("RANK")
-        .output()
-        .unwrap();
+    let out = writer_alone(dir.path(), script);
     assert!(out.status.success());
     assert_eq!(
         (out.stdout.as_slice(), out.stderr.as_slice()),
