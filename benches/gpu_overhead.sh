@@ -29,8 +29,10 @@
 # `probe-modules` (the same with CUPTI's module-loaded callback on), `no-shim`
 # (PREWARM_DOCTOR_SHIM=0), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
 # would: the doctor leaves NCCL's log alone), `no-nvml` (PREWARM_DOCTOR_NVML_SAMPLING=0),
-# `step-file` (PREWARM_DOCTOR_STEP_FILE=1: warm steps' ends stored into the
-# step file, not written as lines),
+# `step-lines` (PREWARM_DOCTOR_STEP_FILE=0: warm steps' ends written as
+# lines, not stored into the step file), `pool-calls` (PREWARM_DOCTOR_POOL_CALLS=4096:
+# stream-ordered calls traced until 4096 in a row on known pools, not only
+# until a step on known pools),
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
@@ -170,9 +172,9 @@ own_line() { # mode tag workload allocator
   for d in "$OUTDIR/$1-$2-"*; do
     [ -d "$d" ] && "$BIN" report "$d" --format json >> "$reports" 2>/dev/null && echo >> "$reports"
   done
-  $PY - "$reports" "$1" "$3" "$4" "$OUTDIR/$1-$2-" <<'PYEOF'
-import glob, json, statistics, sys
-mode, workload, allocator, prefix = sys.argv[2:6]
+  $PY - "$reports" "$1" "$3" "$4" <<'PYEOF'
+import json, statistics, sys
+mode, workload, allocator = sys.argv[2:5]
 runs = []
 warm = []  # the shim's median time in a steady step, per run (the report's)
 decoder = json.JSONDecoder()
@@ -198,31 +200,12 @@ def med(values):
 step1 = [r["step1"] for r in runs]
 steady = [r.get("steady") for r in runs]
 per_step = [s["shim_s"] / s["steps"] if s and s.get("shim_s") is not None and s.get("steps") else None for s in steady]
-# The shim's own time a step from step 11 on (the steps the workloads
-# time as steady state), from its own step_end lines (`?` with the step
-# file, whose records the report's median reads instead): steps 2-5 carry the
-# detailed statistics and group snapshots, which the report's steps 2..N
-# figure averages in.
-def late_per_step(path):
-    own = {}
-    for line in open(path, errors="replace"):
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if ev.get("ev") == "step_end" and isinstance(ev.get("step"), int) and "own_ns" in ev:
-            own[ev["step"]] = ev["own_ns"]
-    last = max(own, default=0)
-    if 10 in own and last > 10:
-        return (own[last] - own[10]) / (last - 10) / 1e9
-    return None
-late = [late_per_step(f) for f in glob.glob(prefix + "*/**/*.shim.jsonl", recursive=True)]
 if runs:
     print(f"OWN workload={workload} allocator={allocator} mode={mode} runs={len(runs)} "
           f"step1_probe_callbacks_ms={med(p['probe_callbacks_s'] for p in step1)} "
           f"step1_probe_beside_ms={med(p['probe_s'] - p['probe_callbacks_s'] for p in step1)} "
           f"step1_shim_ms={med(p.get('shim_s') for p in step1)} steady_shim_ms_per_step={med(per_step)} "
-          f"shim_ms_per_step_from_11={med(late)} shim_ms_steady_step_median={med(warm)}")
+          f"shim_ms_steady_step_median={med(warm)}")
 PYEOF
 }
 
@@ -259,7 +242,8 @@ run_unpinned() {
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nccl-log) NCCL_DEBUG=WARN "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
-  step-file) PREWARM_DOCTOR_STEP_FILE=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  step-lines) PREWARM_DOCTOR_STEP_FILE=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  pool-calls) PREWARM_DOCTOR_POOL_CALLS=4096 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   plain-again) "$@" ;;
   agent-bare) run_agent_bare "$dir" "$@" ;;
   nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
@@ -363,7 +347,7 @@ for w in $WORKLOADS; do
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-file)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

@@ -777,3 +777,55 @@ fn a_tuned_kernels_launches_and_the_steady_steps_call_nothing_of_ours() {
         .collect();
     assert!(own.windows(2).all(|w| w[0] <= w[1]), "{own:?}");
 }
+
+/// A stand-in for the probe's calls the shim makes, writing each call as a
+/// line into `$PROBE_CALLS_LOG`.
+const PROBE_CALLS_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+static void note(const char *what, long n) {
+    FILE *f = fopen(getenv("PROBE_CALLS_LOG"), "a");
+    if (f) { fprintf(f, "%s %ld\n", what, n); fclose(f); }
+}
+void prewarm_probe_step_ended(unsigned step) { note("step_ended", step); }
+int prewarm_probe_set_kernel_records(int on) { note("kernel_records", on); return 1; }
+"#;
+
+#[test]
+fn the_probe_hears_of_the_first_steps_ends_and_of_kernel_records_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("probe_calls.c");
+    let library = dir.path().join("libprobe_calls.so");
+    std::fs::write(&source, PROBE_CALLS_C).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("this test needs a C compiler: `{cc}`: {e}"));
+    assert!(built.success());
+    let log = dir.path().join("calls.log");
+    // The probe is loaded by CUDA before the training runs; here the
+    // training loads the stand-in itself, at its start.
+    let script = format!(
+        "import ctypes, os\nctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n{}",
+        TRAIN.replace("range(3)", "range(7)")
+    );
+    let (code, events, text, _d) = run_env(
+        &script,
+        None,
+        true,
+        &[
+            ("CUDA_INJECTION64_PATH", library.to_str().unwrap()),
+            ("PROBE_CALLS_LOG", log.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(of(&events, "step_end").len(), 7);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        calls,
+        "step_ended 1\nstep_ended 2\nstep_ended 3\nkernel_records 0\nstep_ended 4\nstep_ended 5\n"
+    );
+}

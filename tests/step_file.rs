@@ -1,4 +1,4 @@
-//! The opt-in step file (PREWARM_DOCTOR_STEP_FILE=1) end to end: `prewarm-
+//! The step file (the shim's default; PREWARM_DOCTOR_STEP_FILE=0 keeps lines) end to end: `prewarm-
 //! doctor run` of a training against the stand-in torch. A warm step's end
 //! is a record in `<stem>.shim.steps` instead of a line, and the analysis
 //! reads the same steps from it as from lines; the records survive the

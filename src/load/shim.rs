@@ -272,7 +272,7 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 }
 
 /// Warm steps' ends from a step file (`<stem>.pid-<pid>.shim.steps`, the
-/// opt-in PREWARM_DOCTOR_STEP_FILE=1): each record whose step is its slot's
+/// shim's default; PREWARM_DOCTOR_STEP_FILE=0 writes lines instead): each record whose step is its slot's
 /// (the header's first step plus its index) gives a `StepEnd` and the
 /// shim's own time at it; a record never written is zeros, and one torn by
 /// a kill fails that check, so neither is used. A cut-short last record is

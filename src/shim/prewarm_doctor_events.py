@@ -182,7 +182,7 @@ def _write(line):
         _writes[0] += 1
 
 
-# The step file (opt-in, PREWARM_DOCTOR_STEP_FILE=1): a warm step's end as
+# The step file (the default; PREWARM_DOCTOR_STEP_FILE=0 keeps lines): a warm step's end as
 # one 24-byte record stored into a shared mapping of
 # <stem>.pid-<pid>.shim.steps, a memory store instead of a write call, which
 # the kernel keeps even when the process is killed. Header (32 bytes,
@@ -192,7 +192,7 @@ STEP_FILE_MAGIC = b"PDSTEP01"
 _STEP_HEADER = 32
 _STEP_RECORD = 24
 _STEP_CHUNK = 1 << 16  # records the file grows by (1.5 MiB, sparse)
-_step_file_on = os.environ.get("PREWARM_DOCTOR_STEP_FILE") == "1"
+_step_file_on = os.environ.get("PREWARM_DOCTOR_STEP_FILE") != "0"
 # [mapping, first step, records mapped] once open; False where it cannot be.
 _steps = None
 

@@ -281,6 +281,7 @@ class _StepTracker:
         if self.steps <= _DETAIL_STEPS:
             _snapshot_groups(self.steps)
             _prescribe_steps_ended(self.steps)
+            _probe_step_ended(self.steps)
         if self.steps >= _KERNEL_STEPS and not self.kernel_records_off:
             self.kernel_records_off = True
             lib = _probe()
@@ -295,6 +296,18 @@ class _StepTracker:
         # returns after it, so the step that ended holds it (its time and
         # the shim's own_ns alike).
         emit("step_end", **fields)
+
+
+def _probe_step_ended(steps):
+    """Tells the probe a step ended: a step on known pools stops its tracing
+    of stream-ordered calls (crates/probe/src/pools.rs has the rule)."""
+    lib = _probe()
+    if lib is None:
+        return
+    try:
+        lib.prewarm_probe_step_ended(steps)
+    except Exception:
+        pass  # an older probe without the call: its call count still applies
 
 
 def _prescribe_steps_ended(steps):

@@ -55,7 +55,7 @@ pub fn python_312() -> Option<PathBuf> {
 
 /// Every line of the shim files the doctor's folder `dir` holds.
 pub fn shim_events(dir: &Path) -> Vec<serde_json::Value> {
-    let mut events = Vec::new();
+    let mut events: Vec<serde_json::Value> = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.to_string_lossy().ends_with(".shim.jsonl") {
@@ -64,7 +64,45 @@ pub fn shim_events(dir: &Path) -> Vec<serde_json::Value> {
             }
         }
     }
-    events
+    // Warm steps' ends stored in step files, as the lines they stand for,
+    // in time order among the lines (an event without `t` keeps its place
+    // after the one before it).
+    let mut stored = step_file_ends(dir);
+    if stored.is_empty() {
+        return events;
+    }
+    events.append(&mut stored);
+    let mut last = 0;
+    let mut keyed: Vec<(u64, serde_json::Value)> = events
+        .into_iter()
+        .map(|e| {
+            last = e["t"].as_u64().unwrap_or(last);
+            (last, e)
+        })
+        .collect();
+    keyed.sort_by_key(|(t, _)| *t);
+    keyed.into_iter().map(|(_, e)| e).collect()
+}
+
+/// The `step_end` events of the step files in `dir`, as JSON lines.
+pub fn step_file_ends(dir: &Path) -> Vec<serde_json::Value> {
+    let mut ends = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if !p.to_string_lossy().ends_with(".shim.steps") {
+            continue;
+        }
+        let file = prewarm_doctor::load::shim::parse_step_file(&std::fs::read(&p).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        for (event, own) in file.events.iter().zip(&file.own_time) {
+            if let prewarm_doctor::load::shim::ShimEvent::StepEnd { step, .. } = event {
+                ends.push(serde_json::json!({
+                    "ev": "step_end", "step": step, "t": own.t, "own_ns": own.own_ns
+                }));
+            }
+        }
+    }
+    ends
 }
 
 /// The report model of a run folder, named `label` in the report.

@@ -269,8 +269,11 @@ pub fn stop_pool_tracing(p: &Probe) {
     p.notice(
         NoticeLevel::Info,
         format!(
-            "stream-ordered allocations traced until now ({allocs} allocations, {frees} frees; {} calls in a row used only known pools): no longer traced, pools' sizes are read every tick and their call counts are unknown from here",
-            p.pools.quiet_limit()
+            "stream-ordered allocations traced until now ({allocs} allocations, {frees} frees; {}): no longer traced, pools' sizes are read every tick and their call counts are unknown from here",
+            match p.pools.quiet_step() {
+                Some(step) => format!("step {step} used only known pools"),
+                None => format!("{} calls in a row used only known pools", p.pools.quiet_limit()),
+            }
         ),
     );
     if !kept.is_empty() {

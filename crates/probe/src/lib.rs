@@ -57,8 +57,9 @@ pub mod env {
     /// step 1 on the H200 overhead benchmark.
     pub const MODULE_RECORDS: &str = "PREWARM_DOCTOR_MODULE_RECORDS";
     /// Stream-ordered calls in a row on known pools after which the probe
-    /// stops tracing them (default 4096); `all` traces every one (their
-    /// counts stay known, at ~1.4 us of CUPTI dispatch per call).
+    /// stops tracing them (unset: 4096, or a training step on known pools
+    /// first); `all` traces every one (their counts stay known, at ~1.4 us of
+    /// CUPTI dispatch per call).
     pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
     /// Milliseconds between the writer thread's ticks while kernel records
     /// are on (default 10): for the overhead breakdown.
@@ -94,6 +95,18 @@ pub extern "C" fn prewarm_probe_set_kernel_records(enabled: i32) -> i32 {
             .unwrap_or(0)
     })
     .unwrap_or(0)
+}
+
+/// For the shim: training step `step` ended (it says so for the first
+/// steps): a step that used only known pools stops the tracing of
+/// stream-ordered calls (pools.rs has the rule).
+#[unsafe(no_mangle)]
+pub extern "C" fn prewarm_probe_step_ended(step: u32) {
+    let _ = catch_unwind(|| {
+        if let Some(p) = probe() {
+            p.pools.step_ended(step);
+        }
+    });
 }
 
 /// For the shim: write everything buffered now (e.g. at a step boundary or exit).
@@ -289,8 +302,15 @@ fn initialise() {
         sink,
         &own,
         own_clock,
-        pool_calls.clone().unwrap_or(pools::DEFAULT_QUIET_CALLS),
+        pool_calls
+            .clone()
+            .ok()
+            .flatten()
+            .unwrap_or(pools::DEFAULT_QUIET_CALLS),
     );
+    if !matches!(pool_calls, Ok(Some(_))) {
+        p.pools.follow_steps();
+    }
     if let Err(bad) = pool_calls {
         p.notice(
             NoticeLevel::Warning,
@@ -311,13 +331,14 @@ fn initialise() {
 }
 
 /// `PREWARM_DOCTOR_POOL_CALLS`: the stream-ordered calls in a row on known
-/// pools after which they are no longer traced (`all`: never), or the value
-/// that is neither.
-fn pool_calls_setting() -> Result<u64, String> {
+/// pools after which they are no longer traced (`all`: never; unset: the
+/// default count, or a step on known pools first), or the value that is
+/// neither.
+fn pool_calls_setting() -> Result<Option<u64>, String> {
     match var(env::POOL_CALLS).as_deref() {
-        None => Ok(pools::DEFAULT_QUIET_CALLS),
-        Some("all") => Ok(u64::MAX),
-        Some(n) => n.parse::<u64>().map_err(|_| n.to_string()),
+        None => Ok(None),
+        Some("all") => Ok(Some(u64::MAX)),
+        Some(n) => n.parse::<u64>().map(Some).map_err(|_| n.to_string()),
     }
 }
 

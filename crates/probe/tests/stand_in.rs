@@ -451,6 +451,56 @@ fn the_async_allocators_pool_is_measured_after_its_last_burst() {
     assert_eq!(count(&calls, MemApi::MemAlloc, 16 << 20, 0), 1);
 }
 
+/// The stand-in's callback ids of the stream-ordered calls.
+const STREAM_ORDERED: [u32; 6] = [598, 599, 600, 601, 611, 612];
+
+/// Stream-ordered callbacks CUPTI delivered to the probe (enter and exit each).
+fn stream_ordered_deliveries(run: &support::Run) -> u64 {
+    let delivered = run.cupti_deliveries();
+    STREAM_ORDERED
+        .iter()
+        .filter_map(|c| delivered.get(c))
+        .map(|d| d.0)
+        .sum()
+}
+
+fn switch_notices(records: &[Record]) -> Vec<Notice> {
+    notices(records)
+        .into_iter()
+        .filter(|n| n.text.contains("no longer traced"))
+        .collect()
+}
+
+#[test]
+fn a_step_on_known_pools_stops_stream_ordered_tracing() {
+    let run = run_both(&["async-steps"]);
+    let r = &run.events().records;
+    assert_clean_capture(r);
+    let switched = switch_notices(r);
+    assert_eq!(switched.len(), 1, "{switched:?}");
+    // Step 2 found a new pool, so step 3 was the first on known pools.
+    assert!(
+        switched[0].text.contains("step 3 used only known pools"),
+        "{}",
+        switched[0].text
+    );
+    // Every call of steps 1..3 traced (100 pairs each, step 2's own pool's
+    // pair), none of the 1,000 pairs after step 3's end.
+    assert_eq!(stream_ordered_deliveries(&run), 2 * (3 * 200 + 2));
+}
+
+#[test]
+fn with_a_call_count_set_steps_stop_nothing() {
+    let run = run_both_with(&["async-steps"], &[("PREWARM_DOCTOR_POOL_CALLS", "100000")]);
+    let r = &run.events().records;
+    assert_clean_capture(r);
+    assert!(switch_notices(r).is_empty());
+    assert_eq!(
+        stream_ordered_deliveries(&run),
+        2 * (3 * 200 + 2 + 2 * 1000)
+    );
+}
+
 fn pools_of(records: &[Record], id: u32) -> Vec<PoolUse> {
     all(records, |r| match r {
         Record::Pool(p) if p.pool_id == id => Some(p.clone()),
@@ -470,18 +520,13 @@ fn stream_ordered_tracing_stops_after_a_quiet_stretch_and_pools_stay_measured() 
 
     // The probe switched every stream-ordered callback off, and got none after.
     let delivered = run.cupti_deliveries();
-    let stream_ordered = [598u32, 599, 600, 601, 611, 612];
-    for cbid in stream_ordered {
+    for cbid in STREAM_ORDERED {
         assert!(
             !delivered.get(&cbid).is_some_and(|d| d.1),
             "callback {cbid} still enabled: {delivered:?}"
         );
     }
-    let seen: u64 = stream_ordered
-        .iter()
-        .filter_map(|c| delivered.get(c))
-        .map(|d| d.0)
-        .sum();
+    let seen = stream_ordered_deliveries(&run);
     // 8,010 stream-ordered calls, 6,000 of them before the program waits for
     // the switch: tracing stops after 4,096 calls on known pools (plus those
     // made before the writer thread's next 10 ms tick), and no callback of
@@ -498,11 +543,13 @@ fn stream_ordered_tracing_stops_after_a_quiet_stretch_and_pools_stay_measured() 
     assert_eq!(lifecycle, 2 * 3);
     assert!(delivered[&607].1 && delivered[&608].1 && delivered[&243].1);
     assert_eq!(last_cost(r).callbacks, 2 * 2 + lifecycle + 1 + seen);
-    let switched: Vec<Notice> = notices(r)
-        .into_iter()
-        .filter(|n| n.text.contains("no longer traced"))
-        .collect();
+    let switched = switch_notices(r);
     assert_eq!(switched.len(), 1, "{switched:?}");
+    assert!(
+        switched[0].text.contains("4096 calls in a row"),
+        "{}",
+        switched[0].text
+    );
 
     // The device pool: counted up to the switch, measured to the end.
     let program_lib = {

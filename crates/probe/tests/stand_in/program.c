@@ -400,6 +400,42 @@ static int async_switch(void) {
     return 0;
 }
 
+/* --- async-steps: a step on known pools stops stream-ordered tracing ---- */
+
+/* What the shim does at the end of a training step. */
+static void step_ended(unsigned step) {
+    const char *probe = getenv("CUDA_INJECTION64_PATH");
+    void *lib = probe != NULL ? dlopen(probe, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void (*ended)(unsigned) = lib != NULL ? (void (*)(unsigned))dlsym(lib, "prewarm_probe_step_ended") : NULL;
+    if (ended != NULL)
+        ended(step);
+}
+
+static int async_steps(void) {
+    setup();
+    /* Step 1 finds the device pool, step 2 a pool of the program's; step 3
+     * uses only these: its end switches tracing off, long before 4,096
+     * calls. */
+    int ok = pairs_on_device_pool(100, 65536);
+    step_ended(1);
+    CUmemoryPool own;
+    CUdeviceptr s;
+    ok += cuMemPoolCreate(&own, NULL) == CUDA_SUCCESS;
+    ok += cuMemAllocFromPoolAsync(&s, MiB, own, NULL) == CUDA_SUCCESS;
+    ok += cuMemFreeAsync(s, NULL) == CUDA_SUCCESS;
+    ok += pairs_on_device_pool(100, 65536);
+    step_ended(2);
+    ok += pairs_on_device_pool(100, 65536);
+    step_ended(3);
+    /* With a call count set, steps stop nothing: no switch to wait for. */
+    if (getenv("PREWARM_DOCTOR_POOL_CALLS") == NULL)
+        wait_for_switch();
+    ok += pairs_on_device_pool(1000, 65536);
+    ok += cuMemPoolDestroy(own) == CUDA_SUCCESS;
+    printf("async-steps: ok=%d\n", ok);
+    return 0;
+}
+
 /* --- a panic inside the probe: caught, counted, never printed ------------- */
 
 static int panicking(void) {
@@ -564,6 +600,8 @@ int main(int argc, char **argv) {
         return torch_async();
     if (!strcmp(scenario, "async-switch"))
         return async_switch();
+    if (!strcmp(scenario, "async-steps"))
+        return async_steps();
     if (!strcmp(scenario, "panic"))
         return panicking();
     if (!strcmp(scenario, "steady"))
@@ -572,6 +610,6 @@ int main(int argc, char **argv) {
         return bench_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|panic|steady|bench [N]|bench-threads T N\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|async-steps|panic|steady|bench [N]|bench-threads T N\n");
     return 64;
 }
