@@ -112,7 +112,13 @@ fn warm_steps_go_to_the_step_file_and_read_as_the_same_steps() {
     // Lines for the first five steps (their snapshots) only; the rest are
     // records.
     assert_eq!(step_end_lines(&run), 5);
-    assert_eq!(files(&run, ".shim.steps").len(), 1);
+    let steps_file = files(&run, ".shim.steps");
+    assert_eq!(steps_file.len(), 1);
+    // Cut at exit to its records: steps 6..=40.
+    assert_eq!(
+        std::fs::metadata(&steps_file[0]).unwrap().len(),
+        32 + 35 * 24
+    );
     assert!(p.steps.steady_shim_s.is_some(), "{:?}", p.steps);
     assert!(p.problems.is_empty(), "{:?}", p.problems);
     // Without the switch: lines only, and the same steps.
@@ -152,6 +158,23 @@ fn writer_alone(dir: &Path, script: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// The steps a shim file and its step file end, sorted, and the own-time
+/// samples read with them; no problems.
+fn steps_read(dir: &Path, shim: &Path) -> (Vec<u32>, usize) {
+    let (lines, problems) = prewarm_doctor::load::read_shim(dir, shim);
+    assert!(problems.is_empty(), "{problems:?}");
+    let mut steps: Vec<u32> = lines
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            prewarm_doctor::load::shim::ShimEvent::StepEnd { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    steps.sort();
+    (steps, lines.own_time.len())
+}
+
 /// The shim's writer alone, 70,000 warm steps (every 100th a line, as the
 /// step tracker writes it): the file grows past its first 65,536 records
 /// and every step reads back once.
@@ -172,20 +195,40 @@ fn the_step_file_grows_and_every_step_reads_back_once() {
     let size = std::fs::metadata(&files(dir.path(), ".shim.steps")[0])
         .unwrap()
         .len();
-    assert_eq!(size, 32 + 2 * 65_536 * 24, "grown by one chunk");
-    let (lines, problems) = prewarm_doctor::load::read_shim(dir.path(), &shim[0]);
-    assert!(problems.is_empty(), "{problems:?}");
-    let mut steps: Vec<u32> = lines
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            prewarm_doctor::load::shim::ShimEvent::StepEnd { step, .. } => Some(*step),
-            _ => None,
-        })
-        .collect();
-    steps.sort();
+    // Grown past its first 65,536 records, then cut at exit to the last
+    // written one (step 70,005's).
+    assert_eq!(size, 32 + 70_000 * 24);
+    let (steps, own_times) = steps_read(dir.path(), &shim[0]);
     assert_eq!(steps, (6..70_006).collect::<Vec<u32>>());
-    assert_eq!(lines.own_time.len(), 70_000);
+    assert_eq!(own_times, 70_000);
+}
+
+/// A step end after the file was cut at exit (an atexit hook registered
+/// before it opened runs after the cut) is a line, and every step reads back.
+#[test]
+fn a_step_end_after_the_cut_at_exit_is_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import atexit, prewarm_doctor_events as ev\n\
+                  atexit.register(lambda: ev.step_end(30))\n\
+                  for k in range(6, 30):\n\
+                  \x20   ev.step_end(k)\n";
+    let out = writer_alone(dir.path(), script);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(step_end_lines(dir.path()), 1);
+    let steps_file = files(dir.path(), ".shim.steps");
+    assert_eq!(
+        std::fs::metadata(&steps_file[0]).unwrap().len(),
+        32 + 24 * 24
+    );
+    let shim = files(dir.path(), ".shim.jsonl");
+    assert_eq!(
+        steps_read(dir.path(), &shim[0]).0,
+        (6..=30).collect::<Vec<u32>>()
+    );
 }
 
 /// Where the step file cannot be made (here a folder stands at its path),

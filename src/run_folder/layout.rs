@@ -5,7 +5,7 @@
 //! <run>/<variant>/<attempt>/<host>/host.json       one doctor instance: env, GPUs, exit status
 //! <run>/<variant>/<attempt>/<host>/*.events        probe event file per process
 //! <run>/<variant>/<attempt>/<host>/*.shim.jsonl    shim events per Python process
-//! <run>/<variant>/<attempt>/<host>/*.shim.steps    warm steps' ends (opt-in step file)
+//! <run>/<variant>/<attempt>/<host>/*.shim.steps    warm steps' ends (the step file)
 //! <run>/<variant>/<attempt>/<host>/nvml.events     NVML timeline of this host's GPUs
 //! <run>/<variant>/<attempt>/<host>/nccl.*.log      NCCL INIT debug output
 //! ```

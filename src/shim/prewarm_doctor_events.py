@@ -210,7 +210,39 @@ def _open_step_file(first):
     finally:
         os.close(fd)
     struct.pack_into("<8sIIQQ", m, 0, STEP_FILE_MAGIC, _STEP_RECORD, 0, first, 0)
+    import atexit
+
+    atexit.register(_trim_step_file, path)
     return [m, first, _STEP_CHUNK, struct.Struct("<QQQ").pack_into]
+
+
+def _trim_step_file(path):
+    """At exit: the file cut to its last written record, so that a run
+    folder copied without keeping holes (tar, scp, a fixture) does not carry
+    the unwritten rest of the file's last 65,536-record chunk. Step ends
+    after it (another atexit hook, a thread still running) are lines: the
+    mapping is closed first. Never raises."""
+    global _steps
+    r = _steps
+    if not r:
+        return  # never opened, given up, or a forked child's copy
+    _steps = False
+    try:
+        m = r[0]
+        end = len(m)
+        block = 1 << 16
+        while end > _STEP_HEADER:
+            start = max(_STEP_HEADER, end - block)
+            data = m[start:end].rstrip(b"\0")
+            if data:
+                end = start + len(data)
+                break
+            end = start
+        used = -(-(end - _STEP_HEADER) // _STEP_RECORD)
+        m.close()
+        os.truncate(path, _STEP_HEADER + used * _STEP_RECORD)
+    except Exception:
+        pass
 
 
 def _forget_step_file_in_child():
