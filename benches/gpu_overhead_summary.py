@@ -45,7 +45,7 @@ for mode in rows:
         v = [1000 * r[key] for r in rows[kind]]
         return f"{min(v):.3f}-{max(v):.3f}"
     print(f"OVERHEAD workload={workload} allocator={allocator} mode={mode} rounds={len(rows[mode])} steady_ratio={steady:.4f} "
-          f"step1_ratio={step1:.4f} probe_device_bytes={mem:.0f} plain_steady_ms={1000*med('plain','steady_median'):.3f} "
+          f"step1_ratio={step1:.4f} device_used_diff_bytes={mem:.0f} plain_steady_ms={1000*med('plain','steady_median'):.3f} "
           f"{mode}_steady_ms={1000*med(mode,'steady_median'):.3f} plain_step1_ms={1000*med('plain','step1'):.1f} "
           f"{mode}_step1_ms={1000*med(mode,'step1'):.1f}")
     # Run-to-run spread (min-max over rounds): a ratio inside it is noise.
@@ -70,9 +70,14 @@ for mode in rows:
     # over rounds. TARGET is judged on these.
     pstep1, plo1, phi1, pairs = paired(mode, "plain", "step1")
     psteady, plos, phis, _ = paired(mode, "plain", "steady_median")
+    # The device memory the doctor's run used beyond the plain one's, at its
+    # end (the probe's own buffers and whatever the pools grew by; an
+    # interval spanning 0 is the pools' run-to-run noise, not a saving).
+    pmem, pmlo, pmhi, _ = paired(mode, "plain", "device_used", combine=lambda x, y: x - y)
     print(f"PAIRED workload={workload} allocator={allocator} mode={mode} rounds={pairs} "
           f"step1_ratio={pstep1:.4f} step1_ratio_90={plo1:.3f}-{phi1:.3f} "
-          f"steady_ratio={psteady:.4f} steady_ratio_90={plos:.3f}-{phis:.3f}")
+          f"steady_ratio={psteady:.4f} steady_ratio_90={plos:.3f}-{phis:.3f} "
+          f"device_used_diff_mib={pmem / 2**20:.1f} device_used_diff_mib_90={pmlo / 2**20:.1f}..{pmhi / 2**20:.1f}")
     # Step 1 part by part (the lazy workload): where the difference and the
     # noise each sit.
     for part in ("forward", "backward", "clip", "optimizer"):

@@ -257,12 +257,14 @@ fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
     assert!(!bench.log().contains("agent"), "{}", bench.log());
 }
 
-/// Rows of STEPTIMES as the bench writes them: (mode, round, step 1 s).
+/// Rows of STEPTIMES as the bench writes them: (mode, round, step 1 s);
+/// the doctor's runs use 12 MiB more device memory than the plain ones.
 fn steptimes(rows: &[(&str, u32, f64)]) -> String {
     rows.iter()
         .map(|(mode, round, step1)| {
+            let used = if *mode == "doctor" { 1 + (12 << 20) } else { 1 };
             format!(
-                "{mode} round={round} STEPTIMES {{\"step1\": {step1}, \"steady_median\": 0.003, \"device_used\": 1}}\n"
+                "{mode} round={round} STEPTIMES {{\"step1\": {step1}, \"steady_median\": 0.003, \"device_used\": {used}}}\n"
             )
         })
         .collect()
@@ -297,6 +299,10 @@ fn the_summary_pools_the_rounds_of_several_calls_without_pairing_across_them() {
     // (keyed by round number alone, call 2's round 1 would replace call
     // 1's: two rounds).
     let paired = line(&out, "PAIRED", "mode=doctor rounds=3 ");
+    assert!(
+        paired.ends_with("device_used_diff_mib=12.0 device_used_diff_mib_90=12.0..12.0"),
+        "{paired}"
+    );
     assert!(
         (field(paired, "step1_ratio") - 1.10).abs() < 1e-9,
         "{paired}"
