@@ -660,8 +660,9 @@ fn run_with_fakes(py: &Path, script: &str, env: &[(&str, &str)]) -> Vec<serde_js
 fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
     // Observed (sys.monitoring, Python >= 3.12) and wrapped (the fallback):
     // either way the 3 x 100 ms of kernels inside the autotune are not the
-    // shim's time (its own, imports included, stays far below that even on
-    // a loaded machine).
+    // shim's time (its own, imports included, stays below half of that
+    // even on a loaded machine: once 100 ms were seen there with a CI run
+    // beside the test; counting the kernels would make it the whole).
     let wrapped = PathBuf::from(python().expect("python3 is needed for the shim tests"));
     let mut cases = vec![(wrapped, vec![("PREWARM_DOCTOR_SHIM_MONITORING", "0")])];
     match python_312() {
@@ -676,7 +677,7 @@ fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
         assert!(took >= 200_000_000, "{took} ns");
         let own = own_time(&events).last().unwrap().1;
         assert!(
-            own < 100_000_000,
+            own < took / 2,
             "{}: the shim's own time {own} ns holds the kernels' {took} ns",
             py.display()
         );

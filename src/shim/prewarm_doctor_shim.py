@@ -48,15 +48,23 @@ _installed = set()
 _TRACKER = []
 
 
+_probe_lib = None
+
+
 def _probe():
-    """The injected probe library, if CUDA loaded it into this process."""
+    """The injected probe library, if CUDA loaded it into this process (kept
+    once found: CUDA never unloads it, and each lookup is a dlopen)."""
+    global _probe_lib
+    if _probe_lib is not None:
+        return _probe_lib
     try:
         import ctypes
 
         path = os.environ.get("CUDA_INJECTION64_PATH")
         if not path:
             return None
-        return ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        _probe_lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        return _probe_lib
     except Exception:
         return None
 
