@@ -7,7 +7,7 @@ over the rounds of several:
 
     python3 benches/gpu_overhead_summary.py lazy async 0 call1/steptimes-lazy-async.txt call2/steptimes-lazy-async.txt
 """
-import json, random, statistics, sys
+import json, math, random, statistics, sys
 if len(sys.argv) < 5:
     sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
 workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -92,7 +92,16 @@ for mode in rows:
         # met: even the interval's top is within the target; over: even its
         # bottom is above it; otherwise the rounds cannot tell.
         def verdict(r, lo, hi, limit):
-            return "met" if hi <= limit else "over" if lo > limit else f"not resolved by {len(rows[mode])} rounds"
+            if hi <= limit:
+                return "met"
+            if lo > limit:
+                return "over"
+            # The interval narrows about as 1/sqrt(rounds): the rounds at
+            # which its side toward the target would clear it, were the
+            # median and the spread to stay (a plan for the next calls).
+            side, gap = (hi - r, limit - r) if r < limit else (r - lo, r - limit)
+            need = f"~{math.ceil(pairs * (side / gap) ** 2)} rounds would resolve it at this spread" if gap > 0 else "its median is the target"
+            return f"not resolved by {pairs} rounds; {need}"
         print(f"TARGET workload={workload} allocator={allocator} paired step1={pstep1:.4f} "
               f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
               f"steady={psteady:.4f} (<= 1.01: {verdict(psteady, plos, phis, 1.01)})")

@@ -270,6 +270,42 @@ fn steptimes(rows: &[(&str, u32, f64)]) -> String {
         .collect()
 }
 
+/// Rounds whose interval spans the target: TARGET says so, and how many
+/// rounds the spread would take to resolve it.
+#[test]
+fn an_unresolved_target_says_how_many_rounds_would_resolve_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("call.txt");
+    let ratios = [0.95, 1.05, 1.0, 1.02, 0.98, 1.04, 0.96];
+    let rows: Vec<(&str, u32, f64)> = (1..)
+        .zip(ratios)
+        .flat_map(|(round, r)| [("plain", round, 1.0), ("doctor", round, r)])
+        .collect();
+    std::fs::write(&calls, steptimes(&rows)).unwrap();
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
+            .args(["lazy", "default", "0"])
+            .arg(&calls),
+    );
+    let target = line(&out, "TARGET", "");
+    // Median 1.00, its interval's top above 1.03: rounds = 7 * (top - 1.00)^2 / 0.03^2.
+    let paired = line(&out, "PAIRED", "mode=doctor");
+    let top: f64 = paired
+        .split("step1_ratio_90=")
+        .nth(1)
+        .and_then(|s| s.split(['-', ' ']).nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{paired}"));
+    let rounds = (7.0 * ((top - 1.0) / 0.03_f64).powi(2)).ceil();
+    assert!(
+        target.contains(&format!(
+            "(<= 1.03: not resolved by 7 rounds; ~{rounds} rounds would resolve it at this spread)"
+        )) && target.contains("(<= 1.01: met)"),
+        "{target}"
+    );
+}
+
 #[test]
 fn the_summary_pools_the_rounds_of_several_calls_without_pairing_across_them() {
     let dir = tempfile::tempdir().unwrap();
