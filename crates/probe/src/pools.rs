@@ -207,8 +207,9 @@ impl Pools {
     }
 
     /// Also stop tracing once a whole step used only known pools: a small
-    /// model's step makes ~200 stream-ordered calls, so the call count alone
-    /// would trace its first 20 steps at ~1.4 us a call (7% of a 3 ms step).
+    /// model's step makes few stream-ordered calls (~114 a 3 ms step on the
+    /// H200's lazy workload), so the call count alone would trace its first
+    /// 36 steps at ~1.4 us a call (5% of the step).
     pub fn follow_steps(&self) {
         self.step_rule.store(true, Ordering::Relaxed);
     }
