@@ -55,7 +55,7 @@ pub fn python_312() -> Option<PathBuf> {
 
 /// Every line of the shim files the doctor's folder `dir` holds.
 pub fn shim_events(dir: &Path) -> Vec<serde_json::Value> {
-    let mut events: Vec<serde_json::Value> = Vec::new();
+    let mut events = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.to_string_lossy().ends_with(".shim.jsonl") {
@@ -85,7 +85,7 @@ pub fn shim_events(dir: &Path) -> Vec<serde_json::Value> {
 }
 
 /// The `step_end` events of the step files in `dir`, as JSON lines.
-pub fn step_file_ends(dir: &Path) -> Vec<serde_json::Value> {
+fn step_file_ends(dir: &Path) -> Vec<serde_json::Value> {
     let mut ends = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();

@@ -296,19 +296,13 @@ fn initialise() {
     let driver_err = driver.as_ref().err().cloned();
     let sink = Sink::new(file, header.len() as u64);
     let pool_calls = pool_calls_setting();
-    let p = install(
-        cupti,
-        driver.ok(),
-        sink,
-        &own,
-        own_clock,
-        pool_calls
-            .clone()
-            .ok()
-            .flatten()
-            .unwrap_or(pools::DEFAULT_QUIET_CALLS),
-    );
-    if !matches!(pool_calls, Ok(Some(_))) {
+    // A count the user set is the only rule; the default also follows steps.
+    let (quiet_calls, follow_steps) = match pool_calls {
+        Ok(Some(n)) => (n, false),
+        _ => (pools::DEFAULT_QUIET_CALLS, true),
+    };
+    let p = install(cupti, driver.ok(), sink, &own, own_clock, quiet_calls);
+    if follow_steps {
         p.pools.follow_steps();
     }
     if let Err(bad) = pool_calls {
