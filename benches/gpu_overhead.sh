@@ -80,6 +80,11 @@
 # OVERHEAD_DEADLINE_S stops starting rounds in time for the summary.
 # BIN: the doctor binary; OVERHEAD_ROUNDS (5; breakdown 3), OVERHEAD_STEPS
 # (300 for gemm/launch/alloc, >= 40; 30 for lazy, >= 20).
+# OVERHEAD_LAZY_ARGS: more arguments for the lazy workload, the same on
+# both sides: its default steady step is launch-bound (~3 ms, whole
+# processes differing by ~12% a round); `--batch 65536` is meant to make
+# it GPU-bound (16x the matmuls: about 20 ms a step by the H200's bf16 rate,
+# not yet measured), Triton autotune, cuBLAS and NCCL still in step 1.
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
 UNITS=0
@@ -106,6 +111,7 @@ CACHE=${OVERHEAD_CACHE:---cache user}
 STEPS=${OVERHEAD_STEPS:-}
 WORKLOADS=${OVERHEAD_WORKLOADS:-lazy}
 LAZY_LAUNCH=${OVERHEAD_LAZY_LAUNCH:-torchrun}
+read -r -a LAZY_ARGS <<< "${OVERHEAD_LAZY_ARGS:-}"
 STARTED=$(date +%s)
 PY=${PY:-python3}
 OUTDIR=${OUTDIR:-/tmp/pd-overhead}
@@ -331,8 +337,8 @@ for w in $WORKLOADS; do
   esac
   if [ "$w" = lazy ]; then
     case $LAZY_LAUNCH in
-    torchrun) workload=($PY -m torch.distributed.run --standalone --nproc_per_node=1 benches/gpu_overhead_lazy.py --steps "$steps") ;;
-    python) workload=($PY benches/gpu_overhead_lazy.py --steps "$steps") ;;
+    torchrun) workload=($PY -m torch.distributed.run --standalone --nproc_per_node=1 benches/gpu_overhead_lazy.py --steps "$steps" "${LAZY_ARGS[@]}") ;;
+    python) workload=($PY benches/gpu_overhead_lazy.py --steps "$steps" "${LAZY_ARGS[@]}") ;;
     *) echo "unknown OVERHEAD_LAZY_LAUNCH $LAZY_LAUNCH (torchrun, python)" >&2; exit 2 ;;
     esac
     # Warm caches (Triton's kernels, the doctor's extracted probe): untimed.

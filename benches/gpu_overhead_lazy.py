@@ -82,6 +82,8 @@ def main():
         "steady_mean": statistics.fmean(steady),
         **parts,
         "steps": args.steps,
+        "hidden": args.hidden,
+        "batch": args.batch,
         "device_used": total - free,
         "reserved": torch.cuda.memory_reserved(),
         "allocator": allocator,

@@ -11,6 +11,8 @@ import json, math, random, statistics, sys
 if len(sys.argv) < 5:
     sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
 workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+SHAPE = ("steps", "hidden", "batch", "allocator")
+shapes = {key: {} for key in SHAPE}  # key -> value -> the first file with it
 rows = {}
 rounds = {}  # (file, round) -> mode -> row, for the paired ratios
 for f, path in enumerate(files):
@@ -22,10 +24,21 @@ for f, path in enumerate(files):
         mode, _, tag = kind.strip().partition(" round=")
         row = json.loads(payload)
         rows.setdefault(mode, []).append(row)
+        for key in SHAPE:
+            if row.get(key) is not None:
+                shapes[key].setdefault(row[key], path)
         per_file[mode] = per_file.get(mode, 0) + 1
         # Files without round tags pair by position: the k-th row of each
         # mode. Rounds of different files (calls) never pair with each other.
         rounds.setdefault((f, tag or str(per_file[mode])), {})[mode] = row
+# Pooled rounds must be of one workload shape: a ratio over runs of different
+# step counts, sizes or allocators would compare nothing. (Rows of older
+# files lack hidden/batch: only figures both rows have are compared.)
+for key, seen in shapes.items():
+    if len(seen) > 1:
+        sys.exit(f"the STEPTIMES rows mix runs of different {key}: "
+                 + ", ".join(f"{v} ({p})" for v, p in seen.items())
+                 + "; pool only calls of one shape")
 def paired(a, b, key, combine=lambda x, y: x / y):
     """Within each round where both ran, combine(a's figure, b's): the
     median over rounds, its 90% bootstrap interval (fixed seed), the count."""

@@ -7,7 +7,8 @@
 # in $OUT, to pool over calls with benches/gpu_overhead_summary.py.
 # BIN: a release build; OUT: where results go; CALL_S: the call's seconds
 # (default 560); ALLOCATORS (default "default async"); CHECKS=0 skips the
-# silence and traceback checks.
+# silence and traceback checks. The bench's own variables pass through
+# (OVERHEAD_STEPS, OVERHEAD_LAZY_ARGS, OVERHEAD_PIN, ...).
 set -u
 BIN=${BIN:-target/release/prewarm-doctor}
 OUT=${OUT:-gpu-out}

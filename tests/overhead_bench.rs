@@ -40,7 +40,7 @@ fi
 [ "$1" = - ] && exec python3 "$@"
 case $1 in *gpu_overhead_summary.py) exec python3 "$@" ;; esac
 [ "$1" = -u ] && shift
-echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none}" >> "$SB/log"
+echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none} args=$*" >> "$SB/log"
 sleep "${STANDIN_SLEEP:-0}"
 exec python3 - <<'EOF'
 import json, os, random
@@ -346,4 +346,119 @@ fn the_summary_pools_the_rounds_of_several_calls_without_pairing_across_them() {
     assert!(paired.contains("step1_ratio_90=1.100-1.100"), "{paired}");
     let target = line(&out, "TARGET", "");
     assert!(target.contains("(<= 1.03: over)"), "{target}");
+}
+
+/// A GPU-bound steady step (OVERHEAD_LAZY_ARGS) is the same workload on
+/// both sides: every run of the lazy workload, plain and under the doctor,
+/// warm-up included, gets the arguments.
+#[test]
+fn lazy_args_reach_every_run_of_the_lazy_workload() {
+    let (bench, _) = Bench::once(
+        &[],
+        &[
+            ("OVERHEAD_ROUNDS", "1"),
+            ("OVERHEAD_LAZY_ARGS", "--batch 65536  --hidden 4096"),
+        ],
+    );
+    let log = bench.log();
+    let workers: Vec<&str> = log.lines().filter(|l| l.starts_with("worker")).collect();
+    // Warm-up plain and doctor, then one round of each.
+    assert_eq!(workers.len(), 4, "{log}");
+    for worker in &workers {
+        assert!(
+            worker.ends_with("--steps 30 --batch 65536 --hidden 4096"),
+            "{worker}"
+        );
+    }
+    assert_eq!(
+        workers.iter().filter(|w| w.contains("probe=none")).count(),
+        2,
+        "{log}"
+    );
+}
+
+/// Pooling calls of different shapes would pair nothing comparable: the
+/// summary refuses, naming the figure and the files.
+#[test]
+fn the_summary_refuses_to_pool_calls_of_different_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = |mode: &str, batch: u32| {
+        format!(
+            "{mode} round=1 STEPTIMES {{\"step1\": 1.0, \"steady_median\": 0.003, \"device_used\": 1, \"steps\": 30, \"batch\": {batch}}}\n"
+        )
+    };
+    let small = dir.path().join("small.txt");
+    let large = dir.path().join("large.txt");
+    std::fs::write(&small, row("plain", 4096) + &row("doctor", 4096)).unwrap();
+    std::fs::write(&large, row("plain", 65536) + &row("doctor", 65536)).unwrap();
+    let out = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
+        .args(["lazy", "default", "0"])
+        .arg(&small)
+        .arg(&large)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mix runs of different batch: 4096 (")
+            && err.contains("small.txt), 65536 (")
+            && err.contains("large.txt); pool only calls of one shape"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The README's footprint table of 2026-12-03 (fourth session) is what the
+/// summary reads off the committed H200 rounds (tests/fixtures/h200,
+/// overhead-rounds-2026-12-03): the figures and their verdicts.
+#[test]
+fn the_h200_rounds_give_the_readmes_figures() {
+    let summary = |allocator: &str, files: &[&str]| {
+        common::stdout_of_success(
+            Command::new("python3")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
+                .args(["lazy", allocator, "0"])
+                .args(files.iter().map(|file| {
+                    common::repo(&format!(
+                        "tests/fixtures/h200/overhead-rounds-2026-12-03/{file}"
+                    ))
+                })),
+        )
+    };
+    let default = summary("default", &["default.txt"]);
+    let paired = line(&default, "PAIRED", "mode=doctor rounds=9 ");
+    assert!(
+        paired.contains("step1_ratio=0.9419 step1_ratio_90=0.912-1.024")
+            && paired.contains("steady_ratio=0.9532 steady_ratio_90=0.836-1.017")
+            && paired.contains("device_used_diff_mib=12.0 device_used_diff_mib_90=12.0..12.0"),
+        "{paired}"
+    );
+    let target = line(&default, "TARGET", "");
+    assert!(
+        target.contains("step1=0.9419 (<= 1.03: met)")
+            && target.contains("steady=0.9532 (<= 1.01: not resolved by 9 rounds"),
+        "{target}"
+    );
+    let async_ = summary("async", &["async.txt"]);
+    let paired = line(&async_, "PAIRED", "mode=doctor rounds=12 ");
+    assert!(
+        paired.contains("step1_ratio=1.0260 step1_ratio_90=0.963-1.096")
+            && paired.contains("steady_ratio=0.9809 steady_ratio_90=0.931-1.062"),
+        "{paired}"
+    );
+    let pinned = summary("async", &["async-pinned.txt"]);
+    let target = line(&pinned, "TARGET", "");
+    assert!(target.contains("steady=1.0788 (<= 1.01: over)"), "{target}");
+    let pooled = summary("async", &["async.txt", "async-pinned.txt"]);
+    let paired = line(&pooled, "PAIRED", "mode=doctor rounds=17 ");
+    assert!(
+        paired.contains("step1_ratio=0.9981 step1_ratio_90=0.984-1.036")
+            && paired.contains("steady_ratio=1.0494 steady_ratio_90=0.977-1.074"),
+        "{paired}"
+    );
 }
