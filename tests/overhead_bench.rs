@@ -257,6 +257,16 @@ fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
     assert!(!bench.log().contains("agent"), "{}", bench.log());
 }
 
+/// benches/gpu_overhead_summary.py over these steptimes files, lazy workload.
+fn summary(allocator: &str, files: &[PathBuf]) -> Command {
+    let mut command = Command::new("python3");
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
+        .args(["lazy", allocator, "0"])
+        .args(files);
+    command
+}
+
 /// Rows of STEPTIMES as the bench writes them: (mode, round, step 1 s);
 /// the doctor's runs use 12 MiB more device memory than the plain ones.
 fn steptimes(rows: &[(&str, u32, f64)]) -> String {
@@ -282,12 +292,7 @@ fn an_unresolved_target_says_how_many_rounds_would_resolve_it() {
         .flat_map(|(round, r)| [("plain", round, 1.0), ("doctor", round, r)])
         .collect();
     std::fs::write(&calls, steptimes(&rows)).unwrap();
-    let out = common::stdout_of_success(
-        Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
-            .args(["lazy", "default", "0"])
-            .arg(&calls),
-    );
+    let out = common::stdout_of_success(&mut summary("default", &[calls]));
     let target = line(&out, "TARGET", "");
     // Median 1.00, its interval's top above 1.03: rounds = 7 * (top - 1.00)^2 / 0.03^2.
     let paired = line(&out, "PAIRED", "mode=doctor");
@@ -324,13 +329,7 @@ fn the_summary_pools_the_rounds_of_several_calls_without_pairing_across_them() {
     )
     .unwrap();
     std::fs::write(&two, steptimes(&[("doctor", 1, 2.2), ("plain", 1, 2.0)])).unwrap();
-    let out = common::stdout_of_success(
-        Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
-            .args(["lazy", "default", "0"])
-            .arg(&one)
-            .arg(&two),
-    );
+    let out = common::stdout_of_success(&mut summary("default", &[one, two]));
     // Three rounds, each paired within its own call: 1.10 in every one
     // (keyed by round number alone, call 2's round 1 would replace call
     // 1's: two rounds).
@@ -391,13 +390,7 @@ fn the_summary_refuses_to_pool_calls_of_different_shapes() {
     let large = dir.path().join("large.txt");
     std::fs::write(&small, row("plain", 4096) + &row("doctor", 4096)).unwrap();
     std::fs::write(&large, row("plain", 65536) + &row("doctor", 65536)).unwrap();
-    let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
-        .args(["lazy", "default", "0"])
-        .arg(&small)
-        .arg(&large)
-        .output()
-        .unwrap();
+    let out = summary("default", &[small, large]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -418,19 +411,18 @@ fn the_summary_refuses_to_pool_calls_of_different_shapes() {
 /// overhead-rounds-2026-12-03): the figures and their verdicts.
 #[test]
 fn the_h200_rounds_give_the_readmes_figures() {
-    let summary = |allocator: &str, files: &[&str]| {
-        common::stdout_of_success(
-            Command::new("python3")
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
-                .args(["lazy", allocator, "0"])
-                .args(files.iter().map(|file| {
-                    common::repo(&format!(
-                        "tests/fixtures/h200/overhead-rounds-2026-12-03/{file}"
-                    ))
-                })),
-        )
+    let read = |allocator: &str, files: &[&str]| {
+        let files: Vec<PathBuf> = files
+            .iter()
+            .map(|file| {
+                common::repo(&format!(
+                    "tests/fixtures/h200/overhead-rounds-2026-12-03/{file}"
+                ))
+            })
+            .collect();
+        common::stdout_of_success(&mut summary(allocator, &files))
     };
-    let default = summary("default", &["default.txt"]);
+    let default = read("default", &["default.txt"]);
     let paired = line(&default, "PAIRED", "mode=doctor rounds=9 ");
     assert!(
         paired.contains("step1_ratio=0.9419 step1_ratio_90=0.912-1.024")
@@ -444,17 +436,17 @@ fn the_h200_rounds_give_the_readmes_figures() {
             && target.contains("steady=0.9532 (<= 1.01: not resolved by 9 rounds"),
         "{target}"
     );
-    let async_ = summary("async", &["async.txt"]);
+    let async_ = read("async", &["async.txt"]);
     let paired = line(&async_, "PAIRED", "mode=doctor rounds=12 ");
     assert!(
         paired.contains("step1_ratio=1.0260 step1_ratio_90=0.963-1.096")
             && paired.contains("steady_ratio=0.9809 steady_ratio_90=0.931-1.062"),
         "{paired}"
     );
-    let pinned = summary("async", &["async-pinned.txt"]);
+    let pinned = read("async", &["async-pinned.txt"]);
     let target = line(&pinned, "TARGET", "");
     assert!(target.contains("steady=1.0788 (<= 1.01: over)"), "{target}");
-    let pooled = summary("async", &["async.txt", "async-pinned.txt"]);
+    let pooled = read("async", &["async.txt", "async-pinned.txt"]);
     let paired = line(&pooled, "PAIRED", "mode=doctor rounds=17 ");
     assert!(
         paired.contains("step1_ratio=0.9981 step1_ratio_90=0.984-1.036")
