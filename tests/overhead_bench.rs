@@ -407,18 +407,14 @@ fn the_summary_refuses_to_pool_calls_of_different_shapes() {
 }
 
 /// The README's footprint table of 2026-12-03 (fourth session) is what the
-/// summary reads off the committed H200 rounds (tests/fixtures/h200,
-/// overhead-rounds-2026-12-03): the figures and their verdicts.
+/// summary reads off the committed H200 rounds (tests/fixtures/h200-overhead,
+/// 2026-12-03): the figures and their verdicts.
 #[test]
 fn the_h200_rounds_give_the_readmes_figures() {
     let read = |allocator: &str, files: &[&str]| {
         let files: Vec<PathBuf> = files
             .iter()
-            .map(|file| {
-                common::repo(&format!(
-                    "tests/fixtures/h200/overhead-rounds-2026-12-03/{file}"
-                ))
-            })
+            .map(|file| common::repo(&format!("tests/fixtures/h200-overhead/2026-12-03/{file}")))
             .collect();
         common::stdout_of_success(&mut summary(allocator, &files))
     };

@@ -508,7 +508,11 @@ pub struct CaptureStatus {
     pub active: bool,
     pub detail: String,
     pub cupti: Option<String>,
+    /// Every notice of the probe but the one that stopped it.
     pub notices: Vec<String>,
+    /// The notices among them that say capture saw less than it should
+    /// (an event dropped, kernel records not switched): every format shows them.
+    pub warnings: Vec<String>,
 }
 
 /// Probe self-cost and losses, as the probe counted them.

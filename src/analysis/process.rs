@@ -768,6 +768,12 @@ fn capture_status(r: &ProcessRecords, has_events_file: bool) -> CaptureStatus {
             .filter(|n| n.level != NoticeLevel::Disabled)
             .map(|n| n.text.clone())
             .collect(),
+        warnings: r
+            .notices
+            .iter()
+            .filter(|n| n.level == NoticeLevel::Warning)
+            .map(|n| n.text.clone())
+            .collect(),
     }
 }
 
@@ -1375,6 +1381,15 @@ mod tests {
         assert!(on.active);
         assert_eq!(on.cupti.as_deref(), Some("/x/libcupti.so (API 24)"));
         assert_eq!(on.notices, ["hello"]);
+        assert!(on.warnings.is_empty());
+        r.notices.push(Notice {
+            t: 2,
+            level: NoticeLevel::Warning,
+            text: "an event was dropped".into(),
+        });
+        let warned = capture_status(&r, true);
+        assert_eq!(warned.notices, ["hello", "an event was dropped"]);
+        assert_eq!(warned.warnings, ["an event was dropped"]);
         r.notices.push(Notice {
             t: 2,
             level: NoticeLevel::Disabled,
@@ -1384,7 +1399,7 @@ mod tests {
         assert!(!off.active);
         assert_eq!(
             (off.detail.as_str(), off.notices.len()),
-            ("too many records", 1)
+            ("too many records", 2)
         );
     }
 

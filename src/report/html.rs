@@ -706,6 +706,14 @@ fn problem_lines(model: &ReportModel) -> Vec<String> {
             ));
         }
         problems.extend(a.notices.iter().map(|n| format!("{}: {n}", a.id())));
+        for r in &a.ranks {
+            let notes = super::capture_notes(&r.account);
+            problems.extend(
+                notes
+                    .iter()
+                    .map(|n| format!("{}: {}: {n}", a.id(), r.label)),
+            );
+        }
     }
     problems
 }

@@ -33,6 +33,25 @@ pub mod terminal_matrix;
 pub mod text_layout;
 pub mod verdict_text;
 
+/// What every format says of a process's capture beside its figures: that
+/// it was off, and why, and each warning of its probe (what it saw less of).
+pub fn capture_notes(p: &crate::analysis::account::ProcessAccount) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !p.capture.active {
+        notes.push(format!(
+            "capture: OFF — {} (the run itself was not affected)",
+            p.capture.detail
+        ));
+    }
+    notes.extend(
+        p.capture
+            .warnings
+            .iter()
+            .map(|w| format!("probe warning: {w}")),
+    );
+    notes
+}
+
 /// A CUresult as the driver's header names it (the common ones), with its number.
 pub fn cu_result_name(code: u32) -> String {
     let name = match code {

@@ -480,16 +480,8 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
 /// already head the attempt, so they are not repeated.
 fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
     let _ = writeln!(o, "-- {}", who(p));
-    if !p.capture.active {
-        print_wrapped(
-            o,
-            "   capture: OFF — ",
-            &[format!(
-                "{} (the run itself was not affected)",
-                p.capture.detail
-            )],
-            " ",
-        );
+    for note in super::capture_notes(p) {
+        print_text(o, &terminal(&note), "   ", "     ");
     }
     if !summarised {
         step_lines(o, p, "   ");

@@ -130,9 +130,14 @@ fn spread_lines(a: &AttemptView) -> Vec<crate::report::SpreadLine> {
         .unwrap_or_default()
 }
 
-/// The attempt's notices, and which ranks are missing.
+/// The attempt's notices, its processes' capture notes (capture off, the
+/// probe's warnings), and which ranks are missing.
 fn notes(a: &AttemptView) -> Vec<String> {
     let mut notes = a.notices.clone();
+    for r in &a.ranks {
+        let capture = crate::report::capture_notes(&r.account);
+        notes.extend(capture.iter().map(|n| format!("{}: {n}", r.label)));
+    }
     notes.extend(
         a.spread
             .as_ref()
