@@ -7,36 +7,10 @@
 mod common;
 
 use assert_cmd::Command;
-use prewarm_events::{Notice, NoticeLevel, Record, encode_header, encode_record, read_file_bytes};
-use std::path::{Path, PathBuf};
+use prewarm_events::NoticeLevel;
+use std::path::Path;
 
 const WARNING: &str = "internal error in the allocation callback (the event was dropped; capture continues): \u{1b}[31mboom";
-
-/// The recording with `notice` appended to rank 0's events.
-fn with_notice(dir: &Path, level: NoticeLevel, text: &str) -> PathBuf {
-    let run = dir.join("run");
-    common::copy_tree(&common::repo("tests/fixtures/h200/async-lazy-init"), &run);
-    let events = run.join("default/1/vm/rank-0.pid-783.events");
-    let decoded = read_file_bytes(&std::fs::read(&events).unwrap()).unwrap();
-    let fields: Vec<(&str, &str)> = decoded
-        .header
-        .fields
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut out = encode_header(&fields);
-    for r in &decoded.records {
-        encode_record(r, &mut out);
-    }
-    let notice = Record::Notice(Notice {
-        t: 1,
-        level,
-        text: text.into(),
-    });
-    encode_record(&notice, &mut out);
-    std::fs::write(&events, out).unwrap();
-    run
-}
 
 fn report(run: &Path, format: &str) -> String {
     let out = Command::cargo_bin("prewarm-doctor")
@@ -56,7 +30,7 @@ fn report(run: &Path, format: &str) -> String {
 #[test]
 fn a_probe_warning_is_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
-    let run = with_notice(dir.path(), NoticeLevel::Warning, WARNING);
+    let run = common::with_probe_notice(dir.path(), NoticeLevel::Warning, WARNING);
     let said = "probe warning: internal error in the allocation callback (the event was dropped; capture continues)";
     let text = report(&run, "text");
     // Wrapped at the report's width, under the process's heading.
@@ -88,7 +62,7 @@ fn a_probe_warning_is_in_every_format() {
 fn a_probe_that_stopped_says_capture_off_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let why = "cuptiSubscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
-    let run = with_notice(dir.path(), NoticeLevel::Disabled, why);
+    let run = common::with_probe_notice(dir.path(), NoticeLevel::Disabled, why);
     let said = format!("capture: OFF — {why} (the run itself was not affected)");
     let text = report(&run, "text");
     assert!(text.contains(&format!("   {}", &said[..40])), "{text}");

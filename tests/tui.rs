@@ -468,3 +468,26 @@ fn new_data_keeps_the_selection() {
     a.set_data(dashboard(MATRIX));
     assert_eq!(a.attempt().unwrap().id(), name);
 }
+
+/// A probe's warning reaches the dashboard too (the ranks view's notes),
+/// on a run folder CRAFTED from a recording (tests/common `with_probe_notice`).
+#[test]
+fn the_ranks_view_shows_the_probes_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::with_probe_notice(
+        dir.path(),
+        prewarm_events::NoticeLevel::Warning,
+        "could not switch kernel records off: CUPTI_ERROR_NOT_INITIALIZED",
+    );
+    let mut a = App::new(
+        load_once(&run, false).unwrap(),
+        Theme::plain(),
+        RunState::Replay,
+    );
+    a.tab = Tab::Ranks;
+    let s = screen(&a, 120, 40);
+    assert!(
+        s.contains("rank 0 on vm: probe warning: could not switch kernel records off"),
+        "{s}"
+    );
+}

@@ -275,3 +275,30 @@ pub fn stdout_of_success(cmd: &mut Command) -> String {
     );
     stdout
 }
+
+/// A copy of the H200 recording `async-lazy-init` in `dir`, with one probe
+/// notice appended to rank 0's events (CRAFTED: not a recording).
+pub fn with_probe_notice(dir: &Path, level: prewarm_events::NoticeLevel, text: &str) -> PathBuf {
+    let run = dir.join("run");
+    copy_tree(&repo("tests/fixtures/h200/async-lazy-init"), &run);
+    let events = run.join("default/1/vm/rank-0.pid-783.events");
+    let decoded = prewarm_events::read_file_bytes(&std::fs::read(&events).unwrap()).unwrap();
+    let fields: Vec<(&str, &str)> = decoded
+        .header
+        .fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut out = prewarm_events::encode_header(&fields);
+    for r in &decoded.records {
+        prewarm_events::encode_record(r, &mut out);
+    }
+    let notice = prewarm_events::Record::Notice(prewarm_events::Notice {
+        t: 1,
+        level,
+        text: text.into(),
+    });
+    prewarm_events::encode_record(&notice, &mut out);
+    std::fs::write(&events, out).unwrap();
+    run
+}
