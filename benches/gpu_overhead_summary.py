@@ -15,11 +15,18 @@ SHAPE = ("steps", "hidden", "batch", "allocator")
 shapes = {key: {} for key in SHAPE}  # key -> value -> the first file with it
 rows = {}
 rounds = {}  # (file, round) -> mode -> row, for the paired ratios
+first_seen = {}  # a STEPTIMES line -> the file it was first read from
 for f, path in enumerate(files):
     per_file = {}
     for line in open(path):
         if " STEPTIMES " not in line:
             continue
+        # Measured times never repeat: the same line twice is the same run
+        # (a file given twice, or copied into another call's folder).
+        if line in first_seen:
+            sys.exit(f"the same run is in {first_seen[line]} and {path}: "
+                     "each call's rounds must be pooled once")
+        first_seen[line] = path
         kind, _, payload = line.partition(" STEPTIMES ")
         mode, _, tag = kind.strip().partition(" round=")
         row = json.loads(payload)

@@ -33,8 +33,12 @@ done
 unset PYTORCH_CUDA_ALLOC_CONF
 LEFT=$(( CALL_S - ($(date +%s) - T0) ))
 echo "== overhead: ${OVERHEAD_MODES:-doctor} on $ALLOCATORS, ${LEFT} s left"
-OVERHEAD_ALLOCATORS="$ALLOCATORS" OVERHEAD_ROUNDS=${OVERHEAD_ROUNDS:-40} BIN=$BIN OUTDIR=/tmp/pd-footprint-overhead \
+# A fresh folder each call: on a machine still warm from an earlier call, an
+# old folder's steptimes files of another allocator would be copied as this
+# call's (and pooled twice).
+ROUNDS_DIR=$(mktemp -d /tmp/pd-footprint-overhead.XXXXXX)
+OVERHEAD_ALLOCATORS="$ALLOCATORS" OVERHEAD_ROUNDS=${OVERHEAD_ROUNDS:-40} BIN=$BIN OUTDIR=$ROUNDS_DIR \
   OVERHEAD_DEADLINE_S=$(( LEFT - 45 )) timeout $(( LEFT > 10 ? LEFT - 5 : 5 )) bash benches/gpu_overhead.sh > "$OUT/overhead.txt" 2>&1
 grep -E '^(OVERHEAD|PAIRED|PART|TARGET|OWN|PROBE|DEADLINE|ELAPSED)' "$OUT/overhead.txt"
-cp /tmp/pd-footprint-overhead/steptimes-*.txt "$OUT/" 2>/dev/null
+cp "$ROUNDS_DIR"/steptimes-*.txt "$OUT/" 2>/dev/null
 echo "== done in $(( $(date +%s) - T0 )) s"

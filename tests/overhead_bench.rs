@@ -450,3 +450,23 @@ fn the_h200_rounds_give_the_readmes_figures() {
         "{paired}"
     );
 }
+
+/// One call's rounds given twice (or copied into another call's folder)
+/// would count twice and narrow the interval: the summary refuses.
+#[test]
+fn the_summary_refuses_the_same_rounds_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = dir.path().join("call.txt");
+    let copy = dir.path().join("copy.txt");
+    let rows = steptimes(&[("plain", 1, 1.0), ("doctor", 1, 1.05)]);
+    std::fs::write(&call, &rows).unwrap();
+    std::fs::write(&copy, &rows).unwrap();
+    let out = summary("default", &[call, copy]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("call.txt and ")
+            && err.contains("copy.txt: each call's rounds must be pooled once"),
+        "{err}"
+    );
+}
