@@ -10,7 +10,7 @@
 mod common;
 
 use assert_cmd::Command;
-use prewarm_events::{Record, encode_header, encode_record, read_file_bytes};
+use prewarm_events::{Record, encode_record, read_file_bytes};
 use std::path::{Path, PathBuf};
 
 const HOSTILE: &str = "=k\u{1b}[31mred\u{1b}[0m\u{1b}]8;;http://evil.example/\u{7}click\u{1b}]8;;\u{7}\u{7}\rOVERWRITE\nFORGED LINE | cell | <b>bold</b> `code` *em* _u_ [l](http://x) \u{9b}2J\u{202e}desrever\u{7f}";
@@ -41,13 +41,7 @@ const NOT_UTF8_MARK: &[u8] = b"@@NOTUTF8@@";
 /// invalid UTF-8 bytes (fixing each record's checksum).
 fn poison_events(path: &Path) -> usize {
     let decoded = read_file_bytes(&std::fs::read(path).unwrap()).unwrap();
-    let fields: Vec<(&str, &str)> = decoded
-        .header
-        .fields
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut out = encode_header(&fields);
+    let mut out = common::encoded_header(&decoded);
     let mut touched = 0;
     let hostile_kernel = format!("@@NOTUTF8@@{HOSTILE}");
     for mut r in decoded.records {

@@ -283,13 +283,7 @@ pub fn with_probe_notice(dir: &Path, level: prewarm_events::NoticeLevel, text: &
     copy_tree(&repo("tests/fixtures/h200/async-lazy-init"), &run);
     let events = run.join("default/1/vm/rank-0.pid-783.events");
     let decoded = prewarm_events::read_file_bytes(&std::fs::read(&events).unwrap()).unwrap();
-    let fields: Vec<(&str, &str)> = decoded
-        .header
-        .fields
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut out = prewarm_events::encode_header(&fields);
+    let mut out = encoded_header(&decoded);
     for r in &decoded.records {
         prewarm_events::encode_record(r, &mut out);
     }
@@ -301,4 +295,16 @@ pub fn with_probe_notice(dir: &Path, level: prewarm_events::NoticeLevel, text: &
     prewarm_events::encode_record(&notice, &mut out);
     std::fs::write(&events, out).unwrap();
     run
+}
+
+/// The header of a decoded event file, encoded again: the start of a
+/// rewritten copy of the file.
+pub fn encoded_header(decoded: &prewarm_events::ReadOutcome) -> Vec<u8> {
+    let fields: Vec<(&str, &str)> = decoded
+        .header
+        .fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    prewarm_events::encode_header(&fields)
 }
