@@ -477,7 +477,7 @@ fn the_ranks_view_shows_the_probes_warnings() {
     let run = common::with_probe_notice(
         dir.path(),
         prewarm_events::NoticeLevel::Warning,
-        "could not switch kernel records off: CUPTI_ERROR_NOT_INITIALIZED",
+        "could not switch kernel records off: CUPTI_ERROR_NOT_INITIALIZED \u{1b}]0;pwned\u{7}",
     );
     let mut a = App::new(
         load_once(&run, false).unwrap(),
@@ -489,5 +489,10 @@ fn the_ranks_view_shows_the_probes_warnings() {
     assert!(
         s.contains("rank 0 on vm: probe warning: could not switch kernel records off"),
         "{s}"
+    );
+    // Its escape sequence is drawn inert.
+    assert!(
+        s.contains("pwned") && !s.contains(|c: char| c.is_control() && c != '\n'),
+        "{s:?}"
     );
 }
