@@ -487,7 +487,8 @@ fn the_ranks_view_shows_the_probes_warnings() {
     a.tab = Tab::Ranks;
     let s = screen(&a, 120, 40);
     assert!(
-        s.contains("rank 0 on vm: probe warning: could not switch kernel records off"),
+        s.contains("rank 0 on vm: probe warning (step 4, at ")
+            && s.contains("s): could not switch kernel records off"),
         "{s}"
     );
     // Its escape sequence is drawn inert.

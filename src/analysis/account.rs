@@ -512,7 +512,22 @@ pub struct CaptureStatus {
     pub notices: Vec<String>,
     /// The notices among them that say capture saw less than it should
     /// (an event dropped, kernel records not switched): every format shows them.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<ProbeNote>,
+    /// The informative ones a reader needs beside the figures (stream-ordered
+    /// tracing stopped, entry points not traced, a pool shared): every format
+    /// shows them too. The one that says capture is active is `cupti`.
+    pub notes: Vec<ProbeNote>,
+}
+
+/// A notice of the probe placed in the run, since its words ("until now")
+/// mean nothing without their moment.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ProbeNote {
+    /// Seconds from the process's start.
+    pub t_s: f64,
+    pub phase: Phase,
+    pub step: Option<u32>,
+    pub text: String,
 }
 
 /// Probe self-cost and losses, as the probe counted them.

@@ -148,7 +148,7 @@ fn account_of(f: Found) -> ProcessAccount {
         world_size: header_u32("WORLD_SIZE"),
         device: r.contexts.first().map(|c| c.device),
         gpu,
-        capture: capture_status(r, files.events.is_some()),
+        capture: capture_status(r, files.events.is_some(), bounds),
         versions: versions(r),
         steps: step_info(
             bounds,
@@ -734,9 +734,13 @@ fn min_capacity(exposures: &[Exposure]) -> Option<u64> {
         .max()
 }
 
+/// How the probe's notice that capture started begins (crates/probe's
+/// `initialise`): the header's CUPTI fields say the same.
+const CAPTURE_ACTIVE: &str = "capture active: ";
+
 /// Whether the probe captured, and why not: the header's status (or why
 /// there is none), overridden by a notice that disabled it.
-fn capture_status(r: &ProcessRecords, has_events_file: bool) -> CaptureStatus {
+fn capture_status(r: &ProcessRecords, has_events_file: bool, bounds: &Boundaries) -> CaptureStatus {
     let status = r.header.get("status").cloned().unwrap_or_else(|| {
         if has_events_file {
             "unknown".into()
@@ -768,13 +772,29 @@ fn capture_status(r: &ProcessRecords, has_events_file: bool) -> CaptureStatus {
             .filter(|n| n.level != NoticeLevel::Disabled)
             .map(|n| n.text.clone())
             .collect(),
-        warnings: r
-            .notices
-            .iter()
-            .filter(|n| n.level == NoticeLevel::Warning)
-            .map(|n| n.text.clone())
-            .collect(),
+        warnings: placed(r, bounds, |n| n.level == NoticeLevel::Warning),
+        notes: placed(r, bounds, |n| {
+            n.level == NoticeLevel::Info && !n.text.starts_with(CAPTURE_ACTIVE)
+        }),
     }
+}
+
+/// The probe's notices that `keep` keeps, each placed in its phase and step.
+fn placed(
+    r: &ProcessRecords,
+    bounds: &Boundaries,
+    keep: impl Fn(&prewarm_events::Notice) -> bool,
+) -> Vec<ProbeNote> {
+    r.notices
+        .iter()
+        .filter(|n| keep(n))
+        .map(|n| ProbeNote {
+            t_s: n.t.saturating_sub(bounds.start) as f64 / 1e9,
+            phase: bounds.phase_of(n.t),
+            step: bounds.step_of(n.t),
+            text: n.text.clone(),
+        })
+        .collect()
 }
 
 /// Library versions the shim and the probe saw (torch, triton, NCCL, CUPTI, ...).
@@ -1364,10 +1384,19 @@ mod tests {
     #[test]
     fn capture_status_says_why_the_probe_did_not_capture() {
         let mut r = ProcessRecords::default();
-        let none = capture_status(&r, false);
+        // Step 1 from 1 s, steps ending at 2.5 s and 4 s.
+        let bounds = Boundaries {
+            start: 0,
+            step1_begin: Some(1_000_000_000),
+            step_ends: vec![2_500_000_000, 4_000_000_000],
+            end: 5_000_000_000,
+            rule: "synthetic".into(),
+            died: None,
+        };
+        let none = capture_status(&r, false, &bounds);
         assert!(!none.active);
         assert!(none.detail.starts_with("no probe file"), "{}", none.detail);
-        assert_eq!(capture_status(&r, true).detail, "unknown");
+        assert_eq!(capture_status(&r, true, &bounds).detail, "unknown");
         r.header.insert("status".into(), "active".into());
         r.header
             .insert("cupti_path".into(), "/x/libcupti.so".into());
@@ -1377,29 +1406,44 @@ mod tests {
             level: NoticeLevel::Info,
             text: "hello".into(),
         });
-        let on = capture_status(&r, true);
+        r.notices.push(Notice {
+            t: 1,
+            level: NoticeLevel::Info,
+            text: "capture active: CUPTI 24 from /x/libcupti.so".into(),
+        });
+        let on = capture_status(&r, true, &bounds);
         assert!(on.active);
+        // "hello" is a note; that capture is active is the cupti field.
+        let texts = |notes: &[ProbeNote]| notes.iter().map(|n| n.text.clone()).collect::<Vec<_>>();
+        assert_eq!(texts(&on.notes), ["hello"]);
+        assert_eq!((on.notes[0].phase, on.notes[0].step), (Phase::Setup, None));
         assert_eq!(on.cupti.as_deref(), Some("/x/libcupti.so (API 24)"));
-        assert_eq!(on.notices, ["hello"]);
+        assert_eq!(
+            on.notices,
+            ["hello", "capture active: CUPTI 24 from /x/libcupti.so"]
+        );
         assert!(on.warnings.is_empty());
         r.notices.push(Notice {
-            t: 2,
+            t: 3_000_000_000,
             level: NoticeLevel::Warning,
             text: "an event was dropped".into(),
         });
-        let warned = capture_status(&r, true);
-        assert_eq!(warned.notices, ["hello", "an event was dropped"]);
-        assert_eq!(warned.warnings, ["an event was dropped"]);
+        let warned = capture_status(&r, true, &bounds);
+        assert_eq!(warned.notices.len(), 3);
+        assert_eq!(texts(&warned.warnings), ["an event was dropped"]);
+        // Placed in the run: 3 s is in step 2.
+        let w = &warned.warnings[0];
+        assert_eq!((w.t_s, w.phase, w.step), (3.0, Phase::Steady, Some(2)));
         r.notices.push(Notice {
             t: 2,
             level: NoticeLevel::Disabled,
             text: "too many records".into(),
         });
-        let off = capture_status(&r, true);
+        let off = capture_status(&r, true, &bounds);
         assert!(!off.active);
         assert_eq!(
             (off.detail.as_str(), off.notices.len()),
-            ("too many records", 2)
+            ("too many records", 3)
         );
     }
 

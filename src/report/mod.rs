@@ -34,7 +34,8 @@ pub mod text_layout;
 pub mod verdict_text;
 
 /// What every format says of a process's capture beside its figures: that
-/// it was off, and why, and each warning of its probe (what it saw less of).
+/// it was off, and why, each warning of its probe (what it saw less of),
+/// then its notes (what it stopped tracing, and when).
 pub fn capture_notes(p: &crate::analysis::account::ProcessAccount) -> Vec<String> {
     let mut notes = Vec::new();
     if !p.capture.active {
@@ -43,12 +44,16 @@ pub fn capture_notes(p: &crate::analysis::account::ProcessAccount) -> Vec<String
             p.capture.detail
         ));
     }
-    notes.extend(
-        p.capture
-            .warnings
-            .iter()
-            .map(|w| format!("probe warning: {w}")),
-    );
+    let placed = |kind: &str, n: &crate::analysis::account::ProbeNote| {
+        format!(
+            "probe {kind} ({}, at {:.2}s): {}",
+            step_text::step_label_in(p, n.phase, n.step),
+            n.t_s,
+            n.text
+        )
+    };
+    notes.extend(p.capture.warnings.iter().map(|w| placed("warning", w)));
+    notes.extend(p.capture.notes.iter().map(|n| placed("note", n)));
     notes
 }
 

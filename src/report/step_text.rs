@@ -98,6 +98,22 @@ pub fn raised_at(e: &ExceptionEvent) -> Option<String> {
     (!e.where_.is_empty()).then(|| e.where_.join(" > "))
 }
 
+/// "setup", "step 3", ... — or, for a process that never reached an
+/// optimizer step, "the run (no step placed)" (it may have died in step 1).
+pub fn step_label_in(
+    p: &crate::analysis::account::ProcessAccount,
+    phase: crate::analysis::phases::Phase,
+    step: Option<u32>,
+) -> String {
+    use crate::analysis::phases::Phase;
+    match (phase, step) {
+        (Phase::Setup, _) if p.steps.step1_s.is_none() => "the run (no step placed)".into(),
+        (Phase::Setup, _) => "setup".into(),
+        (_, Some(n)) => format!("step {n}"),
+        (ph, None) => ph.label().into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

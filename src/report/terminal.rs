@@ -10,6 +10,7 @@ use super::escape::{command_line, terminal, terminal_block};
 use super::model::{AttemptView, RankView, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
+use super::step_text::step_label_in;
 use super::text_layout::{print_text, write_table};
 use super::{bytes, fine_seconds, seconds, signed_bytes, step_text};
 use crate::analysis::account::{
@@ -64,17 +65,6 @@ fn who(p: &ProcessAccount) -> String {
     match p.rank {
         Some(r) => format!("rank {r} (host {}, pid {}{dev})", terminal(&p.host), p.pid),
         None => format!("process {} (host {}{dev})", p.pid, terminal(&p.host)),
-    }
-}
-
-/// "setup", "step 3", ... — or, for a process that never reached an
-/// optimizer step, "before the first optimizer step" (it may have died in step 1).
-fn step_label_in(p: &ProcessAccount, phase: Phase, step: Option<u32>) -> String {
-    match (phase, step) {
-        (Phase::Setup, _) if p.steps.step1_s.is_none() => "the run (no step placed)".into(),
-        (Phase::Setup, _) => "setup".into(),
-        (_, Some(n)) => format!("step {n}"),
-        (ph, None) => ph.label().into(),
     }
 }
 

@@ -277,10 +277,18 @@ pub fn stdout_of_success(cmd: &mut Command) -> String {
 }
 
 /// A copy of the H200 recording `async-lazy-init` in `dir`, with one probe
-/// notice appended to rank 0's events (CRAFTED: not a recording).
+/// notice appended to rank 0's events, 1 ms after its step 3 ended, so in
+/// step 4 (CRAFTED: not a recording).
 pub fn with_probe_notice(dir: &Path, level: prewarm_events::NoticeLevel, text: &str) -> PathBuf {
     let run = dir.join("run");
     copy_tree(&repo("tests/fixtures/h200/async-lazy-init"), &run);
+    let shim = std::fs::read_to_string(run.join("default/1/vm/rank-0.pid-783.shim.jsonl")).unwrap();
+    let step3_end = shim
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["ev"] == "step_end" && e["step"] == 3)
+        .and_then(|e| e["t"].as_u64())
+        .expect("the recording's step 3 ends");
     let events = run.join("default/1/vm/rank-0.pid-783.events");
     let decoded = prewarm_events::read_file_bytes(&std::fs::read(&events).unwrap()).unwrap();
     let mut out = encoded_header(&decoded);
@@ -288,7 +296,7 @@ pub fn with_probe_notice(dir: &Path, level: prewarm_events::NoticeLevel, text: &
         prewarm_events::encode_record(r, &mut out);
     }
     let notice = prewarm_events::Record::Notice(prewarm_events::Notice {
-        t: 1,
+        t: step3_end + 1_000_000,
         level,
         text: text.into(),
     });

@@ -56,6 +56,14 @@ fn assert_clean_capture(records: &[Record]) {
         .filter(|n| n.level != NoticeLevel::Info)
         .collect();
     assert!(bad.is_empty(), "unexpected notices: {bad:?}");
+    // The report tells this notice from the ones it shows by how it begins
+    // (src/analysis/process.rs, CAPTURE_ACTIVE).
+    assert!(
+        notices(records)
+            .iter()
+            .any(|n| n.level == NoticeLevel::Info && n.text.starts_with("capture active: CUPTI ")),
+        "no capture-active notice"
+    );
 }
 
 fn count(calls: &[MemCall], api: MemApi, bytes: u64, result: u32) -> usize {

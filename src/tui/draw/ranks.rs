@@ -21,7 +21,13 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         return;
     };
     let spread = spread_lines(attempt);
-    let notes = notes(attempt);
+    // Wrapped here, so that the area below the table is as tall as they are
+    // (a long note cut to one line would lose its end).
+    let width = usize::from(area.width.max(20));
+    let notes: Vec<String> = notes(attempt)
+        .iter()
+        .flat_map(|n| crate::report::verdict_text::wrap(n, "", "  ", width))
+        .collect();
     let extra = (spread.len() + notes.len()) as u16;
     let [table, below] = Layout::vertical([
         Constraint::Min(3),
@@ -119,7 +125,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             .into_iter()
             .map(|n| Line::from(Span::styled(n, t.dim()))),
     );
-    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), below);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), below);
 }
 
 /// The worst rank and the skew of each figure, as every format words them.
