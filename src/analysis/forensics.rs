@@ -419,14 +419,7 @@ mod tests {
             failures: vec![fail(2_000_000_000, 801), fail(3_000_000_000, 2)],
             ..Replay::default()
         };
-        let bounds = Boundaries {
-            start: 0,
-            step1_begin: Some(1_000_000_000),
-            step_ends: vec![2_500_000_000, 4_000_000_000],
-            end: 5_000_000_000,
-            rule: "synthetic".into(),
-            died: None,
-        };
+        let bounds = Boundaries::two_steps();
         let f = forensics(&replay, &[], &[], &[], &bounds);
         assert_eq!(f.len(), 1, "the CUresult 801 failure is not an OOM");
         assert_eq!(f[0].result, 2);

@@ -64,6 +64,19 @@ pub fn died_at(events: &[ShimEvent]) -> Option<u64> {
 }
 
 impl Boundaries {
+    /// For tests: step 1 from 1 s, steps ending at 2.5 s and 4 s, the end at 5 s.
+    #[cfg(test)]
+    pub fn two_steps() -> Boundaries {
+        Boundaries {
+            start: 0,
+            step1_begin: Some(1_000_000_000),
+            step_ends: vec![2_500_000_000, 4_000_000_000],
+            end: 5_000_000_000,
+            rule: "synthetic".into(),
+            died: None,
+        }
+    }
+
     /// Finds boundaries from shim events (or explicit markers when given).
     pub fn from_events(
         events: &[ShimEvent],

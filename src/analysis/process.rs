@@ -1384,15 +1384,7 @@ mod tests {
     #[test]
     fn capture_status_says_why_the_probe_did_not_capture() {
         let mut r = ProcessRecords::default();
-        // Step 1 from 1 s, steps ending at 2.5 s and 4 s.
-        let bounds = Boundaries {
-            start: 0,
-            step1_begin: Some(1_000_000_000),
-            step_ends: vec![2_500_000_000, 4_000_000_000],
-            end: 5_000_000_000,
-            rule: "synthetic".into(),
-            died: None,
-        };
+        let bounds = Boundaries::two_steps();
         let none = capture_status(&r, false, &bounds);
         assert!(!none.active);
         assert!(none.detail.starts_with("no probe file"), "{}", none.detail);
