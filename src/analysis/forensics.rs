@@ -237,7 +237,7 @@ pub fn failed_calls(replay: &Replay, bounds: &Boundaries) -> Vec<FailedCall> {
         .iter()
         .filter(|f| f.result != CUDA_ERROR_OUT_OF_MEMORY)
         .map(|f| FailedCall {
-            t_s: f.t.saturating_sub(bounds.start) as f64 / 1e9,
+            t_s: bounds.seconds_in(f.t),
             phase: bounds.phase_of(f.t),
             step: bounds.step_of(f.t),
             api: f.api.clone(),
@@ -312,7 +312,7 @@ pub fn forensics(
         let budget = budget(f, replay, bounds, pool_cache);
         let in_pool = f.source == super::sources::TORCH_POOL;
         out.push(Forensic {
-            t_s: f.t.saturating_sub(bounds.start) as f64 / 1e9,
+            t_s: bounds.seconds_in(f.t),
             phase: bounds.phase_of(f.t),
             step,
             request: key.0,

@@ -64,6 +64,12 @@ pub fn died_at(events: &[ShimEvent]) -> Option<u64> {
 }
 
 impl Boundaries {
+    /// Seconds from the process's start to `t`: how the account places an
+    /// event for a reader.
+    pub fn seconds_in(&self, t: u64) -> f64 {
+        t.saturating_sub(self.start) as f64 / 1e9
+    }
+
     /// For tests: step 1 from 1 s, steps ending at 2.5 s and 4 s, the end at 5 s.
     #[cfg(test)]
     pub fn two_steps() -> Boundaries {

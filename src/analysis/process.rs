@@ -789,7 +789,7 @@ fn placed(
         .iter()
         .filter(|n| keep(n))
         .map(|n| ProbeNote {
-            t_s: n.t.saturating_sub(bounds.start) as f64 / 1e9,
+            t_s: bounds.seconds_in(n.t),
             phase: bounds.phase_of(n.t),
             step: bounds.step_of(n.t),
             text: n.text.clone(),
