@@ -12,6 +12,9 @@ if len(sys.argv) < 5:
     sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
 workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 SHAPE = ("steps", "hidden", "batch", "allocator")
+# Past this many rounds (about ten sessions' device time for the lazy
+# workload) a plan for the next calls is no plan.
+MAX_PLANNED_ROUNDS = 1000
 shapes = {key: {} for key in SHAPE}  # key -> value -> the first file with it
 rows = {}
 rounds = {}  # (file, round) -> mode -> row, for the paired ratios
@@ -120,7 +123,16 @@ for mode in rows:
             # which its side toward the target would clear it, were the
             # median and the spread to stay (a plan for the next calls).
             side, gap = (hi - r, limit - r) if r < limit else (r - lo, r - limit)
-            need = f"~{math.ceil(pairs * (side / gap) ** 2)} rounds would resolve it at this spread" if gap > 0 else "its median is the target"
+            # A median close to the target gives a plan no session can run
+            # (a 0.0003 gap asked for 886,836 rounds): say why instead.
+            rounds = math.ceil(pairs * (side / gap) ** 2) if gap > 0 else None
+            if rounds is None:
+                need = "its median is the target"
+            elif rounds > MAX_PLANNED_ROUNDS:
+                need = (f"its median is {gap:.4f} from the target: more than {MAX_PLANNED_ROUNDS} "
+                        "rounds would be needed at this spread")
+            else:
+                need = f"~{rounds} rounds would resolve it at this spread"
             return f"not resolved by {pairs} rounds; {need}"
         print(f"TARGET workload={workload} allocator={allocator} paired step1={pstep1:.4f} "
               f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
