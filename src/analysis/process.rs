@@ -3,7 +3,7 @@
 //!
 //! [`analyse_process`] runs named stages, each a function below with its own
 //! unit test: the process's phases ([`process_boundaries`]), the instants the
-//! replay must answer ([`QueryPlan`]), the replay (memory.rs), the context's
+//! replay must answer ([`QueryPlan`]), the replay (`memory`), the context's
 //! bytes, each communicator's inferred bytes, the phases with the out-of-pool
 //! account at their end, and the process's own facts (capture status,
 //! versions, probe health, torch's step-end figures).
