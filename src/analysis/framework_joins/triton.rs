@@ -1,0 +1,138 @@
+//! Triton autotunes and compiles joined to the device events inside
+//! their windows.
+
+use super::*;
+
+/// Triton autotunes with the device events inside their candidate windows.
+pub fn autotune_accounts(
+    r: &ProcessRecords,
+    replay: &mut Replay,
+    bounds: &Boundaries,
+) -> Vec<AutotuneAccount> {
+    let configs: Vec<(&str, &str, u64, u64)> = r
+        .shim
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::AutotuneConfig {
+                kernel,
+                config,
+                t0,
+                t1,
+                ..
+            } => Some((kernel.as_str(), config.as_str(), *t0, *t1)),
+            _ => None,
+        })
+        .collect();
+    // Name the candidate being benchmarked for every local-memory event.
+    for ev in replay.local_events.iter_mut() {
+        let t = bounds.start + (ev.t_s * 1e9) as u64;
+        ev.autotune_config = configs
+            .iter()
+            .filter(|c| {
+                ev.kernel.contains(c.0)
+                    && c.2 <= t + 1_000
+                    && (t <= c.3 + 1_000 || ev.failed && t <= c.3 + 2_000_000_000)
+            })
+            .map(|c| c.1.to_string())
+            .next_back();
+    }
+    let mut out = Vec::new();
+    for e in &r.shim {
+        let ShimEvent::Autotune {
+            kernel,
+            key,
+            t0,
+            t1,
+            configs: n,
+            benchmarked,
+            chosen,
+            source,
+        } = e
+        else {
+            continue;
+        };
+        let inside = |t: u64| t >= *t0 && t <= *t1;
+        let mut spilling = Vec::new();
+        let mut local = 0;
+        for ev in &replay.local_events {
+            let t = bounds.start + (ev.t_s * 1e9) as u64;
+            if inside(t) && ev.kernel.contains(kernel.as_str()) {
+                if !ev.failed {
+                    local += ev.device_growth;
+                }
+                if let Some(c) = &ev.autotune_config
+                    && !spilling.contains(c)
+                {
+                    spilling.push(c.clone());
+                }
+            }
+        }
+        out.push(AutotuneAccount {
+            kernel: kernel.clone(),
+            key: key.clone(),
+            phase: bounds.phase_of(*t0),
+            step: bounds.step_of(*t0),
+            start_s: secs(*t0, bounds.start),
+            seconds: t1.saturating_sub(*t0) as f64 / 1e9,
+            configs: *n,
+            benchmarked: *benchmarked,
+            chosen: chosen.clone(),
+            source: source.clone(),
+            local_memory_growth: local,
+            out_of_pool_bytes: replay
+                .oop_allocs
+                .iter()
+                .filter(|a| inside(a.t))
+                .map(|a| a.bytes)
+                .sum(),
+            spilling_configs: spilling,
+        });
+    }
+    // An autotune interrupted by a failure has no "autotune" line: report its candidates.
+    for ev in replay.local_events.iter().filter(|e| e.failed) {
+        if let Some(c) = &ev.autotune_config
+            && !out.iter().any(|a| a.spilling_configs.contains(c))
+        {
+            let t = bounds.start + (ev.t_s * 1e9) as u64;
+            out.push(AutotuneAccount {
+                kernel: ev.kernel.clone(),
+                key: "(interrupted by the failure)".into(),
+                phase: ev.phase,
+                step: ev.step,
+                start_s: secs(t, bounds.start),
+                seconds: 0.0,
+                configs: 0,
+                benchmarked: 0,
+                chosen: String::new(),
+                source: "benchmark (failed)".into(),
+                local_memory_growth: 0,
+                out_of_pool_bytes: 0,
+                spilling_configs: vec![c.clone()],
+            });
+        }
+    }
+    out
+}
+
+/// Every JIT compile the shim saw.
+pub fn compile_events(r: &ProcessRecords, bounds: &Boundaries) -> Vec<CompileEvent> {
+    r.shim
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::Compile {
+                kernel,
+                t0,
+                t1,
+                cache_hit,
+            } => Some(CompileEvent {
+                kernel: kernel.clone(),
+                phase: bounds.phase_of(*t0),
+                step: bounds.step_of(*t0),
+                start_s: secs(*t0, bounds.start),
+                seconds: t1.saturating_sub(*t0) as f64 / 1e9,
+                cache_hit: *cache_hit,
+            }),
+            _ => None,
+        })
+        .collect()
+}
