@@ -259,7 +259,6 @@ pub fn forensics(
     exceptions: &[ExceptionEvent],
     bounds: &Boundaries,
 ) -> Vec<Forensic> {
-    let mut out: Vec<Forensic> = Vec::new();
     let oom_exception = exceptions.iter().find(|e| is_oom_text(&e.message));
     let pool_cache = oom_exception.and_then(|e| {
         torch_pool_cache(&e.message).or(e
@@ -267,21 +266,65 @@ pub fn forensics(
             .zip(e.pool_allocated)
             .map(|(r, a)| r.saturating_sub(a)))
     });
-    let mut last: Option<(u64, (FailedRequest, u64, String))> = None;
+    let seen = FailureContext {
+        replay,
+        comms,
+        nccl_outside,
+        bounds,
+        message: oom_exception.map(|e| e.message.clone()),
+        pool_cache,
+    };
+    let out: Vec<Forensic> = distinct_oom_failures(replay)
+        .into_iter()
+        .map(|f| seen.forensic(f))
+        .collect();
+    match oom_exception {
+        Some(e) if out.is_empty() => vec![seen_only_as_exception(e, bounds)],
+        _ => out,
+    }
+}
+
+/// What every failure's forensic is read against.
+struct FailureContext<'a> {
+    replay: &'a Replay,
+    comms: &'a [CommAccount],
+    nccl_outside: &'a [(u64, u64)],
+    bounds: &'a Boundaries,
+    /// The out-of-memory exception's text, if the process raised one.
+    message: Option<String>,
+    /// What PyTorch's pool held cached when it raised (its own figure).
+    pool_cache: Option<u64>,
+}
+
+/// The out-of-memory failures, one per failed request: allocators retry
+/// after freeing caches, so the same request failing again within 50 ms is
+/// the same failure.
+fn distinct_oom_failures(replay: &Replay) -> Vec<&Failure> {
+    let mut last: Option<(u64, (FailedRequest, u64, &str))> = None;
+    let mut out = Vec::new();
     for f in replay
         .failures
         .iter()
         .filter(|f| f.result == CUDA_ERROR_OUT_OF_MEMORY)
     {
-        let key = (describe(f), f.bytes, f.source.clone());
-        // Allocators retry after freeing caches: one failure, several calls.
+        let key = (describe(f), f.bytes, f.source.as_str());
         if let Some((t, k)) = &last
             && *k == key
             && f.t.saturating_sub(*t) < 50_000_000
         {
             continue;
         }
-        last = Some((f.t, key.clone()));
+        last = Some((f.t, key));
+        out.push(f);
+    }
+    out
+}
+
+impl FailureContext<'_> {
+    /// One failed request: what landed before it, which prewarms would have
+    /// moved it, and what each would leave free.
+    fn forensic(&self, f: &Failure) -> Forensic {
+        let (replay, bounds) = (self.replay, self.bounds);
         let step = bounds.step_of(f.t);
         // Lazy-init memory that landed after setup and before the failure is
         // what a prewarm would have moved out of the way.
@@ -289,14 +332,9 @@ pub fn forensics(
             None => bounds.start,
             Some(_) => bounds.step1_begin.unwrap_or(bounds.start),
         };
-        let landed = landed(replay, comms, bounds.start, step_start, f.t);
-        let mut preceded: BTreeMap<EventClass, u64> = BTreeMap::new();
-        for l in &landed {
-            *preceded.entry(l.class).or_default() += l.bytes;
-        }
+        let landed = landed(replay, self.comms, bounds.start, step_start, f.t);
         let own = class_of_source(&f.source);
-        let mut classes: Vec<(EventClass, u64)> = preceded.into_iter().collect();
-        classes.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let classes = preceding_classes(&landed);
         let mut movable: Vec<EventClass> = classes.iter().map(|c| c.0).collect();
         if let Some(own) = own {
             movable.retain(|c| *c != own);
@@ -309,13 +347,13 @@ pub fn forensics(
             .filter(|p| key_class.is_some_and(|c| p.targets.contains(&c)))
             .map(|p| p.name.to_string())
             .collect();
-        let budget = budget(f, replay, bounds, pool_cache);
+        let budget = budget(f, replay, bounds, self.pool_cache);
         let in_pool = f.source == super::sources::TORCH_POOL;
-        out.push(Forensic {
+        Forensic {
             t_s: bounds.seconds_in(f.t),
             phase: bounds.phase_of(f.t),
             step,
-            request: key.0,
+            request: describe(f),
             recovered: bounds.step_ends.iter().any(|&e| e > f.t),
             source: f.source.clone(),
             library: f.library.clone(),
@@ -323,9 +361,10 @@ pub fn forensics(
             result: f.result,
             device_free_before: f.free_before,
             device_total: f.total,
-            message: oom_exception.map(|e| e.message.clone()),
+            message: self.message.clone(),
             preceded_by: classes.into_iter().filter(|c| c.1 > 0).collect(),
-            preceded_nccl_outside_comms: nccl_outside
+            preceded_nccl_outside_comms: self
+                .nccl_outside
                 .iter()
                 .filter(|(t, _)| *t >= step_start && *t <= f.t)
                 .map(|x| x.1)
@@ -338,35 +377,46 @@ pub fn forensics(
                 .unwrap_or_default(),
             remedies: remedies(f, replay, budget.as_ref(), bounds.start),
             budget,
-        });
+        }
     }
-    if out.is_empty()
-        && let Some(e) = oom_exception
-    {
-        let t = bounds.start + (e.t_s * 1e9) as u64;
-        out.push(Forensic {
-            t_s: e.t_s,
-            phase: e.phase,
-            step: bounds.step_of(t),
-            request: FailedRequest::NotSeen,
-            recovered: false,
-            source: String::new(),
-            library: String::new(),
-            bytes: 0,
-            result: 0,
-            device_free_before: None,
-            device_total: None,
-            message: Some(e.message.clone()),
-            preceded_by: Vec::new(),
-            preceded_nccl_outside_comms: 0,
-            movable: Vec::new(),
-            prewarms: Vec::new(),
-            budget: None,
-            projections: Vec::new(),
-            remedies: Vec::new(),
-        });
+}
+
+/// The bytes each class of lazy initialisation landed, largest first.
+fn preceding_classes(landed: &[Landed]) -> Vec<(EventClass, u64)> {
+    let mut preceded: BTreeMap<EventClass, u64> = BTreeMap::new();
+    for l in landed {
+        *preceded.entry(l.class).or_default() += l.bytes;
     }
-    out
+    let mut classes: Vec<(EventClass, u64)> = preceded.into_iter().collect();
+    classes.sort_by_key(|c| std::cmp::Reverse(c.1));
+    classes
+}
+
+/// An out-of-memory exception whose failed request the probe never saw
+/// (raised by a library's own check, or the capture was off).
+fn seen_only_as_exception(e: &ExceptionEvent, bounds: &Boundaries) -> Forensic {
+    let t = bounds.start + (e.t_s * 1e9) as u64;
+    Forensic {
+        t_s: e.t_s,
+        phase: e.phase,
+        step: bounds.step_of(t),
+        request: FailedRequest::NotSeen,
+        recovered: false,
+        source: String::new(),
+        library: String::new(),
+        bytes: 0,
+        result: 0,
+        device_free_before: None,
+        device_total: None,
+        message: Some(e.message.clone()),
+        preceded_by: Vec::new(),
+        preceded_nccl_outside_comms: 0,
+        movable: Vec::new(),
+        prewarms: Vec::new(),
+        budget: None,
+        projections: Vec::new(),
+        remedies: Vec::new(),
+    }
 }
 
 #[cfg(test)]
