@@ -1,7 +1,14 @@
 //! One attempt's view: its ranks, the worst of them and the
 //! distribution of each figure over all of them.
 
-use super::*;
+use crate::analysis::AttemptAccount;
+use crate::analysis::account::{Forensic, GapAccount, LateWarmup, ProcessAccount};
+use crate::analysis::phases::Phase;
+use crate::analysis::ranks::{self, RankSpread};
+use crate::analysis::timeline::Timeline;
+use crate::load::Problem;
+use crate::report::{bytes, seconds};
+use serde::Serialize;
 
 /// One attempt (variant, repeat) with its ranks.
 #[derive(Debug, Clone, Serialize)]
@@ -336,3 +343,10 @@ impl AttemptView {
         picked.iter().map(|&i| &self.ranks[i]).collect()
     }
 }
+
+/// Ranks shown one by one before a renderer switches to worst ranks plus
+/// distribution.
+pub const SHOWN_RANKS: usize = 16;
+
+/// How many worst ranks each figure lists at scale.
+pub const WORST_PER_FIGURE: usize = 5;

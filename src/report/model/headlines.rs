@@ -1,7 +1,10 @@
 //! The headline sentences every format opens with: a verdict's, or an
 //! attempt's when there is no matrix.
 
-use super::*;
+use super::attempt::{AttemptView, RankView};
+use super::matrix::VerdictView;
+use crate::report::{bytes, seconds};
+use serde::Serialize;
 
 pub(super) fn headline_of_verdict(v: &VerdictView) -> HeadlineSentence {
     HeadlineSentence {
@@ -65,4 +68,15 @@ fn headline_without_step(a: &AttemptView, r: &RankView) -> HeadlineSentence {
             bytes(outside),
         ),
     }
+}
+
+/// One sentence of the headline: what a prewarm moved and what it cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadlineSentence {
+    /// The variant (matrix) or attempt ("variant/attempt") it is about.
+    pub subject: String,
+    /// Verdict class key ("works", "partial", ...) or None for a single run.
+    pub class: Option<String>,
+    /// The whole sentence.
+    pub text: String,
 }

@@ -1,7 +1,8 @@
 //! What a timeline marker is called and says, in every format that
 //! draws one.
 
-use super::*;
+use crate::analysis::timeline::{Marker, MarkerKind};
+use crate::report::{bytes, seconds};
 
 /// Short name of a marker kind (legends, lanes, tables).
 pub fn marker_kind_label(k: MarkerKind) -> &'static str {

@@ -1,7 +1,13 @@
 //! The matrix's view: each variant's row, what each prewarm moved and
 //! cost, and the wording of its costs.
 
-use super::*;
+use crate::analysis::noise::Quantity;
+use crate::analysis::stats::Stat;
+use crate::analysis::summary::VariantSummary;
+use crate::analysis::verdict::Verdict;
+use crate::report::verdict_text;
+use crate::report::{bytes, seconds};
+use serde::Serialize;
 
 /// The comparison of the variants.
 #[derive(Debug, Clone, Serialize)]
@@ -196,4 +202,31 @@ pub fn costs_text(c: &Costs) -> String {
 /// verdict's own words ([`VerdictView::moved`]), for the tables.
 pub fn moved_text(v: &VerdictView) -> String {
     v.moved.clone()
+}
+
+/// Median and spread of one figure over repeats.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: u32,
+}
+
+impl From<&Stat> for Spread {
+    fn from(s: &Stat) -> Spread {
+        Spread {
+            median: s.median,
+            min: s.min,
+            max: s.max,
+            n: s.n,
+        }
+    }
+}
+
+impl Spread {
+    /// max − min.
+    pub fn range(&self) -> f64 {
+        self.max - self.min
+    }
 }

@@ -11,18 +11,10 @@
 //! ranks + distribution" view ([`AttemptView::shown_ranks`],
 //! [`AttemptView::distribution`]) so pictures and tables stay readable.
 
-use super::{bytes, seconds};
 use crate::analysis::AttemptAccount;
-use crate::analysis::account::{Forensic, GapAccount, LateWarmup, ProcessAccount};
+use crate::analysis::account::Forensic;
 use crate::analysis::matrix::MatrixAccount;
-use crate::analysis::noise::Quantity;
-use crate::analysis::phases::Phase;
-use crate::analysis::ranks::{self, RankSpread};
-use crate::analysis::stats::Stat;
-use crate::analysis::summary::VariantSummary;
-use crate::analysis::timeline::{Marker, MarkerKind, Timeline};
-use crate::analysis::verdict::Verdict;
-use crate::load::{Problem, RunData};
+use crate::load::RunData;
 use crate::report::verdict_text;
 use crate::run_folder::meta::RunMeta;
 use serde::Serialize;
@@ -36,19 +28,12 @@ mod matrix;
 mod tests;
 
 pub use attempt::*;
-use headlines::*;
+pub use headlines::*;
 pub use markers::*;
 pub use matrix::*;
 
 /// Version of the model's serialised form (for the dashboard and tests).
 pub const MODEL_VERSION: u32 = 1;
-
-/// Ranks shown one by one before a renderer switches to worst ranks plus
-/// distribution.
-pub const SHOWN_RANKS: usize = 16;
-
-/// How many worst ranks each figure lists at scale.
-pub const WORST_PER_FIGURE: usize = 5;
 
 /// Everything a report shows.
 #[derive(Debug, Clone, Serialize)]
@@ -180,44 +165,6 @@ impl RunInfo {
             });
         }
         info
-    }
-}
-
-/// One sentence of the headline: what a prewarm moved and what it cost.
-#[derive(Debug, Clone, Serialize)]
-pub struct HeadlineSentence {
-    /// The variant (matrix) or attempt ("variant/attempt") it is about.
-    pub subject: String,
-    /// Verdict class key ("works", "partial", ...) or None for a single run.
-    pub class: Option<String>,
-    /// The whole sentence.
-    pub text: String,
-}
-
-/// Median and spread of one figure over repeats.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub n: u32,
-}
-
-impl From<&Stat> for Spread {
-    fn from(s: &Stat) -> Spread {
-        Spread {
-            median: s.median,
-            min: s.min,
-            max: s.max,
-            n: s.n,
-        }
-    }
-}
-
-impl Spread {
-    /// max − min.
-    pub fn range(&self) -> f64 {
-        self.max - self.min
     }
 }
 
