@@ -1,7 +1,13 @@
 //! What each prewarm moved against what it cost: two panels, one bar a
 //! variant.
 
-use super::*;
+use super::style::*;
+use crate::report::model::VerdictView;
+use crate::report::renderer::ReportError;
+use crate::report::{bytes, seconds};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
 
 /// Characters of a variant name per line in the moved-vs-cost chart.
 const MOVED_LABEL_CHARS: usize = 20;

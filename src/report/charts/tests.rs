@@ -1,4 +1,6 @@
 use super::*;
+use crate::analysis::account::GapAccount;
+use crate::analysis::timeline::Point;
 
 #[test]
 fn envelopes_keep_the_peak_of_each_column_and_stack() {

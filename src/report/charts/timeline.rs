@@ -1,7 +1,14 @@
 //! The memory timeline of one process: its stacked layers, the phase bands
 //! and the event lanes, with the markers returned as glyphs.
 
-use super::*;
+use super::style::*;
+use crate::analysis::phases::Phase;
+use crate::analysis::timeline::{MarkerKind, Point, Timeline, value_at};
+use crate::report::model::{marker_kind_label, marker_text};
+use crate::report::renderer::ReportError;
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
 
 /// The time window a timeline chart shows: from the start through step 1
 /// (with a margin), or the whole process when it never finished step 1.
@@ -360,3 +367,6 @@ pub fn draw_glyphs<DB: DrawingBackend>(
     }
     Ok(())
 }
+
+/// Height of the event lanes above a timeline.
+const LANES_HEIGHT: u32 = 150;

@@ -1,7 +1,13 @@
 //! The waterfall of the account at step-1 end: one bar a part, labels
 //! wrapped to the chart's margin.
 
-use super::*;
+use super::style::*;
+use crate::analysis::account::GapAccount;
+use crate::report::bytes;
+use crate::report::renderer::ReportError;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
 
 /// One bar of the waterfall: a part of the account.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,7 +120,7 @@ pub fn draw_waterfall<DB: DrawingBackend>(
         .min()
         .unwrap_or(0)
         .min(0) as f64;
-    let scale = scale.unwrap_or_else(|| PageScale::alone(own_lo, own_hi));
+    let scale = scale.unwrap_or_else(|| PageScale::spanning(own_lo, own_hi));
     let (unit, unit_name) = (scale.unit, scale.unit_name);
     let (lo, hi) = (scale.lo.min(own_lo), scale.hi.max(own_hi));
     let n = rows.len() as f64;
