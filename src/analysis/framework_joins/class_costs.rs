@@ -1,7 +1,10 @@
 //! What each class of lazy initialisation cost in a phase, and what it
 //! still costs after step 1.
 
-use super::*;
+use crate::analysis::account::*;
+use crate::analysis::phases::Phase;
+use crate::prewarm::catalog::EventClass;
+use std::collections::BTreeMap;
 
 /// What each lazy-initialisation class cost in one phase of one process
 /// (classes with nothing are left out). Bytes: allocations made from the

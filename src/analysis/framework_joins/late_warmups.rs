@@ -1,7 +1,12 @@
 //! The warmups that still land after setup, from every class's
 //! events, gathered one entry a subject.
 
-use super::*;
+use super::class_costs::class_of_source;
+use super::window::Window;
+use crate::analysis::account::*;
+use crate::analysis::memory::OopAlloc;
+use crate::analysis::phases::{Boundaries, Phase};
+use crate::prewarm::catalog::EventClass;
 
 /// A late warmup below both of these is minor: reports fold it into a count
 /// (a 1.3 ms cached compile is not something to act on).

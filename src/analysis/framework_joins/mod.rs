@@ -3,16 +3,6 @@
 //! INIT log, wall-clock converted to CLOCK_MONOTONIC), the step-1 stall
 //! breakdown and the list of warmups that still land after setup.
 
-use super::account::*;
-use super::memory::{OopAlloc, Replay};
-use super::phases::{Boundaries, Phase};
-use crate::load::nccl::NcclComm;
-use crate::load::records::ProcessRecords;
-use crate::load::shim::ShimEvent;
-use crate::prewarm::catalog::EventClass;
-use prewarm_events::MemEffect;
-use std::collections::BTreeMap;
-
 mod class_costs;
 mod late_warmups;
 mod nccl;
@@ -20,16 +10,11 @@ mod stalls;
 #[cfg(test)]
 mod tests;
 mod triton;
+mod window;
 
 pub use class_costs::*;
 pub use late_warmups::*;
 pub use nccl::*;
 pub use stalls::*;
 pub use triton::*;
-
-/// A time window [t0, t1] on the monotonic clock.
-pub type Window = (u64, u64);
-
-fn secs(t: u64, start: u64) -> f64 {
-    t.saturating_sub(start) as f64 / 1e9
-}
+pub use window::Window;

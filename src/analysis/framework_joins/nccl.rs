@@ -2,7 +2,11 @@
 //! (NCCL's INIT log on the monotonic clock), the spans their allocations
 //! fall in, and each communicator's account.
 
-use super::*;
+use super::window::{Window, secs};
+use crate::analysis::account::*;
+use crate::analysis::memory::OopAlloc;
+use crate::analysis::phases::Boundaries;
+use crate::load::nccl::NcclComm;
 
 /// Converts a wall-clock Unix time (seconds) to CLOCK_MONOTONIC ns using the
 /// pair the doctor read together at start.

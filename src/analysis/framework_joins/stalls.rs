@@ -1,7 +1,12 @@
 //! The step-1 stall breakdown: each instant counted once, by the
 //! window of the highest priority that holds it (cuBLAS bursts included).
 
-use super::*;
+use super::nccl::CommWindow;
+use super::window::Window;
+use crate::analysis::account::*;
+use crate::load::records::ProcessRecords;
+use crate::load::shim::ShimEvent;
+use prewarm_events::MemEffect;
 
 /// Windows of each stall kind, for the breakdown.
 #[derive(Debug, Default, Clone)]

@@ -1,4 +1,9 @@
 use super::*;
+use crate::analysis::account::{AutotuneAccount, CompileEvent};
+use crate::analysis::memory::OopAlloc;
+use crate::analysis::phases::{Boundaries, Phase};
+use crate::load::nccl::NcclComm;
+use crate::prewarm::catalog::EventClass;
 
 #[test]
 fn breakdown_counts_each_instant_once_by_priority() {

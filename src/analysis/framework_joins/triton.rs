@@ -1,7 +1,12 @@
 //! Triton autotunes and compiles joined to the device events inside
 //! their windows.
 
-use super::*;
+use super::window::secs;
+use crate::analysis::account::*;
+use crate::analysis::memory::Replay;
+use crate::analysis::phases::Boundaries;
+use crate::load::records::ProcessRecords;
+use crate::load::shim::ShimEvent;
 
 /// Triton autotunes with the device events inside their candidate windows.
 pub fn autotune_accounts(
