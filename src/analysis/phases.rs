@@ -63,11 +63,16 @@ pub fn died_at(events: &[ShimEvent]) -> Option<u64> {
     })
 }
 
+/// Seconds from `start` to `t` (0 before it): how the account places an
+/// event for a reader.
+pub fn secs(t: u64, start: u64) -> f64 {
+    t.saturating_sub(start) as f64 / 1e9
+}
+
 impl Boundaries {
-    /// Seconds from the process's start to `t`: how the account places an
-    /// event for a reader.
+    /// Seconds from the process's start to `t`.
     pub fn seconds_in(&self, t: u64) -> f64 {
-        t.saturating_sub(self.start) as f64 / 1e9
+        secs(t, self.start)
     }
 
     /// For tests: step 1 from 1 s, steps ending at 2.5 s and 4 s, the end at 5 s.

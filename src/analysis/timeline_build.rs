@@ -17,6 +17,7 @@ use super::sources::SourceName;
 use super::timeline::{
     MAX_MARKERS_PER_KIND, MAX_POINTS, Marker, MarkerKind, PhaseBand, Point, SourceSeries, Timeline,
 };
+use crate::analysis::phases::secs;
 use std::collections::BTreeMap;
 
 /// Buckets per series: first, min, max and last of each survive.
@@ -136,10 +137,6 @@ impl Downsampler {
             .map(|(t, v)| (secs(t, start), v))
             .collect()
     }
-}
-
-fn secs(t: u64, start: u64) -> f64 {
-    t.saturating_sub(start) as f64 / 1e9
 }
 
 /// Out-of-pool allocations of one source merged within one bucket.

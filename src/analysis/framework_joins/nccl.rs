@@ -2,10 +2,11 @@
 //! (NCCL's INIT log on the monotonic clock), the spans their allocations
 //! fall in, and each communicator's account.
 
-use super::window::{Window, secs};
+use super::window::Window;
 use crate::analysis::account::*;
 use crate::analysis::memory::OopAlloc;
 use crate::analysis::phases::Boundaries;
+use crate::analysis::phases::secs;
 use crate::load::nccl::NcclComm;
 
 /// Converts a wall-clock Unix time (seconds) to CLOCK_MONOTONIC ns using the

@@ -1,10 +1,10 @@
 //! Triton autotunes and compiles joined to the device events inside
 //! their windows.
 
-use super::window::secs;
 use crate::analysis::account::*;
 use crate::analysis::memory::Replay;
 use crate::analysis::phases::Boundaries;
+use crate::analysis::phases::secs;
 use crate::load::records::ProcessRecords;
 use crate::load::shim::ShimEvent;
 

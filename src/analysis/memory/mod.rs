@@ -143,10 +143,6 @@ fn opt(v: u64) -> Option<u64> {
     (v != UNKNOWN_BYTES).then_some(v)
 }
 
-fn secs(t: u64, start: u64) -> f64 {
-    t.saturating_sub(start) as f64 / 1e9
-}
-
 /// Replays the process; `queries` are instants whose state the caller needs.
 ///
 /// `exclude` are windows whose device growth without allocation calls is

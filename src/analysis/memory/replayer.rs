@@ -2,6 +2,7 @@
 //! one to the running state.
 
 use super::*;
+use crate::analysis::phases::secs;
 
 /// One thing the replay walks over, at its instant.
 pub(super) enum Item<'a> {

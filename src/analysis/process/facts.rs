@@ -2,7 +2,17 @@
 //! exposures, capture status and the probe's notes, versions, probe health,
 //! torch's step-end checks and the steady step's shim time.
 
-use super::*;
+use super::query_plan::StepEndReading;
+use crate::analysis::account::*;
+use crate::analysis::framework_joins::StallWindows;
+use crate::analysis::memory::State;
+use crate::analysis::phases::secs;
+use crate::analysis::phases::{Boundaries, Phase};
+use crate::analysis::stats::Stat;
+use crate::load::records::ProcessRecords;
+use crate::load::shim::{ShimEvent, ShimOwnTime};
+use prewarm_events::NoticeLevel;
+use std::collections::BTreeMap;
 
 /// The uncaught exceptions the shim recorded.
 pub(super) fn exceptions(r: &ProcessRecords, bounds: &Boundaries) -> Vec<ExceptionEvent> {

@@ -12,16 +12,13 @@
 use super::account::*;
 use super::device::{DeviceView, device_view};
 use super::forensics::forensics;
-use super::framework_joins::{self, CommWindow, StallWindows, Window};
-use super::phases::{Boundaries, Phase};
-use super::stats::Stat;
-use crate::analysis::memory::{Replay, State, replay};
-use crate::analysis::sources::TORCH_POOL;
+use super::framework_joins::{self, CommWindow, StallWindows};
+use super::phases::Boundaries;
+use crate::analysis::memory::{Replay, replay};
 use crate::load::records::ProcessRecords;
-use crate::load::shim::{ShimEvent, ShimOwnTime};
+use crate::load::shim::ShimEvent;
 use crate::load::{HostData, ProcessFiles};
-use prewarm_events::{MemApi, NoticeLevel, UNKNOWN_BYTES};
-use std::collections::{BTreeMap, HashSet};
+use prewarm_events::NoticeLevel;
 
 mod facts;
 mod phase_accounts;
@@ -32,10 +29,6 @@ mod tests;
 use facts::*;
 use phase_accounts::*;
 use query_plan::*;
-
-fn secs(t: u64, start: u64) -> f64 {
-    t.saturating_sub(start) as f64 / 1e9
-}
 
 /// Builds the account of one process; None for processes that never created
 /// a CUDA context and never stepped (launchers, tools).

@@ -2,7 +2,17 @@
 //! bytes, each communicator's inferred bytes, the sources live at the end and
 //! the gap account that adds up to the device's own figure.
 
-use super::*;
+use super::query_plan::QueryPlan;
+use crate::analysis::account::*;
+use crate::analysis::device::DeviceView;
+use crate::analysis::framework_joins::{CommWindow, StallWindows, Window};
+use crate::analysis::memory::{Replay, State};
+use crate::analysis::phases::secs;
+use crate::analysis::phases::{Boundaries, Phase};
+use crate::analysis::sources::TORCH_POOL;
+use crate::load::records::ProcessRecords;
+use prewarm_events::{MemApi, UNKNOWN_BYTES};
+use std::collections::{BTreeMap, HashSet};
 
 /// The CUDA context: device memory held right after it came up (cuMemGetInfo
 /// at creation, minus what the device held before the call that created it,

@@ -1,7 +1,10 @@
 //! The instants the replay must answer for one process: the phases' ends,
 //! the step-end readings of torch's allocator, the exposures' peaks.
 
-use super::*;
+use crate::analysis::framework_joins::{self, CommWindow, Window};
+use crate::analysis::phases::{Boundaries, Phase};
+use crate::load::records::ProcessRecords;
+use crate::load::shim::ShimEvent;
 
 /// torch's own figures at one step end, put beside the doctor's pool.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,13 @@
 use super::*;
 use crate::analysis::device::Series;
+use crate::analysis::framework_joins::Window;
+use crate::analysis::memory::State;
+use crate::analysis::phases::Phase;
+use crate::analysis::sources::TORCH_POOL;
+use crate::load::shim::ShimOwnTime;
 use prewarm_events::{ContextCreated, MemCall, ModuleLoad, Notice, ProbeCost, RecordsDropped};
+use prewarm_events::{MemApi, UNKNOWN_BYTES};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
