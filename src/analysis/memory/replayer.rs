@@ -1,8 +1,21 @@
 //! The replay's walk: every record and query in time order, applied one by
 //! one to the running state.
 
-use super::*;
+use super::device_growth::failed_launch_time;
+use super::device_growth::{
+    KnownAllocations, LATE_COMMIT_MIN, growth_window_start, released_by_failure,
+};
+use super::state::*;
+use crate::analysis::account::{Exposure, LocalMemoryEvent};
+use crate::analysis::device::DeviceView;
+use crate::analysis::names::kernel_display;
 use crate::analysis::phases::secs;
+use crate::analysis::phases::{Boundaries, Phase};
+use crate::analysis::sources::{SourceName, UNKNOWN, classify};
+use crate::load::records::ProcessRecords;
+use prewarm_events::{MemApi, MemCall, MemEffect, PoolUse, UNKNOWN_BYTES};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// One thing the replay walks over, at its instant.
 pub(super) enum Item<'a> {

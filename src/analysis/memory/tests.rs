@@ -1,5 +1,9 @@
 use super::*;
 use crate::analysis::device::Series;
+use crate::analysis::phases::Phase;
+use crate::analysis::sources::UNKNOWN;
+use prewarm_events::{MemApi, MemCall, PoolUse, UNKNOWN_BYTES};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 const MS: u64 = 1_000_000;
 
