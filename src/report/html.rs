@@ -707,7 +707,7 @@ fn problem_lines(model: &ReportModel) -> Vec<String> {
         }
         problems.extend(a.notices.iter().map(|n| format!("{}: {n}", a.id())));
         for r in &a.ranks {
-            let notes = super::capture_notes(&r.account);
+            let notes = super::step_text::capture_notes(&r.account);
             problems.extend(
                 notes
                     .iter()

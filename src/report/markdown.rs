@@ -225,7 +225,7 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
         .rank
         .map_or(format!("process {}", p.pid), |r| format!("rank {r}"));
     let _ = writeln!(o, "\n#### {} on {}\n", md(&who), md(&p.host));
-    for note in super::capture_notes(p) {
+    for note in super::step_text::capture_notes(p) {
         let _ = writeln!(o, "> {}\n", md(&note));
     }
     let probe = step1(p)

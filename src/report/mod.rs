@@ -33,30 +33,6 @@ pub mod terminal_matrix;
 pub mod text_layout;
 pub mod verdict_text;
 
-/// What every format says of a process's capture beside its figures: that
-/// it was off, and why, each warning of its probe (what it saw less of),
-/// then its notes (what it stopped tracing, and when).
-pub fn capture_notes(p: &crate::analysis::account::ProcessAccount) -> Vec<String> {
-    let mut notes = Vec::new();
-    if !p.capture.active {
-        notes.push(format!(
-            "capture: OFF — {} (the run itself was not affected)",
-            p.capture.detail
-        ));
-    }
-    let placed = |kind: &str, n: &crate::analysis::account::ProbeNote| {
-        format!(
-            "probe {kind} ({}, at {:.2}s): {}",
-            step_text::step_label_in(p, n.phase, n.step),
-            n.t_s,
-            n.text
-        )
-    };
-    notes.extend(p.capture.warnings.iter().map(|w| placed("warning", w)));
-    notes.extend(p.capture.notes.iter().map(|n| placed("note", n)));
-    notes
-}
-
 /// A CUresult as the driver's header names it (the common ones), with its number.
 pub fn cu_result_name(code: u32) -> String {
     let name = match code {

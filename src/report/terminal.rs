@@ -470,7 +470,7 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
 /// already head the attempt, so they are not repeated.
 fn render_process(o: &mut String, p: &ProcessAccount, summarised: bool) {
     let _ = writeln!(o, "-- {}", who(p));
-    for note in super::capture_notes(p) {
+    for note in super::step_text::capture_notes(p) {
         print_text(o, &terminal(&note), "   ", "     ");
     }
     if !summarised {

@@ -141,7 +141,7 @@ fn spread_lines(a: &AttemptView) -> Vec<crate::report::SpreadLine> {
 fn notes(a: &AttemptView) -> Vec<String> {
     let mut notes = a.notices.clone();
     for r in &a.ranks {
-        let capture = crate::report::capture_notes(&r.account);
+        let capture = crate::report::step_text::capture_notes(&r.account);
         notes.extend(capture.iter().map(|n| format!("{}: {n}", r.label)));
     }
     notes.extend(
