@@ -114,6 +114,30 @@ pub fn step_label_in(
     }
 }
 
+/// What every format says of a process's capture beside its figures: that
+/// it was off, and why, each warning of its probe (what it saw less of),
+/// then its notes (what it stopped tracing, and when).
+pub fn capture_notes(p: &crate::analysis::account::ProcessAccount) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !p.capture.active {
+        notes.push(format!(
+            "capture: OFF — {} (the run itself was not affected)",
+            p.capture.detail
+        ));
+    }
+    let placed = |kind: &str, n: &crate::analysis::account::ProbeNote| {
+        format!(
+            "probe {kind} ({}, at {:.2}s): {}",
+            step_label_in(p, n.phase, n.step),
+            n.t_s,
+            n.text
+        )
+    };
+    notes.extend(p.capture.warnings.iter().map(|w| placed("warning", w)));
+    notes.extend(p.capture.notes.iter().map(|n| placed("note", n)));
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,28 +229,4 @@ mod tests {
         };
         assert_eq!(exception_place(true, &no_step), "before any step at 4.45s");
     }
-}
-
-/// What every format says of a process's capture beside its figures: that
-/// it was off, and why, each warning of its probe (what it saw less of),
-/// then its notes (what it stopped tracing, and when).
-pub fn capture_notes(p: &crate::analysis::account::ProcessAccount) -> Vec<String> {
-    let mut notes = Vec::new();
-    if !p.capture.active {
-        notes.push(format!(
-            "capture: OFF — {} (the run itself was not affected)",
-            p.capture.detail
-        ));
-    }
-    let placed = |kind: &str, n: &crate::analysis::account::ProbeNote| {
-        format!(
-            "probe {kind} ({}, at {:.2}s): {}",
-            step_label_in(p, n.phase, n.step),
-            n.t_s,
-            n.text
-        )
-    };
-    notes.extend(p.capture.warnings.iter().map(|w| placed("warning", w)));
-    notes.extend(p.capture.notes.iter().map(|n| placed("note", n)));
-    notes
 }

@@ -203,16 +203,8 @@ fn panel<DB: DrawingBackend>(
             )
             .map_err(&err)?;
         }
-        let (lx, ly) = rel(area, chart.backend_coord(&(x_lo, row - 0.5)));
-        let first = ly - (lines.len() as i32 - 1) * LINE / 2;
-        for (k, line) in lines.iter().enumerate() {
-            area.draw_text(
-                line,
-                &text(12, HPos::Right, VPos::Center),
-                (lx - 8, first + k as i32 * LINE),
-            )
-            .map_err(&err)?;
-        }
+        let at = rel(area, chart.backend_coord(&(x_lo, row - 0.5)));
+        draw_row_label(area, lines, at).map_err(&err)?;
     }
     Ok(())
 }

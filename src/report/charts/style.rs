@@ -210,3 +210,22 @@ impl PageScale {
         }
     }
 }
+
+/// A bar's label, its lines centred on the bar and right-aligned 8 px left
+/// of `at` (the bar's start, in pixels of `area`).
+pub(super) fn draw_row_label<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    lines: &[String],
+    at: (i32, i32),
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (lx, ly) = at;
+    let first = ly - (lines.len() as i32 - 1) * LINE / 2;
+    for (k, line) in lines.iter().enumerate() {
+        area.draw_text(
+            line,
+            &text(12, HPos::Right, VPos::Center),
+            (lx - 8, first + k as i32 * LINE),
+        )?;
+    }
+    Ok(())
+}

@@ -167,17 +167,9 @@ pub fn draw_waterfall<DB: DrawingBackend>(
                 style,
             )))
             .map_err(&err)?;
-        let (lx, ly) = rel(area, chart.backend_coord(&(lo / unit, n - i as f64 - 0.5)));
+        let at = rel(area, chart.backend_coord(&(lo / unit, n - i as f64 - 0.5)));
         let lines = wrap_label(&row_label(r), WATERFALL_LABEL_CHARS);
-        let first = ly - (lines.len() as i32 - 1) * LINE / 2;
-        for (k, line) in lines.iter().enumerate() {
-            area.draw_text(
-                line,
-                &text(12, HPos::Right, VPos::Center),
-                (lx - 8, first + k as i32 * LINE),
-            )
-            .map_err(&err)?;
-        }
+        draw_row_label(area, &lines, at).map_err(&err)?;
         let (vx, vy) = rel(area, chart.backend_coord(&(b.max(a), n - i as f64 - 0.5)));
         let value = if r.total {
             bytes((r.to - r.from).max(0) as u64)
