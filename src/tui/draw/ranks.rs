@@ -5,7 +5,7 @@
 use super::{now_label, scroll_offset, short_bytes, short_secs};
 use crate::report::model::{AttemptView, Figure};
 use crate::tui::app::App;
-use crate::tui::theme::Tone;
+use crate::tui::theme::{Theme, Tone};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -34,7 +34,16 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(extra.min(area.height / 2)),
     ])
     .areas(area);
-    let ranks = &attempt.ranks;
+    let visible = usize::from(table.height.saturating_sub(1));
+    frame.render_widget(rank_table(rank_rows(app, attempt, visible), t), table);
+    let lines = below_lines(spread, notes, t);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), below);
+}
+
+/// The rows of the ranks the table has room for, scrolled to the selected
+/// one; the worst of each figure marked where there are several ranks.
+fn rank_rows<'a>(app: &App, attempt: &'a AttemptView, visible: usize) -> Vec<Row<'a>> {
+    let t = app.theme;
     // The worst of each figure: the top of the model's distribution.
     let worst_peak = attempt.figure_max(Figure::Step1Peak);
     let worst_oop = attempt.figure_max(Figure::Step1OutOfPool);
@@ -47,10 +56,10 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             t.text()
         }
     };
-    let visible = usize::from(table.height.saturating_sub(1));
     let offset = scroll_offset(app.rank, visible);
     let running = app.data.is_running(attempt);
-    let rows: Vec<Row> = ranks
+    attempt
+        .ranks
         .iter()
         .enumerate()
         .skip(offset)
@@ -81,35 +90,44 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             ]);
             t.row(row, i == app.rank)
         })
-        .collect();
-    frame.render_widget(
-        Table::new(
-            rows,
-            [
-                Constraint::Length(9),
-                Constraint::Min(6),
-                Constraint::Length(7),
-                Constraint::Length(10),
-                Constraint::Length(7),
-                Constraint::Length(7),
-                Constraint::Length(16),
-            ],
-        )
-        .header(
-            Row::new([
-                "rank",
-                "host",
-                "s1 peak",
-                "s1 outside",
-                "step 1",
-                "comms",
-                "now",
-            ])
-            .style(t.heading()),
-        )
-        .column_spacing(1),
-        table,
-    );
+        .collect()
+}
+
+/// The ranks table: its columns and header.
+fn rank_table(rows: Vec<Row<'_>>, t: Theme) -> Table<'_> {
+    Table::new(
+        rows,
+        [
+            Constraint::Length(9),
+            Constraint::Min(6),
+            Constraint::Length(7),
+            Constraint::Length(10),
+            Constraint::Length(7),
+            Constraint::Length(7),
+            Constraint::Length(16),
+        ],
+    )
+    .header(
+        Row::new([
+            "rank",
+            "host",
+            "s1 peak",
+            "s1 outside",
+            "step 1",
+            "comms",
+            "now",
+        ])
+        .style(t.heading()),
+    )
+    .column_spacing(1)
+}
+
+/// Under the table: each figure's worst rank and skew, then the notes.
+fn below_lines(
+    spread: Vec<crate::report::SpreadLine>,
+    notes: Vec<String>,
+    t: Theme,
+) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = spread
         .into_iter()
         .map(|l| {
@@ -125,7 +143,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             .into_iter()
             .map(|n| Line::from(Span::styled(n, t.dim()))),
     );
-    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), below);
+    lines
 }
 
 /// The worst rank and the skew of each figure, as every format words them.
