@@ -7,8 +7,8 @@
 
 use super::charts::{Chart, hex, marker_color};
 use super::model::{
-    AttemptView, Figure, RankView, ReportModel, SHOWN_RANKS, Spread, costs_text, marker_kind_label,
-    marker_text, moved_text,
+    AttemptView, Figure, HostInfo, RankView, ReportModel, RunInfo, SHOWN_RANKS, Spread,
+    VariantInfo, costs_text, marker_kind_label, marker_text, moved_text,
 };
 use super::renderer::{Renderer, ReportError};
 use super::svg::{chart_svg, inert, kind_class};
@@ -454,107 +454,104 @@ fn kv(key: &str, value: impl Into<String>) -> KeyValue {
     }
 }
 
+/// The "how it was run" section: the run's own lines, one per variant (what
+/// it changed), one per host.
 fn how_lines(model: &ReportModel) -> (Vec<KeyValue>, Vec<KeyValue>, Vec<KeyValue>) {
     let r = &model.run;
+    let specs = r.variants.iter().map(variant_spec).collect();
+    let hosts = r.hosts.iter().map(host_line).collect();
+    (run_lines(r), specs, hosts)
+}
+
+/// The run folder, its command and settings, and the versions it recorded.
+fn run_lines(r: &RunInfo) -> Vec<KeyValue> {
     let mut how = vec![kv("run folder", r.path.clone())];
-    if let Some(n) = &r.name {
-        how.push(kv("name", n.clone()));
-    }
-    if !r.command.is_empty() {
-        how.push(kv(
-            "command",
+    let mut some = |key: &str, value: Option<String>| {
+        if let Some(v) = value {
+            how.push(kv(key, v));
+        }
+    };
+    some("name", r.name.clone());
+    some(
+        "command",
+        (!r.command.is_empty()).then(|| {
             shlex::try_join(r.command.iter().map(String::as_str))
-                .unwrap_or_else(|_| r.command.join(" ")),
-        ));
-    }
-    if let Some(c) = &r.created {
-        how.push(kv("started", c.clone()));
-    }
-    if let Some(c) = &r.cache {
-        how.push(kv("cache mode", c.clone()));
-    }
-    if let Some(n) = r.repeat {
-        how.push(kv("repeats per variant", n.to_string()));
-    }
-    if let Some(b) = &r.baseline {
-        how.push(kv("baseline", b.clone()));
-    }
-    if let Some(k) = r.kernel_steps {
-        how.push(kv("kernel records for", format!("{k} optimizer steps")));
-    }
-    if let Some(m) = &r.step_marker {
-        how.push(kv("step marker", m.clone()));
-    }
-    if let Some(v) = &r.doctor_version {
-        how.push(kv("prewarm-doctor", v.clone()));
-    }
+                .unwrap_or_else(|_| r.command.join(" "))
+        }),
+    );
+    some("started", r.created.clone());
+    some("cache mode", r.cache.clone());
+    some("repeats per variant", r.repeat.map(|n| n.to_string()));
+    some("baseline", r.baseline.clone());
+    some(
+        "kernel records for",
+        r.kernel_steps.map(|k| format!("{k} optimizer steps")),
+    );
+    some("step marker", r.step_marker.clone());
+    some("prewarm-doctor", r.doctor_version.clone());
     for (k, v) in &r.versions {
         how.push(kv(k, v.clone()));
     }
-    let specs = r
-        .variants
-        .iter()
-        .map(|v| {
-            let mut parts = Vec::new();
-            if !v.args.is_empty() {
-                parts.push(format!("args: {}", v.args.join(" ")));
-            }
-            if !v.env.is_empty() {
-                parts.push(format!(
-                    "env: {}",
-                    v.env
-                        .iter()
-                        .map(|(k, x)| format!("{k}={x}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                ));
-            }
-            if !v.prewarms.is_empty() {
-                parts.push(format!("prewarms: {}", v.prewarms.join(", ")));
-            }
-            if parts.is_empty() {
-                parts.push("the command as is".into());
-            }
-            kv(&v.name, parts.join("; "))
-        })
-        .collect();
-    let hosts = r
-        .hosts
-        .iter()
-        .map(|h| {
-            let gpus: Vec<String> = h
-                .gpus
+    how
+}
+
+/// What a variant changed: its arguments, environment and prewarms.
+fn variant_spec(v: &VariantInfo) -> KeyValue {
+    let mut parts = Vec::new();
+    if !v.args.is_empty() {
+        parts.push(format!("args: {}", v.args.join(" ")));
+    }
+    if !v.env.is_empty() {
+        parts.push(format!(
+            "env: {}",
+            v.env
                 .iter()
-                .map(|g| {
-                    format!(
-                        "GPU {} {} ({}, {} in use before)",
-                        g.index,
-                        g.name,
-                        bytes(g.total_bytes),
-                        bytes(g.used_before_bytes)
-                    )
-                })
-                .collect();
-            kv(
-                &h.host,
-                format!(
-                    "{}; driver {}, CUDA {}; {}{}",
-                    h.hostname,
-                    h.driver_version.as_deref().unwrap_or("?"),
-                    h.cuda_driver_version.as_deref().unwrap_or("?"),
-                    if gpus.is_empty() {
-                        "no GPU listed".to_string()
-                    } else {
-                        gpus.join("; ")
-                    },
-                    h.cupti_path
-                        .as_ref()
-                        .map_or(String::new(), |c| format!("; CUPTI {c}"))
-                ),
+                .map(|(k, x)| format!("{k}={x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    if !v.prewarms.is_empty() {
+        parts.push(format!("prewarms: {}", v.prewarms.join(", ")));
+    }
+    if parts.is_empty() {
+        parts.push("the command as is".into());
+    }
+    kv(&v.name, parts.join("; "))
+}
+
+/// A host: its name, driver, CUDA, each GPU and the CUPTI it used.
+fn host_line(h: &HostInfo) -> KeyValue {
+    let gpus: Vec<String> = h
+        .gpus
+        .iter()
+        .map(|g| {
+            format!(
+                "GPU {} {} ({}, {} in use before)",
+                g.index,
+                g.name,
+                bytes(g.total_bytes),
+                bytes(g.used_before_bytes)
             )
         })
         .collect();
-    (how, specs, hosts)
+    kv(
+        &h.host,
+        format!(
+            "{}; driver {}, CUDA {}; {}{}",
+            h.hostname,
+            h.driver_version.as_deref().unwrap_or("?"),
+            h.cuda_driver_version.as_deref().unwrap_or("?"),
+            if gpus.is_empty() {
+                "no GPU listed".to_string()
+            } else {
+                gpus.join("; ")
+            },
+            h.cupti_path
+                .as_ref()
+                .map_or(String::new(), |c| format!("; CUPTI {c}"))
+        ),
+    )
 }
 
 fn page(model: &ReportModel) -> Result<Page, ReportError> {
