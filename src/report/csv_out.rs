@@ -4,7 +4,7 @@
 use super::escape::csv_field;
 use super::model::{AttemptView, ReportModel};
 use super::renderer::{Renderer, ReportError};
-use crate::analysis::account::ProcessAccount;
+use crate::analysis::account::{PhaseAccount, ProcessAccount};
 
 const HEADER: [&str; 10] = [
     "variant", "attempt", "host", "rank", "pid", "phase", "metric", "source", "value", "unit",
@@ -99,99 +99,103 @@ fn steady_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount) {
 
 fn write_attempt<W: std::io::Write>(rows: &mut Rows<'_, W>) -> Result<(), ReportError> {
     let a = rows.a;
-    {
-        for p in a.ranks.iter().map(|r| &r.account) {
-            if let Some(s) = p.steps.step1_s {
-                rows.row(p, "step1", "wall_time", "", s, "s");
-            }
-            steady_rows(rows, p);
-            for ph in &p.phases {
-                let name = format!("{:?}", ph.phase).to_ascii_lowercase();
-                rows.row(p, &name, "duration", "", ph.duration_s, "s");
-                if let Some(v) = ph.device_used_peak {
-                    rows.row(p, &name, "device_used_peak", "", v as f64, "B");
-                }
-                rows.row(
-                    p,
-                    &name,
-                    "pool_reserved_peak",
-                    "",
-                    ph.pool_reserved_peak as f64,
-                    "B",
-                );
-                rows.row(
-                    p,
-                    &name,
-                    "local_memory_growth",
-                    "",
-                    ph.local_memory_growth as f64,
-                    "B",
-                );
-                rows.row(
-                    p,
-                    &name,
-                    "kernels_first_launched",
-                    "",
-                    ph.kernels_first_launched as f64,
-                    "count",
-                );
-                for sb in &ph.by_source {
-                    rows.row(p, &name, "allocated", &sb.source, sb.allocated as f64, "B");
-                    rows.row(p, &name, "freed", &sb.source, sb.freed as f64, "B");
-                    rows.row(p, &name, "live_end", &sb.source, sb.live_end as f64, "B");
-                    rows.row(
-                        p,
-                        &name,
-                        "module_loads",
-                        &sb.source,
-                        sb.module_loads as f64,
-                        "count",
-                    );
-                }
-                let st = &ph.stall;
-                for (k, v) in [
-                    ("compile", st.compile_s),
-                    ("autotune", st.autotune_s),
-                    ("nccl_init", st.nccl_init_s),
-                    ("cublas_init", st.cublas_init_s),
-                    ("module_load", st.module_load_s),
-                    ("other", st.other_s),
-                ] {
-                    rows.row(p, &name, "stall_time", k, v, "s");
-                }
-                // The profiler's own time beside the stalls: the probe's,
-                // its callbacks (inside the training's calls), and the
-                // shim's hooks where its lines give them.
-                rows.row(p, &name, "probe_time", "all", ph.probe_s, "s");
-                rows.row(
-                    p,
-                    &name,
-                    "probe_time",
-                    "callbacks",
-                    ph.probe_callbacks_s,
-                    "s",
-                );
-                if let Some(shim) = ph.shim_s {
-                    rows.row(p, &name, "shim_time", "hooks", shim, "s");
-                }
-                if let Some(g) = &ph.gap_end {
-                    rows.row(p, &name, "out_of_pool_end", "", g.out_of_pool as f64, "B");
-                    for part in &g.parts {
-                        rows.row(
-                            p,
-                            &name,
-                            "out_of_pool_part",
-                            &super::verdict_text::part_label(part),
-                            part.bytes as f64,
-                            "B",
-                        );
-                    }
-                    rows.row(p, &name, "unexplained_end", "", g.unexplained as f64, "B");
-                }
-            }
+    for p in a.ranks.iter().map(|r| &r.account) {
+        if let Some(s) = p.steps.step1_s {
+            rows.row(p, "step1", "wall_time", "", s, "s");
+        }
+        steady_rows(rows, p);
+        for ph in &p.phases {
+            phase_rows(rows, p, ph);
         }
     }
     rows.error.take().map_or(Ok(()), |e| Err(csv_error(e)))
+}
+
+/// One phase's rows: its duration and peaks, each source's bytes, the
+/// stalls beside the profiler's own time, and the account at its end.
+fn phase_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount, ph: &PhaseAccount) {
+    let name = format!("{:?}", ph.phase).to_ascii_lowercase();
+    rows.row(p, &name, "duration", "", ph.duration_s, "s");
+    if let Some(v) = ph.device_used_peak {
+        rows.row(p, &name, "device_used_peak", "", v as f64, "B");
+    }
+    rows.row(
+        p,
+        &name,
+        "pool_reserved_peak",
+        "",
+        ph.pool_reserved_peak as f64,
+        "B",
+    );
+    rows.row(
+        p,
+        &name,
+        "local_memory_growth",
+        "",
+        ph.local_memory_growth as f64,
+        "B",
+    );
+    rows.row(
+        p,
+        &name,
+        "kernels_first_launched",
+        "",
+        ph.kernels_first_launched as f64,
+        "count",
+    );
+    for sb in &ph.by_source {
+        rows.row(p, &name, "allocated", &sb.source, sb.allocated as f64, "B");
+        rows.row(p, &name, "freed", &sb.source, sb.freed as f64, "B");
+        rows.row(p, &name, "live_end", &sb.source, sb.live_end as f64, "B");
+        rows.row(
+            p,
+            &name,
+            "module_loads",
+            &sb.source,
+            sb.module_loads as f64,
+            "count",
+        );
+    }
+    let st = &ph.stall;
+    for (k, v) in [
+        ("compile", st.compile_s),
+        ("autotune", st.autotune_s),
+        ("nccl_init", st.nccl_init_s),
+        ("cublas_init", st.cublas_init_s),
+        ("module_load", st.module_load_s),
+        ("other", st.other_s),
+    ] {
+        rows.row(p, &name, "stall_time", k, v, "s");
+    }
+    // The profiler's own time beside the stalls: the probe's,
+    // its callbacks (inside the training's calls), and the
+    // shim's hooks where its lines give them.
+    rows.row(p, &name, "probe_time", "all", ph.probe_s, "s");
+    rows.row(
+        p,
+        &name,
+        "probe_time",
+        "callbacks",
+        ph.probe_callbacks_s,
+        "s",
+    );
+    if let Some(shim) = ph.shim_s {
+        rows.row(p, &name, "shim_time", "hooks", shim, "s");
+    }
+    if let Some(g) = &ph.gap_end {
+        rows.row(p, &name, "out_of_pool_end", "", g.out_of_pool as f64, "B");
+        for part in &g.parts {
+            rows.row(
+                p,
+                &name,
+                "out_of_pool_part",
+                &super::verdict_text::part_label(part),
+                part.bytes as f64,
+                "B",
+            );
+        }
+        rows.row(p, &name, "unexplained_end", "", g.unexplained as f64, "B");
+    }
 }
 
 #[cfg(test)]
