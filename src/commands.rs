@@ -5,13 +5,13 @@
 //! stderr): a closed stdout or stderr never panics and never changes the code.
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
-use crate::capture::matrix::{MatrixPlan, run_matrix};
+use crate::capture::matrix::{AttemptResult, MatrixPlan, run_matrix};
 use crate::capture::{CaptureError, default_host_tag};
 use crate::cli::{
     CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, PrescribeArgs, ReportArgs,
     RunArgs, TuiArgs,
 };
-use crate::injection::{cache_root, extract_assets, find_cupti, run_check, selftest_child};
+use crate::injection::{Assets, cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::output::{self, OutputError, write_diff, write_report};
 use crate::pipeline::{Analysed, DiffInputs, end_of_run_summary};
 use crate::prewarm::variants::{self, VariantError};
@@ -272,6 +272,14 @@ fn run(args: RunArgs) -> i32 {
     }
 }
 
+/// The probe and shim extracted into the cache; None (with a notice, on the
+/// doctor's stderr) runs the command without them.
+fn probe_assets() -> Option<Assets> {
+    extract_assets(&cache_root())
+        .inspect_err(|e| output::error(format_args!("{e}; running the command without the probe")))
+        .ok()
+}
+
 /// `run` once its arguments are known good; an error is the doctor's own
 /// failure (exit DOCTOR_FAILED), said by `run`.
 fn run_checked(args: RunArgs) -> Result<i32, String> {
@@ -321,15 +329,7 @@ fn run_checked(args: RunArgs) -> Result<i32, String> {
         ));
     }
     write_run_meta(&out, &meta)?;
-    let assets = if args.no_probe {
-        None
-    } else {
-        extract_assets(&cache_root())
-            .inspect_err(|e| {
-                output::error(format_args!("{e}; running the command without the probe"))
-            })
-            .ok()
-    };
+    let assets = (!args.no_probe).then(probe_assets).flatten();
     let live = args.tui.then(crate::tui::live::LiveRun::new);
     let plan = MatrixPlan {
         run: out.clone(),
@@ -347,36 +347,44 @@ fn run_checked(args: RunArgs) -> Result<i32, String> {
         output: live.as_ref().map(|l| l.sink()),
         stop: live.as_ref().map(|l| l.stop_flag()),
     };
-    let results = match live {
+    let results = run_attempts(&plan, live, single);
+    say_attempt_errors(&results, &plan)?;
+    summarise(&out);
+    Ok(run_exit_code(&results, single))
+}
+
+/// Runs the plan's attempts, in the live dashboard when there is one, else
+/// with a progress line for each attempt of a matrix (none for a single run,
+/// whose output is the training's alone).
+fn run_attempts(
+    plan: &MatrixPlan,
+    live: Option<crate::tui::live::LiveRun>,
+    single: bool,
+) -> Vec<AttemptResult> {
+    match live {
         Some(live) => {
             let log = live.log();
             live.show(
-                &out,
+                &plan.run,
                 || {
-                    run_matrix(&plan, |p| {
+                    run_matrix(plan, |p| {
                         log.attempt_started(&p.variant, &p.attempt, p.index, p.total)
                     })
                 },
                 |r| run_exit_code(r, single),
             )
         }
-        None => run_matrix(&plan, |p| {
+        None => run_matrix(plan, |p| {
             if !single {
                 output::stderr_text(&progress_line(p));
             }
         }),
-    };
-    say_attempt_errors(&results, &plan)?;
-    summarise(&out);
-    Ok(run_exit_code(&results, single))
+    }
 }
 
 /// Says each attempt whose command could not start; an attempt the doctor
 /// itself could not set up (its folder, its metadata) ends the run.
-fn say_attempt_errors(
-    results: &[crate::capture::matrix::AttemptResult],
-    plan: &MatrixPlan,
-) -> Result<(), String> {
+fn say_attempt_errors(results: &[AttemptResult], plan: &MatrixPlan) -> Result<(), String> {
     for (planned, outcome) in results {
         match outcome {
             Ok(_) => {}
@@ -392,7 +400,7 @@ fn say_attempt_errors(
 
 /// The code `run` exits with: the command's for a single run, else 0 or
 /// MATRIX_RUN_FAILED.
-fn run_exit_code(results: &[crate::capture::matrix::AttemptResult], single: bool) -> i32 {
+fn run_exit_code(results: &[AttemptResult], single: bool) -> i32 {
     let code = |o: &Result<crate::capture::AttemptOutcome, CaptureError>| match o {
         Ok(o) => o.exit.code,
         Err(CaptureError::Child(e)) => spawn_failure_code(e),
