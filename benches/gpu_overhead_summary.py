@@ -125,14 +125,14 @@ for mode in rows:
             side, gap = (hi - r, limit - r) if r < limit else (r - lo, r - limit)
             # A median close to the target gives a plan no session can run
             # (a 0.0003 gap asked for 886,836 rounds): say why instead.
-            rounds = math.ceil(pairs * (side / gap) ** 2) if gap > 0 else None
-            if rounds is None:
+            planned = math.ceil(pairs * (side / gap) ** 2) if gap > 0 else None
+            if planned is None:
                 need = "its median is the target"
-            elif rounds > MAX_PLANNED_ROUNDS:
+            elif planned > MAX_PLANNED_ROUNDS:
                 need = (f"its median is {gap:.4f} from the target: more than {MAX_PLANNED_ROUNDS} "
                         "rounds would be needed at this spread")
             else:
-                need = f"~{rounds} rounds would resolve it at this spread"
+                need = f"~{planned} rounds would resolve it at this spread"
             return f"not resolved by {pairs} rounds; {need}"
         print(f"TARGET workload={workload} allocator={allocator} paired step1={pstep1:.4f} "
               f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "

@@ -22,8 +22,8 @@ mod waterfall;
 pub use moved::*;
 pub use style::*;
 pub use timeline::*;
-use waterfall::waterfall_lines;
 pub use waterfall::*;
+use waterfall::{waterfall_lines, waterfall_span};
 
 /// Pixel size of a timeline chart.
 pub const TIMELINE_SIZE: (u32, u32) = (1100, 470);
@@ -177,10 +177,9 @@ fn page_scale(model: &ReportModel) -> PageScale {
             continue;
         };
         if let Some(g) = r.step1_account() {
-            for row in waterfall_rows(g) {
-                hi = hi.max(row.from.max(row.to) as f64);
-                lo = lo.min(row.from.min(row.to) as f64);
-            }
+            let (row_lo, row_hi) = waterfall_span(&waterfall_rows(g));
+            hi = hi.max(row_hi);
+            lo = lo.min(row_lo);
         }
         let t = &r.timeline;
         for series in [&t.device_used, &t.pool_reserved] {

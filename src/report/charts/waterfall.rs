@@ -67,6 +67,24 @@ fn waterfall_row_height(lines: usize) -> u32 {
     30u32.max(LINE as u32 * lines as u32 + 8)
 }
 
+/// The byte range a waterfall's bars span, 0 and 1 byte included (a chart
+/// of nothing still has an axis).
+pub(super) fn waterfall_span(rows: &[WaterfallRow]) -> (f64, f64) {
+    let hi = rows
+        .iter()
+        .map(|r| r.from.max(r.to))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let lo = rows
+        .iter()
+        .map(|r| r.from.min(r.to))
+        .min()
+        .unwrap_or(0)
+        .min(0);
+    (lo as f64, hi as f64)
+}
+
 /// The most lines any label of `g`'s waterfall wraps to.
 pub(super) fn waterfall_lines(g: &GapAccount) -> usize {
     waterfall_rows(g)
@@ -108,18 +126,7 @@ pub fn draw_waterfall<DB: DrawingBackend>(
     let err = chart_err("account waterfall");
     area.fill(&WHITE).map_err(&err)?;
     let rows = waterfall_rows(g);
-    let own_hi = rows
-        .iter()
-        .map(|r| r.from.max(r.to))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let own_lo = rows
-        .iter()
-        .map(|r| r.from.min(r.to))
-        .min()
-        .unwrap_or(0)
-        .min(0) as f64;
+    let (own_lo, own_hi) = waterfall_span(&rows);
     let scale = scale.unwrap_or_else(|| PageScale::spanning(own_lo, own_hi));
     let (unit, unit_name) = (scale.unit, scale.unit_name);
     let (lo, hi) = (scale.lo.min(own_lo), scale.hi.max(own_hi));
