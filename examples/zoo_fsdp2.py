@@ -1,0 +1,71 @@
+"""Zoo (issue 35): FSDP2 (`torch.distributed.fsdp.fully_shard`, bf16 params,
+fp32 reduce) over NCCL on a randomly initialised Hugging Face `transformers`
+Mistral (no download), one process per GPU under torchrun, AdamW and
+grad-norm clipping over the sharded parameters. Nothing in it was written for
+prewarm-doctor. Prints `CROSSCHECK` and `LOSS` per step.
+
+Prewarms: `--prewarm-cublas` (a tiny forward+backward per dtype at setup);
+`--prewarm-nccl-comm` (one all-reduce on the default group at setup, which
+FSDP2's all-gathers and reduce-scatters use).
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+import common
+from zoo_hf_decoder import prewarm_cublas
+
+
+def build(hidden, layers, vocab):
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MistralConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=hidden * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 128),
+        num_key_value_heads=max(1, hidden // 256),
+        head_dim=128,
+        max_position_embeddings=4096,
+    )
+    return MistralForCausalLM(cfg).to(device="cuda")
+
+
+def main():
+    args = common.parse(
+        __doc__,
+        {"cublas": "tiny fwd+bwd per dtype at setup", "nccl_comm": "one all-reduce on the default group at setup"},
+    )
+    dev = common.init_torchrun(port=29561)
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    model = build(args.hidden if args.hidden != 4096 else 1024, layers=4, vocab=32000)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in model.model.layers:
+        fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if args.prewarm_cublas:
+        prewarm_cublas(model)
+    if args.prewarm_nccl_comm:
+        common.warm_groups(dev, [None])
+    gen = torch.Generator(device=dev).manual_seed(1 + int(os.environ.get("RANK", "0")))
+    seq = 1024
+    tokens = torch.randint(0, 32000, (max(1, args.batch // seq), seq), device=dev, generator=gen)
+
+    def step(n):
+        out = model(input_ids=tokens, labels=tokens)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        return out.loss
+
+    common.train(args, step, opt)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
