@@ -17,6 +17,7 @@ training's shape at setup, random inputs, the random streams restored.
 
 import torch
 import torch.nn.functional as F
+from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
 import common
 
@@ -35,8 +36,6 @@ class GatedDeltaNetBlock(torch.nn.Module):
         self.norm = torch.nn.RMSNorm(hidden)
 
     def forward(self, x, cu_seqlens=None):
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-
         B, T, _ = x.shape
         h = self.norm(x)
         shape = (B, T, self.heads, self.head_dim)

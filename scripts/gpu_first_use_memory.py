@@ -35,6 +35,7 @@ cuda.cuLaunchKernel.argtypes = [c.c_void_p] + [c.c_uint] * 7 + [c.c_void_p, c.c_
 cuda.cuMemAlloc_v2.argtypes = [c.c_void_p, c.c_size_t]
 cuda.cuMemAllocAsync.argtypes = [c.c_void_p, c.c_size_t, c.c_void_p]
 cuda.cuMemPoolGetAttribute.argtypes = [c.c_void_p, c.c_int, c.c_void_p]
+cuda.cuMemPoolSetAttribute.argtypes = [c.c_void_p, c.c_int, c.c_void_p]
 cuda.cuModuleLoadData.argtypes = [c.c_void_p, c.c_char_p]
 cuda.cuModuleGetFunction.argtypes = [c.c_void_p, c.c_void_p, c.c_char_p]
 
@@ -113,6 +114,16 @@ def driver(fatbin_path):
     ok(cuda.cuDevicePrimaryCtxRetain(c.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
     ok(cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     s.emit("context", nvml=nvml_used(), limits=limits())
+    pool = c.c_void_p()
+    ok(cuda.cuDeviceGetDefaultMemPool(c.byref(pool), dev), "cuDeviceGetDefaultMemPool")
+    if os.environ.get("FIRSTUSE_POOL_KEEP") == "1":
+        # As PyTorch's cudaMallocAsync backend does: the pool keeps all it
+        # reserved (release threshold UINT64_MAX).
+        keep = c.c_uint64(2**64 - 1)
+        ok(cuda.cuMemPoolSetAttribute(pool, 4, c.byref(keep)), "cuMemPoolSetAttribute")
+    if os.environ.get("FIRSTUSE_ASYNC_FIRST") == "1":
+        # The first stream-ordered allocation before any module is loaded.
+        async_allocs(s, pool, "first_")
     ptr = c.c_uint64()
     ok(cuda.cuMemAlloc_v2(c.byref(ptr), 2 * MIB), "cuMemAlloc")
     s.emit("alloc_2MiB")
@@ -139,16 +150,20 @@ def driver(fatbin_path):
     s.emit("printf_kernel", limits=limits())
     launch(functions["uses_malloc"], 1, 1, c.c_int(0))
     s.emit("malloc_kernel", limits=limits())
-    pool = c.c_void_p()
-    ok(cuda.cuDeviceGetDefaultMemPool(c.byref(pool), dev), "cuDeviceGetDefaultMemPool")
+    async_allocs(s, pool, "")
+    s.emit("end", nvml=nvml_used(), limits=limits())
+
+
+def async_allocs(s, pool, prefix):
+    """Two stream-ordered allocations on the default pool, each read with
+    what the pool says it reserved."""
     for size_mib in (2, 64):
         aptr = c.c_uint64()
         ok(cuda.cuMemAllocAsync(c.byref(aptr), size_mib * MIB, None), "cuMemAllocAsync")
         ok(cuda.cuCtxSynchronize(), "cuCtxSynchronize")
         reserved = c.c_uint64()
         ok(cuda.cuMemPoolGetAttribute(pool, 5, c.byref(reserved)), "cuMemPoolGetAttribute")
-        s.emit(f"async_alloc_{size_mib}MiB", pool_reserved_mib=round(reserved.value / MIB, 1))
-    s.emit("end", nvml=nvml_used(), limits=limits())
+        s.emit(f"{prefix}async_alloc_{size_mib}MiB", pool_reserved_mib=round(reserved.value / MIB, 1))
 
 
 def torch_stages():

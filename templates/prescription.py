@@ -9,7 +9,7 @@
 #{% if !line.is_empty() %} {{ line }}{% endif %}
 {%- endfor %}
 
-FORMAT = 1
+FORMAT = 2
 RUN = {{ run }}
 ATTEMPT = {{ attempt }}
 # What the run was (world size, the optimizers' parameters): the shim refuses
@@ -18,11 +18,18 @@ FINGERPRINT = {{ fingerprint }}
 # cuBLAS/cuBLASLt: one tiny forward+backward per dtype (ranks: None = every process).
 CUBLAS = {{ cublas }}
 # NCCL: one tiny all-reduce on each group (by creation order; index 0 is the
-# default group) right after the program creates it. Groups the training
+# default group) once model, optimizer and groups exist, before step 1's first
+# forward, on the rank's own device (that of the model's parameters), however
+# the program ordered set_device and init_process_group. Groups the training
 # never used after setup are not here, so no extra communicator is created.
 GROUPS = {{ groups }}
 # Triton: each autotune key replayed through the kernel's own autotuner on
-# scratch tensors of the recorded layout ("step": where the key was first tuned).
+# scratch tensors of the recorded layout, arguments in the recorded order and
+# form (Triton's key appends the tensors' dtypes in call order), integer
+# tensors of up to VALUES_MAX elements with their recorded values (offsets,
+# cu_seqlens, chunk indices), larger ones as zeros (every index the first
+# element: in bounds). After each key the autotuner's cache must hold exactly
+# the recorded key ("step": where the key was first tuned).
 TRITON = {{ triton }}
 # Landed after setup, not warmed here: (block, what, why).
 NOT_REPLAYED = {{ not_replayed }}
@@ -60,9 +67,11 @@ def _device(torch):
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def warm_group(torch, index, group, ranks, force):
-    """Called by the shim right after the program created its index-th process
-    group; returns None, or why the group was not warmed."""
+def warm_group(torch, index, group, ranks, force, device=None):
+    """Called by the shim before step 1 for each process group the program
+    created (index: creation order); returns None, or why the group was not
+    warmed. The collective runs on `device` (the rank's own) and must sum to
+    the group's size: the communicator exists and works."""
     for entry in GROUPS:
         if entry["index"] != index:
             continue
@@ -73,10 +82,14 @@ def warm_group(torch, index, group, ranks, force):
                 return "world size %d, the prescription was made for %d" % (dist.get_world_size(), FINGERPRINT["world"])
             if entry["members"] is not None and ranks is not None and list(ranks) != entry["members"]:
                 return "group %d has ranks %r, the prescription was made for %r" % (index, list(ranks), entry["members"])
-        device = getattr(group, "bound_device_id", None) or _device(torch)
-        t = torch.zeros(1, device=device)
+        if device is None:
+            device = getattr(group, "bound_device_id", None) or _device(torch)
+        t = torch.ones(1, device=device)
         dist.all_reduce(t, group=group)
         torch.cuda.synchronize(device)
+        size = dist.get_world_size(group)
+        if float(t.item()) != float(size):
+            return "the warm-up all-reduce on group %d gave %r, not its size %d" % (index, float(t.item()), size)
         return None
     return None
 
@@ -89,6 +102,9 @@ def _warm_cublas(torch, device, entry):
         # forward (NN) and both backward products (NT, TN).
         (a @ b).sum().backward()
         torch.nn.functional.linear(a, b).sum().backward()
+
+
+VALUES_MAX = 4096
 
 
 def _tensor(torch, device, spec):
@@ -104,7 +120,11 @@ def _tensor(torch, device, spec):
             base.normal_()
         except Exception:
             pass
-    return base.as_strided(shape, stride, offset)
+    view = base.as_strided(shape, stride, offset)
+    if spec.get("values") is not None:
+        # The recorded values (small integer tensors: offsets, indices).
+        view.copy_(torch.tensor(spec["values"], dtype=dtype).reshape(shape))
+    return view
 
 
 def _value(torch, device, spec):
@@ -132,7 +152,14 @@ def _grid(grid):
 def _autotuner(entry):
     module = sys.modules.get(entry["module"])
     if module is None:
-        raise LookupError("module %r is not imported by the program at this point" % entry["module"])
+        # Not imported yet (a model that imports its kernels at first use):
+        # the kernel's module is where the recording found it.
+        try:
+            import importlib
+
+            module = importlib.import_module(entry["module"])
+        except Exception as e:
+            raise LookupError("module %r cannot be imported here: %s" % (entry["module"], e))
     obj = module
     for part in entry["qualname"].split("."):
         obj = getattr(obj, part)
@@ -143,13 +170,21 @@ def _autotuner(entry):
     raise LookupError("%s.%s is not an autotuned kernel" % (entry["module"], entry["qualname"]))
 
 
+class KeyMismatch(LookupError):
+    """The replay tuned another key than the training did."""
+
+
 def _replay(torch, device, entry):
     tuner = _autotuner(entry)
     args = [_value(torch, device, s) for s in entry["args"]]
-    kwargs = {k: _value(torch, device, s) for k, s in entry["kwargs"].items()}
+    # In the recorded order: a dict keeps it, and so does **kwargs.
+    kwargs = {k: _value(torch, device, s) for k, s in entry["kwargs"]}
+    before = set(repr(k) for k in tuner.cache)
     tuner.run(*args, grid=_grid(entry["grid"]), warmup=False, **kwargs)
-    if not any(repr(k) == entry["key"] for k in tuner.cache):
-        raise LookupError("replayed, but the autotuner cached another key than %s" % entry["key"])
+    keys = [repr(k) for k in tuner.cache]
+    if entry["key"] not in keys:
+        tuned = [k for k in keys if k not in before] or ["none"]
+        raise KeyMismatch("the replay tuned key %s where the training tuned %s" % (", ".join(tuned), entry["key"]))
 
 
 def _guard(fn, *args):
@@ -160,12 +195,14 @@ def _guard(fn, *args):
         return "%s: %s" % (type(e).__name__, e)
 
 
-def warm_at_step1(torch):
+def warm_at_step1(torch, device=None):
     """Called by the shim once model, optimizer and groups exist, before step
-    1's first forward: the cuBLAS and Triton blocks of this rank, with the CPU
-    and CUDA random number generators restored afterwards. Returns (block,
-    None or why it failed) per item."""
-    device = _device(torch)
+    1's first forward: the cuBLAS and Triton blocks of this rank on `device`
+    (the rank's own: that of the model's parameters), with the CPU and CUDA
+    random number generators restored afterwards. Returns (block, None or why
+    it failed) per item."""
+    if device is None:
+        device = _device(torch)
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state(device)
     out = []

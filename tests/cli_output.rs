@@ -643,7 +643,7 @@ fn report_o_says_where_it_wrote_and_dash_means_stdout() {
         )));
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    assert_eq!(written["schema_version"], 3);
+    assert_eq!(written["schema_version"], 4);
     let out = doctor()
         .args([
             "report",
@@ -658,7 +658,7 @@ fn report_o_says_where_it_wrote_and_dash_means_stdout() {
         .success()
         .stderr("");
     let printed: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    assert_eq!(printed["schema_version"], 3);
+    assert_eq!(printed["schema_version"], 4);
 }
 
 #[test]

@@ -14,19 +14,31 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+mod common;
+
 const MIB: f64 = (1u64 << 20) as f64;
 
-/// Every recording: the fixtures and the bundled matrix.
-fn folders() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut f: Vec<PathBuf> = std::fs::read_dir(root.join("tests/fixtures/h200"))
+/// Every run folder under `dir` (a folder holding a run.json), sorted.
+fn runs_under(dir: &Path) -> Vec<PathBuf> {
+    let mut f: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.join("run.json").is_file())
         .collect();
     f.sort();
+    f
+}
+
+/// Every recording: the fixtures, the zoo of models not written for the
+/// tool (tests/fixtures/h200-zoo, with the first-use experiment's runs) and
+/// the bundled matrix.
+fn folders() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut f = runs_under(&root.join("tests/fixtures/h200"));
+    f.extend(runs_under(&root.join("tests/fixtures/h200-zoo")));
+    f.extend(runs_under(&root.join("tests/fixtures/h200-zoo/first-use")));
     f.push(root.join("reports/h200-matrix"));
-    assert!(f.len() >= 16, "{f:?}");
+    assert!(f.len() >= 40, "{f:?}");
     f
 }
 
@@ -48,11 +60,10 @@ fn recording(name: &str) -> &'static [AttemptAccount] {
     &recordings().iter().find(|r| r.0 == name).unwrap().1
 }
 
-/// The most the parts may claim beyond the device: 2% of what it holds, or
-/// 16 MiB (eight device pages), whichever is larger.
-fn over_explained_limit(device_used: u64) -> f64 {
-    (device_used as f64 * 0.02).max(16.0 * MIB)
-}
+/// The most the parts may claim beyond the device: 16 MiB (eight device
+/// pages: NVML and the probe's readings are sampled), whatever the device
+/// holds (issue 35: 2% of an H200's 140 GiB would allow 2.8 GiB).
+const OVER_EXPLAINED_MIB: f64 = 16.0;
 
 #[test]
 fn no_phase_end_of_any_rank_is_over_explained() {
@@ -64,7 +75,7 @@ fn no_phase_end_of_any_rank_is_over_explained() {
                     let Some(g) = &ph.gap_end else { continue };
                     ends += 1;
                     assert!(
-                        g.unexplained as f64 >= -over_explained_limit(g.device_used),
+                        g.unexplained as f64 >= -OVER_EXPLAINED_MIB * MIB,
                         "{name} {}/{} pid {} {:?}: the parts claim {:.1} MiB more than the device holds ({:.1} MiB)",
                         a.variant,
                         a.attempt,
@@ -78,6 +89,86 @@ fn no_phase_end_of_any_rank_is_over_explained() {
         }
     }
     assert!(ends > 200, "{ends}");
+}
+
+/// A remainder above 64 MiB is flagged not understood (the report says so),
+/// one at or below it is not; the flag is the remainder's own, whichever
+/// recording holds it.
+#[test]
+fn a_remainder_above_64_mib_is_flagged_not_understood() {
+    let (mut flagged, mut ends) = (0, 0);
+    for (_, attempts) in recordings() {
+        for a in attempts {
+            for p in &a.processes {
+                for g in p.phases.iter().filter_map(|ph| ph.gap_end.as_ref()) {
+                    ends += 1;
+                    assert_eq!(g.not_understood, g.unexplained > 64 << 20, "{g:?}");
+                    flagged += usize::from(g.not_understood);
+                }
+            }
+        }
+    }
+    // The stream-ordered pool's first growth (async recordings) is such memory.
+    assert!(flagged >= 8 && flagged < ends, "{flagged} of {ends}");
+}
+
+/// Each part's bytes at a phase end, by source.
+fn parts_of(g: &prewarm_doctor::analysis::account::GapAccount) -> BTreeMap<String, i64> {
+    g.parts
+        .iter()
+        .map(|p| (format!("{:?}", p.source), p.bytes))
+        .collect()
+}
+
+/// Attribution is stable: two attempts of one command (one variant of one
+/// recording) whose device figures agree within noise at a phase end give
+/// the same parts there, each within 16 MiB (a part missing on one side
+/// counts as 0). A property over every pair of attempts of every recording.
+#[test]
+fn attempts_that_agree_on_the_device_agree_on_every_part() {
+    let mut pairs = 0;
+    for (name, attempts) in recordings() {
+        for (i, a) in attempts.iter().enumerate() {
+            for b in attempts
+                .iter()
+                .skip(i + 1)
+                .filter(|b| b.variant == a.variant)
+            {
+                for (pa, pb) in a.processes.iter().zip(&b.processes) {
+                    for pha in &pa.phases {
+                        let Some(phb) = pb.phases.iter().find(|x| x.phase == pha.phase) else {
+                            continue;
+                        };
+                        let (Some(ga), Some(gb)) = (&pha.gap_end, &phb.gap_end) else {
+                            continue;
+                        };
+                        let same_device = (ga.out_of_pool as f64 - gb.out_of_pool as f64).abs()
+                            <= OVER_EXPLAINED_MIB * MIB;
+                        if !same_device {
+                            continue;
+                        }
+                        pairs += 1;
+                        let (xa, xb) = (parts_of(ga), parts_of(gb));
+                        for source in xa.keys().chain(xb.keys()) {
+                            let (va, vb) =
+                                (xa.get(source).unwrap_or(&0), xb.get(source).unwrap_or(&0));
+                            assert!(
+                                ((va - vb) as f64).abs() <= OVER_EXPLAINED_MIB * MIB,
+                                "{name} {}/{} vs /{} {:?} {source}: {:.1} vs {:.1} MiB",
+                                a.variant,
+                                a.attempt,
+                                b.attempt,
+                                pha.phase,
+                                *va as f64 / MIB,
+                                *vb as f64 / MIB
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(pairs > 100, "{pairs}");
 }
 
 #[test]
@@ -534,17 +625,28 @@ fn part_mib(p: &ProcessAccount, phase: Phase, source: &PartSource) -> f64 {
         })
 }
 
+/// What the first-use experiment (tests/fixtures/h200-zoo/first-use,
+/// the script's own cuMemGetInfo readings, no doctor) measured at the first
+/// growth of PyTorch's cudaMallocAsync pool: the device's gain minus what
+/// the pool reserved.
+fn async_first_growth_beyond_the_pool_mib() -> f64 {
+    let v = common::first_use("torch plain async LAZY", "pool_first_segment_64MiB");
+    v["delta_mib"].as_f64().unwrap() - v["reserved_mib"].as_f64().unwrap()
+}
+
 /// With PyTorch on CUDA's stream-ordered pool (`backend:cudaMallocAsync`) the
-/// device shows a pool's growth before the probe's writer thread records it,
-/// and grows ~70 MiB beyond the pool's records at its first use. Neither may
-/// be claimed by an inference: no phase end is over-explained at all, no
-/// first-launch commit is claimed, and module code reads what the default
-/// allocator's recording of the same script reads (all_lazy_init: 2.0 MiB
-/// in the run of the same day, tests/fixtures/h200/README.md; hf_llama:
-/// 18.0 MiB in hf-llama-matrix). The binary before this rule read -35.3 MiB,
-/// a 72 MiB commit and 34 MiB of module code on async-lazy-init.
+/// device grows beyond the pool's records at its first use, before any
+/// kernel: memory no record explains. No part may claim it: at the end of
+/// setup the remainder is what the first-use experiment measured (within the
+/// 16 MiB noise floor), flagged not understood; and module code reads what the
+/// default allocator's recording of the same script reads (all_lazy_init:
+/// 2.0 MiB in the run of the same day, tests/fixtures/h200/README.md;
+/// hf_llama: 18.0 MiB in hf-llama-matrix). The binary before the pool rule
+/// read -35.3 MiB, a 72 MiB commit and 34 MiB of module code on
+/// async-lazy-init.
 #[test]
-fn a_stream_ordered_pool_is_never_read_as_a_commit_or_module_code() {
+fn a_stream_ordered_pools_first_growth_is_left_not_understood() {
+    let beyond = async_first_growth_beyond_the_pool_mib();
     for (name, module_mib) in [("async-lazy-init", 2.0), ("async-hf-llama", 18.0)] {
         let attempts = recording(name);
         let p = attempts[0]
@@ -554,22 +656,16 @@ fn a_stream_ordered_pool_is_never_read_as_a_commit_or_module_code() {
             .unwrap_or_else(|| panic!("{name}: rank 0"));
         for ph in &p.phases {
             let g = ph.gap_end.as_ref().unwrap();
-            // What is left is the pool's first-use growth (75.2 MiB at the end
-            // of setup on both), never less than zero (68.7 MiB from step 1 on
-            // in async-lazy-init, whose communicator's code reads 70 MiB less
-            // than with the default allocator).
-            let left = g.unexplained as f64 / MIB;
-            assert!(
-                (60.0..=80.0).contains(&left),
-                "{name} {:?}: {left} MiB",
-                ph.phase
-            );
-            let ctx = g.parts.iter().find(|x| x.source == PartSource::Context);
-            let commit = ctx
-                .and_then(|c| c.context.as_ref())
-                .map(|c| c.committed_at_first_launch);
-            assert_eq!(commit, Some(0), "{name} {:?}", ph.phase);
+            assert!(g.unexplained >= 0, "{name} {:?}", ph.phase);
         }
+        let setup = p.phases.iter().find(|x| x.phase == Phase::Setup).unwrap();
+        let g = setup.gap_end.as_ref().unwrap();
+        let left = g.unexplained as f64 / MIB;
+        assert!(
+            (left - beyond).abs() <= OVER_EXPLAINED_MIB,
+            "{name}: {left} MiB"
+        );
+        assert!(g.not_understood, "{name}");
         let module = part_mib(p, Phase::Step1, &PartSource::ModuleCode);
         assert!(
             (module - module_mib).abs() < 0.5,
@@ -588,7 +684,8 @@ fn a_failed_call_on_a_thread_without_a_context_is_named_so() {
     for (name, attempts) in recordings() {
         for p in attempts.iter().flat_map(|a| &a.processes) {
             for c in &p.failed_calls {
-                let expected = name.starts_with("async-");
+                // The recordings made with backend:cudaMallocAsync (their names say so).
+                let expected = name.contains("async");
                 assert_eq!(
                     c.no_current_context, expected,
                     "{name}: {} {} result {}",

@@ -34,13 +34,19 @@ fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
 fn every_recording_matches_the_schema() {
     let v = validator();
     let mut paths = vec![common::repo("reports/h200-matrix")];
-    for e in std::fs::read_dir(common::repo("tests/fixtures/h200")).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            paths.push(p);
+    for dir in [
+        "tests/fixtures/h200",
+        "tests/fixtures/h200-zoo",
+        "tests/fixtures/h200-zoo/first-use",
+    ] {
+        for e in std::fs::read_dir(common::repo(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.join("run.json").is_file() {
+                paths.push(p);
+            }
         }
     }
-    assert!(paths.len() > 10);
+    assert!(paths.len() > 40);
     for p in paths {
         let doc = json_of(&p);
         assert_eq!(errors(&v, &doc), Vec::<String>::new(), "{}", p.display());

@@ -124,7 +124,23 @@ fn assert_same_as_proven(run: &Path, text: &str) {
             &format!("/tmp/w/prescribe/{example}/recording"),
             &root().join(run).to_string_lossy(),
         );
-        assert_eq!(text, &proven, "{run:?}");
+        // What it warms, as data, is the proven prescription's to the byte:
+        // its summary, fingerprint and entries (format 1 wrote a call's
+        // keyword arguments as a dict, format 2 as pairs in call order; the
+        // replay code around them changed, issue 36).
+        let data = |t: &str| -> Vec<String> {
+            let head = t.split("\n\n").next().unwrap().lines();
+            let entries = t.lines().filter(|l| {
+                l.starts_with("FINGERPRINT =")
+                    || l.starts_with("    {'")
+                    || l.starts_with("    ['")
+                    || l.starts_with("    '")
+            });
+            head.chain(entries)
+                .map(|l| l.replace("'kwargs': {}", "'kwargs': []"))
+                .collect()
+        };
+        assert_eq!(data(text), data(&proven), "{run:?}");
         return;
     }
     let warmed = |t: &str| -> Vec<String> {
@@ -598,13 +614,22 @@ torch.device = lambda kind, index: (kind, index)
 torch.get_rng_state = lambda: "cpu-rng"
 torch.set_rng_state = lambda s: log.append("restore " + s)
 torch.zeros = lambda n, dtype=None, device=None: Scratch(n, dtype)
-torch.ones = lambda *shape, device, dtype, requires_grad: Scratch(shape[0] * shape[1], dtype)
+torch.ones = lambda *shape, device=None, dtype=None, requires_grad=False: Scratch(shape[0] * (shape[1] if len(shape) > 1 else 1), dtype)
+torch.int64 = Dtype("int64")
+
+class Values:
+    def __init__(self, values): self.values = values
+    def reshape(self, shape): return self
+
+torch.tensor = lambda values, dtype=None: Values(values)
+Scratch.item = lambda self: 1.0
+Scratch.copy_ = lambda self, v: log.append("values " + json.dumps(v.values))
 torch.enable_grad = Grad
 torch.nn = types.SimpleNamespace(functional=types.SimpleNamespace(linear=lambda a, b: a @ b))
 torch.cuda = types.SimpleNamespace(current_device=lambda: 0, synchronize=lambda d: None,
     get_rng_state=lambda d: "cuda-rng", set_rng_state=lambda s, d: log.append("restore " + s))
 dist = types.ModuleType("torch.distributed")
-dist.get_world_size = lambda: 1
+dist.get_world_size = lambda group=None: 1
 dist.all_reduce = lambda t, group=None: log.append("all_reduce " + group)
 torch.distributed = dist
 sys.modules["torch"], sys.modules["torch.distributed"] = torch, dist
@@ -613,12 +638,19 @@ sys.modules["torch"], sys.modules["torch.distributed"] = torch, dist
 def rowwise_mix(x_ptr, y_ptr, n_cols, BLOCK):
     return BLOCK
 
+# Called by keyword, as flash-linear-attention calls its kernels: Triton's key
+# appends the tensors' dtypes in the order the call passed them.
+@triton.autotune(configs=[triton.Config({"BD": 64}), triton.Config({"BD": 128})], key=["n"])
+def by_keyword(rstd, x, y, cu_seqlens, n, BD):
+    return BD
+
 spec = importlib.util.spec_from_file_location("prescription", sys.argv[1])
 p = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(p)
 out = p.warm_at_step1(torch)
 groups = [p.warm_group(torch, i, "group-%d" % i, [0], False) for i in range(3)]
 print(json.dumps({"out": out, "groups": groups, "cache": sorted(repr(k) for k in rowwise_mix.cache),
+                  "keyword_cache": [repr(k) for k in by_keyword.cache],
                   "launches": rowwise_mix.launches, "log": log}))
 "#;
 
@@ -726,6 +758,126 @@ fn a_prescription_replays_each_key_through_the_kernels_own_autotuner() {
     let restores: Vec<&&str> = log.iter().filter(|l| l.starts_with("restore")).collect();
     assert_eq!(restores, [&"restore cpu-rng", &"restore cuda-rng"]);
     assert_eq!(r["groups"], serde_json::json!([null, null, null]));
+}
+
+/// Issue 36: a kernel called by keyword, as flash-linear-attention calls its
+/// kernels, is replayed with its keyword arguments in the training's order
+/// (Triton appends the tensors' dtypes to the key in call order: sorted by
+/// name, (n, bf16, bf16, f32) became (n, f32, bf16, bf16) and every key was
+/// tuned again in step 1); a small integer tensor is replayed with its
+/// recorded values; and a replay that tunes another key than the recorded
+/// one fails, naming both keys, and is counted.
+#[test]
+fn keyword_calls_replay_the_trainings_own_key_and_a_mismatch_names_both() {
+    let tmp = recording_with_replay_records();
+    let dir = tmp.path().join("baseline/1/vm");
+    let shim = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.to_string_lossy().contains("rank-0") && p.to_string_lossy().ends_with(".shim.jsonl")
+        })
+        .unwrap();
+    let mut text = std::fs::read_to_string(&shim).unwrap();
+    let t = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["ev"] == "step1_begin")
+        .unwrap()["t"]
+        .as_u64()
+        .unwrap();
+    let tensor = |dtype: &str| serde_json::json!({"tensor": {"shape": [8, 64], "stride": [64, 1], "dtype": dtype, "device": "cuda", "offset": 0}});
+    let cu = serde_json::json!({"tensor": {"shape": [3], "stride": [1], "dtype": "torch.int64", "device": "cuda", "offset": 0, "values": [0, 3, 8]}});
+    // The training's order: x, y, rstd (not the signature's, not sorted).
+    let kwargs = format!(
+        r#"{{"x": {}, "y": {}, "rstd": {}, "cu_seqlens": {cu}, "n": {{"value": 64}}}}"#,
+        tensor("torch.bfloat16"),
+        tensor("torch.bfloat16"),
+        tensor("torch.float32")
+    );
+    let call = |key: &str, n: u64| {
+        format!(
+            r#"{{"ev": "autotune_call", "t": {}, "kernel": "by_keyword", "module": "__main__", "qualname": "by_keyword", "key": "{key}", "args": [], "kwargs": {}, "grid": {{"fixed": [2]}}, "replay": null}}"#,
+            t + n,
+            kwargs.replace("\"value\": 64", &format!("\"value\": {n}"))
+        )
+    };
+    let trained = "(64, 'torch.bfloat16', 'torch.bfloat16', 'torch.float32', 'torch.int64')";
+    // A record whose key no call of these arguments gives (another dtype).
+    let impossible = "(65, 'torch.float16', 'torch.bfloat16', 'torch.float32', 'torch.int64')";
+    text.push_str(&call(trained, 64));
+    text.push('\n');
+    text.push_str(&call(impossible, 65));
+    text.push('\n');
+    std::fs::write(&shim, text).unwrap();
+    let p = prescribe(tmp.path(), Some("baseline/1")).unwrap();
+    let keyword: Vec<_> = p
+        .plan
+        .triton
+        .iter()
+        .filter(|w| w.kernel == "by_keyword")
+        .collect();
+    assert_eq!(keyword.len(), 2);
+    let names: Vec<&str> = keyword[0].kwargs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        ["x", "y", "rstd", "cu_seqlens", "n"],
+        "the recorded order"
+    );
+    let file = tmp.path().join("prescription.py");
+    std::fs::write(&file, &p.text).unwrap();
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(REPLAY)
+        .arg(&file)
+        .env(
+            "PYTHONPATH",
+            root().join("tests/shim/fake_triton_prescribe"),
+        )
+        .env("RANK", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let cache: Vec<&str> = r["keyword_cache"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        cache[0], trained,
+        "the training's own key, not a sorted one"
+    );
+    let item = |key: &str| {
+        r["out"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i[0].as_str().unwrap().ends_with(key))
+            .unwrap()[1]
+            .clone()
+    };
+    assert!(item(trained).is_null(), "{r}");
+    let failure = item(impossible);
+    let failure = failure.as_str().unwrap();
+    assert!(
+        failure.starts_with("KeyMismatch: the replay tuned key (65, 'torch.bfloat16', 'torch.bfloat16', 'torch.float32', 'torch.int64') where the training tuned (65, 'torch.float16'"),
+        "{failure}"
+    );
+    assert!(
+        r["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "values [0, 3, 8]"),
+        "{r}"
+    );
 }
 
 #[test]

@@ -75,7 +75,7 @@ fn json_is_versioned_and_holds_the_account() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema_version"], 3);
+    assert_eq!(v["schema_version"], 4);
     assert_eq!(v["tool"], "prewarm-doctor");
     let p = &v["attempts"][0]["processes"][0];
     assert_eq!(p["forensics"][0]["source"], "torch pool");

@@ -60,11 +60,10 @@ pub enum PartSource {
 pub struct ContextDetail {
     /// The local-memory reservation every context starts with (CUPTI), read
     /// at its first kernel launch; 0 when none was seen (no kernel launched
-    /// while kernel records were on): not known, not zero.
+    /// while kernel records were on): not known, not zero. Already on the
+    /// device when the context came up (the H200 experiment in
+    /// docs/accounting.md): the context's own figure holds it.
     pub initial_local_memory: u64,
-    /// Of the part, device growth measured at the context's first kernel
-    /// launch that no other event in that window explains (0: none).
-    pub committed_at_first_launch: u64,
 }
 
 /// What failed in an out-of-memory failure.
@@ -104,6 +103,33 @@ pub struct GapAccount {
     pub parts: Vec<GapPart>,
     /// out_of_pool − Σ parts (negative when parts over-count).
     pub unexplained: i64,
+    /// The remainder is above [`NOT_UNDERSTOOD_BYTES`]: device memory no
+    /// record explains, which the report says it does not understand rather
+    /// than put into a part.
+    pub not_understood: bool,
+}
+
+/// A remainder above this (32 device pages) is more than sampling noise and
+/// the probe's own memory: shown as not understood (docs/accounting.md).
+pub const NOT_UNDERSTOOD_BYTES: i64 = 64 << 20;
+
+impl GapAccount {
+    /// The account of `out_of_pool` bytes split into `parts`, with its
+    /// remainder and whether that remainder is understood.
+    pub fn new(at_s: f64, device_used: u64, pool_reserved: u64, parts: Vec<GapPart>) -> GapAccount {
+        let out_of_pool = device_used.saturating_sub(pool_reserved);
+        let named: i64 = parts.iter().map(|p| p.bytes).sum();
+        let unexplained = out_of_pool as i64 - named;
+        GapAccount {
+            at_s,
+            device_used,
+            pool_reserved,
+            out_of_pool,
+            parts,
+            unexplained,
+            not_understood: unexplained > NOT_UNDERSTOOD_BYTES,
+        }
+    }
 }
 
 /// Time inside one phase spent on lazy initialisation, by kind (seconds).
@@ -635,6 +661,10 @@ pub struct ProcessAccount {
     /// time them).
     pub shim_writes: Option<super::own_time::ShimWrites>,
     pub step_checks: Vec<StepCheck>,
+    /// Items of an injected prescription that failed in this process (a
+    /// replayed autotune key that tuned another key than the training's, a
+    /// kernel not found, a group not warmed): 0 without a prescription.
+    pub prescription_failures: u32,
     pub problems: Vec<Problem>,
     /// Down-sampled memory timeline for pictures; carried by the report
     /// model, not by the JSON account (it would dwarf it at scale).

@@ -49,6 +49,8 @@ pub struct Headline {
     pub held_step1_end: Option<Vec<HeldPart>>,
     /// That rank's PyTorch pool reserve at step-1 end.
     pub pool_reserved_step1_end: Option<u64>,
+    /// Failed items of an injected prescription, over all ranks.
+    pub prescription_failures: u32,
 }
 
 /// Why an attempt is left out of medians and verdicts (docs/verdicts.md §1).
@@ -207,6 +209,7 @@ pub fn headline(a: &AttemptAccount) -> Headline {
             .unwrap_or_default(),
         rank_skew_peak: a.ranks.as_ref().and_then(|r| r.step1_peak_skew),
         reached_step1: ranks.iter().any(|p| step1(p).is_some()),
+        prescription_failures: ranks.iter().map(|p| p.prescription_failures).sum(),
         held_step1_end: peak_step1.and_then(|s| s.gap_end.as_ref()).map(held_parts),
         pool_reserved_step1_end: peak_step1.map(|s| s.pool_reserved_end),
     }
@@ -356,6 +359,7 @@ mod tests {
             out_of_pool: 0,
             parts,
             unexplained: 7,
+            not_understood: false,
         };
         let held = held_parts(&gap);
         let find = |s: HeldSource| held.iter().find(|h| h.source == s).unwrap().bytes;

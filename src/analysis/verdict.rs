@@ -114,6 +114,22 @@ pub enum Reason {
     MovedNothing { bytes: Change, seconds: Change },
     /// A material part of what it targets is left in step 1 (`share` of the baseline's).
     StillInStep1 { change: Change, share: f64 },
+    /// Items of the injected prescription failed (a replayed key that tuned
+    /// another key than the training's, a kernel not found, a group not
+    /// warmed): it did not do all it says (R8).
+    PrescriptionFailed { failures: u32 },
+    /// One targeted class that the baseline has in step 1 did not move
+    /// enough: its step-1 bytes or seconds are still present and at least
+    /// [`crate::analysis::verdict_rules::MATERIAL_SHARE`] of the baseline's
+    /// (`share`, the larger of the two), whatever the other classes moved
+    /// (R8). `events` are that class's (autotune keys, compiles, ...).
+    ClassStillInStep1 {
+        class: EventClass,
+        bytes: Change,
+        seconds: Change,
+        events: Change,
+        share: f64,
+    },
     /// One targeted class rose beyond noise while the total fell.
     ClassIncreased { class: EventClass, change: Change },
     /// Work of a targeted class that the baseline also has in steps 2..N is

@@ -113,6 +113,12 @@ pub fn judge(base: &VariantSummary, v: &VariantSummary, isolated: bool) -> Verdi
         by_class: &by_class,
         later_by_class: &later_by_class,
         held_extra: costs.held_extra,
+        prescription_failures: v
+            .attempts
+            .iter()
+            .map(|h| h.prescription_failures)
+            .max()
+            .unwrap_or(0),
     };
     let decision = classify(&evidence);
     Verdict {

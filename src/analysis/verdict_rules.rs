@@ -25,6 +25,10 @@ pub struct Evidence<'a> {
     /// The memory charged (bytes): the increase of the total the variant holds
     /// outside the pool at step-1 end, when beyond noise; else 0.
     pub held_extra: f64,
+    /// Failed items of an injected prescription in the variant's attempt
+    /// that failed most (R8: a prescription that did not do what it says is
+    /// never WORKS).
+    pub prescription_failures: u32,
 }
 
 /// The rules' result.
@@ -184,8 +188,33 @@ fn left_after_step1(later: &[LaterComparison]) -> Vec<Reason> {
         .collect()
 }
 
-/// R8: a material part left in step 1, a targeted class that rose, or
-/// targeted work left in steps 2..N.
+/// R8 per class: each targeted class the baseline has in step 1 must have
+/// moved, leaving less than [`MATERIAL_SHARE`] of its bytes and of its
+/// seconds there; a class that did not is named, whatever the others moved
+/// (a prescription that moved 6 GiB of local memory and its compiles but
+/// left 10 of 13 autotune keys in step 1 is not WORKS).
+fn classes_left_in_step1(by_class: &[ClassComparison]) -> Vec<Reason> {
+    by_class
+        .iter()
+        .filter_map(|k| {
+            let share = [k.bytes, k.seconds]
+                .iter()
+                .filter_map(material_left)
+                .reduce(f64::max)?;
+            Some(Reason::ClassStillInStep1 {
+                class: k.class,
+                bytes: k.bytes,
+                seconds: k.seconds,
+                events: k.events,
+                share,
+            })
+        })
+        .collect()
+}
+
+/// R8: a material part left in step 1 (of the targeted total or of one
+/// targeted class), a targeted class that rose, or targeted work left in
+/// steps 2..N.
 fn leftovers(t: &Targeted, by_class: &[ClassComparison], later: &[LaterComparison]) -> Vec<Reason> {
     let mut out = Vec::new();
     for c in [t.bytes, t.seconds] {
@@ -198,6 +227,7 @@ fn leftovers(t: &Targeted, by_class: &[ClassComparison], later: &[LaterCompariso
             });
         }
     }
+    out.extend(classes_left_in_step1(by_class));
     for k in by_class {
         for c in [k.bytes, k.seconds] {
             if c.is_up() {
@@ -306,7 +336,12 @@ pub fn classify(e: &Evidence) -> Decision {
         return d.decide(VerdictClass::NoEffect);
     }
     // R8, R9
-    let left = leftovers(&t, e.by_class, e.later_by_class);
+    let mut left = leftovers(&t, e.by_class, e.later_by_class);
+    if e.prescription_failures > 0 {
+        left.push(Reason::PrescriptionFailed {
+            failures: e.prescription_failures,
+        });
+    }
     let class = if left.is_empty() {
         VerdictClass::Works
     } else {

@@ -145,8 +145,10 @@ pub enum ShimEvent {
         key: String,
         #[serde(default)]
         args: Vec<serde_json::Value>,
-        #[serde(default)]
-        kwargs: BTreeMap<String, serde_json::Value>,
+        /// The keyword arguments in the order the call passed them: Triton
+        /// appends each tensor argument's dtype to the key in that order.
+        #[serde(default, deserialize_with = "ordered_pairs")]
+        kwargs: Vec<(String, serde_json::Value)>,
         #[serde(default)]
         grid: Option<serde_json::Value>,
         #[serde(default)]
@@ -360,8 +362,18 @@ pub fn parse_shim(bytes: &[u8]) -> (ShimLines, Vec<BadLine>) {
             continue;
         }
         // One parse: the event and the own time it states, from one value.
-        let parsed = serde_json::from_str::<serde_json::Value>(&text)
-            .and_then(|v| Ok((own_time_of(&v), ShimEvent::deserialize(v)?)));
+        let parsed = serde_json::from_str::<serde_json::Value>(&text).and_then(|v| {
+            let own = own_time_of(&v);
+            // A value's objects are sorted by key: an autotune call's keyword
+            // arguments keep the order the call passed them only when read
+            // from the text itself (Triton's key follows that order).
+            let e = if v.get("ev").and_then(|e| e.as_str()) == Some("autotune_call") {
+                serde_json::from_str::<ShimEvent>(&text)?
+            } else {
+                ShimEvent::deserialize(v)?
+            };
+            Ok((own, e))
+        });
         match parsed {
             Ok((own, e)) => {
                 own_time.extend(own);
@@ -522,4 +534,30 @@ mod tests {
         let own: Vec<(u64, u64)> = lines.own_time.iter().map(|o| (o.t, o.own_ns)).collect();
         assert_eq!(own, vec![(5, 200), (9, 300), (12, 450)]);
     }
+}
+
+/// A JSON object's members in the order they were written (the shim writes
+/// a call's keyword arguments in the order the call passed them).
+fn ordered_pairs<'de, D>(d: D) -> Result<Vec<(String, serde_json::Value)>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct InOrder;
+    impl<'de> serde::de::Visitor<'de> for InOrder {
+        type Value = Vec<(String, serde_json::Value)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object of keyword arguments")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(pair) = m.next_entry::<String, serde_json::Value>()? {
+                out.push(pair);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(InOrder)
 }

@@ -26,6 +26,10 @@ pub enum PrescribeError {
     NoSuchAttempt(String, String),
     #[error("{0}: rendering the prescription failed: {1}")]
     Render(String, String),
+    #[error(
+        "attempt {0} has no GPU capture in any process ({1}): a prescription made from it would warm nothing. Record the run where `prewarm-doctor check` passes, or pick another attempt with --attempt"
+    )]
+    NoCapture(String, String),
 }
 
 /// A written prescription: its Python text and what it holds.
@@ -42,6 +46,18 @@ pub fn prescribe(run: &Path, attempt: Option<&str>) -> Result<Prescription, Pres
     let baseline = analysed.run.meta.as_ref().and_then(|m| m.baseline.clone());
     let index = pick(&analysed.attempts, attempt, baseline.as_deref())?;
     let account = &analysed.attempts[index];
+    if !account.processes.iter().any(|p| p.capture.active) {
+        let why = account
+            .processes
+            .iter()
+            .map(|p| p.capture.detail.clone())
+            .find(|d| !d.is_empty())
+            .unwrap_or_else(|| "no process wrote a probe event file".into());
+        return Err(PrescribeError::NoCapture(
+            format!("{}/{}", account.variant, account.attempt),
+            why,
+        ));
+    }
     let data = analysed
         .run
         .attempts
@@ -179,7 +195,8 @@ fn data(plan: &Plan) -> (String, String, String, String, String) {
         .map(|t| {
             json!({"kernel": t.kernel, "module": t.module, "qualname": t.qualname, "key": t.key,
                    "step": t.step, "ranks": ranks_value(&t.ranks), "args": t.args,
-                   "kwargs": t.kwargs, "grid": t.grid})
+                   "kwargs": t.kwargs.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+                   "grid": t.grid})
         })
         .collect();
     let not: Vec<Value> = plan

@@ -77,7 +77,8 @@ pub struct TritonWarm {
     pub step: u32,
     pub ranks: Option<Vec<u32>>,
     pub args: Vec<Value>,
-    pub kwargs: BTreeMap<String, Value>,
+    /// In the order the training passed them (Triton's key follows it).
+    pub kwargs: Vec<(String, Value)>,
     pub grid: Value,
 }
 

@@ -265,9 +265,14 @@ fn timeline_block(
         account_when: r.account_when(),
         unexplained: r.step1_account().map(|g| {
             format!(
-                "{} of {} unexplained",
+                "{} of {} unexplained{}",
                 signed_bytes(g.unexplained),
-                bytes(g.device_used)
+                bytes(g.device_used),
+                if g.not_understood {
+                    " (not understood: device memory that no record explains)"
+                } else {
+                    ""
+                }
             )
         }),
     }))

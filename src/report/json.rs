@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::io::Write;
 
 /// Version of the JSON layout below.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The top-level JSON document.
 #[derive(Debug, Serialize)]

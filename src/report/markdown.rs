@@ -239,7 +239,7 @@ fn process(o: &mut String, p: &ProcessAccount, summarised: bool) {
             seconds(s1)
         )),
         (Some(s1), None) if s.count == 0 => Some(format!(
-            "No optimizer step finished: step 1 ran **{}** until the process ended",
+            "Step 1 ran **{}** until the process ended; {done}",
             seconds(s1)
         )),
         (Some(s1), None) => Some(format!("Step 1 took **{}**; {done}", seconds(s1))),

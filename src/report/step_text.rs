@@ -17,6 +17,7 @@ pub const MESSAGE_WIDTH: usize = 700;
 /// and the one the process died in (docs/step-rule.md).
 pub fn steps_done(s: &StepInfo) -> String {
     let done = match s.count {
+        0 => "no optimizer step finished".to_string(),
         1 => "1 step".to_string(),
         n => format!("{n} steps"),
     };

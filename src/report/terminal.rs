@@ -331,7 +331,7 @@ fn gap_lines(label: &str, g: &GapAccount) -> Vec<String> {
             format!("{name} {}", signed_bytes(p.bytes))
         })
         .collect();
-    parts.push(format!("unexplained {}", signed_bytes(g.unexplained)));
+    parts.push(super::verdict_text::unexplained_label(g));
     lines.extend(wrap_items("     outside pool = ", &parts, " + ", "       "));
     lines
 }

@@ -4,7 +4,9 @@
 //! escape for their format.
 
 use super::{bytes, seconds};
-use crate::analysis::account::{FailedRequest, Forensic, GapPart, PartSource, PhaseAccount};
+use crate::analysis::account::{
+    FailedRequest, Forensic, GapAccount, GapPart, PartSource, PhaseAccount,
+};
 use crate::analysis::matrix::MatrixNote;
 use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::stats::Stat;
@@ -132,6 +134,17 @@ pub fn moved_text(v: &Verdict) -> String {
     }
 }
 
+/// The account's remainder as users read it: signed, and where it is above
+/// 64 MiB, said to be not understood (never put into a part).
+pub fn unexplained_label(g: &GapAccount) -> String {
+    let text = format!("unexplained {}", crate::units::signed_bytes(g.unexplained));
+    if g.not_understood {
+        format!("{text} (not understood: device memory that no record explains)")
+    } else {
+        text
+    }
+}
+
 /// One part of the memory outside the pool as users read it: "CUDA context
 /// (incl. 148.5 MiB initial local memory)", "nccl", "module code (lazy
 /// loading)" (the analysis gives the kind and the figures, never words).
@@ -144,16 +157,8 @@ pub fn part_label(p: &GapPart) -> String {
             if d.initial_local_memory == 0 {
                 return "CUDA context".into();
             }
-            let late = if d.committed_at_first_launch > 0 {
-                format!(
-                    ", {} of it committed at the first kernel launch",
-                    bytes(d.committed_at_first_launch)
-                )
-            } else {
-                String::new()
-            };
             format!(
-                "CUDA context (incl. {} initial local memory{late})",
+                "CUDA context (incl. {} initial local memory)",
                 bytes(d.initial_local_memory)
             )
         }
@@ -290,7 +295,15 @@ fn setup_text(c: &Costs) -> String {
 pub fn headline(v: &Verdict) -> String {
     // What it left comes after its costs: the costs are the prewarm's,
     // not the left work's.
-    let left: Vec<String> = v.reasons.iter().filter_map(left_after_text).collect();
+    let left: Vec<String> = v
+        .reasons
+        .iter()
+        .filter_map(|r| {
+            class_left_text(r)
+                .or_else(|| left_after_text(r))
+                .or_else(|| prescription_failed_text(r))
+        })
+        .collect();
     let left = if left.is_empty() {
         String::new()
     } else {
@@ -352,6 +365,65 @@ pub fn left_after_text(r: &Reason) -> Option<String> {
         other => format!("{} still lands", other.label()),
     };
     Some(format!("{what} at {}", steps_text(steps)))
+}
+
+/// What one targeted class left in step 1, as the headline and the evidence
+/// say it: "Triton autotune: 10 of 13 keys, 13.4 s of 19.3 s still in step
+/// 1" (None for other reasons).
+pub fn class_left_text(r: &Reason) -> Option<String> {
+    let Reason::ClassStillInStep1 {
+        class,
+        bytes: b,
+        seconds: s,
+        events: e,
+        ..
+    } = r
+    else {
+        return None;
+    };
+    let count = |x: f64| x.round().max(0.0) as u32;
+    let (left, of) = (count(e.variant.median), count(e.baseline.median));
+    let noun = match class {
+        EventClass::TritonAutotune => "keys",
+        EventClass::Compile => "compiles",
+        EventClass::LocalMemory => "growths",
+        EventClass::NcclComm => "communicators",
+        EventClass::ModuleLoad => "kernels first launched",
+        EventClass::Cublas => "calls",
+    };
+    let mut figures = Vec::new();
+    if of > 0 {
+        figures.push(format!("{left} of {of} {noun}"));
+    }
+    let of_text = |q: Quantity, c: &Change| {
+        format!(
+            "{} of {}",
+            value(q, c.variant.median),
+            value(q, c.baseline.median)
+        )
+    };
+    if b.baseline.median > 0.0 {
+        figures.push(of_text(Quantity::Bytes, b));
+    }
+    if s.baseline.median > 0.0 {
+        figures.push(of_text(Quantity::Seconds, s));
+    }
+    Some(format!(
+        "{}: {} still in step 1",
+        class.label(),
+        figures.join(", ")
+    ))
+}
+
+/// "the prescription failed 10 time(s) (each listed under the run's
+/// problems)" (None for other reasons).
+pub fn prescription_failed_text(r: &Reason) -> Option<String> {
+    let Reason::PrescriptionFailed { failures } = r else {
+        return None;
+    };
+    Some(format!(
+        "the prescription failed {failures} time(s): not all it says was warmed (each failure is listed with the run's problems)"
+    ))
 }
 
 /// The class, with how far it can be trusted (and what to run when it cannot).
@@ -464,6 +536,8 @@ pub fn reason_text(r: &Reason) -> Option<String> {
             quantity_word(change.quantity),
             share * 100.0
         ),
+        Reason::ClassStillInStep1 { .. } => class_left_text(r).unwrap_or_default(),
+        Reason::PrescriptionFailed { .. } => prescription_failed_text(r).unwrap_or_default(),
         Reason::StillAfterStep1 {
             class,
             bytes: b,
@@ -793,7 +867,6 @@ mod tests {
             source: PartSource::Context,
             context: Some(ContextDetail {
                 initial_local_memory,
-                committed_at_first_launch: 0,
             }),
             bytes: 535 << 20,
             inferred: false,
@@ -820,6 +893,19 @@ mod tests {
     /// The shape-bucket defect: a prewarm that warms only the first bucket
     /// says what it left and where, in the headline and the evidence; one
     /// that names NCCL among its targets never claims to have moved it.
+    #[test]
+    fn a_class_left_in_step1_is_named_with_what_is_left() {
+        let v = crate::analysis::verdict_tests::keys_left_verdict();
+        let said = "Triton autotune: 10 of 13 keys, 13.40 s of 19.30 s still in step 1";
+        let text = headline(&v);
+        assert!(text.ends_with(&format!("; {said}.")), "{text}");
+        assert!(
+            evidence_lines(&v).iter().any(|l| l == said),
+            "{:#?}",
+            evidence_lines(&v)
+        );
+    }
+
     #[test]
     fn work_left_after_step1_is_said_with_its_steps() {
         let v = buckets_verdict(&["triton_autotune"], 0.619);

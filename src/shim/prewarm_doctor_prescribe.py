@@ -62,18 +62,39 @@ def _key(autotuner, args, kwargs):
     return tuple(key)
 
 
+# Integer tensors of up to this many elements are recorded with their
+# values (offsets, cu_seqlens, chunk indices: a replay on zeros would describe
+# other work); larger ones are replayed as zeros (docs: README, prescribe).
+VALUES_MAX = 4096
+
+
+def _values(value):
+    """A small integer or boolean tensor's values (nested lists), else None."""
+    try:
+        if value.is_floating_point() or value.is_complex():
+            return None
+        if value.numel() > VALUES_MAX:
+            return None
+        return value.tolist()
+    except Exception:
+        return None
+
+
 def _spec(value):
-    """One argument as data: a tensor's layout, a plain value, or why not."""
+    """One argument as data: a tensor's layout (a small integer tensor's
+    values too), a plain value, or why not."""
     if hasattr(value, "data_ptr") and hasattr(value, "stride") and hasattr(value, "shape"):
-        return {
-            "tensor": {
-                "shape": [int(s) for s in value.shape],
-                "stride": [int(s) for s in value.stride()],
-                "dtype": str(value.dtype),
-                "device": str(getattr(getattr(value, "device", None), "type", "cuda")),
-                "offset": int(value.storage_offset()) if hasattr(value, "storage_offset") else 0,
-            }
+        tensor = {
+            "shape": [int(s) for s in value.shape],
+            "stride": [int(s) for s in value.stride()],
+            "dtype": str(value.dtype),
+            "device": str(getattr(getattr(value, "device", None), "type", "cuda")),
+            "offset": int(value.storage_offset()) if hasattr(value, "storage_offset") else 0,
         }
+        values = _values(value)
+        if values is not None:
+            tensor["values"] = values
+        return {"tensor": tensor}
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return {"float": repr(value)}
     if isinstance(value, _SCALARS):
@@ -400,20 +421,53 @@ def _forced():
     return os.environ.get("PREWARM_DOCTOR_PRESCRIPTION_FORCE", "") in ("1", "true", "yes")
 
 
-def _warm_group(index, group, ranks):
+def _format(p):
+    try:
+        return int(getattr(p, "FORMAT", 1))
+    except Exception:
+        return 1
+
+
+def _warm_group(index, group, ranks, device=None):
+    """Warms the index-th group through the prescription. A prescription of
+    format 2 or later warms before step 1, on the rank's own device
+    (`_at_step1`): here the group is only kept until then (only the groups it
+    names). Format 1 warmed right after creation, on the current device."""
     p = _state["prescription"]
     if p is None or group is None:
+        return
+    if device is None and _format(p) >= 2:
+        if any(entry.get("index") == index for entry in getattr(p, "GROUPS", ())):
+            _state.setdefault("pending_groups", []).append((index, group, ranks))
         return
     _state["warming"] = True
     try:
         with untimed():  # the prescription's warmup: the prewarm's time, not the shim's
-            failure = p.warm_group(_state["torch"], index, group, ranks, _forced())
+            if device is None:
+                failure = p.warm_group(_state["torch"], index, group, ranks, _forced())
+            else:
+                failure = p.warm_group(_state["torch"], index, group, ranks, _forced(), device)
         if failure:
             _fail("nccl", f"group {index}", RuntimeError(failure))
+        return not failure
     except Exception as e:
         _fail("nccl", f"group {index}", e)
+        return False
     finally:
         _state["warming"] = False
+
+
+def _own_device(torch, module):
+    """The rank's own device: that of the module's first CUDA parameter (the
+    model is on it by the time it runs), else the current device."""
+    try:
+        for param in module.parameters():
+            device = getattr(param, "device", None)
+            if getattr(device, "type", None) == "cuda":
+                return device
+    except Exception:
+        pass
+    return torch.device("cuda", torch.cuda.current_device())
 
 
 def _owns_optimizer_params(module):
@@ -476,9 +530,17 @@ def _at_step1(torch, module):
     ran, skipped = [], None
     try:
         skipped = p.mismatch(print_fp) if not _forced() else None
+        pending = _state.pop("pending_groups", [])
         if skipped is None:
+            device = _own_device(torch, module) if _format(p) >= 2 else None
+            for index, group, ranks in pending:
+                if _warm_group(index, group, ranks, device):
+                    ran.append(f"nccl:group {index}")
             with untimed():  # the prescription's warmups: the prewarm's time, not the shim's
-                results = list(p.warm_at_step1(torch))
+                if device is None:
+                    results = list(p.warm_at_step1(torch))
+                else:
+                    results = list(p.warm_at_step1(torch, device))
             for block, failure in results:
                 if failure is None:
                     ran.append(block)

@@ -134,17 +134,38 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Every H200 recording: the bundled matrix, then each fixture folder in name order.
+/// Every H200 recording: the bundled matrix, then each fixture folder in
+/// name order, then the zoo of models not written for the tool.
 pub fn recordings() -> Vec<std::path::PathBuf> {
     let mut runs = vec![repo("reports/h200-matrix")];
-    let mut fixtures: Vec<_> = std::fs::read_dir(repo("tests/fixtures/h200"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    fixtures.sort();
-    runs.extend(fixtures);
+    for dir in ["tests/fixtures/h200", "tests/fixtures/h200-zoo"] {
+        let mut fixtures: Vec<_> = std::fs::read_dir(repo(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("run.json").is_file())
+            .collect();
+        fixtures.sort();
+        runs.extend(fixtures);
+    }
     runs
+}
+
+/// One stage of the first-use experiment (tests/fixtures/h200-zoo/first-use/
+/// firstuse.txt: a script's own cuMemGetInfo readings on the H200, no
+/// doctor): its `FIRSTUSE` record in the section headed `# {section}`.
+pub fn first_use(section: &str, stage: &str) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(repo("tests/fixtures/h200-zoo/first-use/firstuse.txt")).unwrap();
+    let body = text
+        .split(&format!("# {section}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section {section}"));
+    let body = body.split("\n# ").next().unwrap();
+    let line = body
+        .lines()
+        .find(|l| l.contains(&format!("\"stage\": \"{stage}\"")))
+        .unwrap_or_else(|| panic!("no stage {stage} in {section}"));
+    serde_json::from_str(line.trim_start_matches("FIRSTUSE ")).unwrap()
 }
 
 /// The path of a file in this repository.

@@ -169,8 +169,9 @@ fn pool_size_changes(pools: &[PoolUse]) -> impl Iterator<Item = (u64, &PoolUse, 
         })
 }
 
-/// Smallest first-launch commit reported as such (device pages are 2 MiB).
-pub(super) const LATE_COMMIT_MIN: u64 = 4 << 20;
+/// Smallest growth at a context's first launch counted as the first
+/// module's code (device pages are 2 MiB).
+pub(super) const FIRST_MODULE_MIN: u64 = 4 << 20;
 
 /// Window around a launch inside which its reservation growth shows on the device.
 const GROWTH_WINDOW_NS: u64 = 20_000_000;

@@ -3,7 +3,7 @@
 
 use super::device_growth::failed_launch_time;
 use super::device_growth::{
-    KnownAllocations, LATE_COMMIT_MIN, growth_window_start, released_by_failure,
+    FIRST_MODULE_MIN, KnownAllocations, growth_window_start, released_by_failure,
 };
 use super::state::*;
 use crate::analysis::account::{Exposure, LocalMemoryEvent};
@@ -174,10 +174,7 @@ impl<'a> Replayer<'a> {
         match item {
             Item::Query(i) => self.out.states[*i] = self.state.clone(),
             Item::First => self.out.phases.entry(phase).or_default().first_launches += 1,
-            Item::ModuleCode(bytes) => {
-                self.state.module_code += bytes;
-                self.out.phases.entry(phase).or_default().module_code += bytes;
-            }
+            Item::ModuleCode(bytes) => self.module_code(t, *bytes),
             Item::Local(i) => self.local_memory(t, *i),
             Item::Pool(p) => self.pool_summary(t, p),
             Item::Mem(m) => self.mem_call(t, m),
@@ -191,7 +188,7 @@ impl<'a> Replayer<'a> {
         let l = &r.local[i];
         let failed = l.t_start == 0;
         if !failed && l.total_before == 0 && !self.first_local.contains_key(&l.context_id) {
-            self.initial_reservation(i);
+            self.initial_reservation(t, i);
             return;
         }
         let cur = self
@@ -241,24 +238,35 @@ impl<'a> Replayer<'a> {
     }
 
     /// The reservation every context starts with (default stack), seen at its
-    /// first launch: part of the context, though some drivers commit it only
-    /// at this launch (what the device gained then, from a few pages on).
-    fn initial_reservation(&mut self, i: usize) {
-        let r = self.r;
-        let l = &r.local[i];
+    /// first launch: already on the device when the context came up, so part
+    /// of the context's own figure. What the device gains at that launch,
+    /// beyond the records growing in its window, is the first module's code
+    /// (with lazy loading the driver loads it for this launch): on the H200 a
+    /// driver-only first launch of a kernel from a loaded module gained
+    /// nothing, and PyTorch's first kernel gains nothing under
+    /// `CUDA_MODULE_LOADING=EAGER` (docs/accounting.md). Counted as module
+    /// code from a few device pages on.
+    fn initial_reservation(&mut self, t: u64, i: usize) {
+        let l = &self.r.local[i];
         self.first_local.insert(l.context_id, l.total_after);
         self.max_local.insert(l.context_id, l.total_after);
         self.out.initial_local += l.total_after;
-        // Below a few device pages this is sampling noise, not a commit.
-        let late = self
+        // Below a few device pages this is sampling noise, not a module.
+        let first_module = self
             .measured
             .get(i)
             .copied()
             .flatten()
-            .filter(|&g| g >= LATE_COMMIT_MIN)
+            .filter(|&g| g >= FIRST_MODULE_MIN)
             .unwrap_or(0);
-        self.state.context_late += late;
-        self.out.context_late += late;
+        self.module_code(t, first_module);
+    }
+
+    /// Module code the device gained at `t` (inferred or measured).
+    fn module_code(&mut self, t: u64, bytes: u64) {
+        let phase = self.bounds.phase_of(t);
+        self.state.module_code += bytes;
+        self.out.phases.entry(phase).or_default().module_code += bytes;
     }
 
     /// Records how exposed a local-memory growth of `grow` bytes was; returns

@@ -20,10 +20,8 @@ pub struct State {
     /// The rest of the device's drop across a failed growth (measured, not
     /// named: see `PartSource::ReleasedAtFailure`).
     pub released_other: u64,
-    /// Context memory the driver committed only at the context's first kernel
-    /// launch (its initial local-memory reservation; measured, often 0).
-    pub context_late: u64,
-    /// Device growth at lazy module loading (inferred; see `module_code_growth`).
+    /// Device growth at lazy module loading (inferred; see `module_code_growth`),
+    /// the first module's included (measured at the context's first launch).
     pub module_code: u64,
 }
 
@@ -106,8 +104,6 @@ pub struct Replay {
     pub oop_allocs: Vec<OopAlloc>,
     /// Local-memory reservation each context had at its first kernel (part of the context).
     pub initial_local: u64,
-    /// Of that, what the device gained only at the first launch (measured).
-    pub context_late: u64,
     /// Reservation released when a growth failed (the driver drops the old one).
     pub local_released: u64,
     pub libraries_by_source: BTreeMap<String, Vec<String>>,

@@ -391,10 +391,11 @@ fn on_a_shared_gpu_the_smallest_device_is_this_process_own_need() {
 
 /// The shapes of two H200 recordings, synthetic here: the context's first
 /// launch together with a 90.75 MiB reservation growth, 92 MiB measured
-/// (hf-llama: the growth explains it, the context commits nothing); the
-/// first launch alone with 92 MiB measured (2-GPU FSDP2: a real commit).
+/// (hf-llama: the growth explains it, no first module is claimed); the
+/// first launch alone with 92 MiB measured (2-GPU FSDP2: the first module's
+/// code).
 #[test]
-fn the_first_launch_commit_is_what_no_growing_record_explains() {
+fn the_first_modules_code_is_what_no_growing_record_explains() {
     let growing = 95_158_272;
     let r = ProcessRecords {
         local: vec![
@@ -408,7 +409,7 @@ fn the_first_launch_commit_is_what_no_growing_record_explains() {
     let share = |i: usize| shares.iter().find(|s| s.0 == i).unwrap().1;
     assert_eq!(share(1), growing);
     assert_eq!(share(0), 92 * MIB - growing);
-    assert!(share(0) < LATE_COMMIT_MIN);
+    assert!(share(0) < FIRST_MODULE_MIN);
     let alone = split_growth(&r, &[0], 92 * MIB, &initial, true);
     assert_eq!(alone, vec![(0, 92 * MIB)]);
     // Never more than the reservation: beyond it is someone else's.
@@ -420,9 +421,9 @@ fn the_first_launch_commit_is_what_no_growing_record_explains() {
 /// (synthetic here): the context's first launch lands while the
 /// stream-ordered pool makes its first growths, and the device grew 72 MiB
 /// beyond what the pool's records say. That cannot be told from the pool's
-/// own growth, so it is no commit; without a pool it is one.
+/// own growth, so no first module is claimed; without a pool it is.
 #[test]
-fn no_first_launch_commit_is_claimed_where_a_pool_grew() {
+fn no_first_module_is_claimed_where_a_pool_grew() {
     let r = ProcessRecords {
         local: vec![spill(100 * MS, 0, 155_713_536)],
         ..Default::default()
@@ -511,10 +512,10 @@ fn live_only(live: Series) -> KnownAllocations {
 /// holding 500 MiB, and NVML shows it only from its 30 ms sample. The
 /// context's first launch at 10 ms is measured on the probe's own
 /// readings (the context's, and one after the launch), so the lag is
-/// never read as a first-launch commit; a real commit still is.
+/// never read as the first module's code; a real first module still is.
 #[test]
-fn the_first_launch_commit_is_measured_on_the_probe_readings() {
-    let commit_of = |drop: u64| {
+fn the_first_module_is_measured_on_the_probe_readings() {
+    let first_module_of = |drop: u64| {
         let total = 2 * FREE;
         let after = total - 500 * MIB - drop;
         let r = ProcessRecords {
@@ -542,10 +543,11 @@ fn the_first_launch_commit_is_measured_on_the_probe_readings() {
             rule: String::new(),
             died: None,
         };
-        replay(&r, &bounds, &device, &[], &[]).context_late
+        let out = replay(&r, &bounds, &device, &[], &[]);
+        out.phases.values().map(|p| p.module_code).sum::<u64>()
     };
-    assert_eq!(commit_of(0), 0);
-    assert_eq!(commit_of(92 * MIB), 92 * MIB);
+    assert_eq!(first_module_of(0), 0);
+    assert_eq!(first_module_of(92 * MIB), 92 * MIB);
 }
 
 // ---- The replay's stages, each on its own.
@@ -782,7 +784,7 @@ fn a_stream_ordered_pool_out_of_pool_that_grew_is_an_allocation_for_joins() {
 }
 
 #[test]
-fn a_contexts_first_reservation_is_the_context_and_a_late_commit_counts_from_a_few_pages() {
+fn a_contexts_first_reservation_is_the_context_and_its_first_module_counts_from_a_few_pages() {
     let r = ProcessRecords {
         local: vec![spill(10 * MS, 0, 3 * MIB), spill(20 * MS, 0, MIB)],
         ..Default::default()
@@ -792,21 +794,18 @@ fn a_contexts_first_reservation_is_the_context_and_a_late_commit_counts_from_a_f
     let measured = [Some(6 * MIB), Some(9 * MIB)];
     let mut w = Replayer::new(&r, &b, &device, &known, &measured, 0);
     w.local_memory(10 * MS, 0);
-    assert_eq!(
-        (w.out.initial_local, w.out.context_late),
-        (3 * MIB, 6 * MIB)
-    );
-    assert_eq!(w.state.context_late, 6 * MIB);
+    assert_eq!(w.out.initial_local, 3 * MIB);
+    assert_eq!(w.state.module_code, 6 * MIB);
     // The same context again from 0: no second initial reservation, and
     // nothing grew beyond the largest so far.
     w.local_memory(20 * MS, 1);
     assert_eq!(w.out.initial_local, 3 * MIB);
     assert!(w.out.local_events.is_empty() && w.out.exposures.is_empty());
-    // Below LATE_COMMIT_MIN the device's gain is sampling noise.
-    let small = [Some(LATE_COMMIT_MIN - 1)];
+    // Below FIRST_MODULE_MIN the device's gain is sampling noise.
+    let small = [Some(FIRST_MODULE_MIN - 1)];
     let mut w = Replayer::new(&r, &b, &device, &known, &small, 0);
     w.local_memory(10 * MS, 0);
-    assert_eq!((w.out.initial_local, w.out.context_late), (3 * MIB, 0));
+    assert_eq!((w.out.initial_local, w.state.module_code), (3 * MIB, 0));
 }
 
 #[test]

@@ -178,6 +178,7 @@ fn account_of(f: Found) -> ProcessAccount {
         shim_hooks: crate::analysis::own_time::shim_hook_costs(&r.shim),
         shim_writes: crate::analysis::own_time::shim_writes(&r.shim),
         step_checks: step_checks(&plan.step_ends, &rp.states[plan.first_step_query()..]),
+        prescription_failures: prescription_failures(&r.shim),
         problems,
         timeline,
     }
@@ -285,4 +286,16 @@ fn process_boundaries(r: &ProcessRecords, use_markers: bool) -> Boundaries {
         .unwrap_or(0);
     let end = shim_times.chain([r.last_t, start]).max().unwrap_or(start);
     Boundaries::from_events(&r.shim, use_markers, start, end)
+}
+
+/// How many items of an injected prescription failed in this process: the
+/// shim's count when the prescription ran (the most it reported).
+fn prescription_failures(shim: &[crate::load::shim::ShimEvent]) -> u32 {
+    shim.iter()
+        .filter_map(|e| match e {
+            crate::load::shim::ShimEvent::Prescription { failed, .. } => Some(*failed),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
 }

@@ -42,12 +42,7 @@ pub(super) fn context_bytes(
 /// holds then (None without a reading).
 fn remainder(device: &DeviceView, t: u64, state: &State) -> Option<i64> {
     device.used.at(t).map(|u| {
-        u as i64
-            - (state.pool
-                + state.oop_total()
-                + state.local_growth
-                + state.context_late
-                + state.module_code) as i64
+        u as i64 - (state.pool + state.oop_total() + state.local_growth + state.module_code) as i64
     })
 }
 
@@ -253,9 +248,8 @@ pub(super) fn gap_account(
         parts.push(GapPart {
             context: Some(ContextDetail {
                 initial_local_memory: initial_local,
-                committed_at_first_launch: state.context_late,
             }),
-            ..part(PartSource::Context, (c + state.context_late) as i64, false)
+            ..part(PartSource::Context, c as i64, false)
         });
     }
     for (s, bytes) in &state.oop {
@@ -298,14 +292,5 @@ pub(super) fn gap_account(
     if state.module_code > 0 {
         parts.push(part(PartSource::ModuleCode, state.module_code as i64, true));
     }
-    let out_of_pool = device_used.saturating_sub(state.pool);
-    let named: i64 = parts.iter().map(|p| p.bytes).sum();
-    GapAccount {
-        at_s,
-        device_used,
-        pool_reserved: state.pool,
-        out_of_pool,
-        parts,
-        unexplained: out_of_pool as i64 - named,
-    }
+    GapAccount::new(at_s, device_used, state.pool, parts)
 }

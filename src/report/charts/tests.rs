@@ -33,6 +33,7 @@ fn the_waterfall_ends_where_the_device_total_is() {
             },
         ],
         unexplained: 150,
+        not_understood: false,
     };
     let rows = waterfall_rows(&g);
     assert_eq!(rows.len(), 5);

@@ -46,6 +46,8 @@ pub struct Parts {
     /// (name, bytes, inferred); the pool first.
     pub parts: Vec<(String, i64, bool)>,
     pub unexplained: i64,
+    /// Above 64 MiB: shown as not understood (`GapAccount::not_understood`).
+    pub not_understood: bool,
 }
 
 impl Parts {
@@ -62,6 +64,7 @@ impl Parts {
             device_used: g.device_used,
             parts,
             unexplained: g.unexplained,
+            not_understood: g.not_understood,
         }
     }
 }
@@ -94,13 +97,13 @@ pub fn waterfall(acc: &Parts, width: usize) -> Vec<(String, String, String, Tone
         ));
         at += bytes;
     }
-    let tone = if acc.unexplained.unsigned_abs() > (acc.device_used / 20).max(64 << 20) {
-        Tone::Warn
+    let (label, tone) = if acc.not_understood || acc.unexplained < -(16 << 20) {
+        ("unexplained (not understood)", Tone::Warn)
     } else {
-        Tone::Neutral
+        ("unexplained", Tone::Neutral)
     };
     out.push((
-        "unexplained".into(),
+        label.into(),
         bar(at, at + acc.unexplained, scale, bar_w, '▒'),
         short_bytes(acc.unexplained as f64),
         tone,
@@ -180,6 +183,7 @@ mod tests {
             device_used: 100,
             parts: vec![("pool".into(), 50, false), ("ctx".into(), 40, false)],
             unexplained: 10,
+            not_understood: false,
         };
         let rows = waterfall(&acc, NAME + VALUE + 2 + 10);
         assert_eq!(rows[0].1, "█████     ");
