@@ -220,3 +220,55 @@ fn one_rank_fsdp2_creates_no_communicator_and_nothing_is_moved() {
     assert!(!logs.contains("Init COMPLETE"));
     assert_eq!(v.class, VerdictClass::NoEffect);
 }
+
+/// The first-use experiment's runs under the doctor: the script read the
+/// device itself around each first use of the very process the doctor
+/// recorded. The first kernel's gain is the doctor's module code, with
+/// kernel records on (the first-launch rule) and off (the readings rule);
+/// the first collective's gain is the communicator's allocations plus NCCL's
+/// inferred code, on both allocators.
+#[test]
+fn the_first_use_runs_agree_with_the_scripts_own_readings() {
+    use prewarm_doctor::analysis::account::PartSource;
+    const MIB: f64 = (1u64 << 20) as f64;
+    let delta = |section: &str, stage: &str| {
+        common::first_use(section, stage)["delta_mib"]
+            .as_f64()
+            .unwrap()
+    };
+    for (run, section, module) in [
+        ("fu-default", "torch doctor default LAZY", true),
+        (
+            "fu-norecords",
+            "torch doctor default LAZY no kernel records",
+            true,
+        ),
+        ("fu-async", "torch doctor async LAZY", false),
+    ] {
+        let dir = common::repo("tests/fixtures/h200-zoo/first-use").join(run);
+        let attempts = analyse_run(&load_run(&dir).unwrap());
+        let p = attempts[0]
+            .processes
+            .iter()
+            .find(|p| p.context_bytes.is_some())
+            .unwrap();
+        let end = p.phases.last().unwrap().gap_end.as_ref().unwrap();
+        let part = |s: PartSource| {
+            end.parts
+                .iter()
+                .filter(|x| x.source == s)
+                .map(|x| x.bytes as f64 / MIB)
+                .sum::<f64>()
+        };
+        if module {
+            assert_eq!(
+                part(PartSource::ModuleCode),
+                delta(section, "first_kernel"),
+                "{run}"
+            );
+        }
+        let comm = &p.nccl[0];
+        let nccl = (comm.bytes + comm.inferred_bytes) as f64 / MIB;
+        assert_eq!(nccl, delta(section, "nccl_first_collective"), "{run}");
+    }
+}
