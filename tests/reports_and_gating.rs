@@ -382,6 +382,8 @@ fn a_foreign_folder_is_refused_by_name() {
         ));
 }
 
+/// The recording's command exited 0, so a rank file that stops mid-record
+/// was cut after it was written: damage (exit 4), read up to the cut.
 #[test]
 fn a_truncated_rank_file_is_read_up_to_the_cut() {
     let dir = tempfile::tempdir().unwrap();
@@ -398,7 +400,7 @@ fn a_truncated_rank_file_is_read_up_to_the_cut() {
         .arg("report")
         .arg(&run)
         .assert()
-        .success()
+        .code(4)
         .stdout(predicate::str::contains("at byte offset"))
         .stdout(predicate::str::contains("ends mid-record"))
         .stdout(predicate::str::contains("step 1 took"));

@@ -156,6 +156,8 @@ struct KeyValue {
 #[template(path = "report.html")]
 struct Page {
     title: String,
+    /// The run's damaged files, said before anything else.
+    incomplete: Vec<String>,
     legend: Vec<(String, String)>,
     headline: Vec<Sentence>,
     variants: Vec<VariantLine>,
@@ -540,8 +542,8 @@ fn host_line(h: &HostInfo) -> KeyValue {
         format!(
             "{}; driver {}, CUDA {}; {}{}",
             h.hostname,
-            h.driver_version.as_deref().unwrap_or("?"),
-            h.cuda_driver_version.as_deref().unwrap_or("?"),
+            h.driver_version.as_deref().unwrap_or("not recorded"),
+            h.cuda_driver_version.as_deref().unwrap_or("not recorded"),
             if gpus.is_empty() {
                 "no GPU listed".to_string()
             } else {
@@ -581,6 +583,7 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
                 .clone()
                 .unwrap_or_else(|| model.run.path.clone())
         ),
+        incomplete: super::model::opening_lines(&model.incomplete, 3),
         legend: MarkerKind::ALL
             .iter()
             .map(|k| (marker_kind_label(*k).to_string(), hex(marker_color(*k))))

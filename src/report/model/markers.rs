@@ -76,7 +76,7 @@ pub fn marker_text(m: &Marker, no_step: bool) -> String {
         MarkerKind::Autotune => format!(
             "Triton autotune {what}{} key {}{dur}{} {when}",
             times,
-            m.key.as_deref().unwrap_or("?"),
+            m.key.as_deref().unwrap_or("not recorded"),
             m.config
                 .as_ref()
                 .map_or(String::new(), |c| format!(", chose {c}")),

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 
 mod attempt;
 mod headlines;
+mod incomplete;
 mod markers;
 mod matrix;
 #[cfg(test)]
@@ -29,6 +30,7 @@ mod tests;
 
 pub use attempt::*;
 pub use headlines::*;
+pub use incomplete::*;
 pub use markers::*;
 pub use matrix::*;
 
@@ -44,6 +46,8 @@ pub struct ReportModel {
     pub headline: Vec<HeadlineSentence>,
     pub matrix: Option<MatrixView>,
     pub attempts: Vec<AttemptView>,
+    /// The run's damaged files, which every format names first.
+    pub incomplete: Vec<IncompleteData>,
     /// The comparison as the analysis made it, for the JSON account
     /// (docs/json-schema.md keeps its layout); the other formats read `matrix`.
     #[serde(skip)]
@@ -192,6 +196,7 @@ impl ReportModel {
         attempts: Vec<AttemptAccount>,
         matrix_account: Option<MatrixAccount>,
     ) -> ReportModel {
+        let incomplete = incomplete_data(&attempts, matrix_account.as_ref());
         let matrix = matrix_account.as_ref().map(|m| MatrixView {
             baseline: m.baseline.clone(),
             cache: m.cache.clone(),
@@ -259,6 +264,7 @@ impl ReportModel {
             headline,
             matrix,
             attempts,
+            incomplete,
             matrix_account,
         }
     }
