@@ -499,27 +499,7 @@ fn run_lines(r: &RunInfo) -> Vec<KeyValue> {
 
 /// What a variant changed: its arguments, environment and prewarms.
 fn variant_spec(v: &VariantInfo) -> KeyValue {
-    let mut parts = Vec::new();
-    if !v.args.is_empty() {
-        parts.push(format!("args: {}", v.args.join(" ")));
-    }
-    if !v.env.is_empty() {
-        parts.push(format!(
-            "env: {}",
-            v.env
-                .iter()
-                .map(|(k, x)| format!("{k}={x}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-    }
-    if !v.prewarms.is_empty() {
-        parts.push(format!("prewarms: {}", v.prewarms.join(", ")));
-    }
-    if parts.is_empty() {
-        parts.push("the command as is".into());
-    }
-    kv(&v.name, parts.join("; "))
+    kv(&v.name, v.spec())
 }
 
 /// A host: its name, driver, CUDA, each GPU and the CUPTI it used.

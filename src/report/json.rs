@@ -34,7 +34,7 @@ struct RunReport<'a> {
 /// One damaged file: the attempt, where and what, whether the comparison
 /// leaves the attempt out, and the sentence the other formats open with.
 #[derive(Debug, Serialize)]
-struct IncompleteJson<'a> {
+pub(crate) struct IncompleteJson<'a> {
     variant: &'a str,
     attempt: &'a str,
     file: &'a str,

@@ -88,6 +88,34 @@ pub struct VariantInfo {
     pub prewarms: Vec<String>,
 }
 
+impl VariantInfo {
+    /// How the variant changes the command, in words: "args: --prewarm-cublas;
+    /// prewarms: cublas", or "the command as is".
+    pub fn spec(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.args.is_empty() {
+            parts.push(format!("args: {}", self.args.join(" ")));
+        }
+        if !self.env.is_empty() {
+            parts.push(format!(
+                "env: {}",
+                self.env
+                    .iter()
+                    .map(|(k, x)| format!("{k}={x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        if !self.prewarms.is_empty() {
+            parts.push(format!("prewarms: {}", self.prewarms.join(", ")));
+        }
+        if parts.is_empty() {
+            parts.push("the command as is".into());
+        }
+        parts.join("; ")
+    }
+}
+
 /// One host the run used.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostInfo {
