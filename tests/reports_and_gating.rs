@@ -645,9 +645,13 @@ fn diff_gates_show_their_digits_and_the_noise_of_both_runs() {
     assert_eq!(code, Some(11));
     for line in err.lines() {
         // A verdict never stands beside two figures that print the same.
-        if let Some((_, cmp)) = line.split_once(": FAILED: ").or(line.split_once(": ok: ")) {
-            let cmp = cmp.trim_end_matches(" does not hold");
+        if let Some((_, cmp)) = line.split_once(": FAILED: ") {
             let (a, b) = cmp.split_once(" > ").unwrap();
+            assert_ne!(a, b, "{line}");
+        }
+        // A gate that passes states the relation that holds.
+        if let Some((_, cmp)) = line.split_once(": ok: ") {
+            let (a, b) = cmp.split_once(" <= ").unwrap();
             assert_ne!(a, b, "{line}");
         }
     }
@@ -670,4 +674,35 @@ fn diff_gates_show_their_digits_and_the_noise_of_both_runs() {
     let (code, _, err) = diff(&["step1_peak>+5"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("write '+5%' for a relative change"), "{err}");
+}
+
+/// A verdict gate that passes states the verdict it found: `verdict!=works`
+/// on a prewarm that works reads "verdict works == works", never
+/// "verdict works != works" beside "ok".
+#[test]
+fn a_passing_verdict_gate_states_what_holds() {
+    let o = doctor()
+        .current_dir(root())
+        .args([
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "cublas:verdict!=works",
+            "--fail-if",
+            "cublas:verdict==works",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(11));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--fail-if 'cublas:verdict!=works' on 'cublas': ok: verdict works == works\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "--fail-if 'cublas:verdict==works' on 'cublas': FAILED: verdict works == works\n"
+        ),
+        "{err}"
+    );
 }
