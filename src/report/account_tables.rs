@@ -237,7 +237,10 @@ mod tests {
             "968.3 MiB ±0"
         );
         assert_eq!(seconds_spread(spread(&[8.89, 12.01])), "10.45 s ±1.56 s");
-        assert_eq!(seconds_spread(spread(&[0.773, 0.8106])), "791.8 ms ±18.8 ms");
+        assert_eq!(
+            seconds_spread(spread(&[0.773, 0.8106])),
+            "791.8 ms ±18.8 ms"
+        );
         assert_eq!(seconds_spread(spread(&[4.0])), "4.00 s");
         assert_eq!(bytes_spread(spread(&[512.0, 514.0])), "513 B ±1 B");
     }

@@ -224,7 +224,7 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
         let items = [
             format!("compile {}", seconds(st.compile_s)),
             format!("autotune {}", seconds(st.autotune_s)),
-            format!("NCCL init {}", seconds(st.nccl_init_s)),
+            format!("NCCL init {}", super::nccl_seconds(st.nccl_init_s)),
             format!("cuBLAS init {}", seconds(st.cublas_init_s)),
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
@@ -626,7 +626,7 @@ fn nccl_lines(o: &mut String, p: &ProcessAccount) {
         );
         let items = [
             c.init_seconds
-                .map(seconds)
+                .map(super::nccl_seconds)
                 .unwrap_or_else(|| "init time not recorded".into()),
             format!("{} allocated", bytes(c.bytes)),
             format!("{} without allocation calls", bytes(c.inferred_bytes)),
