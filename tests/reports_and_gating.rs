@@ -706,3 +706,60 @@ fn a_passing_verdict_gate_states_what_holds() {
         "{err}"
     );
 }
+
+/// The diff's noise is the threshold the change of the medians is judged
+/// against (docs/verdicts.md §3), written as a bound, not a ±: for the
+/// bundled matrix's baseline (2 attempts) against matrix-live's (3), the two
+/// runs' step-1 time ranges added, as each run's own JSON gives them.
+#[test]
+fn the_diffs_noise_is_a_bound_on_the_change_and_says_what_it_is() {
+    let range = |run: &str| {
+        let o = doctor()
+            .current_dir(root())
+            .args(["report", run, "--format", "json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let s = v["matrix"]["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "baseline")
+            .unwrap()["step1_s"]
+            .clone();
+        (
+            s["max"].as_f64().unwrap() - s["min"].as_f64().unwrap(),
+            s["median"].as_f64().unwrap(),
+            s["n"].as_u64().unwrap(),
+        )
+    };
+    let (old_range, old_median, old_n) = range("reports/h200-matrix");
+    let (new_range, new_median, _) = range("tests/fixtures/h200/matrix-live");
+    assert_eq!(old_n, 2, "two attempts on a side: the ranges are added");
+    let threshold = old_range + new_range;
+    assert!((new_median - old_median).abs() <= threshold);
+    let o = doctor()
+        .current_dir(root())
+        .args([
+            "diff",
+            "reports/h200-matrix",
+            "tests/fixtures/h200/matrix-live",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("step-1 time"))
+        .unwrap();
+    assert!(
+        row.ends_with(&format!("within noise (<= {threshold:.2} s)")),
+        "{row}"
+    );
+    assert!(!out.contains("within noise (±"), "{out}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("T is a bound on the change, not a ± around a median"),
+        "{out}"
+    );
+}

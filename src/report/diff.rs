@@ -16,8 +16,8 @@ use crate::analysis::summary::VariantSummary;
 use serde::Serialize;
 use std::fmt::Write;
 
-/// What "within noise" means beside a time change.
-const NOISE_FOOTNOTE: &str = "within noise: the time change is no larger than the noise of the two runs (the spread of their repeats; with one attempt on a side, the model of docs/verdicts.md §3); a gate fails only beyond it with --fail-if 'step1_time>+10% beyond noise' (docs/gating.md)";
+/// What "within noise (<= T)" means beside a time change.
+pub const NOISE_FOOTNOTE: &str = "within noise (<= T): the change of the medians is no larger than T, the noise threshold of the two runs (docs/verdicts.md §3): with 2 attempts on a side the ranges (max - min) of both runs' repeats added, with 3 or more the two half-ranges that face each other, with one attempt on a side the model; T is a bound on the change, not a ± around a median. A gate fails only beyond it with --fail-if 'step1_time>+10% beyond noise' (docs/gating.md)";
 
 /// How one run of a diff was made: its command, the variants it declared
 /// (run.json), and its damaged files.
@@ -66,14 +66,14 @@ type FigureRow<'f> = (
     Option<Quantity>,
 );
 
-/// ", within noise (±4.29 s)" when a change is no larger than the noise of
-/// the two runs (their repeats' spread; with one attempt on a side, the
-/// model of docs/verdicts.md §3); nothing when it is beyond it.
+/// ", within noise (<= 4.29 s)" when a change is no larger than the noise
+/// threshold of the two runs (docs/verdicts.md §3: their repeats' ranges,
+/// or with one attempt on a side the model); nothing when it is beyond it.
 fn noise_note(q: Quantity, old: Stat, new: Stat, fmt: &dyn Fn(f64) -> String) -> String {
     let c = assess(q, old, new);
     match c.outcome {
         Outcome::Within | Outcome::Unsure if c.delta != 0.0 => {
-            format!(", within noise (±{})", fmt(c.noise))
+            format!(", within noise (<= {})", fmt(c.noise))
         }
         _ => String::new(),
     }

@@ -190,14 +190,16 @@ fn unit_note(r: &GateResult) -> Option<&'static str> {
         .then_some("GB/MB/kB are decimal (10^9/10^6/10^3 bytes); write GiB/MiB/KiB for binary")
 }
 
-/// "the noise of the two runs (±1.2 s, their repeats' spread)".
+/// "the noise of the two runs (changes up to 1.2 s: the ranges of their
+/// repeats)": the threshold a change's size is compared with
+/// (docs/verdicts.md §3), not a ± around a figure.
 fn noise_text(r: &GateResult, n: &NoiseCheck) -> String {
     let size = figure(r.metric, unit_of(&r.limit), n.threshold);
     let basis = match n.basis {
-        Basis::Measured => "the spread of their repeats",
+        Basis::Measured => "the ranges of their repeats, docs/verdicts.md §3",
         Basis::Model => "one attempt on a side: the noise model of docs/verdicts.md §3",
     };
-    format!("the noise of the two runs (±{size}, {basis})")
+    format!("the noise of the two runs (changes up to {size}: {basis})")
 }
 
 /// One line per result: the gate, the variant, the outcome, the figures,
