@@ -68,6 +68,17 @@ impl Analysed {
         summaries(self.run.meta.as_ref(), &self.attempts)
     }
 
+    /// How the run was made, for `diff`: its command, declared variants and
+    /// damaged files.
+    pub fn how(&self) -> crate::report::diff::RunHow {
+        let info = self.run_info();
+        crate::report::diff::RunHow {
+            command: info.command,
+            variants: info.variants,
+            incomplete: crate::report::model::incomplete_data(&self.attempts, self.matrix.as_ref()),
+        }
+    }
+
     /// One line per damaged or unreadable file (the file under the run
     /// folder, the byte offset, what is wrong), each file once.
     pub fn damage_lines(&self) -> Vec<String> {
@@ -132,6 +143,8 @@ impl DiffInputs {
             new: &self.new_summaries,
             old_matrix: self.old.matrix.as_ref(),
             new_matrix: self.new.matrix.as_ref(),
+            old_how: self.old.how(),
+            new_how: self.new.how(),
         }
     }
 }

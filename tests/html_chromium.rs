@@ -3,7 +3,7 @@
 //! empty (a blocked fetch or an injected script would log a Content-Security-
 //! Policy violation there), and hostile names stay text.
 //!
-//! Needs Debian's `chromium` (.ci/run installs it). Without it the tests
+//! Needs Debian's `chromium` (scripts/test.sh installs it). Without it the tests
 //! fail with instructions; set PD_SKIP_CHROMIUM=1 to skip them knowingly.
 
 mod common;
@@ -41,8 +41,8 @@ fn chromium() -> Option<PathBuf> {
         Some(p) => Some(p),
         None => panic!(
             "headless Chromium is needed to test the HTML report and none was found on PATH: \
-             install it (`apt-get install -y chromium`, as .ci/run does), point PD_CHROMIUM at \
-             a Chrome/Chromium binary, or set PD_SKIP_CHROMIUM=1 to skip these tests"
+             install it (`bash scripts/test.sh` does, with `apt-get install -y chromium`), point \
+             PD_CHROMIUM at a Chrome/Chromium binary, or set PD_SKIP_CHROMIUM=1 to skip these tests"
         ),
     }
 }

@@ -360,7 +360,7 @@ fn chromium() -> Option<PathBuf> {
                 .find(|p| p.is_file())
         });
     Some(found.or_else(|| std::env::var_os("PD_CHROMIUM").map(PathBuf::from)).expect(
-        "headless Chromium is needed (apt-get install -y chromium, as .ci/run does), or set PD_SKIP_CHROMIUM=1",
+        "headless Chromium is needed (`bash scripts/test.sh` installs it: apt-get install -y chromium), or set PD_SKIP_CHROMIUM=1",
     ))
 }
 

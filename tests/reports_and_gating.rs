@@ -382,6 +382,8 @@ fn a_foreign_folder_is_refused_by_name() {
         ));
 }
 
+/// The recording's command exited 0, so a rank file that stops mid-record
+/// was cut after it was written: damage (exit 4), read up to the cut.
 #[test]
 fn a_truncated_rank_file_is_read_up_to_the_cut() {
     let dir = tempfile::tempdir().unwrap();
@@ -398,7 +400,7 @@ fn a_truncated_rank_file_is_read_up_to_the_cut() {
         .arg("report")
         .arg(&run)
         .assert()
-        .success()
+        .code(4)
         .stdout(predicate::str::contains("at byte offset"))
         .stdout(predicate::str::contains("ends mid-record"))
         .stdout(predicate::str::contains("step 1 took"));
@@ -643,9 +645,13 @@ fn diff_gates_show_their_digits_and_the_noise_of_both_runs() {
     assert_eq!(code, Some(11));
     for line in err.lines() {
         // A verdict never stands beside two figures that print the same.
-        if let Some((_, cmp)) = line.split_once(": FAILED: ").or(line.split_once(": ok: ")) {
-            let cmp = cmp.trim_end_matches(" does not hold");
+        if let Some((_, cmp)) = line.split_once(": FAILED: ") {
             let (a, b) = cmp.split_once(" > ").unwrap();
+            assert_ne!(a, b, "{line}");
+        }
+        // A gate that passes states the relation that holds.
+        if let Some((_, cmp)) = line.split_once(": ok: ") {
+            let (a, b) = cmp.split_once(" <= ").unwrap();
             assert_ne!(a, b, "{line}");
         }
     }
@@ -668,4 +674,92 @@ fn diff_gates_show_their_digits_and_the_noise_of_both_runs() {
     let (code, _, err) = diff(&["step1_peak>+5"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("write '+5%' for a relative change"), "{err}");
+}
+
+/// A verdict gate that passes states the verdict it found: `verdict!=works`
+/// on a prewarm that works reads "verdict works == works", never
+/// "verdict works != works" beside "ok".
+#[test]
+fn a_passing_verdict_gate_states_what_holds() {
+    let o = doctor()
+        .current_dir(root())
+        .args([
+            "report",
+            "reports/h200-matrix",
+            "--fail-if",
+            "cublas:verdict!=works",
+            "--fail-if",
+            "cublas:verdict==works",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(11));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--fail-if 'cublas:verdict!=works' on 'cublas': ok: verdict works == works\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "--fail-if 'cublas:verdict==works' on 'cublas': FAILED: verdict works == works\n"
+        ),
+        "{err}"
+    );
+}
+
+/// The diff's noise is the threshold the change of the medians is judged
+/// against (docs/verdicts.md §3), written as a bound, not a ±: for the
+/// bundled matrix's baseline (2 attempts) against matrix-live's (3), the two
+/// runs' step-1 time ranges added, as each run's own JSON gives them.
+#[test]
+fn the_diffs_noise_is_a_bound_on_the_change_and_says_what_it_is() {
+    let range = |run: &str| {
+        let o = doctor()
+            .current_dir(root())
+            .args(["report", run, "--format", "json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let s = v["matrix"]["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "baseline")
+            .unwrap()["step1_s"]
+            .clone();
+        (
+            s["max"].as_f64().unwrap() - s["min"].as_f64().unwrap(),
+            s["median"].as_f64().unwrap(),
+            s["n"].as_u64().unwrap(),
+        )
+    };
+    let (old_range, old_median, old_n) = range("reports/h200-matrix");
+    let (new_range, new_median, _) = range("tests/fixtures/h200/matrix-live");
+    assert_eq!(old_n, 2, "two attempts on a side: the ranges are added");
+    let threshold = old_range + new_range;
+    assert!((new_median - old_median).abs() <= threshold);
+    let o = doctor()
+        .current_dir(root())
+        .args([
+            "diff",
+            "reports/h200-matrix",
+            "tests/fixtures/h200/matrix-live",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("step-1 time"))
+        .unwrap();
+    assert!(
+        row.ends_with(&format!("within noise (<= {threshold:.2} s)")),
+        "{row}"
+    );
+    assert!(!out.contains("within noise (±"), "{out}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("T is a bound on the change, not a ± around a median"),
+        "{out}"
+    );
 }

@@ -225,3 +225,49 @@ fn hostile_names_fit_the_width_as_escapes() {
     );
     assert!(text.contains("\\x1b[31m"), "{text}");
 }
+
+/// NCCL's own init time ("Init timings ... total 0.53", two decimals of a
+/// second) is shown at that resolution wherever the terminal report gives a
+/// communicator's time: "530 ms", not "530.0 ms".
+#[test]
+fn nccl_init_times_are_shown_at_the_logs_resolution() {
+    let run = common::repo("tests/fixtures/h200/examples-nccl-baseline");
+    let log = std::fs::read_dir(run.join("default/1/vm"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("nccl.")
+        })
+        .unwrap();
+    let log = std::fs::read_to_string(log).unwrap();
+    let total = log
+        .lines()
+        .find_map(|l| {
+            l.split_once("Init timings")?
+                .1
+                .split_once(" total ")?
+                .1
+                .split(' ')
+                .next()
+        })
+        .unwrap();
+    assert_eq!(total.split_once('.').unwrap().1.len(), 2, "{total}");
+    let ms = format!("{} ms", (total.parse::<f64>().unwrap() * 1000.0).round());
+    let text = Terminal {
+        selection: Selection::Default,
+    }
+    .text(&model(&run))
+    .unwrap();
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    for place in [
+        format!("NCCL init {ms},"),
+        format!("; {ms}, 556.0 MiB; step 1"),
+        format!("created in step 1: {ms},"),
+    ] {
+        assert!(flat.contains(&place), "{place}: {text}");
+    }
+    assert!(!text.contains(".0 ms, 556.0 MiB"), "{text}");
+}

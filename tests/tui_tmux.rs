@@ -2,8 +2,8 @@
 //! keys go in with `send-keys`, the screen comes back with `capture-pane`.
 //! Checks what the snapshot tests cannot: raw mode, the alternate screen, the
 //! terminal given back on exit and on SIGTERM, `run --tui` showing the
-//! command's output and stopping it only after asking. Needs tmux (CI
-//! installs it); set PREWARM_DOCTOR_NO_TMUX=1 to skip on a machine without.
+//! command's output and stopping it only after asking. Needs tmux
+//! (scripts/test.sh installs it); set PREWARM_DOCTOR_NO_TMUX=1 to skip on a machine without.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,7 +21,7 @@ impl Tmux {
                 return None;
             }
             panic!(
-                "tmux is not installed: the end-to-end dashboard tests need it (apt-get install tmux), or set PREWARM_DOCTOR_NO_TMUX=1 to skip them"
+                "tmux is not installed: the end-to-end dashboard tests need it (`bash scripts/test.sh` installs it, with `apt-get install tmux`), or set PREWARM_DOCTOR_NO_TMUX=1 to skip them"
             );
         }
         let t = Tmux {

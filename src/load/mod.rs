@@ -59,16 +59,22 @@ impl Problem {
     }
 }
 
+impl Problem {
+    /// Where in the file and what is wrong, without the file's name:
+    /// "at byte offset 93375: ends mid-record ...".
+    pub fn where_and_what(&self) -> String {
+        match (self.offset, self.line) {
+            (Some(o), Some(l)) => format!("line {l} (byte offset {o}): {}", self.what),
+            (Some(o), None) => format!("at byte offset {o}: {}", self.what),
+            (None, Some(l)) => format!("line {l}: {}", self.what),
+            (None, None) => self.what.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:", self.file)?;
-        match (self.offset, self.line) {
-            (Some(o), Some(l)) => write!(f, " line {l} (byte offset {o}):")?,
-            (Some(o), None) => write!(f, " at byte offset {o}:")?,
-            (None, Some(l)) => write!(f, " line {l}:")?,
-            (None, None) => {}
-        }
-        write!(f, " {}", self.what)
+        write!(f, "{}: {}", self.file, self.where_and_what())
     }
 }
 
@@ -97,6 +103,22 @@ pub struct HostData {
     pub nvml: NvmlTimeline,
     pub nccl: Vec<nccl::NcclComm>,
     pub problems: Vec<Problem>,
+}
+
+impl HostData {
+    /// Whether this host's command exited normally: exit code 0, no signal,
+    /// none forwarded. Its processes then ended on their own, so a file of
+    /// theirs that stops short was cut after it was written (damage), not by
+    /// a process killed mid-write (expected loss).
+    pub fn exited_normally(&self) -> bool {
+        self.meta.as_ref().is_some_and(exited_normally)
+    }
+}
+
+fn exited_normally(m: &HostMeta) -> bool {
+    m.exit
+        .as_ref()
+        .is_some_and(|e| e.code == 0 && e.signal.is_none() && e.forwarded == 0)
 }
 
 /// One attempt of one variant, across hosts.
@@ -276,16 +298,34 @@ fn load_host(root: &Path, dir: &Path) -> HostData {
             }
         }
     }
-    let nvml = load_nvml(root, &dir.join(NVML_FILE), &mut problems);
+    let nvml = load_nvml(root, &dir.join(NVML_FILE), meta.as_ref(), &mut problems);
+    let normal_exit = meta.as_ref().is_some_and(exited_normally);
     nccl_files.sort();
     let mut nccl = Vec::new();
     for f in nccl_files {
         // NCCL's own output: bytes that are not UTF-8 are replaced, not fatal.
         match std::fs::read(&f) {
-            Ok(bytes) => nccl.extend(nccl::parse_nccl_log(
-                &String::from_utf8_lossy(&bytes),
-                &f.file_name().unwrap_or_default().to_string_lossy(),
-            )),
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                nccl.extend(nccl::parse_nccl_log(
+                    &text,
+                    &f.file_name().unwrap_or_default().to_string_lossy(),
+                ));
+                // A process that exited normally wrote its whole log: one
+                // that stops mid-line or mid-init was cut afterwards.
+                if normal_exit && let Some(cut) = nccl::cut_short(&text) {
+                    problems.push(Problem {
+                        file: rel(root, &f),
+                        offset: Some(cut.offset),
+                        line: Some(cut.line),
+                        what: format!(
+                            "{} although the command exited normally: the log was cut short after it was written",
+                            cut.what
+                        ),
+                        damaged: true,
+                    });
+                }
+            }
             Err(e) => problems.push(unreadable(root, &f, &e)),
         }
     }
@@ -320,7 +360,16 @@ fn prescription_failures(root: &Path, path: &Path) -> Option<Problem> {
     ))
 }
 
-fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimeline {
+/// The doctor's NVML timeline. The doctor writes it whatever happens to the
+/// command, and its sampler writes a last sample of every GPU after the
+/// command ended (`t_end_ns`): a file of a host whose doctor finished that
+/// stops mid-record or before that end was cut after it was written.
+fn load_nvml(
+    root: &Path,
+    path: &Path,
+    meta: Option<&HostMeta>,
+    problems: &mut Vec<Problem>,
+) -> NvmlTimeline {
     let mut t = NvmlTimeline::default();
     if !path.exists() {
         return t;
@@ -337,11 +386,52 @@ fn load_nvml(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> NvmlTimel
         Record::NvmlProcess(s) => t.processes.push(s),
         _ => {}
     });
-    problems.extend(outcome.problems(root, path));
+    // The sampler finished (its count is recorded) and said nothing of
+    // stopping early.
+    let finished = meta
+        .filter(|m| m.nvml_samples > 0)
+        .filter(|m| {
+            !m.notices
+                .iter()
+                .any(|n| n.starts_with("the NVML timeline stopped early"))
+        })
+        .and_then(|m| m.t_end_ns.map(|end| (m, end)));
+    problems.extend(outcome.problems_when(
+        root,
+        path,
+        finished.map(|_| "the doctor sampled until the command ended"),
+    ));
     for v in t.devices.values_mut() {
         v.sort_by_key(|s| s.t);
     }
     t.processes.sort_by_key(|s| s.t);
+    let last = t
+        .devices
+        .values()
+        .filter_map(|v| v.last())
+        .map(|s| s.t)
+        .max();
+    if let Some((m, end)) = finished
+        && outcome.error.is_none()
+        && !matches!(outcome.tail, Some(Tail::Truncated { .. }))
+        && last.is_none_or(|l| l < end)
+    {
+        let size = std::fs::metadata(path).map_or(0, |md| md.len());
+        problems.push(Problem {
+            file: rel(root, path),
+            offset: Some(size),
+            line: None,
+            what: format!(
+                "ends {} although the doctor sampled until the command ended ({:.2} s after it started): the file was cut short after it was written",
+                last.map_or("before its first sample".to_string(), |l| format!(
+                    "at a sample {:.2} s after the command started",
+                    l.saturating_sub(m.t_start_ns) as f64 / 1e9
+                )),
+                end.saturating_sub(m.t_start_ns) as f64 / 1e9
+            ),
+            damaged: true,
+        });
+    }
     t
 }
 
@@ -359,6 +449,14 @@ impl StreamOutcome {
     /// What went wrong reading the file, if anything: at most one problem for
     /// damage or a cut-short tail, plus one for records of unknown kinds.
     pub fn problems(&self, root: &Path, path: &Path) -> Vec<Problem> {
+        self.problems_when(root, path, None)
+    }
+
+    /// [`StreamOutcome::problems`] for a file whose writer may have finished
+    /// on its own: `finished` says why it did ("the command exited
+    /// normally"); a cut-short tail is then damage, the file was cut after it
+    /// was written, not by a process killed mid-write.
+    pub fn problems_when(&self, root: &Path, path: &Path, finished: Option<&str>) -> Vec<Problem> {
         let file = rel(root, path);
         let mut out = Vec::new();
         if let Some(e) = &self.error {
@@ -377,10 +475,16 @@ impl StreamOutcome {
                 file: file.clone(),
                 offset: Some(offset),
                 line: None,
-                what: format!(
-                    "ends mid-record ({bytes} trailing bytes ignored): the process stopped while writing; everything before was used"
-                ),
-                damaged: false,
+                what: match finished {
+                    Some(why) => format!(
+                        "ends mid-record ({bytes} trailing bytes ignored) although {why}: the file was cut short after it was written; the {} records before the cut were used",
+                        self.records
+                    ),
+                    None => format!(
+                        "ends mid-record ({bytes} trailing bytes ignored): the process stopped while writing; everything before was used"
+                    ),
+                },
+                damaged: finished.is_some(),
             });
         }
         if self.unknown_records > 0 {

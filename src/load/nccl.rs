@@ -144,9 +144,82 @@ pub fn parse_nccl_log(text: &str, name: &str) -> Vec<NcclComm> {
     comms
 }
 
+/// Where a log stops short, for a process that exited normally.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    /// Byte offset of the line to blame.
+    pub offset: u64,
+    /// Its 1-based line.
+    pub line: u64,
+    pub what: String,
+}
+
+/// Whether a whole log reads as cut short: its last line has no end (NCCL
+/// ends every line), or a communicator's `Init START` has no `Init COMPLETE`
+/// after it (a process that went on to exit normally completed every init
+/// it started). `None` for a log that reads whole.
+pub fn cut_short(text: &str) -> Option<Cut> {
+    if !text.is_empty() && !text.ends_with('\n') {
+        let start = text.rfind('\n').map_or(0, |i| i + 1);
+        return Some(Cut {
+            offset: start as u64,
+            line: text.lines().count() as u64,
+            what: "ends mid-line".into(),
+        });
+    }
+    // (pid, comm) -> (offset, line) of an Init START still waiting.
+    let mut open: BTreeMap<(Option<u32>, String), (u64, u64)> = BTreeMap::new();
+    let mut offset = 0u64;
+    for (i, raw) in text.split_inclusive('\n').enumerate() {
+        let (_, line) = leading_timestamp(raw);
+        if let Some((prefix, msg)) = line.split_once("NCCL INFO ")
+            && let Some(comm) = field(msg, "comm")
+        {
+            let key = (pid_of(prefix), comm.to_string());
+            if msg.contains(" - Init START") {
+                open.insert(key, (offset, i as u64 + 1));
+            } else if msg.contains(" - Init COMPLETE") {
+                open.remove(&key);
+            }
+        }
+        offset += raw.len() as u64;
+    }
+    let ((_, comm), (offset, line)) = open.into_iter().min_by_key(|(_, at)| *at)?;
+    Some(Cut {
+        offset,
+        line,
+        what: format!(
+            "communicator {comm}'s Init START has no Init COMPLETE after it (the log ends first)"
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_cut_mid_line_or_mid_init_is_cut_short_and_a_whole_one_is_not() {
+        let log = "\
+[1.0] h:42:42 [0] NCCL INFO ncclCommInitRankConfig comm 0x55d0 rank 0 nranks 2 - Init START
+[1.5] h:42:42 [0] NCCL INFO Channel 00/64 : 0
+[1.8] h:42:42 [0] NCCL INFO ncclCommInitRankConfig comm 0x55d0 rank 0 nranks 2 - Init COMPLETE
+[1.9] h:42:42 [0] NCCL INFO Init timings - ncclCommInitRankConfig: rank 0 nranks 2 total 0.80
+";
+        assert_eq!(cut_short(log), None);
+        assert_eq!(cut_short(""), None);
+        let mid_line = &log[..log.len() - 10];
+        let cut = cut_short(mid_line).unwrap();
+        assert_eq!((cut.line, cut.what.as_str()), (4, "ends mid-line"));
+        assert_eq!(cut.offset as usize, log.rfind("[1.9]").unwrap());
+        let mid_init = &log[..log.find("[1.8]").unwrap()];
+        let cut = cut_short(mid_init).unwrap();
+        assert_eq!((cut.offset, cut.line), (0, 1));
+        assert!(cut.what.contains("0x55d0"), "{}", cut.what);
+        // The same pointer in another process is another communicator.
+        let other = log.replacen("h:42:42 [0] NCCL INFO ncclCommInitRankConfig comm 0x55d0 rank 0 nranks 2 - Init COMPLETE", "h:43:43 [0] NCCL INFO ncclCommInitRankConfig comm 0x55d0 rank 0 nranks 2 - Init COMPLETE", 1);
+        assert!(cut_short(&other).is_some());
+    }
 
     #[test]
     fn parses_init_lines_and_timings() {

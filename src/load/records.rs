@@ -35,7 +35,9 @@ pub struct ProcessRecords {
 }
 
 /// Streams the probe file and reads the shim file of one process.
-pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
+/// `exited_normally`: its host's command exited normally (see
+/// [`HostData::exited_normally`]), so an event file cut short is damage.
+pub fn read_process(root: &Path, files: &ProcessFiles, exited_normally: bool) -> ProcessRecords {
     let mut r = ProcessRecords::default();
     if let Some(path) = &files.events {
         match File::open(path) {
@@ -77,7 +79,11 @@ pub fn read_process(root: &Path, files: &ProcessFiles) -> ProcessRecords {
                 if let Some(h) = &outcome.header {
                     r.header = h.fields.iter().cloned().collect();
                 }
-                r.problems.extend(outcome.problems(root, path));
+                r.problems.extend(outcome.problems_when(
+                    root,
+                    path,
+                    exited_normally.then_some("the command exited normally"),
+                ));
             }
             Err(e) => r.problems.push(unreadable(root, path, &e)),
         }
@@ -176,6 +182,7 @@ impl HostData {
         root: &Path,
         f: impl Fn(&ProcessFiles, ProcessRecords) -> Option<T> + Sync,
     ) -> Vec<T> {
+        let exited_normally = self.exited_normally();
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(self.processes.len().max(1));
@@ -189,7 +196,7 @@ impl HostData {
                         let Some(files) = self.processes.get(i) else {
                             break;
                         };
-                        if let Some(out) = f(files, read_process(root, files)) {
+                        if let Some(out) = f(files, read_process(root, files, exited_normally)) {
                             results
                                 .lock()
                                 .expect("no worker panics while holding the lock")
@@ -275,7 +282,7 @@ mod tests {
             events: Some(path),
             shim: None,
         };
-        let r = read_process(dir.path(), &files);
+        let r = read_process(dir.path(), &files, false);
         let order: Vec<(u64, u64)> = r.pools.iter().map(|p| (p.t, p.reserved / MIB)).collect();
         assert_eq!(order, vec![(100, 32), (200, 64), (300, 96)]);
     }

@@ -10,7 +10,7 @@ use crate::analysis::phases::Phase;
 
 const BYTE_UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
 
-/// "968.3 MiB ±12.5": the median with half the range, in the median's unit.
+/// "968.3 MiB ±12.5 MiB": the median with half the range, in the median's unit.
 pub fn bytes_spread(s: Option<Spread>) -> String {
     let Some(s) = s else { return "?".into() };
     let mut unit = 0;
@@ -26,23 +26,23 @@ pub fn bytes_spread(s: Option<Spread>) -> String {
     };
     spread_suffix(median, s, |half| {
         if unit == 0 {
-            format!("{half:.0}")
+            format!("{half:.0} B")
         } else {
-            format!("{:.1}", half / scale)
+            format!("{:.1} {}", half / scale, BYTE_UNITS[unit])
         }
     })
 }
 
-/// "10.45 s ±1.56" / "791.8 ms ±18.8".
+/// "10.45 s ±1.56 s" / "791.8 ms ±18.8 ms": the spread in the median's unit.
 pub fn seconds_spread(s: Option<Spread>) -> String {
     let Some(s) = s else { return "?".into() };
     spread_suffix(seconds(s.median), s, |half| {
         if s.median >= 100.0 {
-            format!("{half:.0}")
+            format!("{half:.0} s")
         } else if s.median >= 1.0 {
-            format!("{half:.2}")
+            format!("{half:.2} s")
         } else {
-            format!("{:.1}", half * 1000.0)
+            format!("{:.1} ms", half * 1000.0)
         }
     })
 }
@@ -236,9 +236,12 @@ mod tests {
             bytes_spread(spread(&[968.3 * 1048576.0, 968.3 * 1048576.0])),
             "968.3 MiB ±0"
         );
-        assert_eq!(seconds_spread(spread(&[8.89, 12.01])), "10.45 s ±1.56");
-        assert_eq!(seconds_spread(spread(&[0.773, 0.8106])), "791.8 ms ±18.8");
+        assert_eq!(seconds_spread(spread(&[8.89, 12.01])), "10.45 s ±1.56 s");
+        assert_eq!(
+            seconds_spread(spread(&[0.773, 0.8106])),
+            "791.8 ms ±18.8 ms"
+        );
         assert_eq!(seconds_spread(spread(&[4.0])), "4.00 s");
-        assert_eq!(bytes_spread(spread(&[512.0, 514.0])), "513 B ±1");
+        assert_eq!(bytes_spread(spread(&[512.0, 514.0])), "513 B ±1 B");
     }
 }

@@ -15,7 +15,7 @@ use crate::analysis::verdict_comms::{CommVerdict, GroupOutcome, GroupSide, Outsi
 fn ranks_text(ranks: &[u32]) -> String {
     let contiguous = ranks.windows(2).all(|w| w[1] == w[0] + 1);
     match ranks {
-        [] => "?".into(),
+        [] => "not recorded".into(),
         [first, .., last] if contiguous && ranks.len() >= 4 => format!("{first}-{last}"),
         _ => ranks
             .iter()

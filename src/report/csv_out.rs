@@ -1,5 +1,6 @@
 //! Tidy CSV: one measurement per row (variant, attempt, host, rank, pid,
 //! phase, metric, source, value, unit), for spreadsheets and dataframes.
+//! A run with damaged files opens with one `incomplete_data` row per file.
 
 use super::escape::csv_field;
 use super::model::{AttemptView, ReportModel};
@@ -56,6 +57,25 @@ impl Renderer for Csv {
     fn render(&self, model: &ReportModel, out: &mut dyn std::io::Write) -> Result<(), ReportError> {
         let mut w = csv::Writer::from_writer(out);
         w.write_record(HEADER).map_err(csv_error)?;
+        // The run's damaged files first: one `incomplete_data` row each, the
+        // file as its source, the byte offset where its data stops or goes
+        // bad as its value (empty when no one place is to blame).
+        for d in &model.incomplete {
+            let offset = d.problem.offset.map(|o| o.to_string()).unwrap_or_default();
+            w.write_record([
+                &*csv_field(&d.variant),
+                &*csv_field(&d.attempt),
+                "",
+                "",
+                "",
+                "",
+                "incomplete_data",
+                &*csv_field(&d.problem.file),
+                offset.as_str(),
+                "byte_offset",
+            ])
+            .map_err(csv_error)?;
+        }
         for a in model.attempts_in_run_order() {
             let mut rows = Rows { w, a, error: None };
             write_attempt(&mut rows)?;

@@ -1,7 +1,12 @@
 //! `diff` output: the same variants in two runs, side by side, with changes;
 //! one table per variant, written aligned (terminal) or as a Markdown table.
+//! It opens with what makes the two runs not alike — different commands,
+//! different variants — and each run's damaged files, in every format.
 
+use super::escape::command_line;
 use super::format::Format;
+use super::json::IncompleteJson;
+use super::model::{IncompleteData, VariantInfo, opening_lines};
 use super::text_layout::{Align, Table, WIDTH};
 use super::{bytes, seconds, signed_bytes};
 use crate::analysis::matrix::MatrixAccount;
@@ -11,8 +16,17 @@ use crate::analysis::summary::VariantSummary;
 use serde::Serialize;
 use std::fmt::Write;
 
-/// What "within noise" means beside a time change.
-const NOISE_FOOTNOTE: &str = "within noise: the time change is no larger than the noise of the two runs (the spread of their repeats; with one attempt on a side, the model of docs/verdicts.md §3); a gate fails only beyond it with --fail-if 'step1_time>+10% beyond noise' (docs/gating.md)";
+/// What "within noise (<= T)" means beside a time change.
+pub const NOISE_FOOTNOTE: &str = "within noise (<= T): the change of the medians is no larger than T, the noise threshold of the two runs (docs/verdicts.md §3): with 2 attempts on a side the ranges (max - min) of both runs' repeats added, with 3 or more the two half-ranges that face each other, with one attempt on a side the model; T is a bound on the change, not a ± around a median. A gate fails only beyond it with --fail-if 'step1_time>+10% beyond noise' (docs/gating.md)";
+
+/// How one run of a diff was made: its command, the variants it declared
+/// (run.json), and its damaged files.
+#[derive(Debug, Clone, Default)]
+pub struct RunHow {
+    pub command: Vec<String>,
+    pub variants: Vec<VariantInfo>,
+    pub incomplete: Vec<IncompleteData>,
+}
 
 /// Two runs' variants, ready to render.
 pub struct Diff<'a> {
@@ -22,6 +36,8 @@ pub struct Diff<'a> {
     pub new: &'a [VariantSummary],
     pub old_matrix: Option<&'a MatrixAccount>,
     pub new_matrix: Option<&'a MatrixAccount>,
+    pub old_how: RunHow,
+    pub new_how: RunHow,
 }
 
 fn med(s: Option<Stat>) -> Option<f64> {
@@ -50,14 +66,14 @@ type FigureRow<'f> = (
     Option<Quantity>,
 );
 
-/// ", within noise (±4.29 s)" when a change is no larger than the noise of
-/// the two runs (their repeats' spread; with one attempt on a side, the
-/// model of docs/verdicts.md §3); nothing when it is beyond it.
+/// ", within noise (<= 4.29 s)" when a change is no larger than the noise
+/// threshold of the two runs (docs/verdicts.md §3: their repeats' ranges,
+/// or with one attempt on a side the model); nothing when it is beyond it.
 fn noise_note(q: Quantity, old: Stat, new: Stat, fmt: &dyn Fn(f64) -> String) -> String {
     let c = assess(q, old, new);
     match c.outcome {
         Outcome::Within | Outcome::Unsure if c.delta != 0.0 => {
-            format!(", within noise (±{})", fmt(c.noise))
+            format!(", within noise (<= {})", fmt(c.noise))
         }
         _ => String::new(),
     }
@@ -70,7 +86,82 @@ enum Section<'a> {
     OnlyOld(&'a VariantSummary),
 }
 
+/// A command line as the diff shows it.
+fn command_text(command: &[String]) -> String {
+    if command.is_empty() {
+        "not recorded".into()
+    } else {
+        command_line(command)
+    }
+}
+
 impl<'a> Diff<'a> {
+    /// A run's variant names: as declared, else as found on disk.
+    fn variant_names<'s>(how: &'s RunHow, found: &'s [VariantSummary]) -> Vec<&'s str> {
+        if how.variants.is_empty() {
+            found.iter().map(|v| v.name.as_str()).collect()
+        } else {
+            how.variants.iter().map(|v| v.name.as_str()).collect()
+        }
+    }
+
+    /// What makes the two runs not alike, one sentence each: their commands,
+    /// their sets of variants, a variant of the same name defined otherwise.
+    /// Empty when they ran the same command with the same variants.
+    pub fn differences(&self) -> Vec<String> {
+        let (o, n) = (&self.old_how, &self.new_how);
+        let mut out = Vec::new();
+        if o.command != n.command {
+            out.push(format!(
+                "these runs ran different commands: old: {}; new: {}",
+                command_text(&o.command),
+                command_text(&n.command)
+            ));
+        }
+        let (old_names, new_names) = (
+            Self::variant_names(o, self.old),
+            Self::variant_names(n, self.new),
+        );
+        let mut old_set = old_names.clone();
+        let mut new_set = new_names.clone();
+        old_set.sort_unstable();
+        new_set.sort_unstable();
+        if old_set != new_set {
+            out.push(format!(
+                "these runs have different variants: old: {}; new: {}",
+                old_names.join(", "),
+                new_names.join(", ")
+            ));
+        }
+        for ov in &o.variants {
+            if let Some(nv) = n.variants.iter().find(|v| v.name == ov.name)
+                && (ov.args != nv.args || ov.env != nv.env || ov.prewarms != nv.prewarms)
+            {
+                out.push(format!(
+                    "variant '{}' is defined differently: old: {}; new: {}",
+                    ov.name,
+                    ov.spec(),
+                    nv.spec()
+                ));
+            }
+        }
+        out
+    }
+
+    /// The lines a diff opens with: what differs, then each run's damaged
+    /// files (at most three a run, then how many more).
+    fn opening(&self) -> Vec<String> {
+        let mut out = self.differences();
+        for (side, how) in [("old", &self.old_how), ("new", &self.new_how)] {
+            out.extend(
+                opening_lines(&how.incomplete, 3)
+                    .into_iter()
+                    .map(|l| format!("{side} run: {l}")),
+            );
+        }
+        out
+    }
+
     fn sections(&self) -> Vec<Section<'a>> {
         let mut out: Vec<Section> = self
             .new
@@ -157,6 +248,13 @@ impl<'a> Diff<'a> {
             o,
             "== prewarm-doctor diff (old -> new, medians over repeats)"
         );
+        for line in self.opening() {
+            for l in
+                super::verdict_text::wrap(&super::escape::terminal(&line), "   ", "     ", WIDTH)
+            {
+                let _ = writeln!(o, "{l}");
+            }
+        }
         for s in self.sections() {
             match s {
                 Section::Both(p, n) => {
@@ -193,6 +291,9 @@ impl<'a> Diff<'a> {
             md(&self.old_run),
             md(&self.new_run)
         );
+        for line in self.opening() {
+            let _ = writeln!(o, "\n> **{}**", md(&line));
+        }
         for s in self.sections() {
             match s {
                 Section::Both(p, n) => {
@@ -234,6 +335,23 @@ impl<'a> Diff<'a> {
             tool: "prewarm-doctor",
             old_run: &self.old_run,
             new_run: &self.new_run,
+            differences: self.differences(),
+            old_command: &self.old_how.command,
+            new_command: &self.new_how.command,
+            old_variants: &self.old_how.variants,
+            new_variants: &self.new_how.variants,
+            old_incomplete_data: self
+                .old_how
+                .incomplete
+                .iter()
+                .map(IncompleteJson::from)
+                .collect(),
+            new_incomplete_data: self
+                .new_how
+                .incomplete
+                .iter()
+                .map(IncompleteJson::from)
+                .collect(),
             old: self.old,
             new: self.new,
             old_matrix: self.old_matrix,
@@ -251,6 +369,14 @@ struct DiffDoc<'a> {
     tool: &'static str,
     old_run: &'a str,
     new_run: &'a str,
+    /// What makes the runs not alike (the sentences the other formats open with).
+    differences: Vec<String>,
+    old_command: &'a [String],
+    new_command: &'a [String],
+    old_variants: &'a [VariantInfo],
+    new_variants: &'a [VariantInfo],
+    old_incomplete_data: Vec<IncompleteJson<'a>>,
+    new_incomplete_data: Vec<IncompleteJson<'a>>,
     old: &'a [VariantSummary],
     new: &'a [VariantSummary],
     old_matrix: Option<&'a MatrixAccount>,

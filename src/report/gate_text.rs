@@ -4,7 +4,7 @@
 use super::verdict_text::class_label;
 use super::{bytes, seconds};
 use crate::analysis::gate::{
-    GateResult, Limit, Metric, MetricKind, NoiseCheck, Observed, RunSide, UnitFamily,
+    GateResult, Limit, Metric, MetricKind, NoiseCheck, Observed, Op, RunSide, UnitFamily,
 };
 use crate::analysis::noise::Basis;
 
@@ -33,7 +33,7 @@ fn signed_binary(b: f64) -> String {
 /// A metric's figure in the unit family the limit was written in.
 fn figure(metric: Metric, unit: UnitFamily, v: f64) -> String {
     if v.is_infinite() {
-        return "no out-of-pool request in step 1".into();
+        return "unbounded (no out-of-pool request in step 1)".into();
     }
     match metric.kind() {
         MetricKind::Bytes if unit == UnitFamily::Decimal => decimal_bytes(v),
@@ -110,10 +110,29 @@ fn percent(f: f64) -> String {
     }
 }
 
-/// "2.0 GiB > 1.9 GiB", "+12.0% > +5% (1.0 GiB -> 1.1 GiB)", "verdict regression == regression".
+/// The relation that holds when `op` does not: what an "ok" line states.
+fn negated(op: Op) -> &'static str {
+    match op {
+        Op::Gt => "<=",
+        Op::Ge => "<",
+        Op::Lt => ">=",
+        Op::Le => ">",
+        Op::Eq => "!=",
+        Op::Ne => "==",
+    }
+}
+
+/// The comparison as a true statement: the gate's own relation where it
+/// holds ("2.0 GiB > 1.9 GiB", "+12.0% > +5% (1.0 GiB -> 1.1 GiB)",
+/// "verdict regression == regression"), its negation where it does not
+/// ("1.5 GiB <= 2.0 GiB", "verdict works == works" for `verdict!=works`).
 fn comparison(r: &GateResult) -> String {
     let unit = unit_of(&r.limit);
-    let op = r.op.symbol();
+    let op = if r.holds {
+        r.op.symbol()
+    } else {
+        negated(r.op)
+    };
     match (&r.observed, &r.limit) {
         (Observed::Value { value }, Limit::Absolute { value: limit, .. }) => {
             let (v, l) = figures(r.metric, unit, *value, *limit);
@@ -171,14 +190,16 @@ fn unit_note(r: &GateResult) -> Option<&'static str> {
         .then_some("GB/MB/kB are decimal (10^9/10^6/10^3 bytes); write GiB/MiB/KiB for binary")
 }
 
-/// "the noise of the two runs (±1.2 s, their repeats' spread)".
+/// "the noise of the two runs (changes up to 1.2 s: the ranges of their
+/// repeats)": the threshold a change's size is compared with
+/// (docs/verdicts.md §3), not a ± around a figure.
 fn noise_text(r: &GateResult, n: &NoiseCheck) -> String {
     let size = figure(r.metric, unit_of(&r.limit), n.threshold);
     let basis = match n.basis {
-        Basis::Measured => "the spread of their repeats",
+        Basis::Measured => "the ranges of their repeats, docs/verdicts.md §3",
         Basis::Model => "one attempt on a side: the noise model of docs/verdicts.md §3",
     };
-    format!("the noise of the two runs (±{size}, {basis})")
+    format!("the noise of the two runs (changes up to {size}: {basis})")
 }
 
 /// One line per result: the gate, the variant, the outcome, the figures,
@@ -191,7 +212,6 @@ pub fn gate_line(r: &GateResult) -> String {
         if r.failed { "FAILED" } else { "ok" },
         comparison(r)
     );
-    let figures = matches!(r.observed, Observed::Value { .. } | Observed::Change { .. });
     match (r.holds, r.noise) {
         (true, Some(n)) if n.within && !r.failed => line.push_str(&format!(
             " holds, but within {}; the gate asks for a change beyond noise",
@@ -202,7 +222,6 @@ pub fn gate_line(r: &GateResult) -> String {
             noise_text(r, &n)
         )),
         (true, Some(n)) => line.push_str(&format!(" — beyond {}", noise_text(r, &n))),
-        (false, _) if figures => line.push_str(" does not hold"),
         _ => {}
     }
     if let Some(n) = unit_note(r) {
@@ -274,13 +293,11 @@ mod tests {
         );
         let under = line("step1_peak>2GiB", 2.0 * gib - 4096.0);
         assert!(
-            under.ends_with("ok: 2,147,479,552 B > 2,147,483,648 B does not hold"),
+            under.ends_with("ok: 2,147,479,552 B <= 2,147,483,648 B"),
             "{under}"
         );
         // Exactly equal: the short form is already the whole truth.
-        assert!(
-            line("step1_peak>2GiB", 2.0 * gib).ends_with("ok: 2.0 GiB > 2.0 GiB does not hold")
-        );
+        assert!(line("step1_peak>2GiB", 2.0 * gib).ends_with("ok: 2.0 GiB <= 2.0 GiB"));
         assert_eq!(exact_bytes(-1234.5), "-1,234.5 B");
         assert_eq!(
             percents(0.10004, 0.1),
@@ -318,6 +335,50 @@ mod tests {
         );
     }
 
+    /// Every line states what is true: a gate that fails, its own relation;
+    /// one that passes, the negation of it (never "2.0 GiB > 1.9 GiB" beside
+    /// "ok").
+    #[test]
+    fn a_passing_gate_states_the_relation_that_holds() {
+        let gib = 1024.0 * 1024.0 * 1024.0;
+        for (gate, peak, relation) in [
+            ("step1_peak>2GiB", 1.5, "1.5 GiB <= 2.0 GiB"),
+            ("step1_peak>=2GiB", 1.5, "1.5 GiB < 2.0 GiB"),
+            ("step1_peak<1GiB", 1.5, "1.5 GiB >= 1.0 GiB"),
+            ("step1_peak<=1GiB", 1.5, "1.5 GiB > 1.0 GiB"),
+            ("step1_peak==1GiB", 1.5, "1.5 GiB != 1.0 GiB"),
+            ("step1_peak!=1.5GiB", 1.5, "1.5 GiB == 1.5 GiB"),
+        ] {
+            let l = line(gate, peak * gib);
+            assert!(l.ends_with(&format!(": ok: {relation}")), "{gate}: {l}");
+        }
+    }
+
+    /// `step1_headroom` with no out-of-pool request in step 1 is unbounded,
+    /// and says so in a sentence that reads right.
+    #[test]
+    fn an_unbounded_headroom_reads_as_one() {
+        let s = VariantSummary {
+            step1_tightest_headroom: None,
+            step1_out_of_pool: Stat::of(&[0.0]),
+            ..summary(1.0)
+        };
+        let new = [s];
+        let runs = Runs {
+            new: &new,
+            new_matrix: None,
+            old: None,
+            allow_missing: false,
+        };
+        let l = gate_line(
+            &evaluate(&[Gate::parse("step1_headroom<100GiB").unwrap()], &runs).unwrap()[0],
+        );
+        assert!(
+            l.ends_with(": ok: unbounded (no out-of-pool request in step 1) >= 100.0 GiB"),
+            "{l}"
+        );
+    }
+
     #[test]
     fn results_print_human_units() {
         let gib = 1024.0 * 1024.0 * 1024.0;
@@ -327,7 +388,7 @@ mod tests {
         );
         assert_eq!(
             line("step1_peak>2GiB", 1.5 * gib),
-            "[prewarm-doctor] --fail-if 'step1_peak>2GiB' on 'v': ok: 1.5 GiB > 2.0 GiB does not hold"
+            "[prewarm-doctor] --fail-if 'step1_peak>2GiB' on 'v': ok: 1.5 GiB <= 2.0 GiB"
         );
         let decimal = line("step1_peak>2GB", 2.0 * gib);
         assert!(

@@ -156,6 +156,8 @@ struct KeyValue {
 #[template(path = "report.html")]
 struct Page {
     title: String,
+    /// The run's damaged files, said before anything else.
+    incomplete: Vec<String>,
     legend: Vec<(String, String)>,
     headline: Vec<Sentence>,
     variants: Vec<VariantLine>,
@@ -502,27 +504,7 @@ fn run_lines(r: &RunInfo) -> Vec<KeyValue> {
 
 /// What a variant changed: its arguments, environment and prewarms.
 fn variant_spec(v: &VariantInfo) -> KeyValue {
-    let mut parts = Vec::new();
-    if !v.args.is_empty() {
-        parts.push(format!("args: {}", v.args.join(" ")));
-    }
-    if !v.env.is_empty() {
-        parts.push(format!(
-            "env: {}",
-            v.env
-                .iter()
-                .map(|(k, x)| format!("{k}={x}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-    }
-    if !v.prewarms.is_empty() {
-        parts.push(format!("prewarms: {}", v.prewarms.join(", ")));
-    }
-    if parts.is_empty() {
-        parts.push("the command as is".into());
-    }
-    kv(&v.name, parts.join("; "))
+    kv(&v.name, v.spec())
 }
 
 /// A host: its name, driver, CUDA, each GPU and the CUPTI it used.
@@ -545,8 +527,8 @@ fn host_line(h: &HostInfo) -> KeyValue {
         format!(
             "{}; driver {}, CUDA {}; {}{}",
             h.hostname,
-            h.driver_version.as_deref().unwrap_or("?"),
-            h.cuda_driver_version.as_deref().unwrap_or("?"),
+            h.driver_version.as_deref().unwrap_or("not recorded"),
+            h.cuda_driver_version.as_deref().unwrap_or("not recorded"),
             if gpus.is_empty() {
                 "no GPU listed".to_string()
             } else {
@@ -586,6 +568,7 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
                 .clone()
                 .unwrap_or_else(|| model.run.path.clone())
         ),
+        incomplete: super::model::opening_lines(&model.incomplete, 3),
         legend: MarkerKind::ALL
             .iter()
             .map(|k| (marker_kind_label(*k).to_string(), hex(marker_color(*k))))

@@ -3,7 +3,7 @@
 //! SCHEMA_VERSION on any incompatible change.
 
 use super::escape::JsonControls;
-use super::model::{AttemptView, ReportModel};
+use super::model::{AttemptView, IncompleteData, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use crate::analysis::account::ProcessAccount;
 use crate::analysis::matrix::MatrixAccount;
@@ -23,9 +23,41 @@ struct RunReport<'a> {
     tool: &'static str,
     tool_version: &'static str,
     run_dir: &'a str,
+    /// The run's damaged files (docs/json-schema.md): first, as every format
+    /// says them first.
+    incomplete_data: Vec<IncompleteJson<'a>>,
     run: Option<&'a RunMeta>,
     matrix: Option<&'a MatrixAccount>,
     attempts: Vec<AttemptJson<'a>>,
+}
+
+/// One damaged file: the attempt, where and what, whether the comparison
+/// leaves the attempt out, and the sentence the other formats open with.
+#[derive(Debug, Serialize)]
+pub(crate) struct IncompleteJson<'a> {
+    variant: &'a str,
+    attempt: &'a str,
+    file: &'a str,
+    offset: Option<u64>,
+    line: Option<u64>,
+    what: &'a str,
+    left_out: bool,
+    message: String,
+}
+
+impl<'a> From<&'a IncompleteData> for IncompleteJson<'a> {
+    fn from(d: &'a IncompleteData) -> Self {
+        IncompleteJson {
+            variant: &d.variant,
+            attempt: &d.attempt,
+            file: &d.problem.file,
+            offset: d.problem.offset,
+            line: d.problem.line,
+            what: &d.problem.what,
+            left_out: d.left_out,
+            message: d.sentence(),
+        }
+    }
 }
 
 /// One attempt, in the analysis' layout (every process, in full).
@@ -71,6 +103,7 @@ impl Renderer for Json {
             tool: "prewarm-doctor",
             tool_version: env!("CARGO_PKG_VERSION"),
             run_dir: &model.run.path,
+            incomplete_data: model.incomplete.iter().map(IncompleteJson::from).collect(),
             run: model.run.meta.as_ref(),
             matrix: model.matrix_account.as_ref(),
             attempts: model

@@ -54,6 +54,9 @@ impl Markdown<'_> {
             other => other.pick(model)?,
         };
         let mut o = String::from("## prewarm-doctor\n\n");
+        for line in super::model::opening_lines(&model.incomplete, 3) {
+            let _ = writeln!(o, "> **{}**\n", md(&line));
+        }
         match &model.matrix {
             Some(m) => matrix(&mut o, m),
             None => {
@@ -155,7 +158,7 @@ fn attempt(a: &AttemptView, open: bool) -> String {
         "<details{}><summary>{} — exit code {}{}: {step1}</summary>\n",
         if open { " open" } else { "" },
         html(&a.id()),
-        a.exit_code.map_or("?".into(), |c| c.to_string()),
+        a.exit_code.map_or("not recorded".into(), |c| c.to_string()),
         a.status_suffix(),
     );
     if let Some(r) = worst {
@@ -330,7 +333,7 @@ fn forensics(o: &mut String, p: &ProcessAccount) {
     for f in &p.forensics {
         let _ = writeln!(
             o,
-            "\n**Out of memory**{} at {:.2}s{}: {} with {} free.",
+            "\n**Out of memory**{} at {:.2}s{}: {} {}.",
             if f.recovered {
                 " (recovered: the allocator retried and training went on)"
             } else {
@@ -339,9 +342,10 @@ fn forensics(o: &mut String, p: &ProcessAccount) {
             f.t_s,
             f.step.map(|n| format!(" in step {n}")).unwrap_or_default(),
             md(&super::verdict_text::request_text(f)),
-            f.device_free_before
-                .map(bytes)
-                .unwrap_or_else(|| "?".into()),
+            f.device_free_before.map_or_else(
+                || "free memory not recorded".to_string(),
+                |b| format!("with {} free", bytes(b))
+            ),
         );
         let groups = super::projection_texts(f);
         if !groups.is_empty() {

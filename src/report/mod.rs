@@ -96,6 +96,20 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// An NCCL communicator's init time at the resolution NCCL gives it: its
+/// "Init timings" line prints seconds with two decimals, so 10 ms steps —
+/// "470 ms", "1.23 s", never "470.0 ms" (a time taken from the Init
+/// START/COMPLETE timestamps instead is rounded the same way, never shown
+/// finer than the figures beside it).
+pub fn nccl_seconds(s: f64) -> String {
+    let centis = (s * 100.0).round();
+    if centis >= 100.0 {
+        format!("{:.2} s", centis / 100.0)
+    } else {
+        format!("{:.0} ms", centis * 10.0)
+    }
+}
+
 /// [`seconds`], with microseconds below a millisecond: for a hook's cost
 /// in a warm step, which "0.0 ms" would hide.
 pub fn fine_seconds(s: f64) -> String {
@@ -177,7 +191,11 @@ pub fn warmup_text(w: &crate::analysis::account::LateWarmup) -> WarmupText {
     };
     let mut cost = Vec::new();
     if w.seconds > 0.0 {
-        cost.push(seconds(w.seconds));
+        cost.push(if w.class == EventClass::NcclComm {
+            nccl_seconds(w.seconds)
+        } else {
+            seconds(w.seconds)
+        });
     }
     if w.bytes > 0 {
         cost.push(bytes(w.bytes));
@@ -413,6 +431,19 @@ pub fn missing_ranks_line(s: &crate::analysis::ranks::RankSpread) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NCCL prints init times with two decimals of a second: shown in 10 ms
+    /// steps, never with a tenth of a millisecond it does not have.
+    #[test]
+    fn nccl_init_times_are_shown_at_the_logs_resolution() {
+        assert_eq!(nccl_seconds(0.47), "470 ms");
+        assert_eq!(nccl_seconds(0.05), "50 ms");
+        assert_eq!(nccl_seconds(0.0), "0 ms");
+        assert_eq!(nccl_seconds(1.23), "1.23 s");
+        assert_eq!(nccl_seconds(0.999), "1.00 s");
+        // A time from the Init START/COMPLETE timestamps: rounded alike.
+        assert_eq!(nccl_seconds(0.3849), "380 ms");
+    }
 
     #[test]
     fn long_keys_are_shortened_for_people() {

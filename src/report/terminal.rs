@@ -56,7 +56,22 @@ impl Terminal<'_> {
         for a in chosen {
             write_attempt(&mut o, a);
         }
-        Ok(o)
+        Ok(with_incomplete_data(o, model))
+    }
+}
+
+/// The report with the run's damaged files said right under its first line.
+fn with_incomplete_data(o: String, model: &ReportModel) -> String {
+    if model.incomplete.is_empty() {
+        return o;
+    }
+    let mut warning = String::new();
+    for line in super::model::opening_lines(&model.incomplete, 3) {
+        print_text(&mut warning, &terminal(&line), "   ", "     ");
+    }
+    match o.find('\n') {
+        Some(i) => format!("{}{warning}{}", &o[..=i], &o[i + 1..]),
+        None => format!("{o}{warning}"),
     }
 }
 
@@ -184,7 +199,10 @@ fn exception_lines(o: &mut String, p: &ProcessAccount) {
 /// How long step 1 took against a steady step, and where its time went.
 fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
     let s = &p.steps;
-    let setup = s.setup_s.map(seconds).unwrap_or_else(|| "?".into());
+    let setup = s
+        .setup_s
+        .map(seconds)
+        .unwrap_or_else(|| "not recorded".into());
     let done = super::step_text::steps_done(s);
     let line = match (s.step1_s, super::step_text::steady_text(s)) {
         (Some(s1), Some(steady)) => format!(
@@ -206,7 +224,7 @@ fn step_lines(o: &mut String, p: &ProcessAccount, head: &str) {
         let items = [
             format!("compile {}", seconds(st.compile_s)),
             format!("autotune {}", seconds(st.autotune_s)),
-            format!("NCCL init {}", seconds(st.nccl_init_s)),
+            format!("NCCL init {}", super::nccl_seconds(st.nccl_init_s)),
             format!("cuBLAS init {}", seconds(st.cublas_init_s)),
             format!("module loading {}", seconds(st.module_load_s)),
             format!("other {}", seconds(st.other_s)),
@@ -406,16 +424,16 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         step_label_in(p, f.phase, f.step),
         f.t_s
     );
-    let free = f
-        .device_free_before
-        .map(bytes)
-        .unwrap_or_else(|| "?".into());
+    let free = f.device_free_before.map_or_else(
+        || "free memory not recorded".to_string(),
+        |b| format!("with {} free", bytes(b)),
+    );
     print_wrapped(
         o,
         &head,
         &[
             terminal(&super::verdict_text::request_text(f)).into_owned(),
-            format!("with {free} free"),
+            free,
         ],
         " ",
     );
@@ -590,19 +608,26 @@ fn local_memory_lines(o: &mut String, p: &ProcessAccount) {
 /// Each NCCL communicator: where it was created, what it cost.
 fn nccl_lines(o: &mut String, p: &ProcessAccount) {
     for c in &p.nccl {
+        // What the log did not say is said in words (a log cut short has
+        // a communicator's start and nothing after it).
         let head = format!(
-            "   NCCL communicator {}{} ({} ranks) created in {}: ",
+            "   NCCL communicator {}{} ({}) {}: ",
             terminal(&c.comm_id.clone().unwrap_or_else(|| c.comm.clone())),
             c.group.as_ref().map_or(String::new(), |g| {
                 format!(" of {}", terminal(&super::comm_text::group_label(g)))
             }),
-            c.nranks.map_or("?".into(), |n| n.to_string()),
+            c.nranks.map_or("number of ranks not recorded".into(), |n| {
+                format!("{n} ranks")
+            }),
             c.phase
-                .map(|ph| step_label_in(p, ph, c.step))
-                .unwrap_or_else(|| "?".into()),
+                .map_or("created at a time not recorded".into(), |ph| {
+                    format!("created in {}", step_label_in(p, ph, c.step))
+                }),
         );
         let items = [
-            c.init_seconds.map(seconds).unwrap_or_else(|| "?".into()),
+            c.init_seconds
+                .map(super::nccl_seconds)
+                .unwrap_or_else(|| "init time not recorded".into()),
             format!("{} allocated", bytes(c.bytes)),
             format!("{} without allocation calls", bytes(c.inferred_bytes)),
         ];
@@ -681,10 +706,11 @@ fn compile_and_tightest_lines(o: &mut String, p: &ProcessAccount) {
         let items = [
             format!("{} {} of {}", t.source, terminal(&t.what), bytes(t.bytes)),
             format!(
-                "with {} free{}",
-                t.device_free_before
-                    .map(bytes)
-                    .unwrap_or_else(|| "?".into()),
+                "{}{}",
+                t.device_free_before.map_or_else(
+                    || "free memory not recorded".to_string(),
+                    |b| format!("with {} free", bytes(b))
+                ),
                 t.headroom_after
                     .map(|h| format!(" ({} left)", signed_bytes(h)))
                     .unwrap_or_default()
@@ -740,7 +766,9 @@ fn probe_lines(o: &mut String, p: &ProcessAccount) {
             o,
             "   check at step {}: torch reserved {}, doctor's pool {}",
             c.step,
-            c.torch_reserved.map(bytes).unwrap_or_else(|| "?".into()),
+            c.torch_reserved
+                .map(bytes)
+                .unwrap_or_else(|| "not recorded".into()),
             bytes(c.doctor_pool_reserved)
         );
     }

@@ -364,7 +364,11 @@ fn comm_row(c: &CommAccount) -> EventRow {
                 c.nranks.map_or("?".into(), |r| r.to_string())
             ),
         ),
-        kv("init", c.init_seconds.map_or("?".into(), seconds)),
+        kv(
+            "init",
+            c.init_seconds
+                .map_or("not recorded".into(), crate::report::nccl_seconds),
+        ),
         kv("allocated", bytes(c.bytes)),
         kv("inferred (no allocation call)", bytes(c.inferred_bytes)),
     ];

@@ -36,7 +36,15 @@ pub fn marker_text(m: &Marker, no_step: bool) -> String {
     );
     let dur = m
         .end_s
-        .map(|e| format!(", {}", seconds((e - m.t_s).max(0.0))))
+        .map(|e| {
+            let d = (e - m.t_s).max(0.0);
+            let d = if m.kind == MarkerKind::NcclComm {
+                crate::report::nccl_seconds(d)
+            } else {
+                seconds(d)
+            };
+            format!(", {d}")
+        })
         .unwrap_or_default();
     let times = if m.count > 1 {
         format!(" ({} events)", m.count)
@@ -76,7 +84,7 @@ pub fn marker_text(m: &Marker, no_step: bool) -> String {
         MarkerKind::Autotune => format!(
             "Triton autotune {what}{} key {}{dur}{} {when}",
             times,
-            m.key.as_deref().unwrap_or("?"),
+            m.key.as_deref().unwrap_or("not recorded"),
             m.config
                 .as_ref()
                 .map_or(String::new(), |c| format!(", chose {c}")),

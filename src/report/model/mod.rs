@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 
 mod attempt;
 mod headlines;
+mod incomplete;
 mod markers;
 mod matrix;
 #[cfg(test)]
@@ -29,6 +30,7 @@ mod tests;
 
 pub use attempt::*;
 pub use headlines::*;
+pub use incomplete::*;
 pub use markers::*;
 pub use matrix::*;
 
@@ -44,6 +46,8 @@ pub struct ReportModel {
     pub headline: Vec<HeadlineSentence>,
     pub matrix: Option<MatrixView>,
     pub attempts: Vec<AttemptView>,
+    /// The run's damaged files, which every format names first.
+    pub incomplete: Vec<IncompleteData>,
     /// The comparison as the analysis made it, for the JSON account
     /// (docs/json-schema.md keeps its layout); the other formats read `matrix`.
     #[serde(skip)]
@@ -82,6 +86,34 @@ pub struct VariantInfo {
     /// Extra environment, secret-looking values redacted.
     pub env: Vec<(String, String)>,
     pub prewarms: Vec<String>,
+}
+
+impl VariantInfo {
+    /// How the variant changes the command, in words: "args: --prewarm-cublas;
+    /// prewarms: cublas", or "the command as is".
+    pub fn spec(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.args.is_empty() {
+            parts.push(format!("args: {}", self.args.join(" ")));
+        }
+        if !self.env.is_empty() {
+            parts.push(format!(
+                "env: {}",
+                self.env
+                    .iter()
+                    .map(|(k, x)| format!("{k}={x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        if !self.prewarms.is_empty() {
+            parts.push(format!("prewarms: {}", self.prewarms.join(", ")));
+        }
+        if parts.is_empty() {
+            parts.push("the command as is".into());
+        }
+        parts.join("; ")
+    }
 }
 
 /// One host the run used.
@@ -192,6 +224,7 @@ impl ReportModel {
         attempts: Vec<AttemptAccount>,
         matrix_account: Option<MatrixAccount>,
     ) -> ReportModel {
+        let incomplete = incomplete_data(&attempts, matrix_account.as_ref());
         let matrix = matrix_account.as_ref().map(|m| MatrixView {
             baseline: m.baseline.clone(),
             cache: m.cache.clone(),
@@ -259,6 +292,7 @@ impl ReportModel {
             headline,
             matrix,
             attempts,
+            incomplete,
             matrix_account,
         }
     }

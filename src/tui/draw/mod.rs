@@ -27,15 +27,20 @@ use ratatui::widgets::Paragraph;
 
 /// Draws the whole dashboard.
 pub fn draw(frame: &mut Frame, app: &App) {
-    let [tabs, context, body, status] = Layout::vertical([
+    let damaged = !app.data.model.incomplete.is_empty();
+    let [tabs, context, warning, body, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
+        Constraint::Length(u16::from(damaged)),
         Constraint::Min(1),
         Constraint::Length(1),
     ])
     .areas(frame.area());
     draw_tabs(frame, app, tabs);
     draw_context(frame, app, context);
+    if damaged {
+        draw_incomplete(frame, app, warning);
+    }
     match app.tab {
         Tab::Live => live::draw(frame, app, body),
         Tab::Matrix => matrix::draw(frame, app, body),
@@ -106,6 +111,24 @@ fn draw_context(frame: &mut Frame, app: &App, area: Rect) {
         )),
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// The run's damaged files, under the context line: the first one's
+/// sentence, and how many more (the JSON and stderr name each).
+fn draw_incomplete(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme;
+    let incomplete = &app.data.model.incomplete;
+    let more = match incomplete.len() {
+        0 | 1 => String::new(),
+        n => format!(" (+{} more damaged files)", n - 1),
+    };
+    let first = incomplete.first().map(|d| d.sentence()).unwrap_or_default();
+    let room = (area.width as usize).saturating_sub(more.chars().count());
+    let line = format!("{}{more}", clip(&first, room));
+    frame.render_widget(
+        Paragraph::new(Line::from(Span::styled(line, t.tone(Tone::Bad)))),
+        area,
+    );
 }
 
 /// Key hints for the current tab.
