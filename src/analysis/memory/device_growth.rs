@@ -38,7 +38,7 @@ pub fn growth_windows(r: &ProcessRecords) -> Vec<(u64, u64)> {
 pub(super) const POOL_READING_EVERY_MAX_NS: u64 = 200_000_000;
 
 /// What allocation calls explain of the device's memory, for the inferences
-/// (module code, a first-launch commit, a local-memory growth measured on the
+/// (module code, the first module at a context's first launch, a local-memory growth measured on the
 /// device) that take device growth "no allocation explains".
 ///
 /// A stream-ordered pool grows at an allocation call the probe only counts;
@@ -47,7 +47,7 @@ pub(super) const POOL_READING_EVERY_MAX_NS: u64 = 200_000_000;
 /// growth is known to have happened somewhere after the pool's previous
 /// reading (at most one tick before its record) and no later than its record.
 /// Module code counts every growth a pair of readings may hold as explained,
-/// and no first-launch commit is claimed in a window where a pool grew: seen
+/// and no first module is claimed in a window where a pool grew: seen
 /// on the H200 with `backend:cudaMallocAsync`, the pool's first growth read as
 /// a 72 MiB commit and later growth as 32 MiB of module code, a remainder of
 /// -35 MiB. Such an inference may under-count, which leaves bytes in the
@@ -202,7 +202,7 @@ pub(super) fn growth_window_start(r: &ProcessRecords, i: usize) -> u64 {
 /// instead: the last before the window and the first after the launch,
 /// minus the known allocations between them. `exact` is for the context's
 /// first launch: an NVML sample that lags what came just before the window
-/// (the context itself, an allocation) would read as a commit.
+/// (the context itself, an allocation) would read as growth.
 pub(super) fn measured_growth(
     device: &DeviceView,
     known: &KnownAllocations,
@@ -249,7 +249,7 @@ const MODULE_GROWTH_MIN: u64 = 2 << 20;
 /// module-load call, a CUPTI module-loaded record or a kernel's first launch
 /// between them, the drop in free memory minus the allocations that completed
 /// in between. Stretches that overlap a local-memory growth (measured on its
-/// own, as is the context's first-launch commit) or an `exclude` window (the
+/// own, as is the first module at a context's first launch) or an `exclude` window (the
 /// NCCL communicator spans, whose growth without allocation calls is NCCL's
 /// own inferred figure) are left out, so nothing is counted twice. Only when
 /// the readings are this process's own (alone on its GPU). Returns (when,
@@ -348,14 +348,14 @@ pub(super) fn released_by_failure(
 /// A reservation growth is new device memory, so the growing records are
 /// served first, in proportion to CUPTI's reservation increases and never
 /// beyond them; a context's initial reservation (`initial`) gets only what
-/// they leave: the commit at the first launch counts device growth that no
+/// they leave: the first module's code at the first launch is device growth that no
 /// other record in the window explains.
 pub(super) fn split_growth(
     r: &ProcessRecords,
     cluster: &[usize],
     total: u64,
     initial: &HashSet<usize>,
-    commit_known: bool,
+    first_module_known: bool,
 ) -> Vec<(usize, u64)> {
     let weight = |i: usize| {
         r.local[i]
@@ -381,7 +381,7 @@ pub(super) fn split_growth(
         given += share;
         out.push((i, share));
     }
-    let mut left = if commit_known { total - to_growing } else { 0 };
+    let mut left = if first_module_known { total - to_growing } else { 0 };
     for &i in &first {
         let share = left.min(weight(i));
         left -= share;
@@ -404,7 +404,7 @@ pub(super) fn measured_growths(
         .collect();
     idx.sort_by_key(|&i| r.local[i].t_start);
     // Each context's first record from an empty reservation: the reservation
-    // every context starts with, which some drivers commit at this launch.
+    // every context starts with, already on the device with the context.
     let mut initial: HashSet<usize> = HashSet::new();
     let mut seen_ctx: HashSet<u32> = HashSet::new();
     for &i in &idx {
@@ -434,9 +434,9 @@ pub(super) fn measured_growths(
         let b = launch_end + GROWTH_WINDOW_NS;
         let exact = cluster.iter().any(|i| initial.contains(i));
         if let Some(total) = measured_growth(device, known, (a, launch_end, b), exact) {
-            // The pool's first growth cannot be told from a commit.
-            let commit_known = !known.pool_may_grow_in(a, b);
-            for (i, share) in split_growth(r, cluster, total, &initial, commit_known) {
+            // The pool's first growth cannot be told from the first module.
+            let first_module_known = !known.pool_may_grow_in(a, b);
+            for (i, share) in split_growth(r, cluster, total, &initial, first_module_known) {
                 out[i] = Some(share);
             }
         }

@@ -225,7 +225,7 @@ pub(super) fn nccl_code_held(
 }
 
 /// The memory outside PyTorch's pool when the process held `device_used`,
-/// split by what holds it: the context (with its first-launch commit), each
+/// split by what holds it: the context, each
 /// library's live allocations, local-memory growth and what a failed launch
 /// dropped, NCCL's and module loading's inferred growth; the rest is
 /// unexplained.
