@@ -986,6 +986,77 @@ fn groups_are_recorded_by_creation_order_and_warmed_right_after_creation() {
     );
 }
 
+/// A format-2 prescription that only says which device each block got.
+const DEVICE_PRESCRIPTION: &str = r#"
+FORMAT = 2
+FINGERPRINT = None
+GROUPS = [{"index": 1, "members": [0]}]
+def mismatch(fp):
+    return None
+def warm_group(torch, index, group, ranks, force, device=None):
+    print("GROUP", index, device, flush=True)
+    return None
+def warm_at_step1(torch, device=None):
+    print("STEP1", device, flush=True)
+    return []
+"#;
+
+/// The training: its model lives on cuda:1; it calls set_device(1) either
+/// before or after creating its process groups (ORDER).
+const DEVICE_TRAINING: &str = r#"
+import os, torch, torch.distributed as dist
+class Dev:
+    type, index = "cuda", 1
+    def __repr__(self): return "cuda:1"
+net = torch.nn.Module()
+for p in net.parameters():
+    p.device = Dev()
+if os.environ["ORDER"] == "set_device_first":
+    torch.cuda.set_device(1)
+dist.init_process_group("nccl")
+clip = dist.new_group([0])
+if os.environ["ORDER"] == "set_device_last":
+    torch.cuda.set_device(1)
+opt = torch.optim.Optimizer(net.parameters())
+print("CREATED", flush=True)
+for step in range(1, 3):
+    opt.zero_grad()
+    net(1)
+    dist.all_reduce(None, group=clip)
+    opt.step()
+"#;
+
+/// Issue 36: a group's warm-up ran on the current device right after
+/// init_process_group, so a job that calls set_device afterwards warmed
+/// every rank on cuda:0. Format 2 warms its groups, then its cuBLAS and
+/// Triton blocks, before step 1 on the device of the model's parameters,
+/// whatever the order.
+#[test]
+fn every_block_runs_on_the_ranks_own_device_whatever_the_order_of_set_device() {
+    for order in ["set_device_first", "set_device_last"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.py");
+        std::fs::write(&file, DEVICE_PRESCRIPTION).unwrap();
+        let run_dir = dir.path().join("run");
+        std::fs::create_dir(&run_dir).unwrap();
+        let (code, events, out) = run_py(
+            DEVICE_TRAINING,
+            &run_dir,
+            &[
+                ("PREWARM_DOCTOR_PRESCRIPTION", file.to_str().unwrap()),
+                ("ORDER", order),
+            ],
+        );
+        assert_eq!(code, 0, "{out}");
+        let group = out.find("GROUP 1 cuda:1").expect(&out);
+        let step1 = out.find("STEP1 cuda:1").expect(&out);
+        assert!(out.find("CREATED").unwrap() < group && group < step1, "{order}: {out}");
+        let p = of(&events, "prescription");
+        assert_eq!(p[0]["failed"], 0, "{order}: {events:?}");
+        assert_eq!(p[0]["ran"], serde_json::json!(["nccl:group 1"]), "{order}");
+    }
+}
+
 fn doctor() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("prewarm-doctor").unwrap()
 }

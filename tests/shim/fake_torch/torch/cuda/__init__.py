@@ -41,3 +41,14 @@ def max_memory_reserved():
 
 def mem_get_info():
     return (100 << 30, 140 << 30)
+
+
+_device = [0]
+
+
+def set_device(index):
+    _device[0] = index
+
+
+def current_device():
+    return _device[0]
