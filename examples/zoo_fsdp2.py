@@ -1,7 +1,9 @@
 """Zoo (issue 35): FSDP2 (`torch.distributed.fsdp.fully_shard`, bf16 params,
 fp32 reduce) over NCCL on a randomly initialised Hugging Face `transformers`
 Mistral (no download), one process per GPU under torchrun, AdamW and
-grad-norm clipping over the sharded parameters. Nothing in it was written for
+grad-norm clipping over the sharded parameters, the loss averaged over ranks
+for the log (`all_reduce`: with one rank, FSDP2 itself runs no collective,
+so this is the default group's first). Nothing in it was written for
 prewarm-doctor. Prints `CROSSCHECK` and `LOSS` per step.
 
 Prewarms: `--prewarm-cublas` (a tiny forward+backward per dtype at setup);
@@ -61,7 +63,11 @@ def main():
         out = model(input_ids=tokens, labels=tokens)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        return out.loss
+        # The mean loss over ranks for the log, as training loops do: the
+        # default group's first collective (with one rank FSDP2 runs none).
+        logged = out.loss.detach().clone()
+        dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+        return logged
 
     common.train(args, step, opt)
     dist.destroy_process_group()

@@ -10,7 +10,7 @@
   split by source that explains it.
 
 Exit status 1 when a phase end is over-explained (remainder below
--max(2% of device used, 16 MiB)) or a charge exceeds the total's change plus
+-16 MiB, or above 64 MiB without the not-understood flag) or a charge exceeds the total's change plus
 its noise: what scripts/gpu-verify-account.sh checks on fresh GPU recordings.
 
 Usage: scripts/account_summary.py REPORT.json [LABEL]
@@ -42,7 +42,7 @@ def main():
                     rems.append(f"{ph['phase']} ?")
                     continue
                 rems.append(f"{ph['phase']} {mib(g['unexplained'])}/{mib(g['device_used'])}")
-                if g["unexplained"] < -max(0.02 * g["device_used"], 16 * MIB):
+                if g["unexplained"] < -16 * MIB or (g["unexplained"] > 64 * MIB and not g.get("not_understood")):
                     bad.append(f"{a['variant']}/{a['attempt']} pid {p['pid']} {ph['phase']}: over-explained by {mib(-g['unexplained'])} MiB")
             step1 = [ph for ph in p.get("phases", []) if ph["phase"] == "step1"]
             peak = step1[0].get("device_used_peak") if step1 else None

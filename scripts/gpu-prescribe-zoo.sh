@@ -5,7 +5,13 @@
 # cold matrix baseline vs the prescription; (2) a transformers Qwen3
 # (examples/zoo_hf_decoder.py): the matrix baseline vs a prescription made
 # beforehand from tests/fixtures/h200-zoo/hf-decoder-matrix (PRESCRIBED_HF).
-# Then (3) the first-use follow-up for the stream-ordered pool. Each step has
+# Then (3) the first-use follow-up for the stream-ordered pool. Further
+# sections: `fsdp2` (FSDP2 over NCCL, examples/zoo_fsdp2.py: a recording, its
+# prescription, the matrix baseline vs the prescription vs the communicator
+# prewarm), `varlen` (the fla model on packed variable-length sequences: a
+# recording, its prescription, one run with it injected), `cudart` (the
+# runtime's first stream-ordered allocation), `wheel` (the pip wheel in
+# .gpu/wheels installed into a fresh venv runs a real `run`). Each step has
 # its own limit; the call's deadline (DEADLINE_S) skips what no longer fits.
 #
 #   BIN=.gpu/prewarm-doctor OUT=$OUT PRESCRIBED_HF=.gpu/hf-decoder.py scripts/gpu-prescribe-zoo.sh
@@ -58,6 +64,19 @@ if has firstuse; then
   fi
   grep -E '^#|async' "$F" | cut -c1-220
 fi
+if has cudart; then
+  echo "# cudart plain" >> "$OUT/firstuse-3.txt"
+  timeout 30 $PY scripts/gpu_first_use_memory.py cudart >> "$OUT/firstuse-3.txt" 2>&1
+  cut -c1-200 "$OUT/firstuse-3.txt"
+fi
+if has wheel && ls .gpu/wheels/*.whl >/dev/null 2>&1; then
+  echo "=== wheel: a fresh venv (system site packages for torch), pip install, a real run"
+  $PY -m venv --system-site-packages "$WORK/venv" && "$WORK/venv/bin/pip" install -q --no-index .gpu/wheels/*.whl
+  "$WORK/venv/bin/prewarm-doctor" --version
+  ( PATH="$WORK/venv/bin:$PATH"; cd "$WORK" && timeout 90 prewarm-doctor run --out "$WORK/zoo/wheel-run" -- \
+      $PY "$OLDPWD/examples/cublas_first_backward.py" --steps 3 > "$WORK/wheel.stdout" 2> "$WORK/wheel.stderr"; echo "run exit $?"
+    prewarm-doctor report "$WORK/zoo/wheel-run" | sed -n '1,6p' )
+fi
 
 if has hf && [ -n "${PRESCRIBED_HF:-}" ]; then
   cp "$PRESCRIBED_HF" "$WORK/zoo/hf-decoder-prescription.py"
@@ -69,7 +88,24 @@ if has fla && doctor fla-gdn-recording 150 240 -- $PY examples/zoo_fla_gdn.py --
   [ -f "$WORK/zoo/fla-gdn-prescription.py" ] && doctor fla-gdn-prescribed-matrix 200 330 \
     --variant baseline --variant "prescribed:@$WORK/zoo/fla-gdn-prescription.py" -- $PY examples/zoo_fla_gdn.py --steps 3
 fi
+# prove NAME NEED -- CMD...: a cold recording, its prescription, then the
+# matrix baseline vs the prescription (+ EXTRA_VARIANTS) under NAME-*.
+prove() {
+  local name=$1 need=$2; shift 3
+  doctor "$name-recording" "$need" $((need + 60)) -- "$@" || return
+  "$BIN" prescribe "$WORK/zoo/$name-recording" -o "$WORK/zoo/$name-prescription.py" 2>&1 | tail -1
+  [ -f "$WORK/zoo/$name-prescription.py" ] || return
+  if [ -n "${ONLY_INJECT:-}" ]; then
+    doctor "$name-prescribed" "$need" $((need + 60)) --prescribe "$WORK/zoo/$name-prescription.py" -- "$@"
+  else
+    doctor "$name-prescribed-matrix" $((need * 2)) $((need * 3 + 90)) --variant baseline \
+      --variant "prescribed:@$WORK/zoo/$name-prescription.py" ${EXTRA_VARIANTS:-} -- "$@"
+  fi
+}
+has fsdp2 && EXTRA_VARIANTS="--variant nccl_comm:--prewarm-nccl-comm" prove fsdp2 40 -- \
+  $TORCHRUN examples/zoo_fsdp2.py --steps 4 --batch 4096
+has varlen && ONLY_INJECT=1 prove fla-varlen 140 -- $PY examples/zoo_fla_gdn.py --steps 3 --varlen --seq 8192
 find "$WORK/zoo" -type d -name 'cache-*' -prune -exec rm -rf {} +
-(cd "$WORK" && tar czf "$OUT/zoo2.tar.gz" zoo)
+(cd "$WORK" && tar czf "$OUT/${TAR:-zoo2}.tar.gz" zoo)
 ls -la "$OUT"
 echo "=== done, $(left) s left of the deadline"

@@ -7,6 +7,8 @@ each first use, in a fresh process, with nothing else on the GPU.
                   another kernel's first launch, a kernel with local memory, a
                   kernel that uses printf, one that uses device malloc, the
                   first stream-ordered allocation (the default pool)
+  cudart          the CUDA runtime alone (PyTorch's libcudart): the context,
+                  its first stream-ordered allocation, a plain allocation
   torch           PyTorch as a training uses it: the context, the pool's first
                   segment, the first kernel, another kernel, the first cuBLAS
                   matmul forward and backward, a Triton kernel's first launch,
@@ -226,9 +228,39 @@ def torch_stages():
     reading("end", limits=limits())
 
 
+def cudart_stages():
+    """The CUDA runtime (libcudart, as PyTorch loads it), no PyTorch: its
+    first stream-ordered allocation right after the context comes up."""
+    import glob
+    import importlib.util
+
+    s = Stages("cudart")
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations) if spec else []
+    found = [p for r in roots for p in glob.glob(os.path.join(r, "cu*", "lib", "libcudart.so*"))]
+    rt = c.CDLL(found[0] if found else "libcudart.so")
+    rt.cudaMallocAsync.argtypes = [c.c_void_p, c.c_size_t, c.c_void_p]
+    rt.cudaMalloc.argtypes = [c.c_void_p, c.c_size_t]
+    before = nvml_used()
+    s.emit("before_context", used=before, source="nvml")
+    ok(rt.cudaFree(None), "cudaFree(0)")
+    s.emit("context", nvml=nvml_used(), library=found[0] if found else None)
+    for size_mib in (64, 64):
+        p = c.c_void_p()
+        ok(rt.cudaMallocAsync(c.byref(p), size_mib * MIB, None), "cudaMallocAsync")
+        ok(rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        s.emit(f"cudaMallocAsync_{size_mib}MiB")
+    p = c.c_void_p()
+    ok(rt.cudaMalloc(c.byref(p), 64 * MIB), "cudaMalloc")
+    s.emit("cudaMalloc_64MiB")
+    s.emit("end", nvml=nvml_used())
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "torch"
     if mode == "driver":
         driver(sys.argv[2])
+    elif mode == "cudart":
+        cudart_stages()
     else:
         torch_stages()

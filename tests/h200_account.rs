@@ -425,13 +425,24 @@ fn a_communicator_next_to_the_first_launch_keeps_its_kernel_code() {
             / MIB;
         (code, worst)
     };
-    let (base, _) = figures("baseline");
-    let (hand, _) = figures("hand");
-    let (prescribed, worst) = figures("prescribed");
-    assert!((prescribed - base).abs() <= 4.0, "{prescribed} vs {base}");
-    // The hand-written prewarm's two communicators load the code once.
-    assert!((prescribed - hand).abs() <= 4.0, "{prescribed} vs {hand}");
-    assert!(worst <= 8.0, "{worst}");
+    // NCCL's kernel code by the first-use experiment's own readings (same
+    // NCCL, one rank): the first collective's growth less the buffers the
+    // group gave back at its destruction; read to a device page (2 MiB).
+    let mib = |stage: &str| {
+        common::first_use("torch plain default LAZY", stage)["delta_mib"]
+            .as_f64()
+            .unwrap()
+    };
+    let code = mib("nccl_first_collective") + mib("end");
+    for variant in ["baseline", "hand", "prescribed"] {
+        // The hand-written prewarm's two communicators load the code once.
+        let (figure, worst) = figures(variant);
+        assert!(
+            (figure - code).abs() <= 2.0,
+            "{variant}: {figure} vs {code}"
+        );
+        assert!(worst <= OVER_EXPLAINED_MIB, "{variant}: {worst}");
+    }
 }
 
 /// NCCL's out-of-pool allocation in one phase, from its allocation calls.

@@ -1050,7 +1050,10 @@ fn every_block_runs_on_the_ranks_own_device_whatever_the_order_of_set_device() {
         assert_eq!(code, 0, "{out}");
         let group = out.find("GROUP 1 cuda:1").expect(&out);
         let step1 = out.find("STEP1 cuda:1").expect(&out);
-        assert!(out.find("CREATED").unwrap() < group && group < step1, "{order}: {out}");
+        assert!(
+            out.find("CREATED").unwrap() < group && group < step1,
+            "{order}: {out}"
+        );
         let p = of(&events, "prescription");
         assert_eq!(p[0]["failed"], 0, "{order}: {events:?}");
         assert_eq!(p[0]["ran"], serde_json::json!(["nccl:group 1"]), "{order}");

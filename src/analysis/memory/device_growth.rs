@@ -381,7 +381,11 @@ pub(super) fn split_growth(
         given += share;
         out.push((i, share));
     }
-    let mut left = if first_module_known { total - to_growing } else { 0 };
+    let mut left = if first_module_known {
+        total - to_growing
+    } else {
+        0
+    };
     for &i in &first {
         let share = left.min(weight(i));
         left -= share;
