@@ -3,7 +3,7 @@
 //! `comm_group` records, so their communicators are named by their members
 //! (the ranks whose NCCL logs share the commId). Naming after torch's groups
 //! and the missed / needless outcomes are covered by the unit tests in
-//! src/analysis/{comm_groups,verdict_comms}.rs and tests/shim_python.rs.
+//! src/analysis/comm_groups.rs, src/analysis/verdict/comms.rs and tests/shim_python.rs.
 
 mod common;
 
@@ -12,7 +12,7 @@ use prewarm_doctor::analysis::account::NamedBy;
 use prewarm_doctor::analysis::matrix::compare;
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::verdict::VerdictClass;
-use prewarm_doctor::analysis::verdict_comms::GroupOutcome;
+use prewarm_doctor::analysis::verdict::comms::GroupOutcome;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use prewarm_doctor::prewarm::catalog::EventClass;

@@ -6,7 +6,7 @@
 use prewarm_doctor::analysis::account::{PartSource, PhaseAccount, ProcessAccount};
 use prewarm_doctor::analysis::phases::Phase;
 use prewarm_doctor::analysis::summary::{Headline, HeldPart, headline, summary_of};
-use prewarm_doctor::analysis::verdict_costs::costs;
+use prewarm_doctor::analysis::verdict::costs::costs;
 use prewarm_doctor::analysis::{AttemptAccount, analyse_run};
 use prewarm_doctor::load::load_run;
 use proptest::prelude::*;

@@ -65,9 +65,10 @@ fn crosscheck_out_of_pool(name: &str) -> u64 {
 }
 
 /// Every phase end of every process of every attempt in a run folder is
-/// accounted: the parts never claim more than the device holds (remainder
-/// >= -16 MiB, eight device pages), and a remainder above 64 MiB is flagged
-/// not understood (docs/accounting.md); returns the largest remainder seen.
+/// accounted: the parts never claim more than the device holds (remainder at
+/// least -16 MiB, eight device pages), and a remainder above 64 MiB is
+/// flagged not understood (docs/accounting.md); returns the largest
+/// remainder seen.
 fn assert_accounted(path: &Path) -> i64 {
     let mut worst = 0i64;
     for a in attempts(path) {

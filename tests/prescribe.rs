@@ -1067,16 +1067,23 @@ fn every_block_runs_on_the_ranks_own_device_whatever_the_order_of_set_device() {
 #[test]
 fn an_attempt_without_gpu_capture_is_refused_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
-    common::copy_tree(&root().join("tests/fixtures/h200/examples-cublas-baseline"), tmp.path());
+    common::copy_tree(
+        &root().join("tests/fixtures/h200/examples-cublas-baseline"),
+        tmp.path(),
+    );
     for e in walk(tmp.path()) {
-        if e.to_string_lossy().ends_with(".events") && !e.to_string_lossy().ends_with("nvml.events") {
+        if e.to_string_lossy().ends_with(".events") && !e.to_string_lossy().ends_with("nvml.events")
+        {
             std::fs::remove_file(e).unwrap();
         }
     }
     let out = doctor().arg("prescribe").arg(tmp.path()).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(err.contains("attempt default/1 has no GPU capture"), "{err}");
+    assert!(
+        err.contains("attempt default/1 has no GPU capture"),
+        "{err}"
+    );
     assert!(out.stdout.is_empty());
 }
 

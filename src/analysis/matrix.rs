@@ -1,12 +1,12 @@
 //! The A/B comparison: the variants' summaries (`summary.rs`), notes a
-//! reader must know, per prewarm a verdict (`verdict_judge.rs`) and per
-//! process group a communicator verdict (`verdict_comms.rs`). Data only: the
+//! reader must know, per prewarm a verdict (`verdict/judge.rs`) and per
+//! process group a communicator verdict (`verdict/comms.rs`). Data only: the
 //! report layer phrases it.
 
 use super::AttemptAccount;
 use super::summary::{VariantSummary, summarise_variants, variant_order};
+use super::verdict;
 use super::verdict::Verdict;
-use super::verdict_judge;
 use crate::run_folder::meta::RunMeta;
 use serde::Serialize;
 
@@ -37,8 +37,8 @@ pub struct MatrixAccount {
     pub variants: Vec<VariantSummary>,
     pub verdicts: Vec<Verdict>,
     pub notes: Vec<MatrixNote>,
-    /// Communicator prewarms' verdicts per process group (verdict_comms.rs).
-    pub comm_groups: Vec<super::verdict_comms::CommVerdict>,
+    /// Communicator prewarms' verdicts per process group (verdict/comms.rs).
+    pub comm_groups: Vec<super::verdict::comms::CommVerdict>,
 }
 
 /// Builds the comparison of a run's variants. None for a single-variant run.
@@ -58,7 +58,7 @@ pub fn compare(meta: Option<&RunMeta>, attempts: &[AttemptAccount]) -> Option<Ma
     let isolated = !matches!(cache.as_str(), "shared" | "user");
     let variants = summarise_variants(meta, attempts, &order, expected);
     let mut m = judge(baseline, cache, isolated, variants)?;
-    m.comm_groups = super::verdict_comms::comm_verdicts(&m.baseline, &m.variants, attempts);
+    m.comm_groups = super::verdict::comms::comm_verdicts(&m.baseline, &m.variants, attempts);
     Some(m)
 }
 
@@ -99,7 +99,7 @@ fn judge(
     }));
     let verdicts = judged
         .iter()
-        .map(|v| verdict_judge::judge(&base, v, isolated))
+        .map(|v| verdict::judge::judge(&base, v, isolated))
         .collect();
     Some(MatrixAccount {
         baseline,

@@ -23,12 +23,6 @@ pub mod summary;
 pub mod timeline;
 pub mod timeline_build;
 pub mod verdict;
-pub mod verdict_comms;
-pub mod verdict_costs;
-pub mod verdict_judge;
-pub mod verdict_rules;
-#[cfg(test)]
-pub(crate) mod verdict_tests;
 
 use crate::load::{Problem, RunData};
 use account::ProcessAccount;

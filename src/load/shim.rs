@@ -402,6 +402,32 @@ pub fn parse_shim(bytes: &[u8]) -> (ShimLines, Vec<BadLine>) {
     (ShimLines { events, own_time }, bad)
 }
 
+/// A JSON object's members in the order they were written (the shim writes
+/// a call's keyword arguments in the order the call passed them).
+fn ordered_pairs<'de, D>(d: D) -> Result<Vec<(String, serde_json::Value)>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct InOrder;
+    impl<'de> serde::de::Visitor<'de> for InOrder {
+        type Value = Vec<(String, serde_json::Value)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object of keyword arguments")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(pair) = m.next_entry::<String, serde_json::Value>()? {
+                out.push(pair);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(InOrder)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,30 +560,4 @@ mod tests {
         let own: Vec<(u64, u64)> = lines.own_time.iter().map(|o| (o.t, o.own_ns)).collect();
         assert_eq!(own, vec![(5, 200), (9, 300), (12, 450)]);
     }
-}
-
-/// A JSON object's members in the order they were written (the shim writes
-/// a call's keyword arguments in the order the call passed them).
-fn ordered_pairs<'de, D>(d: D) -> Result<Vec<(String, serde_json::Value)>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    struct InOrder;
-    impl<'de> serde::de::Visitor<'de> for InOrder {
-        type Value = Vec<(String, serde_json::Value)>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object of keyword arguments")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut m: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
-            while let Some(pair) = m.next_entry::<String, serde_json::Value>()? {
-                out.push(pair);
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_map(InOrder)
 }

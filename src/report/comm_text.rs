@@ -1,5 +1,5 @@
 //! The words for a communicator prewarm's per-group verdict
-//! (analysis/verdict_comms.rs): one evidence line per process group, added to
+//! (analysis/verdict/comms.rs): one evidence line per process group, added to
 //! the prewarm's verdict evidence, so every format that shows the evidence
 //! (terminal, Markdown, HTML, dashboard) names the groups it moved, missed or
 //! created needlessly; and what NCCL allocated outside every communicator's
@@ -8,7 +8,7 @@
 
 use super::{bytes, seconds};
 use crate::analysis::account::{CommGroup, NamedBy, PhaseAccount};
-use crate::analysis::verdict_comms::{CommVerdict, GroupOutcome, GroupSide, OutsideComms};
+use crate::analysis::verdict::comms::{CommVerdict, GroupOutcome, GroupSide, OutsideComms};
 
 /// Ranks as a short list: `0,1,2` or, for a contiguous run of four or more,
 /// `0-7`.
@@ -152,7 +152,7 @@ fn per_group_lines(v: &CommVerdict) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::verdict_comms::GroupVerdict;
+    use crate::analysis::verdict::comms::GroupVerdict;
 
     fn group(desc: Option<&str>, ranks: &[u32], by: NamedBy, nranks: u32) -> CommGroup {
         CommGroup {

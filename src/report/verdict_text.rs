@@ -12,10 +12,10 @@ use crate::analysis::noise::{Change, Outcome, Quantity};
 use crate::analysis::stats::Stat;
 use crate::analysis::summary::{Exclusion, HeldSource};
 use crate::analysis::verdict::Side;
+use crate::analysis::verdict::costs::Costs;
 use crate::analysis::verdict::{
     ClassComparison, Confidence, LaterComparison, Reason, Recommendation, Verdict, VerdictClass,
 };
-use crate::analysis::verdict_costs::Costs;
 use crate::prewarm::catalog::EventClass;
 
 /// The class as users read it.
@@ -439,7 +439,7 @@ pub fn class_line(v: &Verdict) -> String {
             "{} baseline and {} variant attempt(s): noise from the model in docs/verdicts.md (--repeat {} measures it)",
             a.baseline_step1,
             a.variant_step1,
-            crate::analysis::verdict_rules::RECOMMENDED_REPEAT
+            crate::analysis::verdict::rules::RECOMMENDED_REPEAT
         ),
         Confidence::Unknown => match v.recommendation {
             Some(r) => recommendation_text(r),
@@ -822,7 +822,7 @@ pub fn doctor_in_step1(ph: &PhaseAccount) -> String {
 mod tests {
     use super::*;
     use crate::analysis::account::ContextDetail;
-    use crate::analysis::verdict_tests::{arb_case, buckets_verdict, judge_case, phantom_verdict};
+    use crate::analysis::verdict::tests::{arb_case, buckets_verdict, judge_case, phantom_verdict};
     use proptest::prelude::*;
 
     proptest! {
@@ -895,7 +895,7 @@ mod tests {
     /// that names NCCL among its targets never claims to have moved it.
     #[test]
     fn a_class_left_in_step1_is_named_with_what_is_left() {
-        let v = crate::analysis::verdict_tests::keys_left_verdict();
+        let v = crate::analysis::verdict::tests::keys_left_verdict();
         let said = "Triton autotune: 10 of 13 keys, 13.40 s of 19.30 s still in step 1";
         let text = headline(&v);
         assert!(text.ends_with(&format!("; {said}.")), "{text}");

@@ -1,17 +1,15 @@
 //! Judging one prewarm variant against the baseline: compares the targeted
 //! classes' step-1 and later costs over the attempts that reached step 1,
-//! gathers the costs, and hands the evidence to the rules (`verdict_rules.rs`)
+//! gathers the costs, and hands the evidence to the rules (`rules.rs`)
 //! for a [`Verdict`].
 
-use super::account::ClassCost;
-use super::noise::{Quantity, assess};
-use super::stats::Stat;
-use super::summary::{Headline, VariantSummary};
-use super::verdict::{
-    AttemptCounts, ClassComparison, LaterComparison, Targeted, Verdict, targets_of,
-};
-use super::verdict_costs::costs;
-use super::verdict_rules::{Evidence, classify};
+use super::costs::costs;
+use super::rules::{Evidence, classify};
+use super::{AttemptCounts, ClassComparison, LaterComparison, Targeted, Verdict, targets_of};
+use crate::analysis::account::ClassCost;
+use crate::analysis::noise::{Quantity, assess};
+use crate::analysis::stats::Stat;
+use crate::analysis::summary::{Headline, VariantSummary};
 use crate::prewarm::catalog::EventClass;
 
 /// Attempts that reached step 1.

@@ -4,12 +4,12 @@
 //! docs/verdicts.md, the three issue cases with one and three attempts, and
 //! properties over generated summaries (proptest).
 
-use super::account::{ClassCost, LaterCost};
-use super::noise::Outcome;
-use super::summary::{Headline, HeldPart, HeldSource, VariantSummary, summary_of};
-use super::verdict::Side;
-use super::verdict::{Confidence, Reason, Recommendation, Verdict, VerdictClass};
-use super::verdict_judge::judge;
+use super::Side;
+use super::judge::judge;
+use super::{Confidence, Reason, Recommendation, Verdict, VerdictClass};
+use crate::analysis::account::{ClassCost, LaterCost};
+use crate::analysis::noise::Outcome;
+use crate::analysis::summary::{Headline, HeldPart, HeldSource, VariantSummary, summary_of};
 use crate::prewarm::catalog::EventClass::{self, *};
 use std::collections::BTreeMap;
 
@@ -599,7 +599,11 @@ fn r8_a_targeted_class_left_in_step1_is_partial_whatever_the_others_moved() {
         .class(Compile, 0.0, 0.2, 1)
         .class(LocalMemory, 0.0, 0.0, 0)
         .times(3.0, 185.0);
-    let v = verdict(&targets, &[base.clone()], &[moved.clone()]);
+    let v = verdict(
+        &targets,
+        std::slice::from_ref(&base),
+        std::slice::from_ref(&moved),
+    );
     assert_eq!(v.class, VerdictClass::Works, "{v:#?}");
     // Issue 36: the same, but a replayed key tuned another key than the
     // training's (the prescription says so): never WORKS.

@@ -2,9 +2,16 @@
 //! per targeted class what moved, the costs, the class, a confidence and
 //! structured reasons. The report layer phrases it; nothing here is English.
 
-use super::noise::Change;
-use super::verdict_costs::Costs;
+pub mod comms;
+pub mod costs;
+pub mod judge;
+pub mod rules;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use crate::analysis::noise::Change;
 use crate::prewarm::catalog::{self, EventClass};
+use costs::Costs;
 use serde::Serialize;
 
 /// Which side of the comparison.
@@ -120,7 +127,7 @@ pub enum Reason {
     PrescriptionFailed { failures: u32 },
     /// One targeted class that the baseline has in step 1 did not move
     /// enough: its step-1 bytes or seconds are still present and at least
-    /// [`crate::analysis::verdict_rules::MATERIAL_SHARE`] of the baseline's
+    /// [`crate::analysis::verdict::rules::MATERIAL_SHARE`] of the baseline's
     /// (`share`, the larger of the two), whatever the other classes moved
     /// (R8). `events` are that class's (autotune keys, compiles, ...).
     ClassStillInStep1 {

@@ -1,17 +1,17 @@
 //! A communicator prewarm's verdict per process group: which groups it moved
 //! out of the training steps into setup, which it missed (still created lazily
 //! in a step), and which it created needlessly (groups the baseline never
-//! creates a communicator for). The class-level verdict (verdict_judge.rs) says how
+//! creates a communicator for). The class-level verdict (verdict/judge.rs) says how
 //! much NCCL init left step 1; this says where, so an incomplete prewarm
 //! (the expert or pipeline group it did not know about) or an over-eager one
 //! (a pair group training never uses) is named. Data only; docs/verdicts.md.
 
-use super::AttemptAccount;
-use super::account::{CommAccount, CommGroup, ProcessAccount};
-use super::phases::Phase;
-use super::ranks::{first_highest, is_rank, most_step1_out_of_pool};
-use super::summary::VariantSummary;
-use super::verdict::targets_of;
+use super::targets_of;
+use crate::analysis::AttemptAccount;
+use crate::analysis::account::{CommAccount, CommGroup, ProcessAccount};
+use crate::analysis::phases::Phase;
+use crate::analysis::ranks::{first_highest, is_rank, most_step1_out_of_pool};
+use crate::analysis::summary::VariantSummary;
 use crate::prewarm::catalog::EventClass;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -203,7 +203,7 @@ fn attempt_outside(a: &AttemptAccount) -> OutsideComms {
 
 /// The median of `v` (0 for none), as every summary takes it.
 fn median(v: Vec<f64>) -> f64 {
-    super::stats::Stat::of(&v).map_or(0.0, |s| s.median)
+    crate::analysis::stats::Stat::of(&v).map_or(0.0, |s| s.median)
 }
 
 /// A variant's attempts that count.

@@ -1,11 +1,11 @@
 //! The class of a verdict from its evidence: rules R0-R9 of docs/verdicts.md
 //! §4, in order, each adding its reason.
 
-use super::noise::{Outcome, Quantity, present};
-use super::verdict::{
+use super::{
     AttemptCounts, ClassComparison, Confidence, LaterComparison, Moved, Reason, Recommendation,
     Side, Targeted, VerdictClass,
 };
+use crate::analysis::noise::{Outcome, Quantity, present};
 use crate::prewarm::catalog::EventClass;
 
 /// What the rules look at.
@@ -109,7 +109,7 @@ fn no_data_side(a: &AttemptCounts, step1: bool) -> Option<Side> {
 }
 
 fn moved_of(t: &Targeted, by_class: &[ClassComparison]) -> Moved {
-    let down = |c: &super::noise::Change| if c.is_down() { -c.delta } else { 0.0 };
+    let down = |c: &crate::analysis::noise::Change| if c.is_down() { -c.delta } else { 0.0 };
     let (bytes, seconds) = (down(&t.bytes), down(&t.seconds));
     let mut classes: Vec<EventClass> = by_class
         .iter()
@@ -156,7 +156,7 @@ fn net_memory_loss(held_extra: f64, moved_bytes: f64) -> Option<Reason> {
 /// The share of the baseline's `c` left in the variant when it is material:
 /// present beyond noise on both sides and at least [`MATERIAL_SHARE`] of the
 /// baseline's.
-fn material_left(c: &super::noise::Change) -> Option<f64> {
+fn material_left(c: &crate::analysis::noise::Change) -> Option<f64> {
     let (base, left) = (c.baseline.median, c.variant.median);
     (present(c.quantity, c.baseline)
         && present(c.quantity, c.variant)

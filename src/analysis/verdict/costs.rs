@@ -2,9 +2,9 @@
 //! time, memory held at step-1 end that the baseline did not hold (by source),
 //! communicators, and as context the step-1 time and device peak.
 
-use super::noise::{Change, Quantity, assess};
-use super::stats::Stat;
-use super::summary::{Headline, HeldPart, HeldSource, VariantSummary};
+use crate::analysis::noise::{Change, Quantity, assess};
+use crate::analysis::stats::Stat;
+use crate::analysis::summary::{Headline, HeldPart, HeldSource, VariantSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
