@@ -45,7 +45,13 @@ pub fn torch_pool_cache(message: &str) -> Option<u64> {
 /// back, communicators keep their buffers and code, cuBLAS its handles and
 /// workspaces, modules their code. Autotune scratch is given back.
 pub fn persists(class: EventClass) -> bool {
-    !matches!(class, EventClass::TritonAutotune | EventClass::Compile)
+    match class {
+        EventClass::TritonAutotune | EventClass::Compile => false,
+        EventClass::Cublas
+        | EventClass::LocalMemory
+        | EventClass::NcclComm
+        | EventClass::ModuleLoad => true,
+    }
 }
 
 /// What failed, as data; with the size and source it tells one failure

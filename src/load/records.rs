@@ -65,7 +65,16 @@ pub fn read_process(root: &Path, files: &ProcessFiles, exited_normally: bool) ->
                             r.costs.push(c.clone());
                             r.cost = Some(c)
                         }
-                        _ => {}
+                        // Written by the probe, read by no analysis yet: the
+                        // kernel-record switches, NVTX markers (the shim's
+                        // step markers are read from its own file), NVML
+                        // samples (the doctor's own file, `load_nvml`), and
+                        // kinds from a newer writer (counted by the decoder).
+                        Record::Activity(_)
+                        | Record::Marker(_)
+                        | Record::NvmlDevice(_)
+                        | Record::NvmlProcess(_)
+                        | Record::Unknown { .. } => {}
                     }
                 });
                 // The probe buffers per thread: calls of different threads

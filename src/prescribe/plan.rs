@@ -443,7 +443,9 @@ fn leftovers(processes: &[ProcessInput], p: &mut Plan) {
                     *m = m.max(Move { seconds: w.seconds, bytes: w.bytes });
                     continue;
                 }
-                _ => continue,
+                // Warmed by their blocks (autotune keys with a signature,
+                // cuBLAS dtypes, groups), or listed there with the reason.
+                EventClass::TritonAutotune | EventClass::Cublas | EventClass::NcclComm => continue,
             };
             p.not_replayed.push(NotReplayed {
                 block: block_of(w.class),
@@ -468,6 +470,6 @@ fn block_of(c: EventClass) -> &'static str {
         EventClass::NcclComm => "nccl",
         EventClass::ModuleLoad => "lazy",
         EventClass::LocalMemory => "kernel",
-        _ => "triton",
+        EventClass::TritonAutotune | EventClass::Compile => "triton",
     }
 }

@@ -86,7 +86,7 @@ pub fn later_costs(p: &ProcessAccount) -> BTreeMap<EventClass, LaterCost> {
     for w in p
         .late_warmups
         .iter()
-        .filter(|w| matches!(w.class, EventClass::Cublas | EventClass::ModuleLoad))
+        .filter(|w| placed_by_late_warmups(w.class))
     {
         for s in &w.steps {
             add(w.class, Some(*s));
@@ -117,5 +117,18 @@ pub fn class_of_source(source: &str) -> Option<EventClass> {
         "triton" => Some(EventClass::TritonAutotune),
         "local memory" => Some(EventClass::LocalMemory),
         _ => None,
+    }
+}
+
+/// The classes whose steps 2..N are placed by the late warmups' steps (the
+/// others have their own per-event steps: autotunes, compiles, growths,
+/// communicators).
+fn placed_by_late_warmups(class: EventClass) -> bool {
+    match class {
+        EventClass::Cublas | EventClass::ModuleLoad => true,
+        EventClass::TritonAutotune
+        | EventClass::Compile
+        | EventClass::LocalMemory
+        | EventClass::NcclComm => false,
     }
 }
