@@ -110,3 +110,27 @@ fn every_link_of_the_docs_resolves() {
     assert!(docs >= 10, "{docs} documents under docs/");
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// The examples' documentation says of hf_llama.py's `--prewarm-gdn-autotune`
+/// what the bundled recording's report says (issue 38, item 8): its variant
+/// names no known prewarm, so it is compared but not judged.
+#[test]
+fn the_examples_doc_says_what_the_hf_llama_recording_says() {
+    let report = common::terminal_text(&repo("tests/fixtures/h200/hf-llama-matrix"));
+    // The terminal wraps at 100 columns: compare with the spaces folded.
+    let report = report.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        report.contains(
+            "variant 'gdn_autotune' names no known prewarm (see `prewarm-doctor run --help`): \
+             compared, but not judged"
+        ),
+        "{report}"
+    );
+    let doc = std::fs::read_to_string(repo("docs/examples.md")).unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `examples/hf_llama.py`"))
+        .expect("docs/examples.md has a row for hf_llama.py");
+    assert!(row.contains("compared, but not judged"), "{row}");
+    assert!(!row.contains("NO EFFECT"), "{row}");
+}
