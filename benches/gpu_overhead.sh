@@ -11,7 +11,7 @@
 # add `doctor-modules` to OVERHEAD_MODES for the module-loaded callbacks, off
 # by default), 3 rounds, default allocator (about 6 minutes on an H200); a
 # BREAKDOWN line per part gives the step-1 milliseconds it costs
-# (doctor minus doctor-without-it, medians), the README's table.
+# (doctor minus doctor-without-it, medians), docs/footprint.md's table.
 #
 # Workloads (OVERHEAD_WORKLOADS): `lazy` (benches/gpu_overhead_lazy.py under
 # torchrun, one rank: the training of examples/all_lazy_init.py, whose step 1

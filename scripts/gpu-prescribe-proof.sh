@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU proof of `prewarm-doctor prescribe` (README "Let the doctor write the
-# prewarm"): for each example, record a baseline, write its prescription, then
+# GPU proof of `prewarm-doctor prescribe` (docs/prescribe.md, "Proven on the
+# H200"): for each example, record a baseline, write its prescription, then
 # run the cold A/B matrix baseline vs prescribed vs the hand-written prewarm,
 # print each matrix's verdict headline, and check that the per-step losses
 # (the examples' LOSS lines) are identical with and without the prescription.

@@ -1,4 +1,4 @@
-//! benches/gpu_overhead.sh decides the footprint claims in the README (its
+//! benches/gpu_overhead.sh decides the footprint claims (README, docs/footprint.md; its
 //! PAIRED and TARGET lines), so its own logic is tested here, on a machine
 //! without a GPU: a stand-in doctor (sets the doctor's variables and runs the
 //! command) and a stand-in python (torchrun's agent, or the lazy workload,
@@ -406,11 +406,32 @@ fn the_summary_refuses_to_pool_calls_of_different_shapes() {
     );
 }
 
-/// The README's footprint tables of 2026-12-03 (fourth and fifth sessions)
-/// are what the summary reads off the committed H200 rounds
-/// (tests/fixtures/h200-overhead, 2026-12-03): the figures and their verdicts.
+/// The footprint tables of 2026-12-03 (fourth and fifth sessions; moved from
+/// the README to docs/footprint.md) are what the summary reads off the
+/// committed H200 rounds (tests/fixtures/h200-overhead, 2026-12-03): the
+/// figures and their verdicts, and docs/footprint.md states them.
 #[test]
 fn the_h200_rounds_give_the_readmes_figures() {
+    let doc = std::fs::read_to_string(common::repo("docs/footprint.md")).unwrap();
+    for figure in [
+        "**0.942 (0.912–1.024)**",
+        "0.953 (0.836–1.017)",
+        "1.026 (0.963–1.096)",
+        "0.981 (0.931–1.062)",
+        "1.079 (1.018–1.209)",
+        "0.998 (0.984–1.036)",
+        "1.049 (0.977–1.074)",
+        "1.009 (0.983–1.056)",
+        "**1.002 (0.999–1.003)**",
+        "1.011 (0.994–1.048)",
+        "**1.000 (0.985–1.007)**",
+        "**1.006 (0.942–1.030)**",
+        "**1.002 (0.984–1.028)**",
+        "1.039 (0.981–1.074)",
+        "1.010 (0.984–1.030)",
+    ] {
+        assert!(doc.contains(figure), "docs/footprint.md lacks {figure}");
+    }
     let read = |allocator: &str, files: &[&str]| {
         let files: Vec<PathBuf> = files
             .iter()
@@ -495,6 +516,87 @@ fn fifth_session_figures(read: &dyn Fn(&str, &[&str]) -> String) {
             ),
         "{target}"
     );
+}
+
+/// The README's one footprint table (issue 37: workload x allocator; step 1,
+/// steady, rounds, interval) is the summary of the committed H200 rounds:
+/// per row the rounds, each median (to its three decimals), each 90%
+/// interval and whether TARGET calls it met.
+#[test]
+fn the_readmes_footprint_table_is_the_h200_rounds() {
+    let readme = std::fs::read_to_string(common::repo("README.md")).unwrap();
+    let table = readme
+        .split("## The tool's own footprint")
+        .nth(1)
+        .expect("the README has a footprint section");
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("| workload"))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .collect();
+    let expected: [(&str, &str, &[&str]); 4] = [
+        (
+            "lazy, standard (`--batch 4096`, 3 ms steady step)",
+            "default",
+            &["default.txt"],
+        ),
+        (
+            "lazy, standard",
+            "async",
+            &["async.txt", "async-pinned.txt", "async-2.txt"],
+        ),
+        (
+            "lazy, GPU-bound (`--batch 65536`, 20 ms steady step)",
+            "default",
+            &["default-batch65536.txt"],
+        ),
+        ("lazy, GPU-bound", "async", &["async-batch65536.txt"]),
+    ];
+    assert_eq!(rows.len(), expected.len(), "{rows:#?}");
+    for (row, (workload, allocator, files)) in rows.iter().zip(expected) {
+        let files: Vec<PathBuf> = files
+            .iter()
+            .map(|f| common::repo(&format!("tests/fixtures/h200-overhead/2026-12-03/{f}")))
+            .collect();
+        let out = common::stdout_of_success(&mut summary(allocator, &files));
+        let paired = line(&out, "PAIRED", "mode=doctor ");
+        let target = line(&out, "TARGET", "");
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // | workload | allocator | rounds | step 1 | steady step |
+        assert_eq!(cells[1], workload, "{row}");
+        assert_eq!(cells[2], allocator, "{row}");
+        let rounds = field(paired, "rounds");
+        assert!(
+            cells[3].starts_with(&format!("{rounds}")),
+            "{row}: {paired}"
+        );
+        for (cell, key, target_key) in [
+            (cells[4], "step1_ratio", "step1="),
+            (cells[5], "steady_ratio", "steady="),
+        ] {
+            let median: f64 = cell.split(' ').next().unwrap().parse().unwrap();
+            assert!(
+                (median - field(paired, key)).abs() <= 0.0005 + 1e-9,
+                "{row}: {paired}"
+            );
+            let interval = paired
+                .split(&format!(" {key}_90="))
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .unwrap()
+                .replace('-', "–");
+            assert!(cell.contains(&format!("({interval})")), "{row}: {paired}");
+            let met = target
+                .split(target_key)
+                .nth(1)
+                .and_then(|r| r.split(')').next())
+                .unwrap()
+                .ends_with(": met");
+            assert_eq!(cell.ends_with(": met"), met, "{row}: {target}");
+            assert!(met || cell.ends_with(": not resolved"), "{row}: {target}");
+        }
+    }
 }
 
 /// One call's rounds given twice (or copied into another call's folder)

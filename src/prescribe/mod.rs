@@ -1,6 +1,6 @@
 //! `prewarm-doctor prescribe`: from a recorded run, the Python module that
-//! warms exactly what landed after setup (README "Let the doctor write the
-//! prewarm"). The plan is decided from the account and the shim's replay
+//! warms exactly what landed after setup (docs/prescribe.md, "Let the doctor
+//! write the prewarm"). The plan is decided from the account and the shim's replay
 //! records (plan.rs); the module is rendered from an askama template with
 //! every recorded string written as an escaped Python literal (python.rs).
 

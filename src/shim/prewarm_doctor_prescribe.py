@@ -1,6 +1,6 @@
 """What ``prewarm-doctor prescribe`` needs from a run, and the injection of a
-prescription into a later run (docs/event-format.md, README "Let the doctor
-write the prewarm").
+prescription into a later run (docs/event-format.md, docs/prescribe.md "Let
+the doctor write the prewarm").
 
 Recording (every run under the doctor):
 
@@ -64,7 +64,7 @@ def _key(autotuner, args, kwargs):
 
 # Integer tensors of up to this many elements are recorded with their
 # values (offsets, cu_seqlens, chunk indices: a replay on zeros would describe
-# other work); larger ones are replayed as zeros (docs: README, prescribe).
+# other work); larger ones are replayed as zeros (docs/prescribe.md).
 VALUES_MAX = 4096
 
 

@@ -12,7 +12,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
-/// The keys, as the help panel and the README list them.
+/// The keys, as the help panel and docs/reports.md ("The dashboard") list them.
 pub const KEYS: &[(&str, &str)] = &[
     ("q / Esc", "leave (asks first while a run is going)"),
     ("?", "this help"),
