@@ -1,6 +1,6 @@
 //! The one pipeline from a run folder to the one report model: load it
 //! (src/load), analyse and compare it (src/analysis), build the model
-//! (src/report/model.rs). `report`, `diff`, `prescribe`, the summary printed
+//! (src/report/model/). `report`, `diff`, `prescribe`, the summary printed
 //! at the end of `run` and the dashboard (replay, and live during
 //! `run --tui`) all start from [`Analysed`]; no other place calls the loader,
 //! the analysis and the model builder in sequence, so every view of a run is

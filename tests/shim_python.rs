@@ -830,3 +830,46 @@ fn the_probe_hears_of_the_first_steps_ends_and_of_kernel_records_off() {
         "step_ended 1\nstep_ended 2\nstep_ended 3\nkernel_records 0\nstep_ended 4\nstep_ended 5\n"
     );
 }
+
+/// The shim names its files as crates/events/src/names.rs does for the probe
+/// and the loader: one definition of the per-process file names, and the
+/// shim's spelling of it checked against it (with a RANK and without).
+#[test]
+fn the_shims_file_names_are_the_run_folders() {
+    use prewarm_events::names::*;
+    let py = python().expect("python3 is needed for the shim tests");
+    for rank in [Some("3"), None] {
+        let mut cmd = Command::new(py);
+        cmd.arg("-c")
+            .arg(
+                "import os, prewarm_doctor_events as e\n\
+                 print(os.getpid(), e.process_stem(), e.SHIM_SUFFIX, e.STEPS_SUFFIX, \
+                 e.PRESCRIPTION_ERRORS_PREFIX, e.PRESCRIPTION_ERRORS_SUFFIX)",
+            )
+            .env("PYTHONPATH", shim_dir())
+            .env_remove("RANK");
+        if let Some(r) = rank {
+            cmd.env("RANK", r);
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(f.len(), 6, "{text}{}", String::from_utf8_lossy(&out.stderr));
+        let pid: u32 = f[0].parse().unwrap();
+        assert_eq!(f[1], process_stem(rank, pid));
+        assert_eq!(
+            (f[2], f[3], f[4], f[5]),
+            (
+                SHIM_SUFFIX,
+                STEPS_SUFFIX,
+                PRESCRIPTION_ERRORS_PREFIX,
+                PRESCRIPTION_ERRORS_SUFFIX
+            )
+        );
+        let shim_file = format!("{}{}", f[1], f[2]);
+        assert_eq!(
+            parse_process_file(&shim_file),
+            Some((rank.map(|r| r.parse().unwrap()), pid, true))
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! The per-process account the analysis produces: plain serialisable structs
 //! (phases, memory by source, communicators, autotunes, late warmups, OOM
-//! forensics). The report model (src/report/model.rs), which the renderers
+//! forensics). The report model (src/report/model/), which the renderers
 //! read, is built from them. Byte figures are bytes; times are
 //! seconds relative to the process's start (`_s`) unless named otherwise. The
 //! JSON form is documented in docs/json-schema.md.

@@ -226,22 +226,10 @@ pub fn load_run(root: &Path) -> Result<RunData, LoadError> {
     })
 }
 
-/// Parses `rank-R.pid-P.events` / `proc.pid-P.shim.jsonl` names.
+/// Parses `rank-R.pid-P.events` / `proc.pid-P.shim.jsonl` names
+/// (`prewarm_events::names`, where the probe and the shim get them).
 pub fn parse_process_file_name(name: &str) -> Option<(Option<u32>, u32, bool)> {
-    let (stem, is_shim) = if let Some(s) = name.strip_suffix(".shim.jsonl") {
-        (s, true)
-    } else if let Some(s) = name.strip_suffix(".events") {
-        (s, false)
-    } else {
-        return None;
-    };
-    let (who, pid) = stem.split_once(".pid-")?;
-    let pid = pid.parse().ok()?;
-    let rank = match who {
-        "proc" => None,
-        other => Some(other.strip_prefix("rank-")?.parse().ok()?),
-    };
-    Some((rank, pid, is_shim))
+    prewarm_events::names::parse_process_file(name)
 }
 
 fn load_host(root: &Path, dir: &Path) -> HostData {
@@ -275,7 +263,9 @@ fn load_host(root: &Path, dir: &Path) -> HostData {
                 nccl_files.push(e.path());
                 continue;
             }
-            if name.starts_with("prescription-errors.") && name.ends_with(".txt") {
+            if name.starts_with(prewarm_events::names::PRESCRIPTION_ERRORS_PREFIX)
+                && name.ends_with(prewarm_events::names::PRESCRIPTION_ERRORS_SUFFIX)
+            {
                 problems.extend(prescription_failures(root, &e.path()));
                 continue;
             }
@@ -558,10 +548,11 @@ pub fn read_shim(root: &Path, path: &Path) -> (ShimLines, Vec<Problem>) {
         Err(e) => (ShimLines::default(), vec![unreadable(root, path, &e)]),
     };
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let Some(stem) = name.strip_suffix(".jsonl") else {
+    use prewarm_events::names::{SHIM_SUFFIX, STEPS_SUFFIX};
+    let Some(stem) = name.strip_suffix(SHIM_SUFFIX) else {
         return (lines, problems);
     };
-    let steps = path.with_file_name(format!("{stem}.steps"));
+    let steps = path.with_file_name(format!("{stem}{STEPS_SUFFIX}"));
     let bytes = match std::fs::read(&steps) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (lines, problems),

@@ -8,7 +8,14 @@
 //! <run>/<variant>/<attempt>/<host>/*.shim.steps    warm steps' ends (the step file)
 //! <run>/<variant>/<attempt>/<host>/nvml.events     NVML timeline of this host's GPUs
 //! <run>/<variant>/<attempt>/<host>/nccl.*.log      NCCL INIT debug output
+//! <run>/<variant>/<attempt>/<host>/prescription-errors.*.txt  a prescription's failed items
 //! ```
+//!
+//! The per-process names (`rank-R.pid-P` / `proc.pid-P` and their suffixes)
+//! are `prewarm_events::names`, below the probe that writes the event files,
+//! re-exported here; the shim spells the same (tests/shim_python.rs).
+
+pub use prewarm_events::names::*;
 
 use super::meta::RunMeta;
 use std::path::{Path, PathBuf};

@@ -142,10 +142,24 @@ class untimed:
         return False
 
 
-def _path():
+# The per-process file names, as crates/events/src/names.rs defines them for
+# the probe and the loader (tests/shim_python.rs checks they agree).
+SHIM_SUFFIX = ".shim.jsonl"
+STEPS_SUFFIX = ".shim.steps"
+PRESCRIPTION_ERRORS_PREFIX = "prescription-errors."
+PRESCRIPTION_ERRORS_SUFFIX = ".txt"
+
+
+def process_stem():
+    """`rank-R.pid-P`, or `proc.pid-P` without a RANK: the stem every file of
+    this process shares (the probe's event file too)."""
     rank = os.environ.get("RANK")
-    stem = f"rank-{rank}" if rank not in (None, "") else "proc"
-    return os.path.join(_DIR, f"{stem}.pid-{os.getpid()}.shim.jsonl")
+    who = f"rank-{rank}" if rank not in (None, "") else "proc"
+    return f"{who}.pid-{os.getpid()}"
+
+
+def _path():
+    return os.path.join(_DIR, process_stem() + SHIM_SUFFIX)
 
 
 def emit_ints(event, **fields):
@@ -201,7 +215,7 @@ def _open_step_file(first):
     import mmap
     import struct
 
-    path = _path()[: -len(".jsonl")] + ".steps"
+    path = os.path.join(_DIR, process_stem() + STEPS_SUFFIX)
     os.makedirs(_DIR, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

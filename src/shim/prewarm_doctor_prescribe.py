@@ -32,7 +32,15 @@ import sys
 import threading
 
 from prewarm_doctor_monitor import observe, unobserve
-from prewarm_doctor_events import emit, now, timed, untimed
+from prewarm_doctor_events import (
+    PRESCRIPTION_ERRORS_PREFIX,
+    PRESCRIPTION_ERRORS_SUFFIX,
+    emit,
+    now,
+    process_stem,
+    timed,
+    untimed,
+)
 
 _seen = {}  # id(autotuner) -> set of keys recorded
 _lock = threading.Lock()
@@ -393,8 +401,8 @@ def _fail(block, what, error):
     try:
         directory = os.environ.get("PREWARM_DOCTOR_DIR")
         if directory:
-            rank = os.environ.get("RANK") or "proc"
-            with open(os.path.join(directory, f"prescription-errors.rank-{rank}.pid-{os.getpid()}.txt"), "a") as f:
+            name = PRESCRIPTION_ERRORS_PREFIX + process_stem() + PRESCRIPTION_ERRORS_SUFFIX
+            with open(os.path.join(directory, name), "a") as f:
                 f.write(f"{block}\t{what}\t{type(error).__name__}: {error}\n")
     except Exception:
         pass

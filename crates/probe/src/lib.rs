@@ -185,10 +185,11 @@ fn initialise() {
     let Some(dir) = var(env::DIR) else { return };
     let pid = std::process::id();
     let rank = var("RANK");
-    let file_name = match &rank {
-        Some(r) => format!("rank-{r}.pid-{pid}.events"),
-        None => format!("proc.pid-{pid}.events"),
-    };
+    let file_name = format!(
+        "{}{}",
+        prewarm_events::names::process_stem(rank.as_deref(), pid),
+        prewarm_events::names::EVENTS_SUFFIX
+    );
     if std::fs::create_dir_all(&dir).is_err() {
         return;
     }

@@ -57,7 +57,7 @@ fn assert_clean_capture(records: &[Record]) {
         .collect();
     assert!(bad.is_empty(), "unexpected notices: {bad:?}");
     // The report tells this notice from the ones it shows by how it begins
-    // (src/analysis/process.rs, CAPTURE_ACTIVE).
+    // (src/analysis/process/facts.rs, CAPTURE_ACTIVE).
     assert!(
         notices(records)
             .iter()

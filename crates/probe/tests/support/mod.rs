@@ -1,5 +1,5 @@
 //! The probe's CPU harness: builds the stand-in libcupti/libcuda (C, in
-//! `tests/stand_in/`) and a program that plays a CUDA application against
+//! `crates/probe/tests/stand_in/`) and a program that plays a CUDA application against
 //! them, then runs that program with the real probe cdylib injected through
 //! `CUDA_INJECTION64_PATH` (the stand-in cuInit loads it like the driver does)
 //! and without it. Shared by the harness tests and the callback-cost bench.
