@@ -54,7 +54,7 @@ def main():
     if args.prewarm_cublas:
         prewarm_cublas(model)
     if args.prewarm_nccl_comm:
-        common.warm_groups(dev, [None])
+        common.warm_groups(dev, [dist.group.WORLD])
     gen = torch.Generator(device=dev).manual_seed(1 + int(os.environ.get("RANK", "0")))
     seq = 1024
     tokens = torch.randint(0, 32000, (max(1, args.batch // seq), seq), device=dev, generator=gen)

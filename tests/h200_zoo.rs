@@ -272,3 +272,83 @@ fn the_first_use_runs_agree_with_the_scripts_own_readings() {
         assert_eq!(nccl, delta(section, "nccl_first_collective"), "{run}");
     }
 }
+
+/// flash-linear-attention on packed variable-length sequences: its kernels
+/// take integer index tensors. The recording keeps their values (the
+/// script's own sequence cuts, `cu_seqlens`, and the chunk indices made from
+/// them); the prescription replays them, all 13 keys are tuned before step
+/// 1 and none in it, no item failed, and the losses the script prints are
+/// the recording's to the last digit.
+#[test]
+fn variable_length_kernels_are_replayed_with_their_recorded_offsets() {
+    let seq = 8192u64;
+    let cuts = [0, seq / 5, seq / 2, seq - seq / 7, seq];
+    let text = std::fs::read_to_string(common::repo(
+        "tests/fixtures/h200-prescriptions/zoo-fla-varlen.py",
+    ))
+    .unwrap();
+    let cu = format!(
+        "'values': [{}]",
+        cuts.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert!(text.contains(&cu), "the script's own cuts, {cu}");
+    assert!(
+        text.contains("['chunk_indices', {'tensor': {"),
+        "chunk indices recorded"
+    );
+    let events = common::shim_events(&host("fla-varlen-prescribed", "default/1"));
+    let p = events.iter().find(|e| e["ev"] == "prescription").unwrap();
+    assert_eq!(p["failed"], 0);
+    let (tuned, _) = autotunes(&host("fla-varlen-prescribed", "default/1"));
+    let (recorded, calls) = autotunes(&host("fla-varlen-recording", "default/1"));
+    assert_eq!(calls.len(), 13);
+    assert_eq!(
+        tuned
+            .iter()
+            .map(|(k, _)| k.clone())
+            .collect::<BTreeSet<_>>(),
+        calls
+    );
+    assert!(tuned.iter().all(|(_, setup)| *setup) && recorded.iter().all(|(_, setup)| !setup));
+    let loss = |run: &str| losses(run).concat();
+    assert_eq!(loss("fla-varlen-recording"), loss("fla-varlen-prescribed"));
+}
+
+/// FSDP2 over NCCL (one rank; the loss averaged over ranks is the default
+/// group's first collective, in step 1). The prescription warms the group
+/// and cuBLAS: WORKS. The zoo script's own communicator prewarm first passed
+/// `None` for the default group, which its warm-up helper skips: it ran no
+/// collective (NCCL's own log holds the one communicator init, as the
+/// baseline's), and the verdict said so — NO EFFECT, enabled but moved
+/// nothing. Fixed to pass the group: WORKS.
+#[test]
+fn fsdp2s_communicator_prewarm_is_judged_by_what_it_did() {
+    let m = matrix("fsdp2-prescribed-matrix");
+    assert_eq!(verdict(&m, "prescribed").class, VerdictClass::Works);
+    let noop = verdict(&m, "nccl_comm");
+    assert_eq!(noop.class, VerdictClass::NoEffect);
+    assert!(noop.reasons.iter().any(|r| matches!(
+        r,
+        prewarm_doctor::analysis::verdict::Reason::MovedNothing { .. }
+    )));
+    let inits = |run: &str, attempt: &str| -> usize {
+        std::fs::read_dir(host(run, attempt))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains("nccl."))
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .matches("Init COMPLETE")
+                    .count()
+            })
+            .sum()
+    };
+    assert_eq!(inits("fsdp2-prescribed-matrix", "nccl_comm/1"), 1);
+    assert_eq!(inits("fsdp2-prescribed-matrix", "baseline/1"), 1);
+    let fixed = matrix("fsdp2-nccl-matrix");
+    assert_eq!(verdict(&fixed, "nccl_comm").class, VerdictClass::Works);
+}
