@@ -1,6 +1,7 @@
 //! Command-line parsing. clap turns arguments into these structs; `main`
 //! converts them into plain configuration for the core, which never prints.
 
+use crate::report::format::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -202,44 +203,16 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// Output formats of `report`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    /// Human-readable summary.
-    Text,
-    /// The versioned JSON account (docs/json-schema.md).
-    Json,
-    /// Markdown for pull requests; also appended to $GITHUB_STEP_SUMMARY when that is set.
-    Md,
-    /// Tidy CSV, one measurement per row.
-    Csv,
-    /// One self-contained HTML file with charts; opens offline.
-    Html,
-    /// PNG charts, one file per chart, into the folder given with -o.
-    Png,
-    /// Chrome trace-event JSON for ui.perfetto.dev.
-    Perfetto,
-}
-
-/// Output formats of `diff`: the ones a comparison has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DiffFormatArg {
-    /// Human-readable comparison.
-    Text,
-    /// The comparison as JSON (docs/json-schema.md).
-    Json,
-    /// Markdown for pull requests; also appended to $GITHUB_STEP_SUMMARY when that is set.
-    Md,
-}
-
-impl From<DiffFormatArg> for FormatArg {
-    fn from(f: DiffFormatArg) -> FormatArg {
-        match f {
-            DiffFormatArg::Text => FormatArg::Text,
-            DiffFormatArg::Json => FormatArg::Json,
-            DiffFormatArg::Md => FormatArg::Md,
-        }
-    }
+/// `diff`'s formats: the ones a comparison has (`Format::diffable`).
+fn diff_format() -> impl clap::builder::TypedValueParser<Value = Format> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(
+        Format::ALL
+            .into_iter()
+            .filter(|f| f.diffable())
+            .filter_map(|f| f.to_possible_value()),
+    )
+    .map(|name: String| Format::from_str(&name, false).expect("a possible value names a format"))
 }
 
 #[derive(Debug, Args)]
@@ -247,8 +220,8 @@ pub struct ReportArgs {
     /// A run directory written by `prewarm-doctor run`.
     pub run: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
-    pub format: FormatArg,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Write to this file instead of standard output (`-`: standard output; the folder must
     /// exist); for png: the folder for the charts.
     #[arg(long, short)]
@@ -271,8 +244,8 @@ pub struct DiffArgs {
     /// The later run directory.
     pub new: PathBuf,
     /// Output format (for CSV, HTML, PNG or a Perfetto trace, run `report --format F` on each run).
-    #[arg(long, value_enum, default_value_t = DiffFormatArg::Text)]
-    pub format: DiffFormatArg,
+    #[arg(long, value_parser = diff_format(), default_value = "text")]
+    pub format: Format,
     /// Exit with code 11 when this holds for the new run relative to the old, e.g. 'step1_peak>+5%'. Repeatable.
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,

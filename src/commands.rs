@@ -8,15 +8,13 @@ use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
 use crate::capture::matrix::{AttemptResult, MatrixPlan, run_matrix};
 use crate::capture::{CaptureError, default_host_tag};
 use crate::cli::{
-    CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, FormatArg, PrescribeArgs, ReportArgs,
-    RunArgs, TuiArgs,
+    CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, PrescribeArgs, ReportArgs, RunArgs, TuiArgs,
 };
 use crate::injection::{Assets, cache_root, extract_assets, find_cupti, run_check, selftest_child};
 use crate::output::{self, OutputError, write_diff, write_report};
 use crate::pipeline::{Analysed, DiffInputs, end_of_run_summary};
 use crate::prewarm::variants::{self, VariantError};
 use crate::report::escape::{terminal, terminal_block};
-use crate::report::format::Format;
 use crate::report::renderer::ReportError;
 use crate::report::seconds;
 use crate::report::select::Selection;
@@ -452,30 +450,18 @@ fn report_damage(lines: &[String]) -> bool {
     !lines.is_empty()
 }
 
-fn format(f: FormatArg) -> Format {
-    match f {
-        FormatArg::Text => Format::Text,
-        FormatArg::Json => Format::Json,
-        FormatArg::Md => Format::Md,
-        FormatArg::Csv => Format::Csv,
-        FormatArg::Html => Format::Html,
-        FormatArg::Png => Format::Png,
-        FormatArg::Perfetto => Format::Perfetto,
-    }
-}
-
 /// The flags of `report` that a format cannot honour, as the usage error
 /// that says what to do instead.
 fn report_usage_error(args: &ReportArgs) -> Option<String> {
-    let tells = matches!(args.format, FormatArg::Text | FormatArg::Md);
-    let f = format!("{:?}", args.format).to_lowercase();
+    let tells = args.format.tells_a_selection();
+    let f = args.format.name();
     if !tells && (args.attempt.is_some() || args.all) {
         let flag = if args.all { "--all" } else { "--attempt" };
         return Some(format!(
             "{flag} chooses the attempts the text and Markdown reports tell; --format {f} always holds every attempt (drop {flag}, or use --format text or md)"
         ));
     }
-    output::refuse_destination(format(args.format), args.output.as_deref())
+    output::refuse_destination(args.format, args.output.as_deref())
 }
 
 fn report(args: ReportArgs) -> i32 {
@@ -498,12 +484,7 @@ fn report(args: ReportArgs) -> i32 {
     let damage = run.damage_lines();
     let summaries = run.summaries();
     let model = run.into_model();
-    match write_report(
-        format(args.format),
-        &model,
-        selection,
-        args.output.as_deref(),
-    ) {
+    match write_report(args.format, &model, selection, args.output.as_deref()) {
         Ok(()) => {}
         Err(e @ OutputError::Report(ReportError::NoSuchAttempt(_))) => {
             output::error(e);
@@ -553,7 +534,7 @@ fn diff(args: DiffArgs) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    if let Err(e) = write_diff(format(args.format.into()), &inputs.diff()) {
+    if let Err(e) = write_diff(args.format, &inputs.diff()) {
         output::error(e);
         return exit::DOCTOR_FAILED;
     }

@@ -7,6 +7,7 @@ mod common;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
+use prewarm_doctor::report::format::Format;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -93,7 +94,12 @@ fn a_closed_stderr_and_stdout_never_replace_the_commands_exit_code() {
 
 #[test]
 fn report_into_a_closed_pipe_exits_with_the_code_it_would_have_had() {
-    for format in ["json", "text", "md", "csv", "perfetto", "html"] {
+    // Every format that writes to standard output (PNG refuses stdout).
+    for format in Format::ALL
+        .into_iter()
+        .filter(|f| *f != Format::Png)
+        .map(Format::name)
+    {
         let out = raw_doctor(&["report", "reports/h200-matrix", "--format", format])
             .stdout(closed_pipe())
             .stderr(Stdio::piped())
@@ -141,11 +147,16 @@ fn with_reader_gone_after_one_byte(args: &[&str]) -> (Option<i32>, String) {
 
 #[test]
 fn every_output_to_a_reader_that_leaves_after_one_byte_exits_0() {
-    let mut cases: Vec<Vec<&str>> = ["text", "json", "md", "csv", "html", "perfetto"]
-        .iter()
-        .map(|f| vec!["report", "reports/h200-matrix", "--format", f])
+    let mut cases: Vec<Vec<&str>> = Format::ALL
+        .into_iter()
+        .filter(|f| *f != Format::Png)
+        .map(|f| vec!["report", "reports/h200-matrix", "--format", f.name()])
         .collect();
-    for f in ["text", "json", "md"] {
+    for f in Format::ALL
+        .into_iter()
+        .filter(|f| f.diffable())
+        .map(Format::name)
+    {
         cases.push(vec![
             "diff",
             "reports/h200-matrix",

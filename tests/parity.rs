@@ -33,7 +33,8 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::{Path, PathBuf};
 
-/// Where a fact must be found.
+/// Where a fact must be found: a report format that states facts to a
+/// reader, or the dashboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Terminal,
@@ -42,6 +43,39 @@ enum Format {
     Dashboard,
     Png,
     Perfetto,
+}
+
+/// The surface each report format is checked as (None: JSON and CSV, the
+/// machine formats, checked against the schema and their own tests). A new
+/// format of `report` makes the compiler ask for it here.
+fn surface(f: prewarm_doctor::report::format::Format) -> Option<Format> {
+    use prewarm_doctor::report::format::Format as F;
+    match f {
+        F::Text => Some(Format::Terminal),
+        F::Md => Some(Format::Markdown),
+        F::Html => Some(Format::Html),
+        F::Png => Some(Format::Png),
+        F::Perfetto => Some(Format::Perfetto),
+        F::Json | F::Csv => None,
+    }
+}
+
+#[test]
+fn every_report_format_that_states_facts_is_a_checked_surface() {
+    let checked: Vec<Format> = prewarm_doctor::report::format::Format::ALL
+        .into_iter()
+        .filter_map(surface)
+        .collect();
+    assert_eq!(
+        checked,
+        [
+            Format::Terminal,
+            Format::Markdown,
+            Format::Html,
+            Format::Png,
+            Format::Perfetto
+        ]
+    );
 }
 
 const TEXT: &[Format] = &[

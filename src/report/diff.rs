@@ -318,13 +318,24 @@ impl<'a> Diff<'a> {
         o
     }
 
-    /// Writes the comparison in `format` to `out`: JSON, Markdown, or (any
-    /// other format) the terminal text, each escaped for where it is read.
+    /// Writes the comparison in `format` to `out`: the terminal text, JSON or
+    /// Markdown, each escaped for where it is read; a format a comparison
+    /// does not have (`Format::diffable`) is an error, never another format.
     pub fn render(&self, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         match format {
+            Format::Text => out.write_all(super::escape::terminal_block(&self.text()).as_bytes()),
             Format::Json => out.write_all(&super::escape::json_controls(&self.json())),
             Format::Md => out.write_all(self.markdown().as_bytes()),
-            _ => out.write_all(super::escape::terminal_block(&self.text()).as_bytes()),
+            Format::Csv | Format::Html | Format::Png | Format::Perfetto => {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "diff has no {} format (text, json or md; run `report --format {}` on each run)",
+                        format.name(),
+                        format.name()
+                    ),
+                ))
+            }
         }
     }
 

@@ -5,23 +5,69 @@ use super::png::PngChart;
 use super::renderer::Renderer;
 use super::select::Selection;
 
-/// Every format of `report`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Every format of `report`: the one list the CLI (`--format`, its help
+/// from these comments), the renderers, `diff` and the tests read; a new
+/// variant makes the compiler ask each of them for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// The terminal summary.
+    /// Human-readable summary.
     Text,
     /// The versioned JSON account (docs/json-schema.md).
     Json,
-    /// Markdown for pull requests and job summaries.
+    /// Markdown for pull requests; also appended to $GITHUB_STEP_SUMMARY when that is set.
     Md,
     /// Tidy CSV, one measurement per row.
     Csv,
-    /// One self-contained HTML file.
+    /// One self-contained HTML file with charts; opens offline.
     Html,
-    /// A folder of PNG charts.
+    /// PNG charts, one file per chart, into the folder given with -o.
     Png,
     /// Chrome trace-event JSON for ui.perfetto.dev.
     Perfetto,
+}
+
+impl Format {
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: [Format; 7] = [
+        Format::Text,
+        Format::Json,
+        Format::Md,
+        Format::Csv,
+        Format::Html,
+        Format::Png,
+        Format::Perfetto,
+    ];
+
+    /// Whether `diff` has this format (a comparison is text, JSON or
+    /// Markdown; charts, tables and traces are one run's).
+    pub fn diffable(self) -> bool {
+        match self {
+            Format::Text | Format::Json | Format::Md => true,
+            Format::Csv | Format::Html | Format::Png | Format::Perfetto => false,
+        }
+    }
+
+    /// Whether the format tells only the attempts a selection picks (the
+    /// text and Markdown reports); the others hold every attempt.
+    pub fn tells_a_selection(self) -> bool {
+        match self {
+            Format::Text | Format::Md => true,
+            Format::Json | Format::Csv | Format::Html | Format::Png | Format::Perfetto => false,
+        }
+    }
+
+    /// The name `--format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Md => "md",
+            Format::Csv => "csv",
+            Format::Html => "html",
+            Format::Png => "png",
+            Format::Perfetto => "perfetto",
+        }
+    }
 }
 
 /// What a format renders: one stream of bytes, or one page per chart.
