@@ -80,7 +80,7 @@ pub fn run_epilogue() -> String {
             (None, None) => String::new(),
         };
         let targets: Vec<&str> = p.targets.iter().map(|c| c.label()).collect();
-        t.push_str(&format!("  {} ({}{how})\n", p.name, p.framework));
+        t.push_str(&format!("  {} ({}{how})\n", p.name, p.framework.label()));
         let about = format!("{}; targets {}", p.description, targets.join(", "));
         // Wrapped here, indented: clap re-wraps long lines flush left.
         let mut line = String::new();

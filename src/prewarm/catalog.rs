@@ -40,11 +40,34 @@ impl EventClass {
     }
 }
 
+/// Who ships a prewarm: how a variant names it (a recipe flag, an
+/// environment switch, the prescription file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framework {
+    /// NeMo AutoModel's `prewarm:` recipe keys (`--prewarm.KEY true`).
+    NemoAutoModel,
+    /// This repository's examples (`--prewarm-NAME`, `PREWARM_NAME=1`).
+    Examples,
+    /// A prescription written by `prewarm-doctor prescribe`.
+    Prescribe,
+}
+
+impl Framework {
+    /// Its name as users know it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Framework::NemoAutoModel => "NeMo AutoModel",
+            Framework::Examples => "prewarm-doctor examples",
+            Framework::Prescribe => "prewarm-doctor prescribe",
+        }
+    }
+}
+
 /// A known prewarm.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Prewarm {
     pub name: &'static str,
-    pub framework: &'static str,
+    pub framework: Framework,
     pub description: &'static str,
     pub targets: &'static [EventClass],
     /// Command-line flag that enables it (recipe override), if any.
@@ -59,7 +82,7 @@ use EventClass::*;
 pub const CATALOG: &[Prewarm] = &[
     Prewarm {
         name: "cublas_backward",
-        framework: "NeMo AutoModel",
+        framework: Framework::NemoAutoModel,
         description: "tiny cuBLAS forward+backward matmul per dtype (fp32, bf16) at setup",
         targets: &[Cublas],
         flag: Some("--prewarm.cublas_backward"),
@@ -67,7 +90,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "fla_gdn_autotune",
-        framework: "NeMo AutoModel",
+        framework: Framework::NemoAutoModel,
         description: "warm flash-linear-attention gated-delta-net Triton autotune caches per model shape: the context-parallel backward kernels (pre-process, state merge) launched directly, then a tiny end-to-end forward+backward",
         targets: &[TritonAutotune, LocalMemory, Compile],
         flag: Some("--prewarm.fla_gdn_autotune"),
@@ -75,7 +98,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "mamba_ssd_autotune",
-        framework: "NeMo AutoModel",
+        framework: Framework::NemoAutoModel,
         description: "warm Mamba SSD Triton autotune caches per mixer shape (local CP geometry) with a tiny end-to-end forward+backward",
         targets: &[TritonAutotune, LocalMemory, Compile],
         flag: Some("--prewarm.mamba_ssd_autotune"),
@@ -83,7 +106,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "comm_groups",
-        framework: "NeMo AutoModel",
+        framework: Framework::NemoAutoModel,
         description: "one-element all-reduce per group grad-norm clipping reduces over: every non-Replicate mesh dim of each DTensor parameter group, plus the pp mesh",
         targets: &[NcclComm],
         flag: Some("--prewarm.comm_groups"),
@@ -91,7 +114,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "dry_run",
-        framework: "NeMo AutoModel",
+        framework: Framework::NemoAutoModel,
         description: "one side-effect-free forward+backward of the model at setup (RNG, buffers, router state restored; skipped with pipeline parallelism)",
         targets: &[
             Cublas,
@@ -106,7 +129,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "cublas",
-        framework: "prewarm-doctor examples",
+        framework: Framework::Examples,
         description: "tiny fwd+bwd per dtype at setup",
         targets: &[Cublas],
         flag: Some("--prewarm-cublas"),
@@ -114,7 +137,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "cp_kernels",
-        framework: "prewarm-doctor examples",
+        framework: Framework::Examples,
         description: "launch the context-parallel path's Triton kernel directly at setup (examples/context_parallel.py)",
         targets: &[TritonAutotune, LocalMemory, Compile],
         flag: Some("--prewarm-cp-kernels"),
@@ -122,7 +145,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "triton_autotune",
-        framework: "prewarm-doctor examples",
+        framework: Framework::Examples,
         description: "run the autotuned Triton kernel on every model shape at setup",
         targets: &[TritonAutotune, LocalMemory, Compile],
         flag: Some("--prewarm-triton-autotune"),
@@ -130,7 +153,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "pipeline_stage_compile",
-        framework: "prewarm-doctor examples",
+        framework: Framework::Examples,
         description: "each pipeline stage's forward+backward once, locally, at setup (examples/pipeline_pp.py)",
         targets: &[Compile, ModuleLoad, Cublas, TritonAutotune, LocalMemory],
         flag: Some("--prewarm-pipeline-stage-compile"),
@@ -138,7 +161,7 @@ pub const CATALOG: &[Prewarm] = &[
     },
     Prewarm {
         name: "nccl_comm",
-        framework: "prewarm-doctor examples",
+        framework: Framework::Examples,
         description: "one tiny all-reduce per process group at setup (and a send/recv per pipeline link)",
         targets: &[NcclComm],
         flag: Some("--prewarm-nccl-comm"),
@@ -152,7 +175,7 @@ pub const CATALOG: &[Prewarm] = &[
 /// which out-of-memory projections try one by one).
 pub const PRESCRIBED: Prewarm = Prewarm {
     name: "prescribed",
-    framework: "prewarm-doctor prescribe",
+    framework: Framework::Prescribe,
     description: "the prescription `prewarm-doctor prescribe` wrote from a recorded run, injected by the shim",
     targets: &[Cublas, TritonAutotune, LocalMemory, Compile, NcclComm],
     flag: None,
@@ -258,7 +281,7 @@ mod tests {
     fn example_prewarms_follow_the_examples_naming() {
         for p in CATALOG
             .iter()
-            .filter(|p| p.framework == "prewarm-doctor examples")
+            .filter(|p| p.framework == Framework::Examples)
         {
             assert_eq!(
                 p.flag,
@@ -269,7 +292,10 @@ mod tests {
                 Some(format!("PREWARM_{}", p.name.to_uppercase()).as_str())
             );
         }
-        for p in CATALOG.iter().filter(|p| p.framework == "NeMo AutoModel") {
+        for p in CATALOG
+            .iter()
+            .filter(|p| p.framework == Framework::NemoAutoModel)
+        {
             assert_eq!(p.flag, Some(format!("--prewarm.{}", p.name).as_str()));
         }
     }

@@ -133,7 +133,9 @@ fn nemo_keys(name: &str) -> Result<Option<Vec<&str>>, VariantError> {
     let Some(list) = name.strip_prefix("nemo-automodel:") else {
         return Ok(None);
     };
-    let nemo = |n: &str| catalog::find(n).is_some_and(|p| p.framework == "NeMo AutoModel");
+    let nemo = |n: &str| {
+        catalog::find(n).is_some_and(|p| p.framework == catalog::Framework::NemoAutoModel)
+    };
     let keys: Vec<&str> = list
         .split(',')
         .map(str::trim)
@@ -145,7 +147,7 @@ fn nemo_keys(name: &str) -> Result<Option<Vec<&str>>, VariantError> {
     if let Some(bad) = keys.iter().find(|k| !nemo(k)) {
         let known: Vec<&str> = CATALOG
             .iter()
-            .filter(|p| p.framework == "NeMo AutoModel")
+            .filter(|p| p.framework == catalog::Framework::NemoAutoModel)
             .map(|p| p.name)
             .collect();
         return Err(VariantError::UnknownNemoKey {
