@@ -34,13 +34,11 @@ pub use incomplete::*;
 pub use markers::*;
 pub use matrix::*;
 
-/// Version of the model's serialised form (for the dashboard and tests).
-pub const MODEL_VERSION: u32 = 1;
-
-/// Everything a report shows.
-#[derive(Debug, Clone, Serialize)]
+/// Everything a report shows: built once, read by every renderer and the
+/// dashboard (it is not serialised itself: the JSON renderer writes the
+/// versioned account of docs/json-schema.md).
+#[derive(Debug, Clone)]
 pub struct ReportModel {
-    pub model_version: u32,
     pub run: RunInfo,
     /// One sentence per prewarm (matrix) or per attempt (single runs).
     pub headline: Vec<HeadlineSentence>,
@@ -50,7 +48,6 @@ pub struct ReportModel {
     pub incomplete: Vec<IncompleteData>,
     /// The comparison as the analysis made it, for the JSON account
     /// (docs/json-schema.md keeps its layout); the other formats read `matrix`.
-    #[serde(skip)]
     pub matrix_account: Option<MatrixAccount>,
 }
 
@@ -287,7 +284,6 @@ impl ReportModel {
                 .collect(),
         };
         ReportModel {
-            model_version: MODEL_VERSION,
             run,
             headline,
             matrix,
