@@ -13,7 +13,7 @@ use assert_cmd::Command;
 use prewarm_events::{Record, encode_record, read_file_bytes};
 use std::path::{Path, PathBuf};
 
-const HOSTILE: &str = "=k\u{1b}[31mred\u{1b}[0m\u{1b}]8;;http://evil.example/\u{7}click\u{1b}]8;;\u{7}\u{7}\rOVERWRITE\nFORGED LINE | cell | <b>bold</b> `code` *em* _u_ [l](http://x) \u{9b}2J\u{202e}desrever\u{7f}";
+const HOSTILE: &str = "=k\u{1b}[31mred\u{1b}[0m\u{1b}]8;;http://evil.example/\u{7}click\u{1b}]8;;\u{7}\u{7}\rOVERWRITE\nFORGED LINE | cell | <b>bold</b> `code` *em* _u_ [l](http://x) \u{9b}2J\u{202e}desrever\u{7f}\u{61c}\u{200e}\u{200f}\u{2028}\u{2029}";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -140,7 +140,16 @@ fn assert_inert(what: &str, bytes: &[u8]) {
             .chars()
             .filter(|&c| {
                 (c.is_control() && c != '\t')
-                    || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+                    || matches!(
+                        c,
+                        '\u{202a}'..='\u{202e}'
+                            | '\u{2066}'..='\u{2069}'
+                            | '\u{61c}'
+                            | '\u{200e}'
+                            | '\u{200f}'
+                            | '\u{2028}'
+                            | '\u{2029}'
+                    )
             })
             .collect();
         assert!(bad.is_empty(), "{what}: line {} has {bad:?}: {line}", i + 1);

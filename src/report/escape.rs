@@ -19,7 +19,40 @@ use std::fmt::Write;
 /// that make a terminal show text in another order than it is.
 pub fn is_unsafe(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{061c}' | '\u{2028}' | '\u{2029}')
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// The same policy for pictures and pages (SVG, HTML), where a character is
+/// replaced rather than spelled out: a C0 control becomes its Unicode control
+/// picture (ESC shows as ␛), DEL ␡, every other unsafe character (C1
+/// controls, bidirectional marks, overrides and isolates, line and paragraph
+/// separators) the replacement character. Tab and newlines stay: markup
+/// shows them as spaces.
+pub fn inert(c: char) -> char {
+    match c {
+        '\t' | '\n' | '\r' => c,
+        '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
+        '\u{7f}' => '\u{2421}',
+        c if is_unsafe(c) => '\u{fffd}',
+        c => c,
+    }
+}
+
+/// A command line's words quoted as a POSIX shell needs them, joined by
+/// spaces, not yet escaped for a destination: the one quoting every format
+/// shows a command with.
+pub fn shell_words(words: &[String]) -> String {
+    let quoted: Vec<Cow<str>> = words.iter().map(|w| shell_word(w)).collect();
+    quoted.join(" ")
 }
 
 /// The visible form of an unsafe character.
@@ -69,8 +102,7 @@ pub fn terminal_block(s: &str) -> Cow<'_, str> {
 /// A command line as one line of text: words quoted like a shell would need
 /// them (so word boundaries stay visible), then escaped for the terminal.
 pub fn command_line(words: &[String]) -> String {
-    let quoted: Vec<Cow<str>> = words.iter().map(|w| shell_word(w)).collect();
-    terminal(&quoted.join(" ")).into_owned()
+    terminal(&shell_words(words)).into_owned()
 }
 
 /// A word as a POSIX shell would need it: as is when it only has characters

@@ -481,10 +481,7 @@ fn run_lines(r: &RunInfo) -> Vec<KeyValue> {
     some("name", r.name.clone());
     some(
         "command",
-        (!r.command.is_empty()).then(|| {
-            shlex::try_join(r.command.iter().map(String::as_str))
-                .unwrap_or_else(|_| r.command.join(" "))
-        }),
+        (!r.command.is_empty()).then(|| super::escape::shell_words(&r.command)),
     );
     some("started", r.created.clone());
     some("cache mode", r.cache.clone());

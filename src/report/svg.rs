@@ -27,22 +27,7 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// A character that cannot change how text around it is shown: C0/C1
-/// controls become their Unicode control pictures (ESC shows as ␛), and
-/// bidirectional overrides a replacement character.
-pub fn inert(c: char) -> char {
-    match c {
-        '\t' | '\n' | '\r' => c,
-        '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
-        '\u{7f}' => '\u{2421}',
-        '\u{80}'..='\u{9f}'
-        | '\u{200e}'
-        | '\u{200f}'
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}' => '\u{fffd}',
-        c => c,
-    }
-}
+pub use super::escape::inert;
 
 /// One marker as an SVG element with its hover text.
 fn glyph_svg(out: &mut String, g: &Glyph) {
