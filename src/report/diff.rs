@@ -324,7 +324,7 @@ impl<'a> Diff<'a> {
     pub fn render(&self, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         match format {
             Format::Text => out.write_all(super::escape::terminal_block(&self.text()).as_bytes()),
-            Format::Json => out.write_all(&super::escape::json_controls(&self.json())),
+            Format::Json => out.write_all(&self.json()),
             Format::Md => out.write_all(self.markdown().as_bytes()),
             Format::Csv | Format::Html | Format::Png | Format::Perfetto => {
                 Err(std::io::Error::new(
@@ -368,7 +368,8 @@ impl<'a> Diff<'a> {
             old_matrix: self.old_matrix,
             new_matrix: self.new_matrix,
         };
-        let mut v = serde_json::to_vec_pretty(&doc).expect("serialises");
+        let mut v = Vec::new();
+        super::escape::write_json_pretty(&mut v, &doc).expect("serialises");
         v.push(b'\n');
         v
     }

@@ -163,141 +163,82 @@ pub fn csv_field(s: &str) -> Cow<'_, str> {
     }
 }
 
-/// JSON bytes with every control character, DEL, C1 control, line/paragraph
-/// separator and bidirectional control written as a `\uXXXX` escape. Such
-/// characters only occur inside JSON strings and the escape decodes to the
-/// same character, so the data is unchanged while no raw control reaches a
-/// terminal that shows the file.
-pub fn json_controls(json: &[u8]) -> Cow<'_, [u8]> {
-    let mut out = Vec::with_capacity(json.len());
-    let mut w = JsonControls::new(&mut out);
-    if std::io::Write::write_all(&mut w, json).is_err() || out == json {
-        return Cow::Borrowed(json);
-    }
-    Cow::Owned(out)
-}
+/// JSON written with [`write_json_pretty`] carries every unsafe character
+/// ([`is_unsafe`]) of its strings as a `\uXXXX` escape, at the source: the
+/// escape decodes to the same character, so the data is unchanged while no
+/// raw control, bidirectional mark or separator reaches a terminal that shows
+/// the file. serde_json escapes quotes, backslashes and C0 controls itself;
+/// this formatter the rest, in the fragments it hands over.
+struct InertFormatter(serde_json::ser::PrettyFormatter<'static>);
 
-/// [`json_controls`] as a writer: JSON written through it reaches `inner`
-/// with the unsafe characters inside its strings escaped, in one pass and
-/// without holding the document (a large run's account is hundreds of MB).
-/// `"` and `\` are ASCII and never part of a multi-byte character, so the
-/// string state is followed byte by byte; a character split between two
-/// writes is held until its last byte arrives.
-pub struct JsonControls<W: std::io::Write> {
-    inner: W,
-    in_string: bool,
-    escaped: bool,
-    /// The bytes so far of a multi-byte character inside a string.
-    partial: [u8; 4],
-    partial_len: usize,
-    /// Bytes still missing from `partial`.
-    need: usize,
-}
-
-impl<W: std::io::Write> JsonControls<W> {
-    /// Wraps `inner`.
-    pub fn new(inner: W) -> Self {
-        JsonControls {
-            inner,
-            in_string: false,
-            escaped: false,
-            partial: [0; 4],
-            partial_len: 0,
-            need: 0,
-        }
-    }
-
-    /// One whole character inside a string: as it is, or as `\uXXXX`.
-    fn character(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        match std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|t| t.chars().next())
-        {
-            Some(c) if is_unsafe(c) => {
+impl serde_json::ser::Formatter for InertFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if is_unsafe(c) {
+                w.write_all(&fragment.as_bytes()[start..i])?;
                 let mut units = [0u16; 2];
                 for u in c.encode_utf16(&mut units) {
-                    write!(self.inner, "\\u{u:04x}")?;
+                    write!(w, "\\u{u:04x}")?;
                 }
-                Ok(())
+                start = i + c.len_utf8();
             }
-            _ => self.inner.write_all(bytes),
         }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
     }
 }
 
-/// How many bytes a UTF-8 character starting with `lead` has.
-fn utf8_len(lead: u8) -> usize {
-    match lead {
-        0xc0..=0xdf => 2,
-        0xe0..=0xef => 3,
-        0xf0..=0xf7 => 4,
-        _ => 1,
-    }
-}
-
-impl<W: std::io::Write> std::io::Write for JsonControls<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut i = 0;
-        let mut run = 0;
-        while i < buf.len() {
-            let b = buf[i];
-            if self.need > 0 {
-                self.partial[self.partial_len] = b;
-                self.partial_len += 1;
-                self.need -= 1;
-                i += 1;
-                run = i;
-                if self.need == 0 {
-                    let whole = self.partial;
-                    self.character(&whole[..self.partial_len])?;
-                    self.partial_len = 0;
-                }
-                continue;
-            }
-            if !self.in_string {
-                self.in_string = b == b'"';
-                i += 1;
-                continue;
-            }
-            if self.escaped {
-                self.escaped = false;
-                i += 1;
-                continue;
-            }
-            match b {
-                b'\\' => self.escaped = true,
-                b'"' => self.in_string = false,
-                0x00..=0x1f | 0x7f => {
-                    self.inner.write_all(&buf[run..i])?;
-                    self.character(&[b])?;
-                    run = i + 1;
-                }
-                0x80..=0xff => {
-                    let len = utf8_len(b);
-                    self.inner.write_all(&buf[run..i])?;
-                    if i + len <= buf.len() {
-                        self.character(&buf[i..i + len])?;
-                    } else {
-                        let have = buf.len() - i;
-                        self.partial[..have].copy_from_slice(&buf[i..]);
-                        self.partial_len = have;
-                        self.need = len - have;
-                    }
-                    i += len;
-                    run = i.min(buf.len());
-                    continue;
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-        self.inner.write_all(&buf[run.min(buf.len())..])?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
+/// `value` as pretty-printed JSON into `out`, as it is serialised (a large
+/// run's account is hundreds of MB), its strings' unsafe characters escaped.
+pub fn write_json_pretty<T: serde::Serialize + ?Sized>(
+    out: &mut dyn std::io::Write,
+    value: &T,
+) -> serde_json::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(
+        out,
+        InertFormatter(serde_json::ser::PrettyFormatter::new()),
+    );
+    value.serialize(&mut ser)
 }
 
 #[cfg(test)]
@@ -373,34 +314,19 @@ mod tests {
 
     #[test]
     fn json_keeps_its_data_and_loses_its_raw_controls() {
-        let value = serde_json::json!({ "kernel": HOSTILE, "plain": "x" });
-        let raw = serde_json::to_vec(&value).unwrap();
-        let safe = json_controls(&raw);
-        let text = std::str::from_utf8(&safe).unwrap();
-        assert!(!text.chars().any(is_unsafe), "{text}");
-        let back: serde_json::Value = serde_json::from_slice(&safe).unwrap();
+        let value = serde_json::json!({ "kernel": HOSTILE, "list": ["\u{2066}x\u{85}", "é\\\"", "\u{200e}\u{2029}"] });
+        let mut out = Vec::new();
+        write_json_pretty(&mut out, &value).unwrap();
+        let text = std::str::from_utf8(&out).unwrap();
+        // The layout's newlines are the only raw controls left.
+        assert!(!text.chars().any(|c| c != '\n' && is_unsafe(c)), "{text}");
+        assert!(text.contains('\n'), "the layout's newlines stay");
+        let back: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(back, value);
-        let plain = serde_json::to_vec(&serde_json::json!({"a": "b"})).unwrap();
-        assert!(matches!(json_controls(&plain), Cow::Borrowed(_)));
-    }
-
-    /// Written in pieces of every size (characters split between writes),
-    /// pretty-printed (newlines outside strings stay), the result is the same.
-    #[test]
-    fn json_written_in_pieces_is_escaped_the_same() {
-        let value = serde_json::json!({ "kernel": HOSTILE, "list": ["\u{2066}x\u{85}", "é\\\""] });
-        let raw = serde_json::to_vec_pretty(&value).unwrap();
-        let whole = json_controls(&raw).into_owned();
-        assert!(whole.contains(&b'\n'), "the layout's newlines stay");
-        for piece in 1..8 {
-            let mut out = Vec::new();
-            let mut w = JsonControls::new(&mut out);
-            for chunk in raw.chunks(piece) {
-                std::io::Write::write_all(&mut w, chunk).unwrap();
-            }
-            assert_eq!(out, whole, "pieces of {piece}");
-        }
-        let back: serde_json::Value = serde_json::from_slice(&whole).unwrap();
-        assert_eq!(back, value);
+        // Plain data is what serde_json writes.
+        let plain = serde_json::json!({"a": ["b", 1]});
+        let mut out = Vec::new();
+        write_json_pretty(&mut out, &plain).unwrap();
+        assert_eq!(out, serde_json::to_vec_pretty(&plain).unwrap());
     }
 }

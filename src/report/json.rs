@@ -2,7 +2,7 @@
 //! docs/json-schema.md and described by docs/report.schema.json. Bump
 //! SCHEMA_VERSION on any incompatible change.
 
-use super::escape::JsonControls;
+use super::escape::write_json_pretty;
 use super::model::{AttemptView, IncompleteData, ReportModel};
 use super::renderer::{Renderer, ReportError};
 use crate::analysis::account::ProcessAccount;
@@ -113,8 +113,8 @@ impl Renderer for Json {
                 .collect(),
         };
         // Written as it is serialised: a large run's account is hundreds of MB.
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, JsonControls::new(out));
-        serde_json::to_writer_pretty(&mut w, &doc).map_err(|e| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
+        write_json_pretty(&mut w, &doc).map_err(|e| {
             if e.is_io() {
                 ReportError::Io(e.into())
             } else {
