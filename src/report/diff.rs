@@ -250,7 +250,7 @@ impl<'a> Diff<'a> {
         );
         for line in self.opening() {
             for l in
-                super::verdict_text::wrap(&super::escape::terminal(&line), "   ", "     ", WIDTH)
+                super::text_layout::wrap(&super::escape::terminal(&line), "   ", "     ", WIDTH)
             {
                 let _ = writeln!(o, "{l}");
             }
@@ -277,7 +277,7 @@ impl<'a> Diff<'a> {
                 }
             }
         }
-        for line in super::verdict_text::wrap(NOISE_FOOTNOTE, "   ", "     ", WIDTH) {
+        for line in super::text_layout::wrap(NOISE_FOOTNOTE, "   ", "     ", WIDTH) {
             let _ = writeln!(o, "{line}");
         }
         o

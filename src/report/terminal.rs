@@ -266,13 +266,13 @@ fn rank_table(o: &mut String, a: &AttemptView) {
 /// (starting with `indent`, the separator left at the end of the line before)
 /// if it fits there, else word by word.
 fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<String> {
-    let width = |t: &str| t.chars().count();
+    let width = textwrap::core::display_width;
     let mut lines = Vec::new();
     let mut line = head.to_string();
     if width(head) > WIDTH / 2 {
         // A long head (it names a kernel): wrapped by words first.
         let lead: String = head.chars().take_while(|c| *c == ' ').collect();
-        let mut wrapped = super::verdict_text::wrap(head, &lead, indent, WIDTH);
+        let mut wrapped = super::text_layout::wrap(head, &lead, indent, WIDTH);
         line = wrapped.pop().unwrap_or_default();
         if head.ends_with(' ') {
             line.push(' ');
@@ -302,7 +302,7 @@ fn wrap_items(head: &str, items: &[String], sep: &str, indent: &str) -> Vec<Stri
             line.push(' ');
         }
         let room = WIDTH.saturating_sub(width(indent) + 2).max(1);
-        for (k, word) in super::verdict_text::words(item, room).iter().enumerate() {
+        for (k, word) in super::text_layout::words(item, room).iter().enumerate() {
             let space = if k == 0 { "" } else { " " };
             if width(&line) + width(space) + width(word) > WIDTH && width(line.trim()) > 0 {
                 lines.push(line.trim_end().to_string());

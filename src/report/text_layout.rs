@@ -123,10 +123,65 @@ impl Table {
     }
 }
 
+/// Word-wraps `text` to `width` display columns (wide and combining
+/// characters counted as a terminal shows them): `first` before the first
+/// line, `rest` before the others; lines filled greedily, a word wider than
+/// a line cut to fit. A `first` wider than half the line (a variant named
+/// with all its prewarms) is wrapped as words too, so it never squeezes the
+/// words after it into one character per line.
+pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
+    use textwrap::{Options, WordSeparator, WordSplitter, WrapAlgorithm};
+    if textwrap::core::display_width(first) > width / 2 && !first.trim().is_empty() {
+        let lead: String = first.chars().take_while(|c| *c == ' ').collect();
+        return wrap(&format!("{} {text}", first.trim()), &lead, rest, width);
+    }
+    let text = text
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let options = Options::new(width.max(1))
+        .initial_indent(first)
+        .subsequent_indent(rest)
+        .word_separator(WordSeparator::AsciiSpace)
+        .word_splitter(WordSplitter::NoHyphenation)
+        .wrap_algorithm(WrapAlgorithm::FirstFit)
+        .break_words(true);
+    let lines: Vec<String> = textwrap::wrap(&text, options)
+        .into_iter()
+        .map(|l| l.into_owned())
+        .collect();
+    if lines.is_empty() {
+        vec![first.to_string()]
+    } else {
+        lines
+    }
+}
+
+/// The words of `text`, a word wider than `room` display columns cut into
+/// pieces that fit (a kernel name; figures are never that long).
+pub fn words(text: &str, room: usize) -> Vec<String> {
+    let room = room.max(1);
+    let mut out = Vec::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let mut piece = String::new();
+        for c in word.chars() {
+            let mut buf = [0u8; 4];
+            let w = textwrap::core::display_width(c.encode_utf8(&mut buf));
+            if !piece.is_empty() && textwrap::core::display_width(&piece) + w > room {
+                out.push(std::mem::take(&mut piece));
+            }
+            piece.push(c);
+        }
+        out.push(piece);
+    }
+    out
+}
+
 /// Writes `text` word-wrapped at [`WIDTH`]: `first` before the first line,
 /// `rest` before the others.
 pub fn print_text(o: &mut String, text: &str, first: &str, rest: &str) {
-    for line in super::verdict_text::wrap(text, first, rest, WIDTH) {
+    for line in wrap(text, first, rest, WIDTH) {
         let _ = writeln!(o, "{line}");
     }
 }
@@ -172,5 +227,51 @@ mod tests {
         let md = sample().markdown();
         assert!(md.starts_with("| variant | step-1 peak |\n| --- | ---: |\n"));
         assert!(md.contains("| a\\|b | 968.3 MiB |"));
+    }
+
+    #[test]
+    fn wraps_at_the_width_with_a_hanging_indent() {
+        let lines = wrap("aaa bbb ccc ddd", "  - ", "    ", 12);
+        assert_eq!(lines, vec!["  - aaa bbb", "    ccc ddd"]);
+        assert!(lines.iter().all(|l| l.len() <= 12));
+        assert_eq!(
+            wrap("averyveryverylongword", "- ", "  ", 8),
+            vec!["- averyv", "  eryver", "  ylongw", "  ord"]
+        );
+    }
+
+    #[test]
+    fn a_head_wider_than_the_line_never_collapses_to_a_character_per_line() {
+        let head = format!("   all [{}]: ", ["cublas_backward"; 6].join(", "));
+        let lines = wrap(
+            "INCONCLUSIVE (cannot be judged on this run)",
+            &head,
+            "     ",
+            100,
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("INCONCLUSIVE (cannot be judged")),
+            "{lines:#?}"
+        );
+        // A long first prefix leaves every word whole.
+        let lines = wrap("averyveryverylongword x", "- a long lead: ", "  ", 24);
+        assert_eq!(lines, ["- a long lead:", "  averyveryverylongword", "  x"]);
+    }
+
+    /// Width is what a terminal shows: a CJK character takes two columns, a
+    /// combining accent none (counting chars put 8 wide characters, 16
+    /// columns, on a line of 10).
+    #[test]
+    fn wraps_by_display_width() {
+        let lines = wrap("核函数名称很长 x", "", "", 10);
+        assert!(
+            lines.iter().all(|l| textwrap::core::display_width(l) <= 10),
+            "{lines:?}"
+        );
+        let accented = "e\u{301}e\u{301}e\u{301}e\u{301}e\u{301} ab";
+        assert_eq!(wrap(accented, "", "", 8), [accented]);
     }
 }

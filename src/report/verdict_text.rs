@@ -753,50 +753,6 @@ pub fn note_texts(notes: &[MatrixNote]) -> Vec<String> {
     first
 }
 
-/// The words of `text`, a word wider than `room` columns cut into pieces
-/// that fit (a kernel name; figures are never that long).
-pub fn words(text: &str, room: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let chars: Vec<char> = word.chars().collect();
-        for piece in chars.chunks(room.max(1)) {
-            out.push(piece.iter().collect());
-        }
-    }
-    out
-}
-
-/// Word-wraps `text` to `width` columns: `first` before the first line,
-/// `rest` before the others. A word wider than a line is cut to fit. A
-/// `first` wider than half the line (a variant named with all its prewarms)
-/// is wrapped as words too, so it never squeezes the words after it into
-/// one character per line.
-pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
-    if first.chars().count() > width / 2 && !first.trim().is_empty() {
-        let lead: String = first.chars().take_while(|c| *c == ' ').collect();
-        return wrap(&format!("{} {text}", first.trim()), &lead, rest, width);
-    }
-    let mut lines = Vec::new();
-    let mut line = first.to_string();
-    let mut empty = true;
-    let room = width.saturating_sub(first.chars().count().max(rest.chars().count()));
-    for word in words(text, room) {
-        let word = word.as_str();
-        let fits = line.chars().count() + 1 + word.chars().count() <= width;
-        if !empty && !fits {
-            lines.push(std::mem::replace(&mut line, rest.to_string()));
-            empty = true;
-        }
-        if !empty {
-            line.push(' ');
-        }
-        line.push_str(word);
-        empty = false;
-    }
-    lines.push(line);
-    lines
-}
-
 /// The doctor's own time in step 1, as every format says it. The probe's
 /// callbacks and the shim's hooks run inside the training's calls, so they
 /// are inside step 1's time and its parts (the training waited for them),
@@ -938,37 +894,5 @@ mod tests {
         assert_eq!(steps_text(&[2]), "step 2");
         assert_eq!(steps_text(&[2, 3, 5]), "steps 2, 3 and 5");
         assert_eq!(steps_text(&[]), "steps 2..N");
-    }
-
-    #[test]
-    fn wraps_at_the_width_with_a_hanging_indent() {
-        let lines = wrap("aaa bbb ccc ddd", "  - ", "    ", 12);
-        assert_eq!(lines, vec!["  - aaa bbb", "    ccc ddd"]);
-        assert!(lines.iter().all(|l| l.len() <= 12));
-        assert_eq!(
-            wrap("averyveryverylongword", "- ", "  ", 8),
-            vec!["- averyv", "  eryver", "  ylongw", "  ord"]
-        );
-    }
-
-    #[test]
-    fn a_head_wider_than_the_line_never_collapses_to_a_character_per_line() {
-        let head = format!("   all [{}]: ", ["cublas_backward"; 6].join(", "));
-        let lines = wrap(
-            "INCONCLUSIVE (cannot be judged on this run)",
-            &head,
-            "     ",
-            100,
-        );
-        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:#?}");
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("INCONCLUSIVE (cannot be judged")),
-            "{lines:#?}"
-        );
-        // A long first prefix leaves every word whole.
-        let lines = wrap("averyveryverylongword x", "- a long lead: ", "  ", 24);
-        assert_eq!(lines, ["- a long lead:", "  averyveryverylongword", "  x"]);
     }
 }

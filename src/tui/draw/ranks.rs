@@ -26,7 +26,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let width = usize::from(area.width.max(20));
     let notes: Vec<String> = notes(attempt)
         .iter()
-        .flat_map(|n| crate::report::verdict_text::wrap(n, "", "  ", width))
+        .flat_map(|n| crate::report::text_layout::wrap(n, "", "  ", width))
         .collect();
     let extra = (spread.len() + notes.len()) as u16;
     let [table, below] = Layout::vertical([
