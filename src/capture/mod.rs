@@ -65,22 +65,12 @@ pub struct AttemptOutcome {
     pub exit: ChildExit,
 }
 
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: writes at most buf.len() bytes.
-    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } != 0 {
-        return "unknown-host".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
 /// The default host tag: $PREWARM_DOCTOR_HOST or the hostname.
 pub fn default_host_tag() -> String {
     std::env::var("PREWARM_DOCTOR_HOST")
         .ok()
         .filter(|v| !v.is_empty())
-        .unwrap_or_else(hostname)
+        .unwrap_or_else(prewarm_events::host::hostname)
 }
 
 /// Arguments as text for run metadata and messages (bytes that are not UTF-8
@@ -334,7 +324,7 @@ fn host_meta(
         schema: META_SCHEMA,
         doctor_version: env!("CARGO_PKG_VERSION").to_string(),
         host: plan.dir.host.clone(),
-        hostname: hostname(),
+        hostname: prewarm_events::host::hostname(),
         variant: plan.dir.variant.clone(),
         attempt: plan.dir.attempt.clone(),
         command: redact_args(&lossy(&plan.command)),

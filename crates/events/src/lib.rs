@@ -11,6 +11,7 @@
 pub mod clock;
 mod codec;
 mod file;
+pub mod host;
 pub mod names;
 mod record;
 

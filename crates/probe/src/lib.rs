@@ -153,16 +153,6 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes.
-    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } != 0 {
-        return "unknown-host".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
 fn own_path() -> String {
     dynlib::path_of_address(InitializeInjection as extern "C" fn() -> i32 as usize)
         .map(|(p, _)| p)
@@ -224,7 +214,7 @@ fn initialise() {
         Err(_) => ("none".to_string(), true),
     };
 
-    let host = var(env::HOST).unwrap_or_else(hostname);
+    let host = var(env::HOST).unwrap_or_else(prewarm_events::host::hostname);
     let pid_s = pid.to_string();
     let ppid_s = std::os::unix::process::parent_id().to_string();
     let start_s = now_ns().to_string();
