@@ -167,5 +167,10 @@ fn notes(a: &AttemptView) -> Vec<String> {
             .as_ref()
             .and_then(crate::report::missing_ranks_line),
     );
+    // Untrusted text (a probe's notice quotes a driver's words): its control
+    // characters shown as escapes, as the terminal report shows them.
     notes
+        .into_iter()
+        .map(|n| crate::report::escape::terminal(&n).into_owned())
+        .collect()
 }
