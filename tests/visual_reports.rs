@@ -188,6 +188,7 @@ fn the_bundled_matrix_renders_in_every_format_within_its_budgets() {
     let m = model_of(&repo("reports/h200-matrix"), "reports/h200-matrix");
     let html = html_of(&m);
     assert!(html.len() <= 2 << 20, "HTML is {} bytes", html.len());
+    let html = common::html_as_read(&html);
     assert!(network_refs(&html).is_empty());
     for needle in [
         "cublas (works): moved 128.3 MiB",
@@ -432,4 +433,66 @@ fn the_waterfalls_and_timelines_of_one_report_share_one_unit() {
             .iter()
             .any(|b| b.text.starts_with("CUDA context (incl."))
     );
+}
+
+/// The page's text nodes, tags out (`<wbr>` kept as the break it is), the
+/// style sheet, the charts and the title left out.
+fn text_nodes(html: &str) -> Vec<String> {
+    let skip = regex::Regex::new(r"(?s)<(svg|style|title)[ >].*?</(svg|style|title)>").unwrap();
+    let html = skip.replace_all(html, "<x>");
+    let tag = regex::Regex::new(r"<(?:wbr|[^>]*)>").unwrap();
+    let mut out = Vec::new();
+    let mut last = 0;
+    for m in tag.find_iter(&html) {
+        out.push(html[last..m.start()].to_string());
+        out.push(if m.as_str() == "<wbr>" {
+            "\u{200b}".into() // marks the break opportunity
+        } else {
+            "\n".into() // another element (inline ones taken apart too)
+        });
+        last = m.end();
+    }
+    out.push(html[last..].to_string());
+    out.join("").split('\n').map(str::to_string).collect()
+}
+
+/// Issue 38: table cells broke inside words ("128.0 M / iB", "torc / h
+/// pool", "16.309 / s"). On every recording, the HTML's text may wrap only
+/// at spaces: no style breaks words anywhere, no figure can be parted from
+/// its unit, and no run of text without a break is wider than a column can
+/// be (paths and URLs break after their separators).
+#[test]
+fn html_text_wraps_only_between_words_on_every_recording() {
+    let unit_apart =
+        regex::Regex::new(r"\d (?:B|KiB|MiB|GiB|TiB|ns|µs|ms|s)(?:[^\p{L}\p{N}]|$)").unwrap();
+    for run in common::recordings() {
+        let html = html_of(&model_of(&run, "fixture"));
+        let css = &html[html.find("<style>").unwrap()..html.find("</style>").unwrap()];
+        for breaking in ["break-all", "anywhere", "word-break"] {
+            assert!(!css.contains(breaking), "the style sheet has {breaking:?}");
+        }
+        let mut longest = String::new();
+        for text in text_nodes(&html) {
+            let text = text.replace("&amp;", "&");
+            assert!(
+                !unit_apart.is_match(&text),
+                "{}: a figure can be parted from its unit: {text:?}",
+                run.display()
+            );
+            // What cannot break: runs between spaces, <wbr> and hyphens.
+            for piece in text.split(|c: char| c.is_ascii_whitespace() || c == '\u{200b}') {
+                for run in piece.split_inclusive('-') {
+                    if run.chars().count() > longest.chars().count() {
+                        longest = run.to_string();
+                    }
+                }
+            }
+        }
+        // 60 characters of monospace are 450 px: half the page.
+        assert!(
+            longest.chars().count() <= 60,
+            "{}: {longest:?} cannot break",
+            run.display()
+        );
+    }
 }

@@ -711,6 +711,9 @@ impl Renderer for Html {
         // Control characters and bidirectional overrides anywhere on the
         // page (kernel names, commands) are made visible and inert.
         let html: String = html.chars().map(inert).collect();
+        // Text wraps at spaces only: a figure stays with its unit, a long
+        // path breaks after its separators.
+        let html = super::html_breaks::wrap_only_between_words(&html);
         out.write_all(html.as_bytes())?;
         Ok(())
     }
