@@ -496,3 +496,67 @@ fn html_text_wraps_only_between_words_on_every_recording() {
         );
     }
 }
+
+/// The rows of one section's first table: each row's cells as text.
+fn section_rows(html: &str, id: &str) -> Vec<Vec<String>> {
+    let html = common::html_as_read(html);
+    let start = html.find(&format!("<h2 id=\"{id}\"")).unwrap();
+    let body = &html[start + 4..];
+    let body = &body[..body.find("<h2").unwrap_or(body.len())];
+    let cell = regex::Regex::new(r"(?s)<t[dh][^>]*>(.*?)</t[dh]>").unwrap();
+    let tag = regex::Regex::new(r"<[^>]*>").unwrap();
+    body.split("<tr")
+        .skip(1)
+        .map(|row| {
+            cell.captures_iter(row)
+                .map(|c| tag.replace_all(&c[1], "").replace("&#39;", "'"))
+                .collect()
+        })
+        .collect()
+}
+
+/// Issue 38: the headline of oom-nccl-baseline said "3 warmup(s) still land
+/// after setup" over a table of 2 (the text's "and 1 more under 50.0 ms"
+/// was missing). On every recording, the late-warmups table accounts for
+/// every warmup of each process it lists: its rows plus the N of its "and N
+/// more" line are the process's late warmups, the count its headline gives.
+#[test]
+fn the_late_warmups_table_accounts_for_every_warmup_it_stands_for() {
+    let more = regex::Regex::new(r"and (\d+) more under").unwrap();
+    let mut remainders = 0;
+    for run in common::recordings() {
+        let m = model_of(&run, "fixture");
+        let rows = section_rows(&html_of(&m), "late");
+        for v in m.variants() {
+            let Some((a, r)) = m.representative(v) else {
+                continue;
+            };
+            let place = format!("{}, {}", a.id(), r.label);
+            let mine: Vec<&Vec<String>> = rows.iter().filter(|c| c[0] == place).collect();
+            let folded: usize = mine
+                .iter()
+                .filter_map(|c| more.captures(&c[1]))
+                .map(|c| c[1].parse::<usize>().unwrap())
+                .sum();
+            remainders += usize::from(folded > 0);
+            let listed = mine.iter().filter(|c| c.len() == 6).count();
+            assert_eq!(
+                listed + folded,
+                r.late_warmups().len(),
+                "{}: {place}: {mine:?}",
+                run.display()
+            );
+        }
+    }
+    assert!(remainders > 0, "no recording has minor warmups to fold");
+    // The single run's headline count is the table's.
+    let m = model_of(&repo("tests/fixtures/h200/oom-nccl-baseline"), "oom");
+    let html = common::html_as_read(&html_of(&m));
+    assert!(html.contains("3 warmup(s) still land after setup"));
+    assert!(
+        html.contains(
+            "<td colspan=\"5\">and 1 more under 50.0 ms / 1.0 MiB each (24.7 ms, 0 B in all)</td>"
+        ),
+        "the text's remainder line is in the table"
+    );
+}

@@ -140,6 +140,9 @@ struct WhatIf {
 
 struct LateLine {
     place: String,
+    /// The line that stands for the rank's minor warmups ("and 1 more under
+    /// 50.0 ms / 1.0 MiB each (…)"), in `what`; the other cells empty.
+    remainder: bool,
     class: String,
     what: String,
     when: String,
@@ -435,6 +438,7 @@ fn late_lines(model: &ReportModel) -> Vec<LateLine> {
             };
             out.push(LateLine {
                 place: place(a, r),
+                remainder: false,
                 class: w.class.label().to_string(),
                 what: format!("{}{keys}", text.what),
                 when: super::phase_word(r.no_step(), w.phase, w.step),
@@ -448,6 +452,23 @@ fn late_lines(model: &ReportModel) -> Vec<LateLine> {
                 } else {
                     String::new()
                 },
+            });
+        }
+        // The minor ones, folded into one line as the text says them.
+        if let Some(line) = super::minor_warmups_line(r.late_warmups()) {
+            let only = r.late_warmups().iter().all(|w| w.minor);
+            out.push(LateLine {
+                place: place(a, r),
+                remainder: true,
+                class: String::new(),
+                what: if only {
+                    format!("only minor ones: {line}")
+                } else {
+                    line
+                },
+                when: String::new(),
+                seconds: String::new(),
+                bytes: String::new(),
             });
         }
     }
