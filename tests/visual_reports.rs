@@ -560,3 +560,54 @@ fn the_late_warmups_table_accounts_for_every_warmup_it_stands_for() {
         "the text's remainder line is in the table"
     );
 }
+
+/// Issue 38: the out-of-memory message was printed twice, in Exceptions and
+/// in Out-of-memory forensics. On every recording, each exception that a
+/// forensic stands for has its message on the page once (the forensic's
+/// row), and its row in Exceptions links to that forensic's row.
+#[test]
+fn an_out_of_memory_message_is_printed_once_and_referred_to() {
+    let mut checked = 0;
+    for run in common::recordings() {
+        let m = model_of(&run, "fixture");
+        let html = common::html_as_read(&html_of(&m));
+        let page = regex::Regex::new(r"(?s)<svg .*?</svg>")
+            .unwrap()
+            .replace_all(&html, "");
+        for (_, r, f) in m.forensics() {
+            let Some(message) = &f.message else { continue };
+            let opening: String = message.chars().take(60).collect();
+            let opening = opening
+                .replace('&', "&amp;")
+                .replace('\'', "&#39;")
+                .replace('<', "&#60;")
+                .replace('>', "&#62;");
+            assert_eq!(
+                page.matches(&opening).count(),
+                1,
+                "{}: {} ({})",
+                run.display(),
+                opening,
+                r.label
+            );
+            checked += 1;
+        }
+        let link = regex::Regex::new(r##"href="#(oom-\d+)""##).unwrap();
+        for target in link.captures_iter(&page) {
+            assert!(
+                page.contains(&format!("<tr id=\"{}\">", &target[1])),
+                "{}: a link to {} has no row",
+                run.display(),
+                &target[1]
+            );
+        }
+    }
+    assert!(checked >= 2, "only {checked} out-of-memory messages");
+    let m = model_of(&repo("tests/fixtures/h200/oom-nccl-baseline"), "oom");
+    let exceptions = section_rows(&html_of(&m), "exceptions");
+    assert!(
+        exceptions[1][2].contains("OutOfMemoryError")
+            && exceptions[1][2].contains("out-of-memory forensics"),
+        "{exceptions:?}"
+    );
+}

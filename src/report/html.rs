@@ -129,6 +129,11 @@ struct ExceptionLine {
     place: String,
     when: String,
     exception: String,
+    /// An out-of-memory exception whose message the forensics table shows:
+    /// the number of that failure (its row is `oom-N`), and the exception
+    /// only named here, so the message is printed once.
+    oom: Option<usize>,
+    kind: String,
     raised_at: String,
 }
 
@@ -374,7 +379,17 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
                 (Some(free), None) => bytes(free),
                 _ => "–".into(),
             },
-            message: f.message.clone().unwrap_or_default(),
+            // The exception it raised, as the text says it ("OutOfMemoryError:
+            // CUDA out of memory. …"); the exceptions table refers here.
+            message: match r
+                .account
+                .exceptions
+                .iter()
+                .find(|e| f.message.as_deref() == Some(e.message.as_str()))
+            {
+                Some(e) => super::step_text::exception_text(e),
+                None => f.message.clone().unwrap_or_default(),
+            },
             preceded: super::verdict_text::preceded_by_texts(f).join(", "),
             what_ifs: super::projection_texts(f)
                 .into_iter()
@@ -389,16 +404,31 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
         .collect()
 }
 
-/// Every exception of every told process, in attempt order.
+/// Every exception of every told process, in attempt order; one whose
+/// message an out-of-memory forensic shows refers to that row instead.
 fn exception_lines(model: &ReportModel) -> Vec<ExceptionLine> {
+    let failures = model.forensics();
     let mut out = Vec::new();
     for a in model.attempts.iter().filter(|a| !a.warmup) {
         for r in &a.ranks {
-            out.extend(r.account.exceptions.iter().map(|e| ExceptionLine {
-                place: place(a, r),
-                when: super::step_text::exception_place(r.no_step(), e),
-                exception: super::step_text::exception_text(e),
-                raised_at: super::step_text::raised_at(e).unwrap_or_else(|| "–".into()),
+            out.extend(r.account.exceptions.iter().map(|e| {
+                let oom = failures.iter().position(|(fa, fr, f)| {
+                    std::ptr::eq(*fa, a)
+                        && std::ptr::eq(*fr, r)
+                        && f.message.as_deref() == Some(e.message.as_str())
+                });
+                ExceptionLine {
+                    place: place(a, r),
+                    when: super::step_text::exception_place(r.no_step(), e),
+                    exception: super::step_text::exception_text(e),
+                    oom: oom.map(|i| i + 1),
+                    kind: if e.kind.is_empty() {
+                        "out-of-memory exception".into()
+                    } else {
+                        e.kind.clone()
+                    },
+                    raised_at: super::step_text::raised_at(e).unwrap_or_else(|| "–".into()),
+                }
             }));
         }
     }
