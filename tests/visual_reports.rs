@@ -611,3 +611,36 @@ fn an_out_of_memory_message_is_printed_once_and_referred_to() {
         "{exceptions:?}"
     );
 }
+
+/// Issue 38: the "after last step" band label ran past the plot's right
+/// edge. On every recording, each phase band's label on a timeline (PNG,
+/// drawn with the same code as the SVG) ends inside the plot.
+#[test]
+fn phase_labels_stay_inside_the_timeline_plot_on_every_recording() {
+    let label = regex::Regex::new(
+        r"^(setup|step 1|steps 2\.\.N|after last step|before any step|step \d+ \(died\)|steps 2\.\.\d+ \(died\))$",
+    )
+    .unwrap();
+    let mut labels = 0;
+    for run in common::recordings() {
+        let m = model_of(&run, "fixture");
+        for chart in Chart::all(&m) {
+            if !matches!(chart, Chart::Timeline { .. }) {
+                continue;
+            }
+            let right = chart.size(&m).0 as i32
+                - prewarm_doctor::report::charts::TIMELINE_MARGIN_RIGHT as i32;
+            for b in prewarm_doctor::report::png::chart_text_boxes(&m, &chart).unwrap() {
+                if label.is_match(&b.text) {
+                    labels += 1;
+                    assert!(
+                        b.x1 <= right,
+                        "{}: {chart:?}: {b:?} ends past the plot's right edge {right}",
+                        run.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(labels > 20, "only {labels} phase labels drawn");
+}

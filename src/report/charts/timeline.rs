@@ -55,6 +55,9 @@ pub fn envelopes(layers: &[&[Point]], window: (f64, f64), columns: usize) -> Vec
     out
 }
 
+/// Room right of a timeline's plot (its lanes and its memory alike), px.
+pub const TIMELINE_MARGIN_RIGHT: u32 = 24;
+
 /// The chart of a timeline's axes: seconds across, a byte unit (or lanes) up.
 type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
@@ -161,7 +164,7 @@ fn draw_lanes<'a, DB: DrawingBackend>(
     let mut lanes = ChartBuilder::on(lanes_area)
         .caption(title, ("sans-serif", 17))
         .margin_left(8)
-        .margin_right(24)
+        .margin_right(TIMELINE_MARGIN_RIGHT)
         .margin_top(6)
         .y_label_area_size(LEFT)
         .x_label_area_size(0)
@@ -225,7 +228,7 @@ fn memory_chart<'a, DB: DrawingBackend>(
 ) -> Result<TimeChart<'a, DB>, ReportError> {
     ChartBuilder::on(main)
         .margin_left(8)
-        .margin_right(24)
+        .margin_right(TIMELINE_MARGIN_RIGHT)
         .margin_bottom(6)
         .y_label_area_size(LEFT)
         .x_label_area_size(40)
@@ -234,7 +237,8 @@ fn memory_chart<'a, DB: DrawingBackend>(
 }
 
 /// Phase bands behind everything, each named at the top when it is wide
-/// enough to hold its name.
+/// enough to hold its name (a band at the end of the window ends at the
+/// plot's edge: its name never runs past the plot).
 fn draw_phase_bands<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     chart: &mut TimeChart<'_, DB>,
@@ -257,15 +261,16 @@ fn draw_phase_bands<DB: DrawingBackend>(
             .map_err(&err)?;
         let (px0, py) = rel(area, chart.backend_coord(&(a, ymax)));
         let (px1, _) = rel(area, chart.backend_coord(&(z, ymax)));
-        if px1 - px0 > 40 {
-            area.draw_text(
-                &crate::report::phase_word(no_step, b.phase, None),
-                &("sans-serif", 12)
-                    .into_font()
-                    .color(&RGBColor(0x55, 0x55, 0x55)),
-                (px0 + 4, py + 4),
-            )
-            .map_err(&err)?;
+        let label = crate::report::phase_word(no_step, b.phase, None);
+        let style = ("sans-serif", 12)
+            .into_font()
+            .color(&RGBColor(0x55, 0x55, 0x55));
+        let width = area
+            .estimate_text_size(&label, &style)
+            .map_or(i32::MAX, |(w, _)| w as i32);
+        if px0 + 4 + width + 4 <= px1 {
+            area.draw_text(&label, &style, (px0 + 4, py + 4))
+                .map_err(&err)?;
         }
     }
     Ok(())
