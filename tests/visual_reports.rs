@@ -644,3 +644,39 @@ fn phase_labels_stay_inside_the_timeline_plot_on_every_recording() {
     }
     assert!(labels > 20, "only {labels} phase labels drawn");
 }
+
+/// Issue 38: a rank that never reached step 1 showed "step-1 out-of-pool
+/// 0 B". On every recording, a process whose account has no step-1 phase
+/// says in its row of the ranks table that it did not reach step 1, with no
+/// step-1 figure; every other row gives its step-1 figures.
+#[test]
+fn a_rank_without_step_one_says_so_instead_of_figures() {
+    use prewarm_doctor::analysis::phases::Phase;
+    let mut without = 0;
+    for run in common::recordings() {
+        let m = model_of(&run, "fixture");
+        let rows = section_rows(&html_of(&m), "ranks");
+        for a in m.attempts.iter().filter(|a| !a.warmup) {
+            for r in a.shown_ranks(prewarm_doctor::report::model::SHOWN_RANKS) {
+                let row = rows
+                    .iter()
+                    .find(|c| c.len() > 2 && c[0] == a.id() && c[1].starts_with(&r.label))
+                    .unwrap_or_else(|| panic!("{}: no row for {}", run.display(), r.label));
+                let reached = r.account.phases.iter().any(|p| p.phase == Phase::Step1);
+                if reached {
+                    assert_eq!(row.len(), 11, "{}: {row:?}", run.display());
+                    assert_eq!(row[3], prewarm_doctor::report::bytes(r.step1_out_of_pool));
+                } else {
+                    without += 1;
+                    assert_eq!(row[2], "did not reach step 1", "{}: {row:?}", run.display());
+                    assert!(
+                        !row[2..].iter().any(|c| c.ends_with(" B")),
+                        "{}: {row:?}",
+                        run.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(without > 0, "no recording has a process without step 1");
+}

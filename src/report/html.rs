@@ -80,6 +80,9 @@ struct RankLine {
     attempt: String,
     label: String,
     worst: bool,
+    /// Whether it reached step 1 (else its step-1 cells say it did not,
+    /// instead of figures of a step that never was).
+    reached: bool,
     peak: String,
     oop: String,
     step1: String,
@@ -302,6 +305,7 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 attempt: a.id(),
                 label: r.label.clone(),
                 worst: a.ranks.len() > 1 && worst == Some((r.host.clone(), r.pid)),
+                reached: r.step1_s.is_some(),
                 peak: opt_bytes(r.step1_peak),
                 oop: bytes(r.step1_out_of_pool),
                 step1: opt_secs(r.step1_s),
@@ -309,7 +313,11 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                     .unwrap_or_else(|| "–".into()),
                 steps: super::step_text::steps_done(&r.account.steps),
                 setup: opt_secs(r.setup_s),
-                comms: r.step1_comms.to_string(),
+                comms: if r.step1_s.is_some() {
+                    r.step1_comms.to_string()
+                } else {
+                    "–".into()
+                },
                 doctor: step1(&r.account).map_or_else(|| "–".into(), doctor_in_step1),
                 exit: match (a.exit_code, a.interrupted) {
                     (_, true) => "interrupted".into(),
