@@ -680,3 +680,131 @@ fn a_rank_without_step_one_says_so_instead_of_figures() {
     }
     assert!(without > 0, "no recording has a process without step 1");
 }
+
+/// A run that captured nothing (`run --no-probe`, no GPU): every verdict
+/// INCONCLUSIVE, what each moved and cost unknown.
+fn run_without_capture() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nocap");
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_prewarm-doctor"))
+        .args(["run", "--no-probe", "--preset", "nemo-automodel", "--out"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    (dir, out)
+}
+
+/// The text boxes of one panel of the moved-vs-cost chart (0 left, 1 right).
+fn moved_panel(m: &ReportModel, panel: usize) -> Vec<prewarm_doctor::report::png::TextBox> {
+    let (w, _) = Chart::MovedVsCost.size(m);
+    prewarm_doctor::report::png::chart_text_boxes(m, &Chart::MovedVsCost)
+        .unwrap()
+        .into_iter()
+        .filter(|b| usize::from(b.x0 >= w as i32 / 2) == panel)
+        .collect()
+}
+
+/// Issue 38: a run without capture drew "0 B" and "0.0 ms" bars over axes
+/// of "0.0 0.0 0.0" for what the text calls unknown. Its verdicts say every
+/// figure is unknown, and no chart is drawn: not in the HTML, not as PNG
+/// (the folder is left empty, and the doctor says why).
+#[test]
+fn a_run_that_measured_nothing_draws_no_chart_of_zeros() {
+    let (_dir, run) = run_without_capture();
+    let m = model_of(&run, "nocap");
+    let verdicts = &m.matrix.as_ref().unwrap().verdicts;
+    assert!(!verdicts.is_empty());
+    for v in verdicts {
+        assert!(
+            v.headline.contains("setup time unknown")
+                && v.headline.contains("memory held at step-1 end unknown"),
+            "{}",
+            v.headline
+        );
+    }
+    assert!(Chart::all(&m).is_empty(), "{:?}", Chart::all(&m));
+    let html = html_of(&m);
+    assert!(!html.contains("<svg"), "a chart in the HTML");
+    let pngs = _dir.path().join("png");
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_prewarm-doctor"))
+        .arg("report")
+        .arg(&run)
+        .args(["--format", "png", "-o"])
+        .arg(&pngs)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    assert_eq!(std::fs::read_dir(&pngs).unwrap().count(), 0);
+    let said = String::from_utf8_lossy(&st.stderr);
+    assert!(said.contains("wrote no chart into"), "{said}");
+}
+
+/// Where some verdicts have unknown figures and others measured ones (the
+/// bundled matrix with its first verdict's figures taken away, in memory:
+/// no recording has that mix), an unknown figure is written "not measured"
+/// with no bar, and every axis reads distinct values.
+#[test]
+fn an_unknown_figure_is_written_not_measured_beside_measured_ones() {
+    let mut m = model_of(&repo("reports/h200-matrix"), "reports/h200-matrix");
+    {
+        let v = &mut m.matrix.as_mut().unwrap().verdicts[0];
+        v.moved_known = false;
+        v.moved_bytes = 0.0;
+        v.moved_seconds = 0.0;
+        v.costs.setup_s = None;
+        v.costs.held_known = false;
+        v.costs.held_extra_bytes = 0.0;
+    }
+    assert!(Chart::all(&m).contains(&Chart::MovedVsCost));
+    if let Some(dir) = std::env::var_os("PD_KEEP_CHARTS") {
+        let png = render_to_vec(&PngChart(Chart::MovedVsCost), &m).unwrap();
+        std::fs::write(
+            std::path::Path::new(&dir).join("moved-vs-cost-unknown.png"),
+            png,
+        )
+        .unwrap();
+    }
+    for panel in [0, 1] {
+        let boxes = moved_panel(&m, panel);
+        let not_measured = boxes.iter().filter(|b| b.text == "not measured").count();
+        assert_eq!(not_measured, 2, "panel {panel}: {boxes:#?}");
+        // The other three rows have their two figures each.
+        let figure =
+            regex::Regex::new(r"^-?[\d.]+ (B|KiB|MiB|GiB|ms|s)( \(within noise\))?$").unwrap();
+        let figures: Vec<&str> = boxes
+            .iter()
+            .map(|b| b.text.as_str())
+            .filter(|t| figure.is_match(t))
+            .collect();
+        assert_eq!(figures.len(), 6, "panel {panel}: {figures:?}");
+    }
+}
+
+/// On every recording, the moved-vs-cost chart's axes read distinct values
+/// (never "0.0 0.0 0.0").
+#[test]
+fn moved_vs_cost_axes_read_distinct_values_on_every_recording() {
+    for run in common::recordings() {
+        let m = model_of(&run, "fixture");
+        if !Chart::all(&m).contains(&Chart::MovedVsCost) {
+            continue;
+        }
+        for panel in [0, 1] {
+            let boxes = moved_panel(&m, panel);
+            let ticks: Vec<&str> = boxes
+                .iter()
+                .map(|b| b.text.as_str())
+                .filter(|t| t.parse::<f64>().is_ok())
+                .collect();
+            let distinct: std::collections::BTreeSet<&&str> = ticks.iter().collect();
+            assert!(ticks.len() >= 2, "{}: {ticks:?}", run.display());
+            assert_eq!(distinct.len(), ticks.len(), "{}: {ticks:?}", run.display());
+        }
+    }
+}

@@ -601,11 +601,7 @@ fn host_line(h: &HostInfo) -> KeyValue {
 }
 
 fn page(model: &ReportModel) -> Result<Page, ReportError> {
-    let moved_chart = if model
-        .matrix
-        .as_ref()
-        .is_some_and(|m| !m.verdicts.is_empty())
-    {
+    let moved_chart = if Chart::all(model).contains(&Chart::MovedVsCost) {
         Some(chart_svg(model, &Chart::MovedVsCost)?)
     } else {
         None
