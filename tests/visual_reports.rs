@@ -808,3 +808,37 @@ fn moved_vs_cost_axes_read_distinct_values_on_every_recording() {
         }
     }
 }
+
+/// Issue 38: negative setup costs were drawn as bars without the "(within
+/// noise)" the text gives them. On every recording, a setup change the text
+/// calls within noise carries it on its bar.
+#[test]
+fn a_setup_change_within_noise_says_so_on_its_bar_on_every_recording() {
+    let mut noisy = 0;
+    for run in common::recordings() {
+        let m = model_of(&run, "fixture");
+        if !Chart::all(&m).contains(&Chart::MovedVsCost) {
+            continue;
+        }
+        let right: Vec<String> = moved_panel(&m, 1).into_iter().map(|b| b.text).collect();
+        for v in &m.matrix.as_ref().unwrap().verdicts {
+            let costs = prewarm_doctor::report::model::costs_text(&v.costs);
+            let Some(said) = costs
+                .strip_prefix("setup ")
+                .filter(|c| c.contains(" (within noise)"))
+                .and_then(|c| c.split(" (within noise)").next())
+            else {
+                continue;
+            };
+            noisy += 1;
+            let drawn = format!("{} (within noise)", said.trim_start_matches('+'));
+            assert!(
+                right.contains(&drawn),
+                "{}: {} says {costs:?}; drawn: {right:?}",
+                run.display(),
+                v.variant
+            );
+        }
+    }
+    assert!(noisy >= 2, "only {noisy} setup changes within noise");
+}

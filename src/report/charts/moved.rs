@@ -148,7 +148,12 @@ pub fn draw_moved_vs_cost<DB: DrawingBackend>(
     let second_bars: Vec<[Bar; 2]> = verdicts
         .iter()
         .map(|v| {
-            let noise = "";
+            // As the text gives it ("setup -375.0 ms (within noise)").
+            let noise = if v.costs.setup_within_noise {
+                " (within noise)"
+            } else {
+                ""
+            };
             [
                 Bar::of(v.moved_known.then_some(v.moved_seconds), &fmt_secs, ""),
                 Bar::of(v.costs.setup_s, &fmt_secs, noise),
