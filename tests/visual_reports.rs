@@ -842,3 +842,62 @@ fn a_setup_change_within_noise_says_so_on_its_bar_on_every_recording() {
     }
     assert!(noisy >= 2, "only {noisy} setup changes within noise");
 }
+
+/// Issue 38: the OOM timeline labelled the phase its process died in
+/// "steps 2..N" where the text says "step 2 (died)". On every recording, a
+/// process that died in a step has that step named on its timeline as the
+/// text's phase table names it, never "steps 2..N"; a process without a
+/// step has its one phase named as the text names it.
+#[test]
+fn timeline_bands_are_named_as_the_text_names_the_phases() {
+    let label = regex::Regex::new(
+        r"^(setup|step 1|steps 2\.\.N|after last step|before any step|step \d+ \(died\)|steps 2\.\.\d+ \(died\))$",
+    )
+    .unwrap();
+    let mut died = 0;
+    for run in common::recordings() {
+        let m = model_of(&run, "fixture");
+        let text = common::terminal_text(&run);
+        for chart in Chart::all(&m) {
+            let Chart::Timeline { variant } = &chart else {
+                continue;
+            };
+            let (_, r) = m.representative(variant).unwrap();
+            let names: Vec<String> = prewarm_doctor::report::png::chart_text_boxes(&m, &chart)
+                .unwrap()
+                .into_iter()
+                .map(|b| b.text)
+                .filter(|t| label.is_match(t))
+                .collect();
+            // The names that depend on the process (the others are the
+            // phases' own: "setup", "step 1", "after last step").
+            for n in names
+                .iter()
+                .filter(|n| n.contains("(died)") || n == &"before any step")
+            {
+                assert!(
+                    text.contains(n.as_str()),
+                    "{}: {chart:?} names a phase {n:?} the text does not",
+                    run.display()
+                );
+            }
+            if let Some(k) = r.account.steps.died_in_step.filter(|k| *k >= 2) {
+                died += 1;
+                let said = if k == 2 {
+                    "step 2 (died)".to_string()
+                } else {
+                    format!("steps 2..{k} (died)")
+                };
+                assert!(
+                    names.contains(&said) && !names.iter().any(|n| n == "steps 2..N"),
+                    "{}: {chart:?}: {names:?}",
+                    run.display()
+                );
+            }
+        }
+    }
+    assert!(
+        died >= 2,
+        "only {died} timelines of a process that died in a step"
+    );
+}

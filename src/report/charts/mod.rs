@@ -148,7 +148,9 @@ impl Chart {
                     "memory over the whole process (step 1 never finished)"
                 };
                 let title = format!("{variant}: {span} ({}, {})", a.id(), r.label);
-                draw_timeline(area, &title, &r.timeline, Some(page_scale(model)))
+                // The phases as the text's phase table names them.
+                let name = |p: Phase| crate::report::account_tables::phase_label(&r.account, p);
+                draw_timeline(area, &title, &r.timeline, Some(page_scale(model)), &name)
             }
             Chart::Waterfall { variant } => {
                 let (a, r) = model
