@@ -497,3 +497,51 @@ fn the_ranks_view_shows_the_probes_warnings() {
         "{s:?}"
     );
 }
+
+/// A matrix that captured nothing (`run --no-probe --preset nemo-automodel
+/// -- true`): every verdict INCONCLUSIVE.
+fn inconclusive_run() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_prewarm-doctor"))
+        .args(["run", "--no-probe", "--preset", "nemo-automodel", "--out"])
+        .arg(dir.path().join("run"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    dir
+}
+
+/// Issue 38: "INCONCLUSIVE" was cut to "INCONCLUSI" with 40 columns free.
+/// Each verdict's class is shown whole on its variant's row, at 120 and at
+/// 80 columns (where the names give way first).
+#[test]
+fn the_verdict_column_holds_its_longest_class() {
+    let dir = inconclusive_run();
+    let a = App::new(
+        load_once(&dir.path().join("run"), false).unwrap(),
+        Theme::plain(),
+        RunState::Replay,
+    );
+    let m = a.data.model.matrix.clone().unwrap();
+    for (w, h) in [(120, 40), (80, 24)] {
+        let s = screen(&a, w, h);
+        for v in &m.verdicts {
+            // The name may give way (clipped with "…"), never the verdict.
+            let opening: String = v.variant.chars().take(10).collect();
+            let row = s
+                .lines()
+                .find(|l| l.starts_with(&opening))
+                .unwrap_or_else(|| panic!("{w}x{h}: no row for {}:\n{s}", v.variant));
+            assert!(
+                row.split_whitespace()
+                    .any(|word| word == v.label.to_uppercase()),
+                "{w}x{h}: {row:?}"
+            );
+        }
+    }
+}
