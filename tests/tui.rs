@@ -545,3 +545,41 @@ fn the_verdict_column_holds_its_longest_class() {
         }
     }
 }
+
+/// Issue 38: the Account view cut its labels at 26 columns ("CUDA context
+/// (incl. 148.5…") while the bars had room. At 120 columns every part of
+/// the account is named whole, as every format names it, on every
+/// recording's first process; at 80 the bars keep room too.
+#[test]
+fn the_account_names_its_parts_whole_when_there_is_room() {
+    let mut checked = 0;
+    for run in common::recordings() {
+        let mut a = App::new(
+            load_once(&run, false).unwrap(),
+            Theme::plain(),
+            RunState::Replay,
+        );
+        a.tab = Tab::Account;
+        let Some(gap) = a.rank().and_then(|r| r.step1_account()).cloned() else {
+            continue;
+        };
+        let s = screen(&a, 120, 40);
+        for part in &gap.parts {
+            let name = prewarm_doctor::report::verdict_text::part_label(part);
+            assert!(
+                s.contains(&name),
+                "{}: {name:?} not whole:\n{s}",
+                run.display()
+            );
+            checked += 1;
+        }
+        // At 80 columns the bars still have a third of the line.
+        let s = screen(&a, 80, 24);
+        let bar = s
+            .lines()
+            .find(|l| l.starts_with("= device used"))
+            .unwrap_or_else(|| panic!("{}:\n{s}", run.display()));
+        assert!(bar.matches('█').count() >= 24, "{}: {bar:?}", run.display());
+    }
+    assert!(checked > 50, "only {checked} parts");
+}
