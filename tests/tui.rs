@@ -583,3 +583,36 @@ fn the_account_names_its_parts_whole_when_there_is_room() {
     }
     assert!(checked > 50, "only {checked} parts");
 }
+
+/// Issue 38: a single-variant run's footer offered verdict keys. The
+/// Matrix view's footer offers the verdict only where the run has verdicts
+/// (the bundled matrix), not on a single run (examples-nccl-baseline, whose
+/// rows are its attempts: Enter shows their ranks).
+#[test]
+fn the_footer_offers_verdicts_only_where_there_are_some() {
+    let footer = |a: &App| screen(a, 80, 24).lines().last().unwrap().to_string();
+    let matrix = app(MATRIX);
+    assert!(
+        !matrix
+            .data
+            .model
+            .matrix
+            .as_ref()
+            .unwrap()
+            .verdicts
+            .is_empty()
+    );
+    assert!(
+        footer(&matrix).contains("Enter verdict"),
+        "{}",
+        footer(&matrix)
+    );
+    let mut single = app("tests/fixtures/h200/examples-nccl-baseline");
+    assert!(single.data.model.matrix.is_none());
+    let f = footer(&single);
+    assert!(!f.contains("verdict"), "{f}");
+    // What it offers is what the key does.
+    assert!(f.contains("Enter ranks"), "{f}");
+    key(&mut single, KeyCode::Enter);
+    assert_eq!(single.tab, Tab::Ranks);
+}
