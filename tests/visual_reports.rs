@@ -568,12 +568,12 @@ fn the_late_warmups_table_accounts_for_every_warmup_it_stands_for() {
 #[test]
 fn an_out_of_memory_message_is_printed_once_and_referred_to() {
     let mut checked = 0;
+    let svg = regex::Regex::new(r"(?s)<svg .*?</svg>").unwrap();
+    let link = regex::Regex::new(r##"href="#(oom-\d+)""##).unwrap();
     for run in common::recordings() {
         let m = model_of(&run, "fixture");
         let html = common::html_as_read(&html_of(&m));
-        let page = regex::Regex::new(r"(?s)<svg .*?</svg>")
-            .unwrap()
-            .replace_all(&html, "");
+        let page = svg.replace_all(&html, "");
         for (_, r, f) in m.forensics() {
             let Some(message) = &f.message else { continue };
             let opening: String = message.chars().take(60).collect();
@@ -592,7 +592,6 @@ fn an_out_of_memory_message_is_printed_once_and_referred_to() {
             );
             checked += 1;
         }
-        let link = regex::Regex::new(r##"href="#(oom-\d+)""##).unwrap();
         for target in link.captures_iter(&page) {
             assert!(
                 page.contains(&format!("<tr id=\"{}\">", &target[1])),
@@ -770,13 +769,12 @@ fn an_unknown_figure_is_written_not_measured_beside_measured_ones() {
         )
         .unwrap();
     }
+    let figure = regex::Regex::new(r"^-?[\d.]+ (B|KiB|MiB|GiB|ms|s)( \(within noise\))?$").unwrap();
     for panel in [0, 1] {
         let boxes = moved_panel(&m, panel);
         let not_measured = boxes.iter().filter(|b| b.text == "not measured").count();
         assert_eq!(not_measured, 2, "panel {panel}: {boxes:#?}");
         // The other three rows have their two figures each.
-        let figure =
-            regex::Regex::new(r"^-?[\d.]+ (B|KiB|MiB|GiB|ms|s)( \(within noise\))?$").unwrap();
         let figures: Vec<&str> = boxes
             .iter()
             .map(|b| b.text.as_str())
