@@ -353,12 +353,19 @@ fn run_checked(args: RunArgs) -> Result<i32, String> {
 
 /// Runs the plan's attempts, in the live dashboard when there is one, else
 /// with a progress line for each attempt of a matrix (none for a single run,
-/// whose output is the training's alone).
+/// whose output is the training's alone). The attempts that start after the
+/// dashboard was closed with the run going on print their progress lines as
+/// a run without the dashboard does.
 fn run_attempts(
     plan: &MatrixPlan,
     live: Option<crate::tui::live::LiveRun>,
     single: bool,
 ) -> Vec<AttemptResult> {
+    let progress = |p: &crate::capture::matrix::Progress| {
+        if !single {
+            output::stderr_text(&progress_line(p));
+        }
+    };
     match live {
         Some(live) => {
             let log = live.log();
@@ -366,17 +373,17 @@ fn run_attempts(
                 &plan.run,
                 || {
                     run_matrix(plan, |p| {
-                        log.attempt_started(&p.variant, &p.attempt, p.index, p.total)
+                        if log.dashboard_open() {
+                            log.attempt_started(&p.variant, &p.attempt, p.index, p.total)
+                        } else {
+                            progress(p)
+                        }
                     })
                 },
                 |r| run_exit_code(r, single),
             )
         }
-        None => run_matrix(plan, |p| {
-            if !single {
-                output::stderr_text(&progress_line(p));
-            }
-        }),
+        None => run_matrix(plan, progress),
     }
 }
 

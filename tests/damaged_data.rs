@@ -108,7 +108,7 @@ fn assert_said_first(run: &Path, file: &str) {
     // HTML: the first paragraph after the title.
     let out = report(run, &["--format", "html"]);
     assert_eq!(out.status.code(), Some(4));
-    let html = text(&out);
+    let html = common::html_as_read(&text(&out));
     let after_title = &html[html.find("</h1>").unwrap()..];
     let first_p = &after_title[after_title.find("<p").unwrap()..];
     let first_p = &first_p[..first_p.find("</p>").unwrap()];

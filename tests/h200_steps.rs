@@ -37,7 +37,8 @@ fn flat(text: &str) -> String {
 
 fn rendered(path: &Path, renderer: &dyn Renderer) -> String {
     let model = Analysed::load(path).unwrap().model();
-    flat(&String::from_utf8(render_to_vec(renderer, &model).unwrap()).unwrap())
+    let text = String::from_utf8(render_to_vec(renderer, &model).unwrap()).unwrap();
+    flat(&common::html_as_read(&text))
 }
 
 fn markdown(path: &Path) -> String {

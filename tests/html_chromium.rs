@@ -195,3 +195,81 @@ fn hostile_names_stay_text_in_chromium() {
     assert!(dom.contains("&lt;script&gt;alert('kernel')&lt;/script&gt;"));
     assert!(dom.contains("\u{241b}[31mred"));
 }
+
+/// A page that lays `report.html` out in a frame `width` px wide and lists
+/// every word of its text (outside the charts) that a line break cuts
+/// anywhere but after a hyphen, as `BROKEN:[...]` in its own DOM.
+fn word_break_probe(width: u32) -> String {
+    format!(
+        r#"<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" src="report.html" style="width:{width}px;height:900px;border:0"></iframe>
+<pre id="out">pending</pre>
+<script>
+document.getElementById('f').addEventListener('load', () => {{
+  const doc = document.getElementById('f').contentDocument;
+  const top = (node, a, b) => {{
+    const r = doc.createRange(); r.setStart(node, a); r.setEnd(node, b);
+    const rects = [...r.getClientRects()].filter(x => x.width > 0);
+    return rects.length ? Math.round(rects[0].top) : null;
+  }};
+  const broken = [];
+  const walker = doc.createTreeWalker(doc.body, NodeFilter.SHOW_TEXT);
+  let n;
+  while ((n = walker.nextNode())) {{
+    if (n.parentElement.closest('svg, style, script, title')) continue;
+    const re = /\S+/g; let m;
+    while ((m = re.exec(n.data))) {{
+      let last = top(n, m.index, m.index + 1);
+      for (let i = 1; i < m[0].length; i++) {{
+        const t = top(n, m.index + i, m.index + i + 1);
+        if (t !== null && last !== null && t !== last && m[0][i - 1] !== '-') {{
+          broken.push(m[0].slice(0, i) + ' / ' + m[0].slice(i));
+        }}
+        if (t !== null) last = t;
+      }}
+    }}
+  }}
+  document.getElementById('out').textContent = 'BROKEN:' + JSON.stringify(broken) + ':END';
+}});
+</script></body></html>"#
+    )
+}
+
+/// Issue 38: table cells broke inside words ("cuMemAlloc of 128.0 M / iB by
+/// torc / h pool", "16.309 / s, step 2"). Laid out by Chromium at a desktop
+/// and a narrow width, the reports of the OOM recording and the bundled
+/// matrix break lines only between words, or after a hyphen, or where the
+/// page allows a long path to break (after its separators).
+#[test]
+fn lines_break_only_between_words_in_chromium() {
+    let Some(bin) = chromium() else { return };
+    let broken = regex::Regex::new(r"BROKEN:(.*):END").unwrap();
+    for run in [
+        "tests/fixtures/h200/oom-nccl-baseline",
+        "reports/h200-matrix",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = model_of(&repo(run), run);
+        write_page(
+            dir.path(),
+            "report.html",
+            &render_to_vec(&Html, &m).unwrap(),
+        );
+        for width in [1100, 760] {
+            let probe = write_page(dir.path(), "probe.html", word_break_probe(width).as_bytes());
+            let (dom, _) = run_chromium(
+                &bin,
+                &probe,
+                &[
+                    "--allow-file-access-from-files".to_string(),
+                    "--virtual-time-budget=20000".to_string(),
+                    "--dump-dom".to_string(),
+                ],
+            );
+            let found = broken
+                .captures(&dom)
+                .unwrap_or_else(|| panic!("{run} at {width} px: the probe did not run"));
+            assert_eq!(&found[1], "[]", "{run} at {width} px: words cut");
+        }
+    }
+}

@@ -364,6 +364,11 @@ fn dom_text(dom: &str) -> String {
     while let Some(i) = rest.find('<') {
         out.push_str(&rest[..i]);
         let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("<wbr>") {
+            // A break opportunity inside a word: no character.
+            rest = after;
+            continue;
+        }
         let end_tag = ["svg", "style", "script"]
             .iter()
             .find(|t| tail.starts_with(&format!("<{t}")))
@@ -375,7 +380,8 @@ fn dom_text(dom: &str) -> String {
         out.push(' ');
     }
     out.push_str(rest);
-    out.replace("&lt;", "<")
+    out.replace("&nbsp;", " ")
+        .replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&quot;", "\"")
         .replace("&#39;", "'")

@@ -499,3 +499,122 @@ fn the_ranks_view_shows_the_probes_warnings() {
         "{s:?}"
     );
 }
+
+/// A matrix that captured nothing (`run --no-probe --preset nemo-automodel
+/// -- true`): every verdict INCONCLUSIVE.
+fn inconclusive_run() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_prewarm-doctor"))
+        .args(["run", "--no-probe", "--preset", "nemo-automodel", "--out"])
+        .arg(dir.path().join("run"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    dir
+}
+
+/// Issue 38: "INCONCLUSIVE" was cut to "INCONCLUSI" with 40 columns free.
+/// Each verdict's class is shown whole on its variant's row, at 120 and at
+/// 80 columns (where the names give way first).
+#[test]
+fn the_verdict_column_holds_its_longest_class() {
+    let dir = inconclusive_run();
+    let a = App::new(
+        load_once(&dir.path().join("run"), false).unwrap(),
+        Theme::plain(),
+        RunState::Replay,
+    );
+    let m = a.data.model.matrix.clone().unwrap();
+    for (w, h) in [(120, 40), (80, 24)] {
+        let s = screen(&a, w, h);
+        for v in &m.verdicts {
+            // The name may give way (clipped with "…"), never the verdict.
+            let opening: String = v.variant.chars().take(10).collect();
+            let row = s
+                .lines()
+                .find(|l| l.starts_with(&opening))
+                .unwrap_or_else(|| panic!("{w}x{h}: no row for {}:\n{s}", v.variant));
+            assert!(
+                row.split_whitespace()
+                    .any(|word| word == v.label.to_uppercase()),
+                "{w}x{h}: {row:?}"
+            );
+        }
+    }
+}
+
+/// Issue 38: the Account view cut its labels at 26 columns ("CUDA context
+/// (incl. 148.5…") while the bars had room. At 120 columns every part of
+/// the account is named whole, as every format names it, on every
+/// recording's first process; at 80 the bars keep room too.
+#[test]
+fn the_account_names_its_parts_whole_when_there_is_room() {
+    let mut checked = 0;
+    for run in common::recordings() {
+        let mut a = App::new(
+            load_once(&run, false).unwrap(),
+            Theme::plain(),
+            RunState::Replay,
+        );
+        a.tab = Tab::Account;
+        let Some(gap) = a.rank().and_then(|r| r.step1_account()).cloned() else {
+            continue;
+        };
+        let s = screen(&a, 120, 40);
+        for part in &gap.parts {
+            let name = prewarm_doctor::report::verdict_text::part_label(part);
+            assert!(
+                s.contains(&name),
+                "{}: {name:?} not whole:\n{s}",
+                run.display()
+            );
+            checked += 1;
+        }
+        // At 80 columns the bars still have a third of the line.
+        let s = screen(&a, 80, 24);
+        let bar = s
+            .lines()
+            .find(|l| l.starts_with("= device used"))
+            .unwrap_or_else(|| panic!("{}:\n{s}", run.display()));
+        assert!(bar.matches('█').count() >= 24, "{}: {bar:?}", run.display());
+    }
+    assert!(checked > 50, "only {checked} parts");
+}
+
+/// Issue 38: a single-variant run's footer offered verdict keys. The
+/// Matrix view's footer offers the verdict only where the run has verdicts
+/// (the bundled matrix), not on a single run (examples-nccl-baseline, whose
+/// rows are its attempts: Enter shows their ranks).
+#[test]
+fn the_footer_offers_verdicts_only_where_there_are_some() {
+    let footer = |a: &App| screen(a, 80, 24).lines().last().unwrap().to_string();
+    let matrix = app(MATRIX);
+    assert!(
+        !matrix
+            .data
+            .model
+            .matrix
+            .as_ref()
+            .unwrap()
+            .verdicts
+            .is_empty()
+    );
+    assert!(
+        footer(&matrix).contains("Enter verdict"),
+        "{}",
+        footer(&matrix)
+    );
+    let mut single = app("tests/fixtures/h200/examples-nccl-baseline");
+    assert!(single.data.model.matrix.is_none());
+    let f = footer(&single);
+    assert!(!f.contains("verdict"), "{f}");
+    // What it offers is what the key does.
+    assert!(f.contains("Enter ranks"), "{f}");
+    key(&mut single, KeyCode::Enter);
+    assert_eq!(single.tab, Tab::Ranks);
+}

@@ -291,3 +291,80 @@ fn without_a_terminal_tui_is_refused() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// The progress lines `run` prints on stderr for a matrix, by attempt:
+/// (index, variant, repeat) of each "[prewarm-doctor] 3/4: variant 'a'
+/// repeat 2" line.
+fn progress_lines(stderr: &str) -> Vec<(u32, String, u32)> {
+    let line =
+        regex::Regex::new(r"(?m)^\[prewarm-doctor\] (\d+)/\d+: variant '([^']+)' repeat (\d+)")
+            .unwrap();
+    line.captures_iter(stderr)
+        .map(|c| {
+            (
+                c[1].parse().unwrap(),
+                c[2].to_string(),
+                c[3].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 38: after `q` then `d` (leave the dashboard, let the run finish)
+/// the remaining attempts printed no progress lines. The attempts that
+/// start after the dashboard closed print on stderr the progress lines a
+/// run without the dashboard prints for them.
+#[test]
+fn after_leaving_the_dashboard_the_remaining_attempts_print_their_progress() {
+    let out = fresh_dir("detach");
+    let err = fresh_dir("detach-stderr.txt");
+    let cmd = format!(
+        "{} run --tui --out {} --variant a --variant b --repeat 2 -- sh -c 'i=0; while [ $i -lt 25 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done' 2>{}",
+        doctor(),
+        out.display(),
+        err.display()
+    );
+    let Some(t) = Tmux::start("detach", &cmd) else {
+        return;
+    };
+    let s = t.wait_for("tick-2");
+    assert!(s.contains("attempt 1/4"), "{s}");
+    t.keys(&["q"]);
+    t.wait_for("the run is still going");
+    t.keys(&["d"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !t.screen().contains("EXIT=") {
+        assert!(Instant::now() < deadline, "{}", t.screen());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(t.screen().contains("EXIT=0"), "{}", t.screen());
+    let detached = progress_lines(&std::fs::read_to_string(&err).unwrap());
+    // The same matrix without the dashboard: its progress lines.
+    let plain = fresh_dir("plain");
+    let st = Command::new(doctor())
+        .args(["run", "--out"])
+        .arg(&plain)
+        .args([
+            "--variant",
+            "a",
+            "--variant",
+            "b",
+            "--repeat",
+            "2",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let expected: Vec<_> = progress_lines(&String::from_utf8_lossy(&st.stderr))
+        .into_iter()
+        .filter(|(index, _, _)| *index > 1)
+        .collect();
+    assert_eq!(expected.len(), 3);
+    assert_eq!(detached, expected);
+    for d in [out, err, plain] {
+        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_file(&d);
+    }
+}

@@ -190,6 +190,12 @@ fn write_pages(model: &ReportModel, dir: &Path) -> Result<Vec<String>, OutputErr
         out.flush().map_err(ReportError::from)?;
         said.push(format!("wrote {}", path.display()));
     }
+    if said.is_empty() {
+        said.push(format!(
+            "wrote no chart into {}: the run measured nothing a chart could show (the text report says why)",
+            dir.display()
+        ));
+    }
     Ok(said)
 }
 

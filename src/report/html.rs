@@ -80,6 +80,9 @@ struct RankLine {
     attempt: String,
     label: String,
     worst: bool,
+    /// Whether it reached step 1 (else its step-1 cells say it did not,
+    /// instead of figures of a step that never was).
+    reached: bool,
     peak: String,
     oop: String,
     step1: String,
@@ -129,6 +132,11 @@ struct ExceptionLine {
     place: String,
     when: String,
     exception: String,
+    /// An out-of-memory exception whose message the forensics table shows:
+    /// the number of that failure (its row is `oom-N`), and the exception
+    /// only named here, so the message is printed once.
+    oom: Option<usize>,
+    kind: String,
     raised_at: String,
 }
 
@@ -140,6 +148,9 @@ struct WhatIf {
 
 struct LateLine {
     place: String,
+    /// The line that stands for the rank's minor warmups ("and 1 more under
+    /// 50.0 ms / 1.0 MiB each (…)"), in `what`; the other cells empty.
+    remainder: bool,
     class: String,
     what: String,
     when: String,
@@ -294,6 +305,7 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 attempt: a.id(),
                 label: r.label.clone(),
                 worst: a.ranks.len() > 1 && worst == Some((r.host.clone(), r.pid)),
+                reached: r.step1_s.is_some(),
                 peak: opt_bytes(r.step1_peak),
                 oop: bytes(r.step1_out_of_pool),
                 step1: opt_secs(r.step1_s),
@@ -301,7 +313,11 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                     .unwrap_or_else(|| "–".into()),
                 steps: super::step_text::steps_done(&r.account.steps),
                 setup: opt_secs(r.setup_s),
-                comms: r.step1_comms.to_string(),
+                comms: if r.step1_s.is_some() {
+                    r.step1_comms.to_string()
+                } else {
+                    "–".into()
+                },
                 doctor: step1(&r.account).map_or_else(|| "–".into(), doctor_in_step1),
                 exit: match (a.exit_code, a.interrupted) {
                     (_, true) => "interrupted".into(),
@@ -371,7 +387,17 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
                 (Some(free), None) => bytes(free),
                 _ => "–".into(),
             },
-            message: f.message.clone().unwrap_or_default(),
+            // The exception it raised, as the text says it ("OutOfMemoryError:
+            // CUDA out of memory. …"); the exceptions table refers here.
+            message: match r
+                .account
+                .exceptions
+                .iter()
+                .find(|e| f.message.as_deref() == Some(e.message.as_str()))
+            {
+                Some(e) => super::step_text::exception_text(e),
+                None => f.message.clone().unwrap_or_default(),
+            },
             preceded: super::verdict_text::preceded_by_texts(f).join(", "),
             what_ifs: super::projection_texts(f)
                 .into_iter()
@@ -386,16 +412,31 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
         .collect()
 }
 
-/// Every exception of every told process, in attempt order.
+/// Every exception of every told process, in attempt order; one whose
+/// message an out-of-memory forensic shows refers to that row instead.
 fn exception_lines(model: &ReportModel) -> Vec<ExceptionLine> {
+    let failures = model.forensics();
     let mut out = Vec::new();
     for a in model.attempts.iter().filter(|a| !a.warmup) {
         for r in &a.ranks {
-            out.extend(r.account.exceptions.iter().map(|e| ExceptionLine {
-                place: place(a, r),
-                when: super::step_text::exception_place(r.no_step(), e),
-                exception: super::step_text::exception_text(e),
-                raised_at: super::step_text::raised_at(e).unwrap_or_else(|| "–".into()),
+            out.extend(r.account.exceptions.iter().map(|e| {
+                let oom = failures.iter().position(|(fa, fr, f)| {
+                    std::ptr::eq(*fa, a)
+                        && std::ptr::eq(*fr, r)
+                        && f.message.as_deref() == Some(e.message.as_str())
+                });
+                ExceptionLine {
+                    place: place(a, r),
+                    when: super::step_text::exception_place(r.no_step(), e),
+                    exception: super::step_text::exception_text(e),
+                    oom: oom.map(|i| i + 1),
+                    kind: if e.kind.is_empty() {
+                        "out-of-memory exception".into()
+                    } else {
+                        e.kind.clone()
+                    },
+                    raised_at: super::step_text::raised_at(e).unwrap_or_else(|| "–".into()),
+                }
             }));
         }
     }
@@ -435,6 +476,7 @@ fn late_lines(model: &ReportModel) -> Vec<LateLine> {
             };
             out.push(LateLine {
                 place: place(a, r),
+                remainder: false,
                 class: w.class.label().to_string(),
                 what: format!("{}{keys}", text.what),
                 when: super::phase_word(r.no_step(), w.phase, w.step),
@@ -448,6 +490,23 @@ fn late_lines(model: &ReportModel) -> Vec<LateLine> {
                 } else {
                     String::new()
                 },
+            });
+        }
+        // The minor ones, folded into one line as the text says them.
+        if let Some(line) = super::minor_warmups_line(r.late_warmups()) {
+            let only = r.late_warmups().iter().all(|w| w.minor);
+            out.push(LateLine {
+                place: place(a, r),
+                remainder: true,
+                class: String::new(),
+                what: if only {
+                    format!("only minor ones: {line}")
+                } else {
+                    line
+                },
+                when: String::new(),
+                seconds: String::new(),
+                bytes: String::new(),
             });
         }
     }
@@ -539,11 +598,7 @@ fn host_line(h: &HostInfo) -> KeyValue {
 }
 
 fn page(model: &ReportModel) -> Result<Page, ReportError> {
-    let moved_chart = if model
-        .matrix
-        .as_ref()
-        .is_some_and(|m| !m.verdicts.is_empty())
-    {
+    let moved_chart = if Chart::all(model).contains(&Chart::MovedVsCost) {
         Some(chart_svg(model, &Chart::MovedVsCost)?)
     } else {
         None
@@ -708,6 +763,9 @@ impl Renderer for Html {
         // Control characters and bidirectional overrides anywhere on the
         // page (kernel names, commands) are made visible and inert.
         let html: String = html.chars().map(inert).collect();
+        // Text wraps at spaces only: a figure stays with its unit, a long
+        // path breaks after its separators.
+        let html = super::html_breaks::wrap_only_between_words(&html);
         out.write_all(html.as_bytes())?;
         Ok(())
     }

@@ -19,6 +19,7 @@ pub mod escape;
 pub mod format;
 pub mod gate_text;
 pub mod html;
+pub mod html_breaks;
 pub mod json;
 pub mod markdown;
 pub mod model;

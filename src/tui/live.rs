@@ -125,16 +125,27 @@ impl OutputSink for LogSink {
     }
 }
 
-/// Marks in the log pane where each attempt's output begins.
+/// Marks in the log pane where each attempt's output begins, while the
+/// dashboard is open.
 #[derive(Clone)]
-pub struct AttemptLog(Sender<Update>);
+pub struct AttemptLog {
+    tx: Sender<Update>,
+    sink: Arc<LogSink>,
+}
 
 impl AttemptLog {
     /// Called by the matrix before attempt `index` of `total` starts.
     pub fn attempt_started(&self, variant: &str, attempt: &str, index: usize, total: usize) {
-        let _ = self.0.send(Update::Log(format!(
+        let _ = self.tx.send(Update::Log(format!(
             "── attempt {index}/{total}: {variant}/{attempt} ──"
         )));
+    }
+
+    /// Whether the dashboard still shows the run: once it is closed (`d`:
+    /// leave, let it finish) the run's output, and its progress lines, go
+    /// to the doctor's own streams as without the dashboard.
+    pub fn dashboard_open(&self) -> bool {
+        self.sink.showing.load(Ordering::SeqCst)
     }
 }
 
@@ -181,7 +192,10 @@ impl LiveRun {
 
     /// Where the matrix announces each attempt.
     pub fn log(&self) -> AttemptLog {
-        AttemptLog(self.tx.clone())
+        AttemptLog {
+            tx: self.tx.clone(),
+            sink: self.sink.clone(),
+        }
     }
 
     /// Where the run sends the training's output.

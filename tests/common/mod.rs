@@ -110,6 +110,13 @@ pub fn model_of(path: &Path, label: &str) -> ReportModel {
     Analysed::load(path).unwrap().model_named(label)
 }
 
+/// The HTML report's text as a reader sees it: a break opportunity
+/// (`<wbr>`) is no character, a no-break space (between a figure and its
+/// unit) is a space.
+pub fn html_as_read(html: &str) -> String {
+    html.replace("<wbr>", "").replace('\u{a0}', " ")
+}
+
 /// The terminal report of a run folder with every attempt told (`--all`).
 pub fn terminal_text(path: &Path) -> String {
     let model = Analysed::load(path).unwrap().model();

@@ -35,7 +35,8 @@ pub const WATERFALL_WIDTH: u32 = 1100;
 /// The charts a report draws, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Chart {
-    /// What each prewarm moved against what it cost (matrices only).
+    /// What each prewarm moved against what it cost (matrices with a
+    /// measured figure only).
     MovedVsCost,
     /// The step-1 timeline of a variant's representative rank.
     Timeline { variant: String },
@@ -50,7 +51,7 @@ impl Chart {
         if model
             .matrix
             .as_ref()
-            .is_some_and(|m| !m.verdicts.is_empty())
+            .is_some_and(|m| moved_vs_cost_measured(&m.verdicts))
         {
             out.push(Chart::MovedVsCost);
         }
@@ -147,7 +148,9 @@ impl Chart {
                     "memory over the whole process (step 1 never finished)"
                 };
                 let title = format!("{variant}: {span} ({}, {})", a.id(), r.label);
-                draw_timeline(area, &title, &r.timeline, Some(page_scale(model)))
+                // The phases as the text's phase table names them.
+                let name = |p: Phase| crate::report::account_tables::phase_label(&r.account, p);
+                draw_timeline(area, &title, &r.timeline, Some(page_scale(model)), &name)
             }
             Chart::Waterfall { variant } => {
                 let (a, r) = model

@@ -55,6 +55,9 @@ pub fn envelopes(layers: &[&[Point]], window: (f64, f64), columns: usize) -> Vec
     out
 }
 
+/// Room right of a timeline's plot (its lanes and its memory alike), px.
+pub const TIMELINE_MARGIN_RIGHT: u32 = 24;
+
 /// The chart of a timeline's axes: seconds across, a byte unit (or lanes) up.
 type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
@@ -63,12 +66,15 @@ type Layer = (String, RGBColor, Vec<Point>);
 
 /// Draws a process's memory timeline: event lanes on top, stacked memory
 /// (context, pool, out-of-pool by source, local-memory growth) under the
-/// device-used line, phase bands behind. Returns the markers to draw.
+/// device-used line, phase bands behind, each named by `phase_name` (the
+/// words of the text's phase table: "step 2 (died)"). Returns the markers
+/// to draw.
 pub fn draw_timeline<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     t: &Timeline,
     scale: Option<PageScale>,
+    phase_name: &dyn Fn(Phase) -> String,
 ) -> Result<Vec<Glyph>, ReportError> {
     ensure_font();
     let err = chart_err("timeline");
@@ -94,7 +100,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
     let (unit, unit_name) = scale.map_or_else(|| byte_unit(top as f64), |s| (s.unit, s.unit_name));
     let ymax = top as f64 / unit * 1.12;
     let mut main_chart = memory_chart(&main, window, ymax)?;
-    draw_phase_bands(area, &mut main_chart, t, window, ymax, no_step)?;
+    let band_labels = draw_phase_bands(area, &mut main_chart, t, window, ymax, phase_name)?;
     main_chart
         .configure_mesh()
         .light_line_style(GRID.mix(0.6))
@@ -132,6 +138,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
                 .map_err(&err)?;
         }
     }
+    draw_band_labels(area, &band_labels)?;
     main_chart
         .configure_series_labels()
         .position(SeriesLabelPosition::Coordinate(8, 22))
@@ -161,7 +168,7 @@ fn draw_lanes<'a, DB: DrawingBackend>(
     let mut lanes = ChartBuilder::on(lanes_area)
         .caption(title, ("sans-serif", 17))
         .margin_left(8)
-        .margin_right(24)
+        .margin_right(TIMELINE_MARGIN_RIGHT)
         .margin_top(6)
         .y_label_area_size(LEFT)
         .x_label_area_size(0)
@@ -225,7 +232,7 @@ fn memory_chart<'a, DB: DrawingBackend>(
 ) -> Result<TimeChart<'a, DB>, ReportError> {
     ChartBuilder::on(main)
         .margin_left(8)
-        .margin_right(24)
+        .margin_right(TIMELINE_MARGIN_RIGHT)
         .margin_bottom(6)
         .y_label_area_size(LEFT)
         .x_label_area_size(40)
@@ -233,17 +240,24 @@ fn memory_chart<'a, DB: DrawingBackend>(
         .map_err(chart_err("timeline"))
 }
 
-/// Phase bands behind everything, each named at the top when it is wide
-/// enough to hold its name.
+/// Phase bands behind everything. Returns their names, placed: a name
+/// sits at the top left of its band where it fits there; the band at the
+/// plot's right end (the phase a process died in, or the one after its
+/// last step: often narrow) that it does not fit has its name on a second
+/// row, right-aligned to the plot's edge, where it clears the names beside
+/// it; else the band goes unnamed. No name runs past the plot.
 fn draw_phase_bands<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     chart: &mut TimeChart<'_, DB>,
     t: &Timeline,
     window: (f64, f64),
     ymax: f64,
-    no_step: bool,
-) -> Result<(), ReportError> {
+    name: &dyn Fn(Phase) -> String,
+) -> Result<Vec<BandLabel>, ReportError> {
     let err = chart_err("timeline");
+    let (plot_left, _) = rel(area, chart.backend_coord(&(window.0, ymax)));
+    let (plot_right, _) = rel(area, chart.backend_coord(&(window.1, ymax)));
+    let mut labels: Vec<BandLabel> = Vec::new();
     for b in &t.phases {
         let (a, z) = (b.start_s.max(window.0), b.end_s.min(window.1));
         if z <= a {
@@ -257,16 +271,70 @@ fn draw_phase_bands<DB: DrawingBackend>(
             .map_err(&err)?;
         let (px0, py) = rel(area, chart.backend_coord(&(a, ymax)));
         let (px1, _) = rel(area, chart.backend_coord(&(z, ymax)));
-        if px1 - px0 > 40 {
-            area.draw_text(
-                &crate::report::phase_word(no_step, b.phase, None),
-                &("sans-serif", 12)
-                    .into_font()
-                    .color(&RGBColor(0x55, 0x55, 0x55)),
-                (px0 + 4, py + 4),
-            )
-            .map_err(&err)?;
+        let text = name(b.phase);
+        let width = area
+            .estimate_text_size(&text, &band_label_style())
+            .map_or(i32::MAX, |(w, _)| w as i32);
+        let clear = |x: i32, y: i32, labels: &[BandLabel]| {
+            labels.iter().filter(|l| l.at.1 == y).all(|l| {
+                x >= l.at.0 + l.width + BAND_LABEL_GAP || x + width + BAND_LABEL_GAP <= l.at.0
+            })
+        };
+        let inside = (px0 + 4, py + 4);
+        let second = (px1 - 4 - width, py + 4 + BAND_LABEL_ROW);
+        let at = if inside.0 + width + 4 <= px1 && clear(inside.0, inside.1, &labels) {
+            Some(inside)
+        } else if px1 >= plot_right
+            && px1 - px0 >= BAND_LABEL_GAP
+            && second.0 >= plot_left + 4
+            && clear(second.0, second.1, &labels)
+        {
+            Some(second)
+        } else {
+            None
+        };
+        if let Some(at) = at {
+            labels.push(BandLabel { text, at, width });
         }
+    }
+    Ok(labels)
+}
+
+/// A phase band's name where it is drawn (after the memory, over it).
+struct BandLabel {
+    text: String,
+    /// Its top-left corner, px of the chart's area.
+    at: (i32, i32),
+    width: i32,
+}
+
+/// The second row of band names, px below the first.
+const BAND_LABEL_ROW: i32 = 17;
+/// The least room between two band names on a row, px.
+const BAND_LABEL_GAP: i32 = 8;
+
+fn band_label_style() -> TextStyle<'static> {
+    ("sans-serif", 12)
+        .into_font()
+        .color(&RGBColor(0x55, 0x55, 0x55))
+}
+
+/// Draws the band names over everything drawn before them, each on a
+/// white ground so the memory under it does not hide it.
+fn draw_band_labels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    labels: &[BandLabel],
+) -> Result<(), ReportError> {
+    let err = chart_err("timeline");
+    for l in labels {
+        let (x, y) = l.at;
+        area.draw(&Rectangle::new(
+            [(x - 2, y - 1), (x + l.width + 2, y + 14)],
+            WHITE.mix(0.8).filled(),
+        ))
+        .map_err(&err)?;
+        area.draw_text(&l.text, &band_label_style(), (x, y))
+            .map_err(&err)?;
     }
     Ok(())
 }

@@ -81,6 +81,12 @@ pub struct VerdictView {
     pub targets: Vec<String>,
     pub moved_bytes: f64,
     pub moved_seconds: f64,
+    /// Whether what it moved was measured (both sides have step-1 figures);
+    /// else `moved_bytes` and `moved_seconds` are 0 for want of a figure,
+    /// and the words say it cannot be judged. Charts read it; the JSON has
+    /// the verdict's own figures.
+    #[serde(skip)]
+    pub moved_known: bool,
     /// What it moved in words, the same in every format
     /// (`verdict_text::moved_text`).
     pub moved: String,
@@ -109,6 +115,7 @@ pub(super) fn verdict_view(v: &Verdict) -> VerdictView {
         targets: v.targets.iter().map(|t| t.label().to_string()).collect(),
         moved_bytes: v.moved.bytes,
         moved_seconds: v.moved.seconds,
+        moved_known: v.targeted.is_some(),
         moved: verdict_text::moved_text(v),
         baseline_targeted_bytes: targeted.map_or(0.0, |t| t.bytes.baseline.median),
         baseline_targeted_seconds: targeted.map_or(0.0, |t| t.seconds.baseline.median),

@@ -12,7 +12,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-/// Width of the name column.
+/// Least width of the name column.
 const NAME: usize = 26;
 /// Width of the value column.
 const VALUE: usize = 8;
@@ -69,22 +69,42 @@ impl Parts {
     }
 }
 
+/// A part's name as the waterfall shows it.
+fn part_name(name: &str, inferred: bool) -> String {
+    if inferred {
+        format!("{name} (inferred)")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The name column's width at `width` columns: as wide as the longest name
+/// needs, at least [`NAME`], at most three fifths of what the names and
+/// bars share (the bars keep the rest).
+pub fn name_width(acc: &Parts, width: usize) -> usize {
+    let longest = acc
+        .parts
+        .iter()
+        .map(|(n, _, inferred)| part_name(n, *inferred).chars().count())
+        .chain(["unexplained (not understood)".len()])
+        .max()
+        .unwrap_or(NAME);
+    let most = (width.saturating_sub(VALUE + 2) * 3 / 5).max(NAME);
+    longest.clamp(NAME, most)
+}
+
 /// The waterfall's lines: each part starts where the one before ended.
 pub fn waterfall(acc: &Parts, width: usize) -> Vec<(String, String, String, Tone)> {
-    let bar_w = width.saturating_sub(NAME + VALUE + 2).max(4);
+    let name_w = name_width(acc, width);
+    let bar_w = width.saturating_sub(name_w + VALUE + 2).max(4);
     let named: i64 = acc.parts.iter().map(|p| p.1).sum();
     let top = (acc.device_used as i64).max(named).max(1);
     let scale = top as f64 / bar_w as f64;
     let mut out = Vec::new();
     let mut at = 0i64;
     for (name, bytes, inferred) in &acc.parts {
-        let label = if *inferred {
-            format!("{name} (inferred)")
-        } else {
-            name.clone()
-        };
         out.push((
-            clip(&label, NAME),
+            clip(&part_name(name, *inferred), name_w),
             bar(
                 at,
                 at + bytes,
@@ -160,11 +180,13 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         ]),
         head,
     );
-    let lines: Vec<Line> = waterfall(&Parts::of(gap), usize::from(body.width))
+    let parts = Parts::of(gap);
+    let name_w = name_width(&parts, usize::from(body.width));
+    let lines: Vec<Line> = waterfall(&parts, usize::from(body.width))
         .into_iter()
         .map(|(name, bar, value, tone)| {
             Line::from(vec![
-                Span::styled(format!("{name:<NAME$} "), t.text()),
+                Span::styled(format!("{name:<name_w$} "), t.text()),
                 Span::styled(bar, t.series(0)),
                 Span::styled(format!(" {value:>VALUE$}"), t.tone(tone)),
             ])

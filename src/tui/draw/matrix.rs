@@ -99,6 +99,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
         header.push("headroom");
     }
     header.extend(["step 1", "setup", "verdict"]);
+    let (widths, name_width) = matrix_widths(m, wide, area.width);
     let visible = table.height.saturating_sub(1) as usize;
     let offset = scroll_offset(app.matrix_row, visible);
     let rows: Vec<Row> = m
@@ -109,7 +110,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
         .take(visible)
         .map(|(i, r)| {
             let mut cells = vec![
-                Cell::from(r.name.clone()),
+                Cell::from(clip(&r.name, usize::from(name_width))),
                 Cell::from(runs(r)),
                 Cell::from(stat_bytes(r.step1_device_peak)),
                 Cell::from(stat_bytes(r.step1_out_of_pool)),
@@ -134,27 +135,6 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
             t.row(row, i == app.matrix_row)
         })
         .collect();
-    let longest = m
-        .variants
-        .iter()
-        .map(|r| r.name.chars().count())
-        .max()
-        .unwrap_or(7);
-    let mut widths = vec![
-        Constraint::Length(longest.clamp(7, 24) as u16),
-        Constraint::Length(4),
-        Constraint::Length(10),
-        Constraint::Length(11),
-    ];
-    if wide {
-        widths.push(Constraint::Length(8));
-    }
-    widths.extend([
-        Constraint::Length(11),
-        Constraint::Length(11),
-        Constraint::Length(10),
-        Constraint::Min(0),
-    ]);
     frame.render_widget(
         Table::new(rows, widths)
             .header(Row::new(header).style(t.heading()))
@@ -162,6 +142,41 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
         table,
     );
     draw_selected_verdict(frame, app, m, below);
+}
+
+/// The matrix table's column widths, and the names' column among them: the
+/// verdict column as wide as its longest entry ("INCONCLUSIVE"), the names
+/// giving way first when the row is short of room (clipped with "…").
+fn matrix_widths(m: &MatrixView, wide: bool, width: u16) -> (Vec<Constraint>, u16) {
+    let longest = m
+        .variants
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(7);
+    let verdict_width = m
+        .variants
+        .iter()
+        .map(|r| match verdict_of(m, r) {
+            Some(v) => verdict_label(v).0.chars().count(),
+            None if r.is_baseline => "baseline".len(),
+            None => 1,
+        })
+        .chain(["verdict".len()])
+        .max()
+        .unwrap_or(7) as u16;
+    let mut figures = vec![4, 10, 11];
+    if wide {
+        figures.push(8);
+    }
+    figures.extend([11, 11, verdict_width]);
+    let others: u16 = figures.iter().sum::<u16>() + figures.len() as u16;
+    let name_width = (longest.clamp(7, 24) as u16).min(width.saturating_sub(others).max(7));
+    let widths: Vec<Constraint> = std::iter::once(name_width)
+        .chain(figures)
+        .map(Constraint::Length)
+        .collect();
+    (widths, name_width)
 }
 
 fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {

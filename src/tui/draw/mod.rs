@@ -138,7 +138,15 @@ fn hints(app: &App) -> &'static str {
     }
     match app.tab {
         Tab::Live => "↑↓ scroll log · G follow · Tab views · ? help · q quit",
-        Tab::Matrix => "↑↓ variant · Enter verdict · [ ] attempt · Tab views · ? help",
+        // Verdict keys only where there are verdicts; a single variant's
+        // rows are its attempts, and Enter shows their ranks.
+        Tab::Matrix => match &app.data.model.matrix {
+            Some(m) if !m.verdicts.is_empty() => {
+                "↑↓ variant · Enter verdict · [ ] attempt · Tab views · ? help"
+            }
+            Some(_) => "↑↓ variant · [ ] attempt · Tab views · ? help · q quit",
+            None => "↑↓ attempt · Enter ranks · Tab views · ? help · q quit",
+        },
         Tab::Timeline => "←→ event · Enter detail · 1 2 3 zoom · ↑↓ rank · [ ] attempt · ?",
         Tab::Events => "↑↓ row · / filter · s sort · r reverse · Enter detail · ?",
         Tab::Ranks => "↑↓ rank (drives every view) · Enter timeline · [ ] attempt · ?",
