@@ -119,7 +119,7 @@ fn the_bundled_matrix_report_renders_in_chromium_with_its_verdicts() {
     for verdict in &m.matrix.as_ref().unwrap().verdicts {
         let badge = format!(
             "<span class=\"badge {}\">{}</span>",
-            prewarm_doctor::report::html::class_css(&verdict.class),
+            prewarm_doctor::report::html::class_css(verdict.class),
             verdict.label
         );
         assert!(dom.contains(&badge), "the DOM lacks {badge}");

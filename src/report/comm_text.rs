@@ -114,8 +114,8 @@ fn outside_line(v: &CommVerdict) -> Option<String> {
         return None;
     }
     Some(format!(
-        "NCCL allocations outside any communicator's init (in NCCL communicator init, in no \
-         group): {} -> {}",
+        "NCCL allocations outside any communicator's init (in the NCCL class's bytes, in no \
+         group's): {} -> {}",
         outside_side_text(b),
         outside_side_text(w)
     ))
@@ -242,7 +242,7 @@ mod tests {
         assert_eq!(
             group_lines(&v),
             [
-                "NCCL allocations outside any communicator's init (in NCCL communicator init, in no group): 2.0 MiB in the steps -> 2.0 MiB at setup"
+                "NCCL allocations outside any communicator's init (in the NCCL class's bytes, in no group's): 2.0 MiB in the steps -> 2.0 MiB at setup"
             ]
         );
     }

@@ -201,11 +201,8 @@ fn spread_text(s: &Option<Spread>, fmt: &dyn Fn(f64) -> String) -> String {
 }
 
 /// The CSS class of a verdict badge ("v-works", "v-no-effect").
-pub fn class_css(class: &str) -> String {
-    format!(
-        "v-{}",
-        class.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
-    )
+pub fn class_css(class: crate::analysis::verdict::VerdictClass) -> String {
+    format!("v-{}", class.key().replace('_', "-"))
 }
 
 fn opt_bytes(v: Option<u64>) -> String {
@@ -629,7 +626,7 @@ fn page(model: &ReportModel) -> Result<Page, ReportError> {
             .headline
             .iter()
             .map(|h| Sentence {
-                css: h.class.as_deref().map_or("v-none".into(), class_css),
+                css: h.class.map_or("v-none".into(), class_css),
                 text: h.text.clone(),
             })
             .collect(),
@@ -686,7 +683,7 @@ fn variant_lines(model: &ReportModel) -> Vec<VariantLine> {
                 step1: spread_text(&v.step1_s, &seconds),
                 setup: spread_text(&v.setup_s, &seconds),
                 verdict: verdict.map_or(unjudged.to_string(), |x| x.label.clone()),
-                verdict_css: verdict.map_or("v-none".into(), |x| class_css(&x.class)),
+                verdict_css: verdict.map_or("v-none".into(), |x| class_css(x.class)),
             }
         })
         .collect()
@@ -703,7 +700,7 @@ fn verdict_blocks(model: &ReportModel) -> Vec<VerdictBlock> {
             variant: v.variant.clone(),
             prewarms: v.prewarms.join(", "),
             label: v.label.clone(),
-            css: class_css(&v.class),
+            css: class_css(v.class),
             moved: moved_text(v),
             costs: costs_text(&v.costs),
             confidence: v.confidence.clone(),
@@ -713,7 +710,7 @@ fn verdict_blocks(model: &ReportModel) -> Vec<VerdictBlock> {
                 .map(|s| {
                     format!(
                         "{}: {}, {} ({} events)",
-                        s.class,
+                        s.class.label(),
                         bytes(s.bytes),
                         seconds(s.seconds),
                         s.events

@@ -16,13 +16,13 @@ pub enum Tone {
 }
 
 impl Tone {
-    /// How a verdict class (the model's key: "works", "regression", ...) reads.
-    pub fn of_verdict(class: &str) -> Tone {
+    /// How a verdict class reads.
+    pub fn of_verdict(class: crate::analysis::verdict::VerdictClass) -> Tone {
+        use crate::analysis::verdict::VerdictClass::*;
         match class {
-            "works" => Tone::Good,
-            "regression" => Tone::Bad,
-            "partial" | "no_effect" | "inconclusive" => Tone::Warn,
-            _ => Tone::Neutral,
+            Works => Tone::Good,
+            Regression => Tone::Bad,
+            Partial | NoEffect | Inconclusive => Tone::Warn,
         }
     }
 }

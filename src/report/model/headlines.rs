@@ -9,7 +9,7 @@ use serde::Serialize;
 pub(super) fn headline_of_verdict(v: &VerdictView) -> HeadlineSentence {
     HeadlineSentence {
         subject: v.variant.clone(),
-        class: Some(v.class.clone()),
+        class: Some(v.class),
         text: format!("{} ({}): {}", v.variant, v.label, v.headline),
     }
 }
@@ -75,8 +75,8 @@ fn headline_without_step(a: &AttemptView, r: &RankView) -> HeadlineSentence {
 pub struct HeadlineSentence {
     /// The variant (matrix) or attempt ("variant/attempt") it is about.
     pub subject: String,
-    /// Verdict class key ("works", "partial", ...) or None for a single run.
-    pub class: Option<String>,
+    /// The verdict's class, or None for a single run.
+    pub class: Option<crate::analysis::verdict::VerdictClass>,
     /// The whole sentence.
     pub text: String,
 }

@@ -62,7 +62,8 @@ pub struct Costs {
 /// What still lands in step 1 of one targeted class.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StillInStep1 {
-    pub class: String,
+    /// Shown by its label (`EventClass::label`).
+    pub class: crate::prewarm::catalog::EventClass,
     pub bytes: u64,
     pub seconds: f64,
     pub events: u32,
@@ -73,8 +74,8 @@ pub struct StillInStep1 {
 pub struct VerdictView {
     pub variant: String,
     pub prewarms: Vec<String>,
-    /// Class key: works, partial, no_effect, regression, inconclusive.
-    pub class: String,
+    /// The verdict's class (its key and label: `VerdictClass::key`, `label`).
+    pub class: crate::analysis::verdict::VerdictClass,
     /// Class as shown ("works", "no effect", ...).
     pub label: String,
     /// Labels of the event classes it targets.
@@ -110,7 +111,7 @@ pub(super) fn verdict_view(v: &Verdict) -> VerdictView {
     VerdictView {
         variant: v.variant.clone(),
         prewarms: v.prewarms.clone(),
-        class: v.class.key().to_string(),
+        class: v.class,
         label: verdict_text::class_label(v.class).to_string(),
         targets: v.targets.iter().map(|t| t.label().to_string()).collect(),
         moved_bytes: v.moved.bytes,
@@ -139,7 +140,7 @@ pub(super) fn verdict_view(v: &Verdict) -> VerdictView {
                     || crate::analysis::noise::present(Quantity::Seconds, c.seconds.variant)
             })
             .map(|c| StillInStep1 {
-                class: c.class.label().to_string(),
+                class: c.class,
                 bytes: c.bytes.variant.median.max(0.0) as u64,
                 seconds: c.seconds.variant.median,
                 events: c.events.variant.median.round().max(0.0) as u32,

@@ -54,7 +54,7 @@ pub fn runs(v: &VariantRow) -> String {
 
 /// A verdict's class as the matrix shows it ("WORKS") and how it reads.
 pub fn verdict_label(v: &VerdictView) -> (String, Tone) {
-    (v.label.to_uppercase(), Tone::of_verdict(&v.class))
+    (v.label.to_uppercase(), Tone::of_verdict(v.class))
 }
 
 /// The verdict of a variant's row, if it was judged.

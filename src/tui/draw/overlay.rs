@@ -152,7 +152,7 @@ fn verdict_lines(v: &VerdictView) -> Vec<String> {
             .still_in_step1
             .iter()
             .map(|s| {
-                let mut t = s.class.clone();
+                let mut t = s.class.label().to_string();
                 if s.bytes > 0 {
                     t += &format!(" {}", bytes(s.bytes));
                 }
