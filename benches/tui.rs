@@ -13,7 +13,6 @@ mod big_run;
 use big_run::make_run;
 use criterion::{Criterion, criterion_group, criterion_main};
 use prewarm_doctor::tui::app::{App, RunState, Tab, Zoom};
-use prewarm_doctor::tui::draw::draw;
 use prewarm_doctor::tui::loader::load_once;
 use prewarm_doctor::tui::theme::Theme;
 use ratatui::Terminal;
@@ -29,7 +28,7 @@ fn bench(c: &mut Criterion) {
     make_run(dir.path(), 1, events);
     let data = load_once(dir.path(), false).unwrap();
     let mut app = App::new(data, Theme::from_env(), RunState::Replay);
-    let rows = app.tables().events.len();
+    let rows = app.shared.tables().events.len();
     let mut g = c.benchmark_group(format!(
         "tui frame, 1 rank x {events} events ({rows} in the table)"
     ));
@@ -47,7 +46,7 @@ fn bench(c: &mut Criterion) {
             app.zoom = zoom;
             g.bench_function(format!("{w}x{h} {tab:?} {}", zoom.label()), |b| {
                 b.iter(|| {
-                    term.draw(|f| draw(f, &app)).unwrap();
+                    term.draw(|f| app.draw(f)).unwrap();
                 })
             });
         }

@@ -10,7 +10,6 @@ mod common;
 
 use common::{copy_tree, repo};
 use prewarm_doctor::tui::app::{App, RunState};
-use prewarm_doctor::tui::draw::draw;
 use prewarm_doctor::tui::loader::load_once;
 use prewarm_doctor::tui::theme::Theme;
 use ratatui::Terminal;
@@ -142,7 +141,7 @@ fn assert_said_first(run: &Path, file: &str) {
         RunState::Replay,
     );
     let mut term = Terminal::new(TestBackend::new(200, 24)).unwrap();
-    term.draw(|f| draw(f, &app)).unwrap();
+    term.draw(|f| app.draw(f)).unwrap();
     let buf = term.backend().buffer();
     let row2: String = (0..200).map(|x| buf[(x, 2)].symbol()).collect();
     assert!(row2.starts_with(&warning), "{row2}");

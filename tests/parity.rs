@@ -26,7 +26,6 @@ use prewarm_doctor::report::renderer::render_to_vec;
 use prewarm_doctor::report::select::Selection;
 use prewarm_doctor::report::terminal::Terminal;
 use prewarm_doctor::tui::app::{App, RunState, Tab};
-use prewarm_doctor::tui::draw::draw;
 use prewarm_doctor::tui::theme::Theme;
 use ratatui::Terminal as Tty;
 use ratatui::backend::TestBackend;
@@ -413,14 +412,14 @@ fn dashboard_text(run: &Path) -> String {
     let mut text = screen(&app);
     // Each verdict's evidence (the matrix rows, Enter).
     app.tab = Tab::Matrix;
-    for _ in 0..app.matrix_rows() {
+    for _ in 0..app.shared.matrix_rows() {
         press(&mut app, KeyCode::Enter);
         text.push_str(&overlay_screens(&mut app));
         press(&mut app, KeyCode::Down);
     }
-    for a in 0..app.data.model.attempts.len() {
+    for a in 0..app.shared.data.model.attempts.len() {
         app.select_attempt(a as isize);
-        for r in 0..app.attempt().map_or(0, |a| a.ranks.len()) {
+        for r in 0..app.shared.attempt().map_or(0, |a| a.ranks.len()) {
             app.select_rank(r as isize);
             app.tab = Tab::Account;
             text.push_str(&screen(&app));
@@ -431,7 +430,7 @@ fn dashboard_text(run: &Path) -> String {
             text.push_str(&screen(&app));
             filter(&mut app, "");
             let failed: Vec<usize> = (0..app.events.rows.len())
-                .filter(|&k| app.tables().events[app.events.rows[k]].failed)
+                .filter(|&k| app.shared.tables().events[app.events.rows[k]].failed)
                 .collect();
             for k in failed {
                 app.events.selected = k;
@@ -482,7 +481,7 @@ fn press(app: &mut App, code: KeyCode) {
 fn screen(app: &App) -> String {
     let (w, h) = (200u16, 70u16);
     let mut term = Tty::new(TestBackend::new(w, h)).unwrap();
-    term.draw(|f| draw(f, app)).unwrap();
+    term.draw(|f| app.draw(f)).unwrap();
     let buf = term.backend().buffer();
     let mut out = String::new();
     for y in 0..h {

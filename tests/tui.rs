@@ -4,9 +4,9 @@
 
 mod common;
 
-use prewarm_doctor::tui::app::{App, Effect, Overlay, RunState, Tab, Zoom};
+use prewarm_doctor::tui::app::{App, Effect, RunState, Tab, Zoom};
 use prewarm_doctor::tui::dashboard::Dashboard;
-use prewarm_doctor::tui::draw::draw;
+use prewarm_doctor::tui::draw::overlay::Overlay;
 use prewarm_doctor::tui::loader::load_once;
 use prewarm_doctor::tui::process_tables::EventKind;
 use prewarm_doctor::tui::theme::Theme;
@@ -27,7 +27,7 @@ fn app(rel: &str) -> App {
 /// The screen as text, one line per row (trailing blanks trimmed).
 fn screen(app: &App, w: u16, h: u16) -> String {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
-    term.draw(|f| draw(f, app)).unwrap();
+    term.draw(|f| app.draw(f)).unwrap();
     let buf = term.backend().buffer();
     let mut out = String::new();
     for y in 0..h {
@@ -74,7 +74,7 @@ fn matrix_verdict_evidence() {
         key(&mut a, KeyCode::Down);
     }
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.overlay, Some(Overlay::Verdict));
+    assert_eq!(a.overlay, Some(Overlay::Verdict(3)));
     let s = screen(&a, 120, 40);
     assert!(s.contains("nccl_comm WORKS"), "{s}");
     assert!(s.contains("+390.0 MiB held at step-1 end"), "{s}");
@@ -90,7 +90,7 @@ fn timeline_view() {
     key(&mut a, KeyCode::Char('2'));
     assert_eq!(a.zoom, Zoom::Step1);
     // Step to the spilling autotune candidate's local-memory growth.
-    let markers = a.tables().markers.clone();
+    let markers = a.shared.tables().markers.clone();
     let spill = markers
         .iter()
         .position(|m| m.kind == EventKind::LocalMemory && m.bytes.unwrap_or(0) > 100 << 20)
@@ -116,7 +116,7 @@ fn events_view() {
     key(&mut a, KeyCode::Char('/'));
     keys(&mut a, "nccl");
     key(&mut a, KeyCode::Enter);
-    let rank = a.tables();
+    let rank = a.shared.tables();
     assert!(!a.events.rows.is_empty());
     assert!(a.events.rows.iter().all(|&i| {
         format!("{:?}", rank.events[i])
@@ -124,13 +124,13 @@ fn events_view() {
             .contains("nccl")
     }));
     // Sort by bytes, largest first.
-    while prewarm_doctor::tui::app::Column::ALL[a.events.sort]
-        != prewarm_doctor::tui::app::Column::Bytes
+    while prewarm_doctor::tui::draw::events::Column::ALL[a.events.sort]
+        != prewarm_doctor::tui::draw::events::Column::Bytes
     {
         key(&mut a, KeyCode::Char('s'));
     }
     key(&mut a, KeyCode::Char('r'));
-    let rank = a.tables();
+    let rank = a.shared.tables();
     let b: Vec<u64> = a
         .events
         .rows
@@ -152,7 +152,7 @@ fn ranks_view_on_two_nodes() {
     insta::assert_snapshot!("ranks_multinode_80x24", s);
     // Selecting rank 1 drives the other views.
     key(&mut a, KeyCode::Down);
-    assert_eq!(a.rank, 1);
+    assert_eq!(a.shared.rank, 1);
     key(&mut a, KeyCode::Enter);
     assert_eq!(a.tab, Tab::Timeline);
     assert!(screen(&a, 80, 24).contains("rank 1"));
@@ -173,7 +173,7 @@ fn account_view() {
 #[test]
 fn single_run_lists_its_attempts() {
     let a = app("tests/fixtures/h200/examples-nccl-baseline");
-    assert!(a.data.model.matrix.is_none());
+    assert!(a.shared.data.model.matrix.is_none());
     insta::assert_snapshot!("single_run_80x24", screen(&a, 80, 24));
 }
 
@@ -182,6 +182,7 @@ fn out_of_memory_events() {
     let mut a = app("tests/fixtures/h200/oom-triton-baseline");
     a.tab = Tab::Events;
     let oom = a
+        .shared
         .tables()
         .events
         .iter()
@@ -209,7 +210,7 @@ fn the_dashboard_doc_lists_every_key() {
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reports.md"))
             .unwrap()
             .replace('`', "");
-    for (k, _) in prewarm_doctor::tui::draw::KEYS {
+    for (k, _) in prewarm_doctor::tui::draw::overlay::KEYS {
         assert!(
             doc.contains(&format!("| {k} |")),
             "docs/reports.md lacks the key {k}"
@@ -245,7 +246,7 @@ fn live_view_of_a_run_in_progress() {
     let mut a = App::new(d, Theme::plain(), RunState::Running);
     assert_eq!(a.tab, Tab::Live);
     assert_eq!(
-        a.attempt().unwrap().id(),
+        a.shared.attempt().unwrap().id(),
         "all/2",
         "follows the running attempt"
     );
@@ -271,9 +272,9 @@ fn colours_are_foreground_accents_only_and_plain_has_none() {
     ] {
         a.tab = tab;
         for (theme, coloured) in [(Theme { color: true }, true), (Theme::plain(), false)] {
-            a.theme = theme;
+            a.shared.theme = theme;
             let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
-            term.draw(|f| draw(f, &a)).unwrap();
+            term.draw(|f| a.draw(f)).unwrap();
             let buf = term.backend().buffer();
             let mut any_fg = false;
             for cell in buf.content() {
@@ -318,7 +319,7 @@ fn hostile_names_cannot_drive_the_terminal() {
         a.tab = tab;
         key(&mut a, KeyCode::Enter);
         let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
-        term.draw(|f| draw(f, &a)).unwrap();
+        term.draw(|f| a.draw(f)).unwrap();
         let mut text = String::new();
         for cell in term.backend().buffer().content() {
             assert!(
@@ -369,13 +370,13 @@ fn quitting_a_live_run_asks_first() {
     insta::assert_snapshot!("confirm_quit_80x24", screen(&a, 80, 24));
     assert_eq!(key(&mut a, KeyCode::Char('n')), Effect::None);
     assert_eq!(a.overlay, None);
-    assert_eq!(a.run, RunState::Running, "nothing was stopped");
+    assert_eq!(a.shared.run, RunState::Running, "nothing was stopped");
     key(&mut a, KeyCode::Esc);
     assert_eq!(key(&mut a, KeyCode::Char('d')), Effect::Detach);
     let mut a = App::new(dashboard(MATRIX), Theme::plain(), RunState::Running);
     key(&mut a, KeyCode::Char('q'));
     assert_eq!(key(&mut a, KeyCode::Char('y')), Effect::Stop);
-    assert_eq!(a.run, RunState::Stopping);
+    assert_eq!(a.shared.run, RunState::Stopping);
     // The dashboard closes once the stopped run has ended.
     assert_eq!(a.finished(130), Effect::Quit);
 }
@@ -384,7 +385,7 @@ fn quitting_a_live_run_asks_first() {
 fn ctrl_c_is_forwarded_during_a_live_run() {
     let mut a = App::new(dashboard(MATRIX), Theme::plain(), RunState::Running);
     assert_eq!(ctrl_c(&mut a), Effect::Interrupt);
-    assert_eq!(a.run, RunState::Stopping);
+    assert_eq!(a.shared.run, RunState::Stopping);
     assert!(a.status.as_deref().unwrap().contains("again kills"));
     assert_eq!(ctrl_c(&mut a), Effect::Interrupt);
     assert_eq!(a.interrupts, 2);
@@ -398,26 +399,26 @@ fn ctrl_c_is_forwarded_during_a_live_run() {
 #[test]
 fn matrix_rows_select_their_attempt_and_brackets_step_through_attempts() {
     let mut a = app(MATRIX);
-    assert_eq!(a.attempt().unwrap().id(), "baseline/1");
+    assert_eq!(a.shared.attempt().unwrap().id(), "baseline/1");
     key(&mut a, KeyCode::Char('j'));
-    assert_eq!(a.attempt().unwrap().id(), "cublas/1");
+    assert_eq!(a.shared.attempt().unwrap().id(), "cublas/1");
     key(&mut a, KeyCode::Char('G'));
-    assert_eq!(a.attempt().unwrap().id(), "all/1");
+    assert_eq!(a.shared.attempt().unwrap().id(), "all/1");
     key(&mut a, KeyCode::Char('g'));
     key(&mut a, KeyCode::Char(']'));
-    assert_eq!(a.attempt().unwrap().id(), "baseline/2");
+    assert_eq!(a.shared.attempt().unwrap().id(), "baseline/2");
     for _ in 0..50 {
         key(&mut a, KeyCode::Char(']'));
     }
     assert_eq!(
-        a.attempt,
-        a.data.model.attempts.len() - 1,
+        a.shared.attempt,
+        a.shared.data.model.attempts.len() - 1,
         "clamped at the last"
     );
     for _ in 0..50 {
         key(&mut a, KeyCode::Char('['));
     }
-    assert_eq!(a.attempt, 0);
+    assert_eq!(a.shared.attempt, 0);
 }
 
 #[test]
@@ -466,9 +467,9 @@ fn new_data_keeps_the_selection() {
     let mut a = app(MATRIX);
     key(&mut a, KeyCode::Char(']'));
     key(&mut a, KeyCode::Char(']'));
-    let name = a.attempt().unwrap().id();
+    let name = a.shared.attempt().unwrap().id();
     a.set_data(dashboard(MATRIX));
-    assert_eq!(a.attempt().unwrap().id(), name);
+    assert_eq!(a.shared.attempt().unwrap().id(), name);
 }
 
 /// A probe's warning reaches the dashboard too (the ranks view's notes),
@@ -529,7 +530,7 @@ fn the_verdict_column_holds_its_longest_class() {
         Theme::plain(),
         RunState::Replay,
     );
-    let m = a.data.model.matrix.clone().unwrap();
+    let m = a.shared.data.model.matrix.clone().unwrap();
     for (w, h) in [(120, 40), (80, 24)] {
         let s = screen(&a, w, h);
         for v in &m.verdicts {
@@ -562,7 +563,7 @@ fn the_account_names_its_parts_whole_when_there_is_room() {
             RunState::Replay,
         );
         a.tab = Tab::Account;
-        let Some(gap) = a.rank().and_then(|r| r.step1_account()).cloned() else {
+        let Some(gap) = a.shared.rank().and_then(|r| r.step1_account()).cloned() else {
             continue;
         };
         let s = screen(&a, 120, 40);
@@ -596,6 +597,7 @@ fn the_footer_offers_verdicts_only_where_there_are_some() {
     let matrix = app(MATRIX);
     assert!(
         !matrix
+            .shared
             .data
             .model
             .matrix
@@ -610,7 +612,7 @@ fn the_footer_offers_verdicts_only_where_there_are_some() {
         footer(&matrix)
     );
     let mut single = app("tests/fixtures/h200/examples-nccl-baseline");
-    assert!(single.data.model.matrix.is_none());
+    assert!(single.shared.data.model.matrix.is_none());
     let f = footer(&single);
     assert!(!f.contains("verdict"), "{f}");
     // What it offers is what the key does.

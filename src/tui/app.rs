@@ -3,12 +3,17 @@
 //! forward Ctrl-C, quit), so every key is tested without a terminal.
 
 use crate::analysis::phases::Phase;
-use crate::report::model::{AttemptView, RankView};
 use crate::tui::dashboard::Dashboard;
-use crate::tui::process_tables::{EventRow, ProcessTables};
+use crate::tui::draw::events::Column;
+use crate::tui::draw::overlay::Overlay;
+use crate::tui::draw::{self, Chrome};
+use crate::tui::process_tables::EventRow;
 use crate::tui::theme::Theme;
+use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::collections::VecDeque;
+
+pub use crate::tui::shared::{RunState, Shared};
 
 /// The views, in tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,20 +40,6 @@ impl Tab {
     }
 }
 
-/// A panel over the current view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overlay {
-    Help,
-    /// The selected matrix row's verdict, evidence and costs.
-    Verdict,
-    /// One event's every field (index into [`ProcessTables::events`]).
-    Event(usize),
-    /// One timeline marker's detail (index into [`ProcessTables::markers`]).
-    Marker(usize),
-    /// Leaving while the run goes on: stop it, leave it running, or stay.
-    ConfirmQuit,
-}
-
 /// What part of the process's life the timeline shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Zoom {
@@ -65,62 +56,6 @@ impl Zoom {
             Zoom::Step1 => "step 1",
             Zoom::All => "everything",
         }
-    }
-}
-
-/// Columns of the events table (also its sort keys).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    Time,
-    Phase,
-    Kind,
-    Library,
-    Bytes,
-    Key,
-}
-
-impl Column {
-    /// All columns, left to right.
-    pub const ALL: [Column; 6] = [
-        Column::Time,
-        Column::Phase,
-        Column::Kind,
-        Column::Library,
-        Column::Bytes,
-        Column::Key,
-    ];
-
-    /// Header text.
-    pub fn title(self) -> &'static str {
-        match self {
-            Column::Time => "time",
-            Column::Phase => "phase",
-            Column::Kind => "kind",
-            Column::Library => "library",
-            Column::Bytes => "bytes",
-            Column::Key => "kernel / communicator / key",
-        }
-    }
-}
-
-/// Whether a run is being made, watched or replayed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunState {
-    /// A finished run folder.
-    Replay,
-    /// A folder another doctor is still writing (`tui RUN` on a live run).
-    Watching,
-    /// `run --tui`: this doctor runs the command.
-    Running,
-    /// `run --tui` after the user asked to stop: Ctrl-C was forwarded.
-    Stopping,
-    /// `run --tui` after the command (or the whole matrix) ended.
-    Finished(i32),
-}
-
-impl RunState {
-    fn ours_running(self) -> bool {
-        matches!(self, RunState::Running | RunState::Stopping)
     }
 }
 
@@ -161,16 +96,12 @@ pub const LOG_LINES: usize = 2000;
 /// The whole state of the dashboard.
 #[derive(Debug, Clone)]
 pub struct App {
-    pub data: Dashboard,
-    pub theme: Theme,
-    pub run: RunState,
+    pub shared: Shared,
     pub tab: Tab,
     pub overlay: Option<Overlay>,
     /// Scroll offset inside an overlay.
     pub overlay_scroll: usize,
     pub matrix_row: usize,
-    pub attempt: usize,
-    pub rank: usize,
     /// Follow the attempt being run (until the user picks one).
     pub follow: bool,
     pub zoom: Zoom,
@@ -191,15 +122,17 @@ impl App {
     /// A dashboard over `data`.
     pub fn new(data: Dashboard, theme: Theme, run: RunState) -> App {
         let mut app = App {
-            data: Dashboard::default(),
-            theme,
-            run,
+            shared: Shared {
+                data: Dashboard::default(),
+                theme,
+                run,
+                attempt: 0,
+                rank: 0,
+            },
             tab: Tab::Matrix,
             overlay: None,
             overlay_scroll: 0,
             matrix_row: 0,
-            attempt: 0,
-            rank: 0,
             follow: matches!(run, RunState::Running | RunState::Watching),
             zoom: Zoom::All,
             cursor: None,
@@ -214,12 +147,13 @@ impl App {
         app.tab = app.tabs()[0];
         if !app.follow
             && let Some(a) = app
+                .shared
                 .data
                 .model
                 .matrix
                 .as_ref()
                 .and_then(|m| m.variants.first())
-                .and_then(|v| app.first_attempt(&v.name))
+                .and_then(|v| app.shared.first_attempt(&v.name))
         {
             app.select_attempt(a as isize);
         }
@@ -243,69 +177,115 @@ impl App {
     }
 
     fn has_live(&self) -> bool {
-        self.run != RunState::Replay || self.data.live.is_some()
-    }
-
-    /// The selected attempt.
-    pub fn attempt(&self) -> Option<&AttemptView> {
-        self.data.model.attempts.get(self.attempt)
-    }
-
-    /// The attempt a variant's matrix row opens on: its first attempt that
-    /// was not interrupted (or is running now), else its first.
-    fn first_attempt(&self, variant: &str) -> Option<usize> {
-        let attempts = &self.data.model.attempts;
-        let ended = |a: &AttemptView| !a.interrupted || a.not_started || self.data.is_running(a);
-        attempts
-            .iter()
-            .position(|a| a.variant == variant && ended(a))
-            .or_else(|| attempts.iter().position(|a| a.variant == variant))
-    }
-
-    /// The selected process in drawing form (its events, markers, series).
-    pub fn tables(&self) -> &ProcessTables {
-        self.data.tables(self.attempt, self.rank)
-    }
-
-    /// The selected process of the selected attempt.
-    pub fn rank(&self) -> Option<&RankView> {
-        self.attempt().and_then(|a| a.ranks.get(self.rank))
-    }
-
-    /// Rows of the matrix tab: variants, or attempts for a single-variant run.
-    pub fn matrix_rows(&self) -> usize {
-        match &self.data.model.matrix {
-            Some(m) => m.variants.len(),
-            None => self.data.model.attempts.len(),
-        }
+        self.shared.run != RunState::Replay || self.shared.data.live.is_some()
     }
 
     /// Replaces the data, keeping the selection where it still exists.
     pub fn set_data(&mut self, data: Dashboard) {
-        let attempt_name = self.attempt().map(|a| a.id());
-        let rank_label = self.rank().map(|r| (r.label.clone(), r.host.clone()));
+        let attempt_name = self.shared.attempt().map(|a| a.id());
+        let rank_label = self
+            .shared
+            .rank()
+            .map(|r| (r.label.clone(), r.host.clone()));
         let running = data.running().map(str::to_string);
-        self.data = data;
-        let attempts = &self.data.model.attempts;
+        self.shared.data = data;
+        let attempts = &self.shared.data.model.attempts;
         let by_name = |n: &str| attempts.iter().position(|a| a.id() == n);
-        self.attempt = match (&running, &attempt_name) {
+        self.shared.attempt = match (&running, &attempt_name) {
             (Some(r), _) if self.follow => by_name(r),
             (_, Some(n)) => by_name(n),
             _ => None,
         }
-        .unwrap_or(self.attempt)
+        .unwrap_or(self.shared.attempt)
         .min(attempts.len().saturating_sub(1));
-        let ranks = self.attempt().map_or(&[][..], |a| &a.ranks[..]);
-        self.rank = rank_label
+        let ranks = self.shared.attempt().map_or(&[][..], |a| &a.ranks[..]);
+        self.shared.rank = rank_label
             .and_then(|(l, h)| ranks.iter().position(|r| r.label == l && r.host == h))
-            .unwrap_or(self.rank)
+            .unwrap_or(self.shared.rank)
             .min(ranks.len().saturating_sub(1));
-        self.matrix_row = self.matrix_row.min(self.matrix_rows().saturating_sub(1));
+        self.matrix_row = self
+            .matrix_row
+            .min(self.shared.matrix_rows().saturating_sub(1));
         if !self.tabs().contains(&self.tab) {
             self.tab = Tab::Matrix;
         }
         self.rank_changed();
         self.fix_cursor();
+    }
+
+    /// Draws the dashboard: the frame around the view, the view, and the
+    /// panel over it (pure: the drawing is draw/'s).
+    pub fn draw(&self, frame: &mut Frame) {
+        let tabs = self.tabs();
+        let body = draw::chrome(
+            frame,
+            &self.shared,
+            &Chrome {
+                tabs: tabs.iter().map(|t| t.title()).collect(),
+                selected: tabs.iter().position(|t| *t == self.tab),
+                status: self.status.as_deref(),
+                hints: self.hints(),
+                error: self.error.as_deref(),
+            },
+        );
+        let shared = &self.shared;
+        match self.tab {
+            Tab::Live => draw::live::draw(frame, shared, &self.log, self.log_back, body),
+            Tab::Matrix => draw::matrix::draw(frame, shared, self.matrix_row, body),
+            Tab::Timeline => draw::timeline::draw(
+                frame,
+                shared,
+                &draw::timeline::Shown {
+                    zoom: self.zoom.label(),
+                    window: self.zoom_window(),
+                    cursor: self.cursor,
+                    position: self.cursor_position(),
+                    in_window: self.in_window_count(),
+                },
+                body,
+            ),
+            Tab::Events => draw::events::draw(
+                frame,
+                shared,
+                &draw::events::Shown {
+                    rows: &self.events.rows,
+                    selected: self.events.selected,
+                    sort: Column::ALL[self.events.sort],
+                    descending: self.events.descending,
+                    filter: &self.events.filter,
+                    editing: self.events.editing,
+                },
+                body,
+            ),
+            Tab::Ranks => draw::ranks::draw(frame, shared, body),
+            Tab::Account => draw::account::draw(frame, shared, body),
+        }
+        if let Some(o) = self.overlay {
+            draw::overlay::draw(frame, shared, o, self.overlay_scroll);
+        }
+    }
+
+    /// Key hints for the current tab.
+    fn hints(&self) -> &'static str {
+        if self.tab == Tab::Events && self.events.editing {
+            return "type to filter · Enter keep · Esc clear";
+        }
+        match self.tab {
+            Tab::Live => "↑↓ scroll log · G follow · Tab views · ? help · q quit",
+            // Verdict keys only where there are verdicts; a single variant's
+            // rows are its attempts, and Enter shows their ranks.
+            Tab::Matrix => match &self.shared.data.model.matrix {
+                Some(m) if !m.verdicts.is_empty() => {
+                    "↑↓ variant · Enter verdict · [ ] attempt · Tab views · ? help"
+                }
+                Some(_) => "↑↓ variant · [ ] attempt · Tab views · ? help · q quit",
+                None => "↑↓ attempt · Enter ranks · Tab views · ? help · q quit",
+            },
+            Tab::Timeline => "←→ event · Enter detail · 1 2 3 zoom · ↑↓ rank · [ ] attempt · ?",
+            Tab::Events => "↑↓ row · / filter · s sort · r reverse · Enter detail · ?",
+            Tab::Ranks => "↑↓ rank (drives every view) · Enter timeline · [ ] attempt · ?",
+            Tab::Account => "↑↓ rank · [ ] attempt · Tab views · ? help · q quit",
+        }
     }
 
     /// Adds a line of training output.
@@ -321,8 +301,8 @@ impl App {
 
     /// The live run ended with this exit code.
     pub fn finished(&mut self, code: i32) -> Effect {
-        let stopping = self.run == RunState::Stopping;
-        self.run = RunState::Finished(code);
+        let stopping = self.shared.run == RunState::Stopping;
+        self.shared.run = RunState::Finished(code);
         self.status = Some(format!(
             "the run ended (exit code {code}); q leaves, the summary follows"
         ));
@@ -352,8 +332,8 @@ impl App {
             KeyCode::Char('?') => self.open(Overlay::Help),
             KeyCode::Tab => self.next_tab(1),
             KeyCode::BackTab => self.next_tab(-1),
-            KeyCode::Char(']') => self.select_attempt(self.attempt as isize + 1),
-            KeyCode::Char('[') => self.select_attempt(self.attempt as isize - 1),
+            KeyCode::Char(']') => self.select_attempt(self.shared.attempt as isize + 1),
+            KeyCode::Char('[') => self.select_attempt(self.shared.attempt as isize - 1),
             _ => match self.tab {
                 Tab::Live => self.live_key(key),
                 Tab::Matrix => self.matrix_key(key),
@@ -367,7 +347,7 @@ impl App {
     }
 
     fn ctrl_c(&mut self) -> Effect {
-        if !self.run.ours_running() {
+        if !self.shared.run.ours_running() {
             return Effect::Quit;
         }
         self.interrupts += 1;
@@ -376,12 +356,12 @@ impl App {
         } else {
             "the training was killed (SIGKILL to its process group)".into()
         });
-        self.run = RunState::Stopping;
+        self.shared.run = RunState::Stopping;
         Effect::Interrupt
     }
 
     fn ask_quit(&mut self) -> Effect {
-        if self.run.ours_running() {
+        if self.shared.run.ours_running() {
             self.open(Overlay::ConfirmQuit);
             Effect::None
         } else {
@@ -399,8 +379,8 @@ impl App {
             return match key.code {
                 KeyCode::Char('y') | KeyCode::Char('s') => {
                     self.overlay = None;
-                    if self.run == RunState::Running {
-                        self.run = RunState::Stopping;
+                    if self.shared.run == RunState::Running {
+                        self.shared.run = RunState::Stopping;
                         self.status = Some(
                             "stopping: Ctrl-C forwarded to the training; the dashboard closes when it has stopped (Ctrl-C again kills it)".into(),
                         );
@@ -443,14 +423,14 @@ impl App {
 
     /// Selects an attempt (clamped) and keeps the rank index where possible.
     pub fn select_attempt(&mut self, i: isize) {
-        let n = self.data.model.attempts.len();
+        let n = self.shared.data.model.attempts.len();
         if n == 0 {
             return;
         }
         self.follow = false;
-        self.attempt = i.clamp(0, n as isize - 1) as usize;
-        let ranks = self.attempt().map_or(0, |a| a.ranks.len());
-        self.rank = self.rank.min(ranks.saturating_sub(1));
+        self.shared.attempt = i.clamp(0, n as isize - 1) as usize;
+        let ranks = self.shared.attempt().map_or(0, |a| a.ranks.len());
+        self.shared.rank = self.shared.rank.min(ranks.saturating_sub(1));
         self.rank_changed();
         self.cursor = None;
         self.fix_cursor();
@@ -458,11 +438,11 @@ impl App {
 
     /// Selects a process of the current attempt (clamped).
     pub fn select_rank(&mut self, i: isize) {
-        let n = self.attempt().map_or(0, |a| a.ranks.len());
+        let n = self.shared.attempt().map_or(0, |a| a.ranks.len());
         if n == 0 {
             return;
         }
-        self.rank = i.clamp(0, n as isize - 1) as usize;
+        self.shared.rank = i.clamp(0, n as isize - 1) as usize;
         self.events.selected = 0;
         self.rank_changed();
         self.cursor = None;
@@ -490,13 +470,13 @@ impl App {
     }
 
     fn matrix_key(&mut self, key: KeyEvent) {
-        let n = self.matrix_rows();
+        let n = self.shared.matrix_rows();
         let row = match list_move(key.code, self.matrix_row, n) {
             Some(r) => r,
             None => {
                 if key.code == KeyCode::Enter && n > 0 {
-                    if self.data.model.matrix.is_some() {
-                        self.open(Overlay::Verdict);
+                    if self.shared.data.model.matrix.is_some() {
+                        self.open(Overlay::Verdict(self.matrix_row));
                     } else {
                         self.tab = Tab::Ranks;
                     }
@@ -505,11 +485,11 @@ impl App {
             }
         };
         self.matrix_row = row;
-        let attempt = match &self.data.model.matrix {
+        let attempt = match &self.shared.data.model.matrix {
             Some(m) => m
                 .variants
                 .get(row)
-                .and_then(|v| self.first_attempt(&v.name)),
+                .and_then(|v| self.shared.first_attempt(&v.name)),
             None => Some(row),
         };
         if let Some(a) = attempt {
@@ -519,7 +499,7 @@ impl App {
 
     /// The time span (seconds on the process's clock) the timeline shows.
     pub fn zoom_window(&self) -> Option<(f64, f64)> {
-        let r = self.rank()?;
+        let r = self.shared.rank()?;
         let end = r.timeline_end_s();
         let band = |p: Phase| r.timeline.phase(p);
         Some(match self.zoom {
@@ -535,7 +515,7 @@ impl App {
         let Some((a, b)) = self.zoom_window() else {
             return 0..0;
         };
-        let markers = &self.tables().markers;
+        let markers = &self.shared.tables().markers;
         let lo = markers.partition_point(|e| e.t_s < a);
         let hi = markers.partition_point(|e| e.t_s <= b);
         lo..hi.max(lo)
@@ -588,8 +568,8 @@ impl App {
                 Zoom::Setup => Zoom::Step1,
                 Zoom::Step1 => Zoom::All,
             }),
-            KeyCode::Down | KeyCode::Char('j') => self.select_rank(self.rank as isize + 1),
-            KeyCode::Up | KeyCode::Char('k') => self.select_rank(self.rank as isize - 1),
+            KeyCode::Down | KeyCode::Char('j') => self.select_rank(self.shared.rank as isize + 1),
+            KeyCode::Up | KeyCode::Char('k') => self.select_rank(self.shared.rank as isize - 1),
             KeyCode::Enter => {
                 if let Some(c) = self.cursor {
                     self.open(Overlay::Marker(c));
@@ -652,8 +632,8 @@ impl App {
     }
 
     fn ranks_key(&mut self, key: KeyEvent) {
-        let n = self.attempt().map_or(0, |a| a.ranks.len());
-        if let Some(r) = list_move(key.code, self.rank, n) {
+        let n = self.shared.attempt().map_or(0, |a| a.ranks.len());
+        if let Some(r) = list_move(key.code, self.shared.rank, n) {
             self.select_rank(r as isize);
         } else if key.code == KeyCode::Enter && n > 0 {
             self.tab = Tab::Timeline;
@@ -662,8 +642,8 @@ impl App {
 
     fn account_key(&mut self, key: KeyEvent) {
         match key.code {
-            KeyCode::Down | KeyCode::Char('j') => self.select_rank(self.rank as isize + 1),
-            KeyCode::Up | KeyCode::Char('k') => self.select_rank(self.rank as isize - 1),
+            KeyCode::Down | KeyCode::Char('j') => self.select_rank(self.shared.rank as isize + 1),
+            KeyCode::Up | KeyCode::Char('k') => self.select_rank(self.shared.rank as isize - 1),
             _ => {}
         }
     }
@@ -672,12 +652,16 @@ impl App {
     /// data change). The sorted order is computed once per column; a filter
     /// keystroke then only walks it.
     pub fn refresh_events(&mut self) {
-        if self.rank().is_none() {
+        if self.shared.rank().is_none() {
             self.events.rows.clear();
             self.events.selected = 0;
             return;
         }
-        let events = &self.data.tables(self.attempt, self.rank).events;
+        let events = &self
+            .shared
+            .data
+            .tables(self.shared.attempt, self.shared.rank)
+            .events;
         let col = self.events.sort;
         let order = match self.events.order.take() {
             Some((c, o)) if c == col => o,

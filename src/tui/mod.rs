@@ -19,6 +19,7 @@ pub mod draw;
 pub mod live;
 pub mod loader;
 pub mod process_tables;
+pub mod shared;
 pub mod term;
 pub mod theme;
 
@@ -92,8 +93,8 @@ pub fn apply(app: &mut App, update: Update) -> Effect {
         Update::Data(d) => {
             app.error = None;
             app.set_data(*d);
-            if app.run == RunState::Watching && app.data.live.is_none() {
-                app.run = RunState::Replay;
+            if app.shared.run == RunState::Watching && app.shared.data.live.is_none() {
+                app.shared.run = RunState::Replay;
                 app.status = Some("the run finished".into());
                 if app.tab == app::Tab::Live {
                     app.tab = app::Tab::Matrix;
@@ -131,8 +132,8 @@ pub fn event_loop<B: Backend>(
             if sig == libc::SIGINT && control.is_some() {
                 // Ctrl-C from the keyboard (sent by the dashboard itself) or
                 // kill -INT from outside: the run's forwarder passes it on.
-                if app.run == RunState::Running {
-                    app.run = RunState::Stopping;
+                if app.shared.run == RunState::Running {
+                    app.shared.run = RunState::Stopping;
                     app.status =
                         Some("SIGINT forwarded to the training; Ctrl-C again kills it".into());
                 }
@@ -143,7 +144,7 @@ pub fn event_loop<B: Backend>(
         }
         if dirty {
             terminal
-                .draw(|f| draw::draw(f, app))
+                .draw(|f| app.draw(f))
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             dirty = false;
         }
@@ -156,7 +157,7 @@ pub fn event_loop<B: Backend>(
                 effects.push(app.on_key(k));
                 dirty = true;
             }
-        } else if app.data.live.is_some() {
+        } else if app.shared.data.live.is_some() {
             // The clock and estimate move even when nothing arrives.
             dirty = true;
         }

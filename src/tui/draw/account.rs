@@ -5,7 +5,7 @@
 use super::{clip, short_bytes};
 use crate::analysis::account::GapAccount;
 use crate::report::verdict_text;
-use crate::tui::app::App;
+use crate::tui::shared::Shared;
 use crate::tui::theme::Tone;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -137,9 +137,9 @@ pub fn waterfall(acc: &Parts, width: usize) -> Vec<(String, String, String, Tone
     out
 }
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
-    let Some(rank) = app.rank() else {
+pub fn draw(frame: &mut Frame, shared: &Shared, area: Rect) {
+    let t = shared.theme;
+    let Some(rank) = shared.rank() else {
         frame.render_widget(
             Paragraph::new(Span::styled("no process in this attempt", t.dim())),
             area,

@@ -4,30 +4,79 @@
 
 use super::timeline::event_line;
 use super::{clip, scroll_offset, short_bytes};
-use crate::tui::app::{App, Column};
+use crate::tui::shared::Shared;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
+/// Columns of the events table (also its sort keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    Time,
+    Phase,
+    Kind,
+    Library,
+    Bytes,
+    Key,
+}
+
+impl Column {
+    /// All columns, left to right.
+    pub const ALL: [Column; 6] = [
+        Column::Time,
+        Column::Phase,
+        Column::Kind,
+        Column::Library,
+        Column::Bytes,
+        Column::Key,
+    ];
+
+    /// Header text.
+    pub fn title(self) -> &'static str {
+        match self {
+            Column::Time => "time",
+            Column::Phase => "phase",
+            Column::Kind => "kind",
+            Column::Library => "library",
+            Column::Bytes => "bytes",
+            Column::Key => "kernel / communicator / key",
+        }
+    }
+}
+
+/// What the events view hands its drawing: its rows, selection, sort and
+/// filter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shown<'a> {
+    /// Indices into the process's events, filtered and sorted.
+    pub rows: &'a [usize],
+    /// The selected row (index into `rows`).
+    pub selected: usize,
+    pub sort: Column,
+    pub descending: bool,
+    pub filter: &'a str,
+    /// The filter is being typed.
+    pub editing: bool,
+}
+
+pub fn draw(frame: &mut Frame, shared: &Shared, ev: &Shown, area: Rect) {
+    let t = shared.theme;
     let [head, table, detail] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(2),
         Constraint::Length(1),
     ])
     .areas(area);
-    if app.rank().is_none() {
+    if shared.rank().is_none() {
         frame.render_widget(
             Paragraph::new(Span::styled("no process in this attempt", t.dim())),
             area,
         );
         return;
     }
-    let events = &app.tables().events;
-    let ev = &app.events;
-    let sort = Column::ALL[ev.sort];
+    let events = &shared.tables().events;
+    let sort = ev.sort;
     let mut spans = vec![
         Span::styled(
             format!("{} of {} events", ev.rows.len(), events.len()),

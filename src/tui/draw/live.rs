@@ -4,17 +4,20 @@
 
 use super::{clip, clock, now_label, short_bytes};
 use crate::report::model::RankView;
-use crate::tui::app::App;
 use crate::tui::dashboard::LiveView;
+use crate::tui::shared::{RunState, Shared};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph, Sparkline};
+use std::collections::VecDeque;
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+/// The live view, with the training's output (`log`) scrolled `back`
+/// lines from its newest.
+pub fn draw(frame: &mut Frame, shared: &Shared, log: &VecDeque<String>, back: usize, area: Rect) {
     let none = LiveView::default();
-    let live = app.data.live.as_ref().unwrap_or(&none);
-    let ranks: Vec<_> = app
+    let live = shared.data.live.as_ref().unwrap_or(&none);
+    let ranks: Vec<_> = shared
         .data
         .model
         .attempts
@@ -29,7 +32,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .unwrap_or_default();
     let rank_rows = (ranks.len() as u16).clamp(1, 4);
     let gpu_rows = (live.gpus.len() as u16).min(4);
-    let [progress, rank_area, gpu_area, log_head, log] = Layout::vertical([
+    let [progress, rank_area, gpu_area, log_head, log_area] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(rank_rows),
         Constraint::Length(gpu_rows),
@@ -37,15 +40,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Min(1),
     ])
     .areas(area);
-    draw_progress(frame, app, live, progress);
-    draw_ranks(frame, app, &ranks, rank_rows, rank_area);
-    draw_gpus(frame, app, live, gpu_rows, gpu_area);
-    draw_log(frame, app, log_head, log);
+    draw_progress(frame, shared, live, progress);
+    draw_ranks(frame, shared, &ranks, rank_rows, rank_area);
+    draw_gpus(frame, shared, live, gpu_rows, gpu_area);
+    draw_log(frame, shared, log, back, log_head, log_area);
 }
 
 /// Attempt i/N, elapsed and the estimate left, over a gauge.
-fn draw_progress(frame: &mut Frame, app: &App, live: &LiveView, progress: Rect) {
-    let t = app.theme;
+fn draw_progress(frame: &mut Frame, shared: &Shared, live: &LiveView, progress: Rect) {
+    let t = shared.theme;
     let ratio = if live.total > 0 {
         (live.done as f64 / live.total as f64).clamp(0.0, 1.0)
     } else {
@@ -88,8 +91,14 @@ fn draw_progress(frame: &mut Frame, app: &App, live: &LiveView, progress: Rect) 
 }
 
 /// Each rank of the running attempt: where it is and its step-1 figures.
-fn draw_ranks(frame: &mut Frame, app: &App, ranks: &[&RankView], rank_rows: u16, rank_area: Rect) {
-    let t = app.theme;
+fn draw_ranks(
+    frame: &mut Frame,
+    shared: &Shared,
+    ranks: &[&RankView],
+    rank_rows: u16,
+    rank_area: Rect,
+) {
+    let t = shared.theme;
 
     let rank_lines: Vec<Line> = if ranks.is_empty() {
         vec![Line::from(Span::styled(
@@ -132,8 +141,8 @@ fn draw_ranks(frame: &mut Frame, app: &App, ranks: &[&RankView], rank_rows: u16,
 }
 
 /// A memory sparkline per GPU of the running attempt.
-fn draw_gpus(frame: &mut Frame, app: &App, live: &LiveView, gpu_rows: u16, gpu_area: Rect) {
-    let t = app.theme;
+fn draw_gpus(frame: &mut Frame, shared: &Shared, live: &LiveView, gpu_rows: u16, gpu_area: Rect) {
+    let t = shared.theme;
 
     for (i, g) in live.gpus.iter().take(usize::from(gpu_rows)).enumerate() {
         let row = Rect {
@@ -170,15 +179,22 @@ fn draw_gpus(frame: &mut Frame, app: &App, live: &LiveView, gpu_rows: u16, gpu_a
 }
 
 /// The training's output, following its tail unless scrolled back.
-fn draw_log(frame: &mut Frame, app: &App, log_head: Rect, log: Rect) {
-    let t = app.theme;
+fn draw_log(
+    frame: &mut Frame,
+    shared: &Shared,
+    lines: &VecDeque<String>,
+    back: usize,
+    log_head: Rect,
+    log: Rect,
+) {
+    let t = shared.theme;
 
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled("training output", t.heading()),
             Span::styled(
-                if app.log_back > 0 {
-                    format!(" · {} lines back (G: follow)", app.log_back)
+                if back > 0 {
+                    format!(" · {back} lines back (G: follow)")
                 } else {
                     " · also in output.log in each attempt's folder".into()
                 },
@@ -188,11 +204,11 @@ fn draw_log(frame: &mut Frame, app: &App, log_head: Rect, log: Rect) {
         log_head,
     );
     let h = usize::from(log.height);
-    let end = app.log.len().saturating_sub(app.log_back);
+    let end = lines.len().saturating_sub(back);
     let start = end.saturating_sub(h);
-    let lines: Vec<Line> = if app.log.is_empty() {
+    let shown: Vec<Line> = if lines.is_empty() {
         vec![Line::from(Span::styled(
-            if app.run == crate::tui::app::RunState::Watching {
+            if shared.run == RunState::Watching {
                 "another doctor runs this command: its output is on that terminal"
             } else {
                 "no output yet"
@@ -200,10 +216,10 @@ fn draw_log(frame: &mut Frame, app: &App, log_head: Rect, log: Rect) {
             t.dim(),
         ))]
     } else {
-        app.log
+        lines
             .range(start..end)
             .map(|l| Line::from(clip(l, usize::from(log.width))))
             .collect()
     };
-    frame.render_widget(Paragraph::new(lines), log);
+    frame.render_widget(Paragraph::new(shown), log);
 }

@@ -3,7 +3,7 @@
 
 use super::{attempt_status, clip, scroll_offset, short_bytes, short_secs};
 use crate::report::model::{Figure, MatrixView, Spread, VariantRow, VerdictView};
-use crate::tui::app::App;
+use crate::tui::shared::Shared;
 use crate::tui::theme::Tone;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -62,15 +62,17 @@ fn verdict_of<'m>(m: &'m MatrixView, v: &VariantRow) -> Option<&'m VerdictView> 
     m.verdicts.iter().find(|x| x.variant == v.name)
 }
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    match &app.data.model.matrix {
-        Some(m) => draw_matrix(frame, app, m, area),
-        None => draw_attempts(frame, app, area),
+/// The matrix with `row` selected: a variant, or an attempt of a
+/// single-variant run.
+pub fn draw(frame: &mut Frame, shared: &Shared, row: usize, area: Rect) {
+    match &shared.data.model.matrix {
+        Some(m) => draw_matrix(frame, shared, m, row, area),
+        None => draw_attempts(frame, shared, row, area),
     }
 }
 
-fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
-    let t = app.theme;
+fn draw_matrix(frame: &mut Frame, shared: &Shared, m: &MatrixView, row: usize, area: Rect) {
+    let t = shared.theme;
     let table_h = (m.variants.len() as u16 + 1).min(area.height.saturating_sub(4).max(2));
     let [head, table, below] = Layout::vertical([
         Constraint::Length(1),
@@ -101,7 +103,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
     header.extend(["step 1", "setup", "verdict"]);
     let (widths, name_width) = matrix_widths(m, wide, area.width);
     let visible = table.height.saturating_sub(1) as usize;
-    let offset = scroll_offset(app.matrix_row, visible);
+    let offset = scroll_offset(row, visible);
     let rows: Vec<Row> = m
         .variants
         .iter()
@@ -131,8 +133,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
                 None if r.is_baseline => Cell::from(Span::styled("baseline", t.dim())),
                 None => Cell::from(Span::styled("-", t.dim())),
             });
-            let row = Row::new(cells);
-            t.row(row, i == app.matrix_row)
+            t.row(Row::new(cells), i == row)
         })
         .collect();
     frame.render_widget(
@@ -141,7 +142,7 @@ fn draw_matrix(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
             .column_spacing(1),
         table,
     );
-    draw_selected_verdict(frame, app, m, below);
+    draw_selected_verdict(frame, shared, m, row, below);
 }
 
 /// The matrix table's column widths, and the names' column among them: the
@@ -179,10 +180,16 @@ fn matrix_widths(m: &MatrixView, wide: bool, width: u16) -> (Vec<Constraint>, u1
     (widths, name_width)
 }
 
-fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rect) {
-    let t = app.theme;
+fn draw_selected_verdict(
+    frame: &mut Frame,
+    shared: &Shared,
+    m: &MatrixView,
+    row: usize,
+    area: Rect,
+) {
+    let t = shared.theme;
     let mut lines = Vec::new();
-    if let Some(r) = m.variants.get(app.matrix_row) {
+    if let Some(r) = m.variants.get(row) {
         match verdict_of(m, r) {
             Some(v) => {
                 let (label, tone) = verdict_label(v);
@@ -216,13 +223,13 @@ fn draw_selected_verdict(frame: &mut Frame, app: &App, m: &MatrixView, area: Rec
 }
 
 /// A single-variant run: one row per attempt with its worst-rank figures.
-fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
+fn draw_attempts(frame: &mut Frame, shared: &Shared, row: usize, area: Rect) {
+    let t = shared.theme;
     let [head, table] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(
-                format!("{} attempt(s)", app.data.model.attempts.len()),
+                format!("{} attempt(s)", shared.data.model.attempts.len()),
                 t.heading(),
             ),
             Span::styled(
@@ -233,8 +240,8 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
         head,
     );
     let visible = table.height.saturating_sub(1) as usize;
-    let offset = scroll_offset(app.matrix_row, visible);
-    let rows: Vec<Row> = app
+    let offset = scroll_offset(row, visible);
+    let rows: Vec<Row> = shared
         .data
         .model
         .attempts
@@ -244,8 +251,8 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
         .take(visible)
         .map(|(i, a)| {
             let max = |f: Figure| a.figure_max(f);
-            let (status, tone) = attempt_status(a, app.data.is_running(a));
-            let row = Row::new(vec![
+            let (status, tone) = attempt_status(a, shared.data.is_running(a));
+            let cells = Row::new(vec![
                 Cell::from(clip(&a.id(), 24)),
                 Cell::from(Span::styled(status, t.tone(tone))),
                 Cell::from(a.training_ranks().count().to_string()),
@@ -253,7 +260,7 @@ fn draw_attempts(frame: &mut Frame, app: &App, area: Rect) {
                 Cell::from(max(Figure::Step1OutOfPool).map_or("?".into(), short_bytes)),
                 Cell::from(max(Figure::Step1Seconds).map_or("?".into(), short_secs)),
             ]);
-            t.row(row, i == app.matrix_row)
+            t.row(cells, i == row)
         })
         .collect();
     frame.render_widget(

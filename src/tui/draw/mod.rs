@@ -1,33 +1,52 @@
-//! Drawing: one pure function from the state to a frame. Every view reads
-//! the one report model (`App::data.model`, the same one every format
-//! renders) and the view state beside it; the words a view shares with the
-//! other formats come from `crate::report`. It works on any ratatui backend
-//! (the terminal, or `TestBackend` in the tests) and only touches what is
-//! visible: long tables render their visible rows, series are down-sampled
-//! to the chart's width.
+//! Drawing: pure functions from the state to a frame. Every view reads the
+//! one report model (`Shared::data.model`, the same one every format
+//! renders) through [`Shared`] and what its own state hands it; the words a
+//! view shares with the other formats come from `crate::report`. Nothing
+//! here reads the dashboard's `App` or a view's keys: `App::draw` draws the
+//! frame around the view ([`chrome`]), asks the view to draw itself (each
+//! view calls its own file here), then draws the panel over it
+//! ([`overlay`]). It works on any ratatui backend (the terminal, or
+//! `TestBackend` in the tests) and only touches what is visible: long
+//! tables render their visible rows, series are down-sampled to the chart's
+//! width.
 
-mod account;
-mod events;
-mod live;
-mod matrix;
-mod overlay;
-
-pub use overlay::KEYS;
-mod ranks;
-mod timeline;
+pub mod account;
+pub mod events;
+pub mod live;
+pub mod matrix;
+pub mod overlay;
+pub mod ranks;
+pub mod timeline;
 
 use crate::analysis::phases::Phase;
 use crate::report::model::{AttemptView, RankView};
-use crate::tui::app::{App, RunState, Tab};
+use crate::tui::shared::{RunState, Shared};
 use crate::tui::theme::Tone;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-/// Draws the whole dashboard.
-pub fn draw(frame: &mut Frame, app: &App) {
-    let damaged = !app.data.model.incomplete.is_empty();
+/// What the dashboard shows around its view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chrome<'a> {
+    /// The titles of the tabs shown, in order.
+    pub tabs: Vec<&'static str>,
+    /// Which of them is the view shown.
+    pub selected: Option<usize>,
+    /// A message for the status bar, shown instead of the hints.
+    pub status: Option<&'a str>,
+    /// The view's key hints.
+    pub hints: &'static str,
+    /// A load error (the folder is not readable yet, or broke), shown while
+    /// there is no attempt.
+    pub error: Option<&'a str>,
+}
+
+/// Draws the frame around the view — the tabs, the selection, the run's
+/// damaged files, the status bar — and returns the area the view draws in.
+pub fn chrome(frame: &mut Frame, shared: &Shared, chrome: &Chrome) -> Rect {
+    let damaged = !shared.data.model.incomplete.is_empty();
     let [tabs, context, warning, body, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
@@ -36,39 +55,29 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Constraint::Length(1),
     ])
     .areas(frame.area());
-    draw_tabs(frame, app, tabs);
-    draw_context(frame, app, context);
+    draw_tabs(frame, shared, chrome, tabs);
+    draw_context(frame, shared, chrome.error, context);
     if damaged {
-        draw_incomplete(frame, app, warning);
+        draw_incomplete(frame, shared, warning);
     }
-    match app.tab {
-        Tab::Live => live::draw(frame, app, body),
-        Tab::Matrix => matrix::draw(frame, app, body),
-        Tab::Timeline => timeline::draw(frame, app, body),
-        Tab::Events => events::draw(frame, app, body),
-        Tab::Ranks => ranks::draw(frame, app, body),
-        Tab::Account => account::draw(frame, app, body),
-    }
-    draw_status(frame, app, status);
-    if let Some(o) = app.overlay {
-        overlay::draw(frame, app, o);
-    }
+    draw_status(frame, shared, chrome, status);
+    body
 }
 
-fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
+fn draw_tabs(frame: &mut Frame, shared: &Shared, chrome: &Chrome, area: Rect) {
+    let t = shared.theme;
     let mut spans = Vec::new();
-    for tab in app.tabs() {
-        let style = if tab == app.tab {
+    for (i, title) in chrome.tabs.iter().enumerate() {
+        let style = if Some(i) == chrome.selected {
             t.selected().patch(t.heading())
         } else {
             t.text()
         };
-        spans.push(Span::styled(format!(" {} ", tab.title()), style));
+        spans.push(Span::styled(format!(" {title} "), style));
         spans.push(Span::raw(" "));
     }
     let used: usize = spans.iter().map(|s| s.width()).sum();
-    let title = format!("prewarm-doctor · {}", app.data.title());
+    let title = format!("prewarm-doctor · {}", shared.data.title());
     let room = (area.width as usize).saturating_sub(used + 1);
     if room > 8 {
         let shown = clip(&title, room);
@@ -79,32 +88,36 @@ fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-fn draw_context(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
+fn draw_context(frame: &mut Frame, shared: &Shared, error: Option<&str>, area: Rect) {
+    let t = shared.theme;
     let mut spans = Vec::new();
-    match app.attempt() {
+    match shared.attempt() {
         Some(a) => {
             spans.push(Span::styled("attempt ", t.dim()));
             spans.push(Span::styled(a.id(), t.heading()));
             spans.push(Span::raw(" "));
-            let (status, tone) = attempt_status(a, app.data.is_running(a));
+            let (status, tone) = attempt_status(a, shared.data.is_running(a));
             spans.push(Span::styled(status, t.tone(tone)));
             spans.push(Span::styled(
-                format!(" ({}/{})", app.attempt + 1, app.data.model.attempts.len()),
+                format!(
+                    " ({}/{})",
+                    shared.attempt + 1,
+                    shared.data.model.attempts.len()
+                ),
                 t.dim(),
             ));
-            if let Some(r) = app.rank() {
+            if let Some(r) = shared.rank() {
                 spans.push(Span::styled(" · ", t.dim()));
                 spans.push(Span::styled(r.label.clone(), t.heading()));
                 spans.push(Span::styled(
-                    format!(" ({}/{})", app.rank + 1, a.ranks.len()),
+                    format!(" ({}/{})", shared.rank + 1, a.ranks.len()),
                     t.dim(),
                 ));
             }
         }
         None => spans.push(Span::styled(
-            match &app.error {
-                Some(e) => e.clone(),
+            match error {
+                Some(e) => e.to_string(),
                 None => "waiting for the first attempt to write its folder".into(),
             },
             t.dim(),
@@ -115,9 +128,9 @@ fn draw_context(frame: &mut Frame, app: &App, area: Rect) {
 
 /// The run's damaged files, under the context line: the first one's
 /// sentence, and how many more (the JSON and stderr name each).
-fn draw_incomplete(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
-    let incomplete = &app.data.model.incomplete;
+fn draw_incomplete(frame: &mut Frame, shared: &Shared, area: Rect) {
+    let t = shared.theme;
+    let incomplete = &shared.data.model.incomplete;
     let more = match incomplete.len() {
         0 | 1 => String::new(),
         n => format!(" (+{} more damaged files)", n - 1),
@@ -131,33 +144,10 @@ fn draw_incomplete(frame: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-/// Key hints for the current tab.
-fn hints(app: &App) -> &'static str {
-    if app.tab == Tab::Events && app.events.editing {
-        return "type to filter · Enter keep · Esc clear";
-    }
-    match app.tab {
-        Tab::Live => "↑↓ scroll log · G follow · Tab views · ? help · q quit",
-        // Verdict keys only where there are verdicts; a single variant's
-        // rows are its attempts, and Enter shows their ranks.
-        Tab::Matrix => match &app.data.model.matrix {
-            Some(m) if !m.verdicts.is_empty() => {
-                "↑↓ variant · Enter verdict · [ ] attempt · Tab views · ? help"
-            }
-            Some(_) => "↑↓ variant · [ ] attempt · Tab views · ? help · q quit",
-            None => "↑↓ attempt · Enter ranks · Tab views · ? help · q quit",
-        },
-        Tab::Timeline => "←→ event · Enter detail · 1 2 3 zoom · ↑↓ rank · [ ] attempt · ?",
-        Tab::Events => "↑↓ row · / filter · s sort · r reverse · Enter detail · ?",
-        Tab::Ranks => "↑↓ rank (drives every view) · Enter timeline · [ ] attempt · ?",
-        Tab::Account => "↑↓ rank · [ ] attempt · Tab views · ? help · q quit",
-    }
-}
-
-fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
+fn draw_status(frame: &mut Frame, shared: &Shared, chrome: &Chrome, area: Rect) {
+    let t = shared.theme;
     let mut spans = Vec::new();
-    match app.run {
+    match shared.run {
         RunState::Running => spans.push(Span::styled(" RUNNING ", t.selected())),
         RunState::Stopping => spans.push(Span::styled(" STOPPING ", t.selected())),
         RunState::Watching => spans.push(Span::styled(" WATCHING ", t.selected())),
@@ -167,9 +157,9 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
     if !spans.is_empty() {
         spans.push(Span::raw(" "));
     }
-    match &app.status {
-        Some(s) => spans.push(Span::styled(s.clone(), t.heading())),
-        None => spans.push(Span::styled(hints(app), t.dim())),
+    match chrome.status {
+        Some(s) => spans.push(Span::styled(s.to_string(), t.heading())),
+        None => spans.push(Span::styled(chrome.hints, t.dim())),
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }

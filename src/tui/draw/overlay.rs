@@ -5,12 +5,27 @@ use super::matrix::{runs, stat_bytes, stat_secs, verdict_label};
 use super::{centered, timeline::event_line};
 use crate::report::model::VerdictView;
 use crate::report::{bytes, seconds};
-use crate::tui::app::{App, Overlay};
 use crate::tui::process_tables::EventRow;
+use crate::tui::shared::Shared;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+/// A panel over the current view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlay {
+    Help,
+    /// A matrix row's verdict, evidence and costs (index into the matrix's
+    /// variants).
+    Verdict(usize),
+    /// One event's every field (index into `ProcessTables::events`).
+    Event(usize),
+    /// One timeline marker's detail (index into `ProcessTables::markers`).
+    Marker(usize),
+    /// Leaving while the run goes on: stop it, leave it running, or stay.
+    ConfirmQuit,
+}
 
 /// The keys, as the help panel and docs/reports.md ("The dashboard") list them.
 pub const KEYS: &[(&str, &str)] = &[
@@ -37,8 +52,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
 ];
 
-pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
-    let t = app.theme;
+/// Draws `overlay` over the frame, scrolled `scroll` lines.
+pub fn draw(frame: &mut Frame, shared: &Shared, overlay: Overlay, scroll: usize) {
+    let t = shared.theme;
     let area = frame.area();
     let (title, lines, w, h): (String, Vec<Line>, u16, u16) = match overlay {
         Overlay::Help => (
@@ -54,9 +70,9 @@ pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
             76,
             KEYS.len() as u16 + 2,
         ),
-        Overlay::Verdict => verdict(app),
-        Overlay::Event(i) => event(app, app.tables().events.get(i)),
-        Overlay::Marker(i) => event(app, app.tables().markers.get(i)),
+        Overlay::Verdict(row) => verdict(shared, row),
+        Overlay::Event(i) => event(shared, shared.tables().events.get(i)),
+        Overlay::Marker(i) => event(shared, shared.tables().markers.get(i)),
         Overlay::ConfirmQuit => (
             "the run is still going".into(),
             vec![
@@ -85,21 +101,17 @@ pub fn draw(frame: &mut Frame, app: &App, overlay: Overlay) {
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .scroll((app.overlay_scroll as u16, 0))
+            .scroll((scroll as u16, 0))
             .block(block),
         rect,
     );
 }
 
-fn verdict(app: &App) -> (String, Vec<Line<'static>>, u16, u16) {
-    let t = app.theme;
+fn verdict(shared: &Shared, row: usize) -> (String, Vec<Line<'static>>, u16, u16) {
+    let t = shared.theme;
     let area = (120u16, 30u16);
-    let model = &app.data.model;
-    let Some(row) = model
-        .matrix
-        .as_ref()
-        .and_then(|m| m.variants.get(app.matrix_row))
-    else {
+    let model = &shared.data.model;
+    let Some(row) = model.matrix.as_ref().and_then(|m| m.variants.get(row)) else {
         return ("verdict".into(), vec![], area.0, 3);
     };
     let mut lines = Vec::new();
@@ -167,8 +179,8 @@ fn verdict_lines(v: &VerdictView) -> Vec<String> {
     lines
 }
 
-fn event(app: &App, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, u16, u16) {
-    let t = app.theme;
+fn event(shared: &Shared, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, u16, u16) {
+    let t = shared.theme;
     let Some(e) = e else {
         return ("event".into(), vec![], 60, 3);
     };

@@ -4,16 +4,16 @@
 
 use super::{now_label, scroll_offset, short_bytes, short_secs};
 use crate::report::model::{AttemptView, Figure};
-use crate::tui::app::App;
+use crate::tui::shared::Shared;
 use crate::tui::theme::{Theme, Tone};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
-    let Some(attempt) = app.attempt() else {
+pub fn draw(frame: &mut Frame, shared: &Shared, area: Rect) {
+    let t = shared.theme;
+    let Some(attempt) = shared.attempt() else {
         frame.render_widget(
             Paragraph::new(Span::styled("no attempt yet", t.dim())),
             area,
@@ -35,15 +35,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     ])
     .areas(area);
     let visible = usize::from(table.height.saturating_sub(1));
-    frame.render_widget(rank_table(rank_rows(app, attempt, visible), t), table);
+    frame.render_widget(rank_table(rank_rows(shared, attempt, visible), t), table);
     let lines = below_lines(spread, notes, t);
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), below);
 }
 
 /// The rows of the ranks the table has room for, scrolled to the selected
 /// one; the worst of each figure marked where there are several ranks.
-fn rank_rows<'a>(app: &App, attempt: &'a AttemptView, visible: usize) -> Vec<Row<'a>> {
-    let t = app.theme;
+fn rank_rows<'a>(shared: &Shared, attempt: &'a AttemptView, visible: usize) -> Vec<Row<'a>> {
+    let t = shared.theme;
     // The worst of each figure: the top of the model's distribution.
     let worst_peak = attempt.figure_max(Figure::Step1Peak);
     let worst_oop = attempt.figure_max(Figure::Step1OutOfPool);
@@ -56,8 +56,8 @@ fn rank_rows<'a>(app: &App, attempt: &'a AttemptView, visible: usize) -> Vec<Row
             t.text()
         }
     };
-    let offset = scroll_offset(app.rank, visible);
-    let running = app.data.is_running(attempt);
+    let offset = scroll_offset(shared.rank, visible);
+    let running = shared.data.is_running(attempt);
     attempt
         .ranks
         .iter()
@@ -88,7 +88,7 @@ fn rank_rows<'a>(app: &App, attempt: &'a AttemptView, visible: usize) -> Vec<Row
                     "helper".into()
                 }),
             ]);
-            t.row(row, i == app.rank)
+            t.row(row, i == shared.rank)
         })
         .collect()
 }

@@ -4,13 +4,29 @@
 
 use super::{clip, short_bytes, short_secs};
 use crate::report::model::RankView;
-use crate::tui::app::App;
 use crate::tui::process_tables::EventRow;
+use crate::tui::shared::Shared;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
+
+/// What the timeline view hands its drawing: the zoom and the cursor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shown {
+    /// The zoom's name ("step 1").
+    pub zoom: &'static str,
+    /// The span shown (seconds on the process's clock); None without a
+    /// process.
+    pub window: Option<(f64, f64)>,
+    /// The cursor: an index into the process's markers.
+    pub cursor: Option<usize>,
+    /// The cursor's position among the markers in the window.
+    pub position: Option<usize>,
+    /// How many markers the window holds.
+    pub in_window: usize,
+}
 
 /// How each series is drawn (also its legend), told apart without colour.
 const GLYPHS: [&str; 3] = ["⣿", "•", "▞"];
@@ -94,9 +110,9 @@ fn column(t: f64, a: f64, b: f64, width: u16) -> u16 {
         .clamp(0.0, f64::from(width - 1)) as u16
 }
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
-    let (Some(rank), Some((a, b))) = (app.rank(), app.zoom_window()) else {
+pub fn draw(frame: &mut Frame, shared: &Shared, shown: &Shown, area: Rect) {
+    let t = shared.theme;
+    let (Some(rank), Some((a, b))) = (shared.rank(), shown.window) else {
         frame.render_widget(
             Paragraph::new(Span::styled("no process in this attempt", t.dim())),
             area,
@@ -111,15 +127,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(3),
     ])
     .areas(area);
-    let mut spans = vec![Span::styled(
-        format!("zoom {} ", app.zoom.label()),
-        t.heading(),
-    )];
+    let mut spans = vec![Span::styled(format!("zoom {} ", shown.zoom), t.heading())];
     spans.push(Span::styled(
         format!("{}–{}  ", short_secs(a), short_secs(b)),
         t.dim(),
     ));
-    let series = &app.tables().series;
+    let series = &shared.tables().series;
     for (i, s) in series.iter().enumerate() {
         spans.push(Span::styled(
             format!("{} ", GLYPHS[i % GLYPHS.len()]),
@@ -184,9 +197,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .collect();
     frame.render_widget(Paragraph::new(labels), gutter);
 
-    draw_bands(frame, app, rank, a, b, strip(bands));
-    draw_markers(frame, app, a, b, strip(markers));
-    draw_detail(frame, app, detail);
+    draw_bands(frame, shared, rank, a, b, strip(bands));
+    draw_markers(frame, shared, shown.cursor, a, b, strip(markers));
+    draw_detail(frame, shared, shown, detail);
 }
 
 /// The part of a strip row under the plot.
@@ -198,8 +211,8 @@ fn strip(row: Rect) -> Rect {
     }
 }
 
-fn draw_bands(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, area: Rect) {
-    let t = app.theme;
+fn draw_bands(frame: &mut Frame, shared: &Shared, rank: &RankView, a: f64, b: f64, area: Rect) {
+    let t = shared.theme;
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
     // No step placed: the one band is "before any step", not setup.
@@ -228,18 +241,24 @@ fn draw_bands(frame: &mut Frame, app: &App, rank: &RankView, a: f64, b: f64, are
     frame.render_widget(Paragraph::new(Span::styled(text, t.dim())), area);
 }
 
-fn draw_markers(frame: &mut Frame, app: &App, a: f64, b: f64, area: Rect) {
-    let t = app.theme;
+fn draw_markers(
+    frame: &mut Frame,
+    shared: &Shared,
+    cursor: Option<usize>,
+    a: f64,
+    b: f64,
+    area: Rect,
+) {
+    let t = shared.theme;
     let w = area.width;
     let mut cells: Vec<char> = vec![' '; usize::from(w)];
-    let markers = &app.tables().markers;
+    let markers = &shared.tables().markers;
     let lo = markers.partition_point(|e| e.t_s < a);
     let hi = markers.partition_point(|e| e.t_s <= b);
     for e in &markers[lo..hi] {
         cells[usize::from(column(e.t_s, a, b, w))] = if e.failed { '✖' } else { '▲' };
     }
-    let cursor = app
-        .cursor
+    let cursor = cursor
         .and_then(|c| markers.get(c))
         .map(|e| usize::from(column(e.t_s, a, b, w)));
     let mut spans = Vec::new();
@@ -279,13 +298,13 @@ pub fn event_line(e: &EventRow) -> String {
     s
 }
 
-fn draw_detail(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme;
+fn draw_detail(frame: &mut Frame, shared: &Shared, shown: &Shown, area: Rect) {
+    let t = shared.theme;
     let w = usize::from(area.width);
-    let lines = match app.cursor.and_then(|c| app.tables().markers.get(c)) {
+    let lines = match shown.cursor.and_then(|c| shared.tables().markers.get(c)) {
         Some(e) => {
-            let total = app.in_window_count();
-            let pos = app.cursor_position().map_or(0, |p| p + 1);
+            let total = shown.in_window;
+            let pos = shown.position.map_or(0, |p| p + 1);
             vec![
                 Line::from(vec![
                     Span::styled(format!("event {pos}/{total} "), t.heading()),
