@@ -12,9 +12,12 @@ mod big_run;
 
 use big_run::make_run;
 use criterion::{Criterion, criterion_group, criterion_main};
-use prewarm_doctor::tui::app::{App, RunState, Tab, Zoom};
+use prewarm_doctor::tui::app::App;
 use prewarm_doctor::tui::loader::load_once;
+use prewarm_doctor::tui::shared::RunState;
 use prewarm_doctor::tui::theme::Theme;
+use prewarm_doctor::tui::views::Tab;
+use prewarm_doctor::tui::views::timeline::Zoom;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -43,7 +46,7 @@ fn bench(c: &mut Criterion) {
             (Tab::Account, Zoom::All),
         ] {
             app.tab = tab;
-            app.zoom = zoom;
+            app.views.timeline.zoom = zoom;
             g.bench_function(format!("{w}x{h} {tab:?} {}", zoom.label()), |b| {
                 b.iter(|| {
                     term.draw(|f| app.draw(f)).unwrap();

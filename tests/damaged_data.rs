@@ -9,8 +9,9 @@
 mod common;
 
 use common::{copy_tree, repo};
-use prewarm_doctor::tui::app::{App, RunState};
+use prewarm_doctor::tui::app::App;
 use prewarm_doctor::tui::loader::load_once;
+use prewarm_doctor::tui::shared::RunState;
 use prewarm_doctor::tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -25,8 +25,10 @@ use prewarm_doctor::report::perfetto::Perfetto;
 use prewarm_doctor::report::renderer::render_to_vec;
 use prewarm_doctor::report::select::Selection;
 use prewarm_doctor::report::terminal::Terminal;
-use prewarm_doctor::tui::app::{App, RunState, Tab};
+use prewarm_doctor::tui::app::App;
+use prewarm_doctor::tui::shared::RunState;
 use prewarm_doctor::tui::theme::Theme;
+use prewarm_doctor::tui::views::Tab;
 use ratatui::Terminal as Tty;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -429,11 +431,11 @@ fn dashboard_text(run: &Path) -> String {
             filter(&mut app, "nccl comm");
             text.push_str(&screen(&app));
             filter(&mut app, "");
-            let failed: Vec<usize> = (0..app.events.rows.len())
-                .filter(|&k| app.shared.tables().events[app.events.rows[k]].failed)
+            let failed: Vec<usize> = (0..app.views.events.rows.len())
+                .filter(|&k| app.shared.tables().events[app.views.events.rows[k]].failed)
                 .collect();
             for k in failed {
-                app.events.selected = k;
+                app.views.events.selected = k;
                 press(&mut app, KeyCode::Enter);
                 text.push_str(&overlay_screens(&mut app));
             }
@@ -448,7 +450,7 @@ fn dashboard_text(run: &Path) -> String {
 /// overlay shows 19).
 fn overlay_screens(app: &mut App) -> String {
     let mut text = String::new();
-    if app.overlay.is_none() {
+    if app.overlay().is_none() {
         return text;
     }
     for _ in 0..16 {

@@ -4,12 +4,15 @@
 
 mod common;
 
-use prewarm_doctor::tui::app::{App, Effect, RunState, Tab, Zoom};
+use prewarm_doctor::tui::app::{App, Effect};
 use prewarm_doctor::tui::dashboard::Dashboard;
 use prewarm_doctor::tui::draw::overlay::Overlay;
 use prewarm_doctor::tui::loader::load_once;
 use prewarm_doctor::tui::process_tables::EventKind;
+use prewarm_doctor::tui::shared::RunState;
 use prewarm_doctor::tui::theme::Theme;
+use prewarm_doctor::tui::views::Tab;
+use prewarm_doctor::tui::views::timeline::Zoom;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -74,7 +77,7 @@ fn matrix_verdict_evidence() {
         key(&mut a, KeyCode::Down);
     }
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.overlay, Some(Overlay::Verdict(3)));
+    assert_eq!(a.overlay(), Some(Overlay::Verdict(3)));
     let s = screen(&a, 120, 40);
     assert!(s.contains("nccl_comm WORKS"), "{s}");
     assert!(s.contains("+390.0 MiB held at step-1 end"), "{s}");
@@ -88,23 +91,26 @@ fn timeline_view() {
     assert_eq!(a.tab, Tab::Timeline);
     insta::assert_snapshot!("timeline_everything_80x24", screen(&a, 80, 24));
     key(&mut a, KeyCode::Char('2'));
-    assert_eq!(a.zoom, Zoom::Step1);
+    assert_eq!(a.views.timeline.zoom, Zoom::Step1);
     // Step to the spilling autotune candidate's local-memory growth.
     let markers = a.shared.tables().markers.clone();
     let spill = markers
         .iter()
         .position(|m| m.kind == EventKind::LocalMemory && m.bytes.unwrap_or(0) > 100 << 20)
         .expect("the recording's +192 MiB local-memory growth is a marker");
-    while a.cursor != Some(spill) {
-        let before = a.cursor;
+    while a.views.timeline.cursor != Some(spill) {
+        let before = a.views.timeline.cursor;
         key(&mut a, KeyCode::Char('l'));
-        assert_ne!(a.cursor, before, "the cursor reaches the growth");
+        assert_ne!(
+            a.views.timeline.cursor, before,
+            "the cursor reaches the growth"
+        );
     }
     let s = screen(&a, 120, 40);
     assert!(s.contains("BLOCK: 4096"), "the candidate is shown: {s}");
     insta::assert_snapshot!("timeline_step1_spill_120x40", s);
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.overlay, Some(Overlay::Marker(spill)));
+    assert_eq!(a.overlay(), Some(Overlay::Marker(spill)));
     insta::assert_snapshot!("timeline_marker_detail", screen(&a, 100, 30));
 }
 
@@ -117,14 +123,14 @@ fn events_view() {
     keys(&mut a, "nccl");
     key(&mut a, KeyCode::Enter);
     let rank = a.shared.tables();
-    assert!(!a.events.rows.is_empty());
-    assert!(a.events.rows.iter().all(|&i| {
+    assert!(!a.views.events.rows.is_empty());
+    assert!(a.views.events.rows.iter().all(|&i| {
         format!("{:?}", rank.events[i])
             .to_lowercase()
             .contains("nccl")
     }));
     // Sort by bytes, largest first.
-    while prewarm_doctor::tui::draw::events::Column::ALL[a.events.sort]
+    while prewarm_doctor::tui::draw::events::Column::ALL[a.views.events.sort]
         != prewarm_doctor::tui::draw::events::Column::Bytes
     {
         key(&mut a, KeyCode::Char('s'));
@@ -132,6 +138,7 @@ fn events_view() {
     key(&mut a, KeyCode::Char('r'));
     let rank = a.shared.tables();
     let b: Vec<u64> = a
+        .views
         .events
         .rows
         .iter()
@@ -252,7 +259,7 @@ fn live_view_of_a_run_in_progress() {
     );
     let console = std::fs::read_to_string(src.join("console-stdout.txt")).unwrap();
     for line in console.lines() {
-        a.push_log(line.to_string());
+        a.views.live.push(line.to_string());
     }
     insta::assert_snapshot!("live_80x24", screen(&a, 80, 24));
     insta::assert_snapshot!("live_120x40", screen(&a, 120, 40));
@@ -366,10 +373,10 @@ fn quitting_a_replay_is_immediate() {
 fn quitting_a_live_run_asks_first() {
     let mut a = App::new(dashboard(MATRIX), Theme::plain(), RunState::Running);
     assert_eq!(key(&mut a, KeyCode::Char('q')), Effect::None);
-    assert_eq!(a.overlay, Some(Overlay::ConfirmQuit));
+    assert_eq!(a.overlay(), Some(Overlay::ConfirmQuit));
     insta::assert_snapshot!("confirm_quit_80x24", screen(&a, 80, 24));
     assert_eq!(key(&mut a, KeyCode::Char('n')), Effect::None);
-    assert_eq!(a.overlay, None);
+    assert_eq!(a.overlay(), None);
     assert_eq!(a.shared.run, RunState::Running, "nothing was stopped");
     key(&mut a, KeyCode::Esc);
     assert_eq!(key(&mut a, KeyCode::Char('d')), Effect::Detach);
@@ -426,40 +433,44 @@ fn the_timeline_cursor_stays_in_the_zoom_window() {
     let mut a = app(MATRIX);
     a.tab = Tab::Timeline;
     key(&mut a, KeyCode::Char('2'));
-    let step1 = a.in_window();
+    let step1 = a.views.timeline.in_window(&a.shared);
     assert!(!step1.is_empty());
     key(&mut a, KeyCode::Char('G'));
-    assert_eq!(a.cursor, Some(step1.end - 1));
+    assert_eq!(a.views.timeline.cursor, Some(step1.end - 1));
     key(&mut a, KeyCode::Right);
-    assert_eq!(a.cursor, Some(step1.end - 1), "no step past the window");
+    assert_eq!(
+        a.views.timeline.cursor,
+        Some(step1.end - 1),
+        "no step past the window"
+    );
     key(&mut a, KeyCode::Char('g'));
-    assert_eq!(a.cursor, Some(step1.start));
+    assert_eq!(a.views.timeline.cursor, Some(step1.start));
     key(&mut a, KeyCode::Left);
-    assert_eq!(a.cursor, Some(step1.start));
+    assert_eq!(a.views.timeline.cursor, Some(step1.start));
     key(&mut a, KeyCode::Char('3'));
-    assert!(a.in_window().len() >= step1.len());
+    assert!(a.views.timeline.in_window(&a.shared).len() >= step1.len());
     key(&mut a, KeyCode::Char('z'));
-    assert_eq!(a.zoom, Zoom::Setup);
+    assert_eq!(a.views.timeline.zoom, Zoom::Setup);
 }
 
 #[test]
 fn the_filter_is_edited_and_cleared() {
     let mut a = app(MATRIX);
     a.tab = Tab::Events;
-    let all = a.events.rows.len();
+    let all = a.views.events.rows.len();
     key(&mut a, KeyCode::Char('/'));
-    assert!(a.events.editing);
+    assert!(a.views.events.editing);
     keys(&mut a, "q");
     assert!(
-        a.events.editing,
+        a.views.events.editing,
         "q types into the filter, it does not quit"
     );
     key(&mut a, KeyCode::Backspace);
     keys(&mut a, "autotune");
-    assert!(a.events.rows.len() < all && !a.events.rows.is_empty());
+    assert!(a.views.events.rows.len() < all && !a.views.events.rows.is_empty());
     key(&mut a, KeyCode::Esc);
-    assert!(!a.events.editing && a.events.filter.is_empty());
-    assert_eq!(a.events.rows.len(), all);
+    assert!(!a.views.events.editing && a.views.events.filter.is_empty());
+    assert_eq!(a.views.events.rows.len(), all);
 }
 
 #[test]

@@ -5,8 +5,9 @@
 //! sent to the doctor itself as SIGINT, so the capture's forwarder treats it
 //! exactly like a Ctrl-C without the dashboard (first forwarded, second kills).
 
-use super::app::{App, RunState};
+use super::app::App;
 use super::loader::{Loader, Update};
+use super::shared::RunState;
 use super::{Ending, RunControl, event_loop, term, theme::Theme};
 use crate::capture::child_output::{OutputSink, Stream};
 use std::io::Write;

@@ -2,14 +2,16 @@
 //! folder (finished, or still being written by another doctor), and
 //! `prewarm-doctor run --tui` shows it while this doctor runs the command.
 //!
-//! Architecture: [`app::App`] holds the state and turns keys into state
-//! changes and effects (pure, tested without a terminal); [`draw::draw`]
-//! renders the state on any ratatui backend, every view from the one report
-//! model; [`loader`] reads the folder on a background thread through the one
-//! pipeline every report uses and sends [`dashboard::Dashboard`]s (the model,
-//! each process in drawing form — [`process_tables`]: its events table,
-//! markers and memory series — and the live progress) over a channel;
-//! [`term`] owns the real terminal
+//! Architecture: [`app::App`] holds the state every view shares
+//! ([`shared::Shared`]: the loaded run, the selection, theme, run state) and
+//! each view's own ([`views`]: one file a view, its state and keys, each
+//! registered by one line) and turns keys into state changes and effects
+//! (pure, tested without a terminal); [`draw`] renders it on any ratatui
+//! backend, every view from the one report model; [`loader`] reads the
+//! folder on a background thread through the one pipeline every report uses
+//! and sends [`dashboard::Dashboard`]s (the model, each process in drawing
+//! form — [`process_tables`]: its events table, markers and memory series —
+//! and the live progress) over a channel; [`term`] owns the real terminal
 //! and always restores it; [`live`] connects `run --tui` (training output,
 //! Ctrl-C, stopping the matrix).
 
@@ -22,12 +24,14 @@ pub mod process_tables;
 pub mod shared;
 pub mod term;
 pub mod theme;
+pub mod views;
 
-use app::{App, Effect, RunState};
+use app::{App, Effect};
 use loader::{Loader, Update};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 use ratatui::crossterm::event::{self, Event};
+use shared::RunState;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -96,13 +100,11 @@ pub fn apply(app: &mut App, update: Update) -> Effect {
             if app.shared.run == RunState::Watching && app.shared.data.live.is_none() {
                 app.shared.run = RunState::Replay;
                 app.status = Some("the run finished".into());
-                if app.tab == app::Tab::Live {
-                    app.tab = app::Tab::Matrix;
-                }
+                app.keep_tab_shown();
             }
         }
         Update::Error(e) => app.error = Some(e),
-        Update::Log(line) => app.push_log(line),
+        Update::Log(line) => app.views.live.push(line),
         Update::Finished(code) => return app.finished(code),
     }
     Effect::None
