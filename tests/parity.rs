@@ -160,13 +160,13 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
             prewarm_doctor::report::verdict_text::request_text(f),
             TEXT,
         ));
-        for g in prewarm_doctor::report::projection_texts(f) {
+        for g in prewarm_doctor::report::forensics_text::projection_texts(f) {
             out.push(near("what-if", g.prewarms.join(", "), &g.outcome, TEXT));
         }
         for remedy in &f.remedies {
             out.push(fact(
                 "remedy",
-                prewarm_doctor::report::remedy_text(remedy),
+                prewarm_doctor::report::forensics_text::remedy_text(remedy),
                 TEXT,
             ));
         }
@@ -206,7 +206,7 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
         }
         out.extend(step_facts(r));
         for w in r.late_warmups().iter().filter(|w| !w.minor) {
-            let text = prewarm_doctor::report::warmup_text(w);
+            let text = prewarm_doctor::report::warmup_text::warmup_text(w);
             out.push(fact("late warmup", text.what, &[Terminal, Markdown, Html]));
         }
         for c in &r.account.nccl {

@@ -1,5 +1,5 @@
-//! Figures as every format writes them: seconds at the precision they
-//! have, shortened names, a driver result's name.
+//! Figures and words as every format writes them: seconds at the precision
+//! they have, shortened names, a driver result's name, a phase's name.
 
 /// A CUresult as the driver's header names it (the common ones), with its number.
 pub fn cu_result_name(code: u32) -> String {
@@ -72,4 +72,30 @@ pub fn shorten(text: &str, width: usize) -> String {
     }
     let cut: String = text.chars().take(width.saturating_sub(1)).collect();
     format!("{cut}…")
+}
+
+/// The one phase of a process whose step 1 could not be placed (it died
+/// before its first step, or never stepped): not "setup", since it may hold
+/// step 1's work (docs/step-rule.md). Every format names it so.
+pub const BEFORE_ANY_STEP: &str = "before any step";
+
+/// A phase as every format names it: "setup", "step 1", "step 7",
+/// "after last step" — or [`BEFORE_ANY_STEP`] for the one phase of a process
+/// without a step (`no_step`).
+pub fn phase_word(
+    no_step: bool,
+    phase: crate::analysis::phases::Phase,
+    step: Option<u32>,
+) -> String {
+    use crate::analysis::phases::Phase;
+    match (phase, step) {
+        (Phase::Setup, _) if no_step => BEFORE_ANY_STEP.into(),
+        (Phase::Steady, Some(n)) => format!("step {n}"),
+        (p, _) => p.label().into(),
+    }
+}
+
+/// Whether a process has no step 1 placed (its run is one phase).
+pub fn no_step(p: &crate::analysis::account::ProcessAccount) -> bool {
+    p.steps.step1_s.is_none()
 }

@@ -43,10 +43,6 @@ pub mod warmup_text;
 /// The byte formatter lives below analysis and report (`crate::units`).
 pub use crate::units::{bytes, signed_bytes};
 pub use figures::*;
-pub use forensics_text::*;
-pub use ranks_text::*;
-pub use step_text::{BEFORE_ANY_STEP, no_step, phase_word};
-pub use warmup_text::*;
 
 #[cfg(test)]
 mod tests {

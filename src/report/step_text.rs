@@ -4,8 +4,8 @@
 //! and each exception with where it was raised. One wording, so that
 //! tests/parity.rs finds the same fact in each.
 
-use super::seconds;
 use super::verdict_text::steps_text;
+use super::{BEFORE_ANY_STEP, phase_word, seconds};
 use crate::analysis::account::{ExceptionEvent, SteadyBasis, StepInfo};
 
 /// Longest exception message a report quotes, ending in … when cut (the
@@ -137,32 +137,6 @@ pub fn capture_notes(p: &crate::analysis::account::ProcessAccount) -> Vec<String
     notes.extend(p.capture.warnings.iter().map(|w| placed("warning", w)));
     notes.extend(p.capture.notes.iter().map(|n| placed("note", n)));
     notes
-}
-
-/// The one phase of a process whose step 1 could not be placed (it died
-/// before its first step, or never stepped): not "setup", since it may hold
-/// step 1's work (docs/step-rule.md). Every format names it so.
-pub const BEFORE_ANY_STEP: &str = "before any step";
-
-/// A phase as every format names it: "setup", "step 1", "step 7",
-/// "after last step" — or [`BEFORE_ANY_STEP`] for the one phase of a process
-/// without a step (`no_step`).
-pub fn phase_word(
-    no_step: bool,
-    phase: crate::analysis::phases::Phase,
-    step: Option<u32>,
-) -> String {
-    use crate::analysis::phases::Phase;
-    match (phase, step) {
-        (Phase::Setup, _) if no_step => BEFORE_ANY_STEP.into(),
-        (Phase::Steady, Some(n)) => format!("step {n}"),
-        (p, _) => p.label().into(),
-    }
-}
-
-/// Whether a process has no step 1 placed (its run is one phase).
-pub fn no_step(p: &crate::analysis::account::ProcessAccount) -> bool {
-    p.steps.step1_s.is_none()
 }
 
 #[cfg(test)]
