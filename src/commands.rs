@@ -1,14 +1,17 @@
-//! The subcommands: turn parsed arguments into core calls, print what comes
-//! back, and choose the exit code (one table: [`exit`], and README "Exit codes").
-//! Everything the doctor prints or writes goes through [`crate::output`], which
-//! decides where bytes go (stdout, `-o` files and folders, the job summary,
-//! stderr): a closed stdout or stderr never panics and never changes the code.
+//! The subcommands, dispatch only: parsed arguments in, a call into the
+//! core, what comes back said through [`crate::output`], and the exit code
+//! from [`exit`] — the one mapping of every verb's [`Outcome`] and
+//! [`DoctorError`] to the README's "Exit codes". `output` decides where bytes
+//! go (stdout, `-o` files and folders, the job summary, stderr): a closed
+//! stdout or stderr never panics and never changes the code.
+
+mod exit;
+
+pub use exit::{DoctorError, Outcome};
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
 use crate::capture::matrix::Progress;
-use crate::capture::run::{
-    AttemptEnd, PreparedRun, RunNotice, RunOutcome, RunRequest, VariantFlags, prepare,
-};
+use crate::capture::run::{PreparedRun, RunNotice, RunRequest, VariantFlags, prepare};
 use crate::cli::{
     CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, PrescribeArgs, ReportArgs, RunArgs, TuiArgs,
 };
@@ -16,46 +19,16 @@ use crate::injection::{cache_root, extract_assets, run_check, selftest_child};
 use crate::output::{self, OutputError, write_diff, write_report};
 use crate::pipeline::{Analysed, DiffInputs, end_of_run_summary};
 use crate::report::escape::{terminal, terminal_block};
-use crate::report::renderer::ReportError;
 use crate::report::seconds;
 use crate::report::select::Selection;
 use crate::run_folder::meta::CacheMode;
 use crate::tui::live::LiveRun;
 use std::path::{Path, PathBuf};
 
-/// Exit codes of the doctor's own outcomes (the README's "Exit codes" table).
-/// `run` otherwise exits with the command's own code.
-pub mod exit {
-    /// `check`: this machine cannot capture (each line says why).
-    pub const CANNOT_CAPTURE: i32 = 1;
-    /// `report`, `diff`, `check`, `dump`: bad usage (unknown flag, malformed
-    /// `--fail-if`, a format the verb does not have). `run` uses 125 instead.
-    pub const USAGE: i32 = crate::cli::USAGE_ERROR;
-    /// A `--fail-if` expression is malformed (a usage error).
-    pub const BAD_GATE: i32 = USAGE;
-    /// `report`, `diff`: the input is not a usable run directory; `dump`: the file cannot be opened.
-    pub const BAD_INPUT: i32 = 3;
-    /// The run has damaged files (the report was still produced; stderr names each file).
-    pub const DAMAGED_INPUT: i32 = 4;
-    /// `report --attempt`: no such attempt in the run (stderr lists the ones there are).
-    pub const NO_SUCH_ATTEMPT: i32 = 5;
-    /// `run` of a matrix: at least one attempt's command failed.
-    pub const MATRIX_RUN_FAILED: i32 = 10;
-    /// A `--fail-if` threshold was crossed.
-    pub const GATE_FAILED: i32 = 11;
-    /// The doctor itself failed: `run` before the command started (bad flags,
-    /// unwritable or conflicting run folder); any verb that cannot write its
-    /// own output (`report -o` into a missing folder, a full disk).
-    pub const DOCTOR_FAILED: i32 = crate::cli::RUN_USAGE_ERROR;
-    /// `run`: the command exists but cannot be executed (permissions).
-    pub const COMMAND_NOT_EXECUTABLE: i32 = 126;
-    /// `run`: the command was not found.
-    pub const COMMAND_NOT_FOUND: i32 = 127;
-}
-
-/// Runs one subcommand and returns the process exit code.
+/// Runs one subcommand and returns the process exit code: the one place a
+/// verb's error is said (on stderr) and any verb's end becomes a code.
 pub fn dispatch(command: Command) -> i32 {
-    match command {
+    let ended = match command {
         Command::Run(args) => run(args),
         Command::Report(args) => report(args),
         Command::Diff(args) => diff(args),
@@ -63,7 +36,15 @@ pub fn dispatch(command: Command) -> i32 {
         Command::Dump(args) => dump(args),
         Command::Tui(args) => tui(args),
         Command::Prescribe(args) => prescribe(args),
-        Command::InjectionSelftest => selftest_child(),
+        // The child `check` starts: its code is what `check` reads.
+        Command::InjectionSelftest => return selftest_child(),
+    };
+    match ended {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) => {
+            output::error(&e);
+            e.exit_code()
+        }
     }
 }
 
@@ -102,24 +83,19 @@ fn say(notice: RunNotice<'_>) {
     output::error(notice);
 }
 
-fn run(args: RunArgs) -> i32 {
-    if args.tui
-        && let Err(e) = crate::tui::require_terminal(
+/// `run`: the run prepared and its attempts made by `capture::run`, in the
+/// live dashboard with `--tui`; then the summary on stderr.
+fn run(args: RunArgs) -> Result<Outcome, DoctorError> {
+    let live = if args.tui {
+        crate::tui::require_terminal(
             "run --tui",
             "drop --tui (the run prints its summary at the end, and `prewarm-doctor tui RUN` replays it later)",
-        )
-    {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
-    }
-    let live = args.tui.then(LiveRun::new);
-    let prepared = match prepare(run_request(args), &mut say) {
-        Ok(p) => p,
-        Err(e) => {
-            output::error(e);
-            return exit::DOCTOR_FAILED;
-        }
+        )?;
+        Some(LiveRun::new())
+    } else {
+        None
     };
+    let prepared = prepare(run_request(args), &mut say)?;
     let results = match live {
         Some(live) => {
             let log = live.log();
@@ -135,34 +111,14 @@ fn run(args: RunArgs) -> i32 {
                         }
                     })
                 },
-                |r| run_code(prepared.outcome(r)),
+                |r| Outcome::Run(prepared.outcome(r)).exit_code(),
             )
         }
         None => prepared.run_attempts(None, None, |p| progress(&prepared, p)),
     };
-    match prepared.conclude(results, &mut say) {
-        Ok(outcome) => {
-            summarise(prepared.folder());
-            run_code(outcome)
-        }
-        Err(e) => {
-            output::error(e);
-            exit::DOCTOR_FAILED
-        }
-    }
-}
-
-/// The code `run` exits with: the command's for a single run, else 0 or
-/// MATRIX_RUN_FAILED.
-fn run_code(outcome: RunOutcome) -> i32 {
-    match outcome {
-        RunOutcome::Single(AttemptEnd::Exited(code)) => code,
-        RunOutcome::Single(AttemptEnd::NotFound) => exit::COMMAND_NOT_FOUND,
-        RunOutcome::Single(AttemptEnd::NotExecutable) => exit::COMMAND_NOT_EXECUTABLE,
-        RunOutcome::Single(AttemptEnd::DoctorFailed) => exit::DOCTOR_FAILED,
-        RunOutcome::Matrix { failed: true } => exit::MATRIX_RUN_FAILED,
-        RunOutcome::Matrix { failed: false } => 0,
-    }
+    let outcome = prepared.conclude(results, &mut say)?;
+    summarise(prepared.folder());
+    Ok(Outcome::Run(outcome))
 }
 
 /// The progress line before each attempt of a matrix (none for a single
@@ -193,40 +149,6 @@ fn progress(run: &PreparedRun, p: &Progress) {
     ));
 }
 
-/// `prescribe`: the prescription module to a file or standard output, and
-/// what it holds to standard error.
-fn prescribe(args: PrescribeArgs) -> i32 {
-    let p = match crate::prescribe::prescribe(&args.run, args.attempt.as_deref()) {
-        Ok(p) => p,
-        Err(e @ crate::prescribe::PrescribeError::NoSuchAttempt(..)) => {
-            output::error(e);
-            return exit::NO_SUCH_ATTEMPT;
-        }
-        Err(e) => {
-            output::error(e);
-            return exit::BAD_INPUT;
-        }
-    };
-    if let Err(e) = output::write_text(
-        args.output.as_deref(),
-        p.text.as_bytes(),
-        "the prescription",
-    ) {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
-    }
-    output::stderr_text(&format!(
-        "prescription for {}: {} cuBLAS dtype(s), {} process group(s), {} Triton autotune key(s); {} item(s) not replayed (listed in the file)\n",
-        terminal(&p.attempt),
-        p.plan.cublas.len(),
-        p.plan.groups.len(),
-        p.plan.triton.len(),
-        p.plan.not_replayed.len()
-    ));
-    0
-}
-
-/// The run folder `run` writes into: `--out` (checked against what it holds)
 /// Prints the end-of-run summary to stderr; never changes the exit code.
 fn summarise(out: &Path) {
     match end_of_run_summary(out) {
@@ -235,15 +157,31 @@ fn summarise(out: &Path) {
     }
 }
 
-fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, i32> {
-    exprs
+/// `prescribe`: the prescription module to a file or standard output, and
+/// what it holds to standard error.
+fn prescribe(args: PrescribeArgs) -> Result<Outcome, DoctorError> {
+    let p = crate::prescribe::prescribe(&args.run, args.attempt.as_deref())?;
+    output::write_text(
+        args.output.as_deref(),
+        p.text.as_bytes(),
+        "the prescription",
+    )?;
+    output::stderr_text(&format!(
+        "prescription for {}: {} cuBLAS dtype(s), {} process group(s), {} Triton autotune key(s); {} item(s) not replayed (listed in the file)\n",
+        terminal(&p.attempt),
+        p.plan.cublas.len(),
+        p.plan.groups.len(),
+        p.plan.triton.len(),
+        p.plan.not_replayed.len()
+    ));
+    Ok(Outcome::Done)
+}
+
+fn parse_gates(exprs: &[String]) -> Result<Vec<Gate>, DoctorError> {
+    Ok(exprs
         .iter()
         .map(|e| Gate::parse(e))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            output::error(e);
-            exit::BAD_GATE
-        })
+        .collect::<Result<_, _>>()?)
 }
 
 /// Prints gate results to stderr and returns whether any failed.
@@ -262,55 +200,29 @@ fn report_damage(lines: &[String]) -> bool {
     !lines.is_empty()
 }
 
-/// The flags of `report` that a format cannot honour, as the usage error
-/// that says what to do instead.
-fn report_usage_error(args: &ReportArgs) -> Option<String> {
-    let tells = args.format.tells_a_selection();
-    let f = args.format.name();
-    if !tells && (args.attempt.is_some() || args.all) {
-        let flag = if args.all { "--all" } else { "--attempt" };
-        return Some(format!(
-            "{flag} chooses the attempts the text and Markdown reports tell; --format {f} always holds every attempt (drop {flag}, or use --format text or md)"
-        ));
+/// Refuses the flags of `report` that its format cannot honour.
+fn refuse_report_flags(args: &ReportArgs) -> Result<(), DoctorError> {
+    if !args.format.tells_a_selection() && (args.attempt.is_some() || args.all) {
+        return Err(DoctorError::SelectionFlag {
+            flag: if args.all { "--all" } else { "--attempt" },
+            format: args.format.name(),
+        });
     }
-    output::refuse_destination(args.format, args.output.as_deref())
+    match output::refuse_destination(args.format, args.output.as_deref()) {
+        Some(why) => Err(OutputError::Usage(why).into()),
+        None => Ok(()),
+    }
 }
 
-fn report(args: ReportArgs) -> i32 {
-    if let Some(why) = report_usage_error(&args) {
-        output::error(why);
-        return exit::USAGE;
-    }
-    let gates = match parse_gates(&args.fail_if) {
-        Ok(g) => g,
-        Err(code) => return code,
-    };
-    let run = match Analysed::load(&args.run) {
-        Ok(r) => r,
-        Err(e) => {
-            output::error(e);
-            return exit::BAD_INPUT;
-        }
-    };
+fn report(args: ReportArgs) -> Result<Outcome, DoctorError> {
+    refuse_report_flags(&args)?;
+    let gates = parse_gates(&args.fail_if)?;
+    let run = Analysed::load(&args.run)?;
     let selection = Selection::from_flags(args.attempt.as_deref(), args.all);
     let damage = run.damage_lines();
     let summaries = run.summaries();
     let model = run.into_model();
-    match write_report(args.format, &model, selection, args.output.as_deref()) {
-        Ok(()) => {}
-        Err(e @ OutputError::Report(ReportError::NoSuchAttempt(_))) => {
-            output::error(e);
-            return exit::NO_SUCH_ATTEMPT;
-        }
-        Err(e @ OutputError::Usage(_)) => {
-            output::error(e);
-            return exit::USAGE;
-        }
-        Err(e) => {
-            output::error(e);
-            return exit::DOCTOR_FAILED;
-        }
-    }
+    write_report(args.format, &model, selection, args.output.as_deref())?;
     let damaged = report_damage(&damage);
     if !gates.is_empty() {
         let runs = Runs {
@@ -319,37 +231,21 @@ fn report(args: ReportArgs) -> i32 {
             old: None,
             allow_missing: false,
         };
-        match evaluate(&gates, &runs) {
-            Ok(results) => {
-                if report_gates(&results) {
-                    return exit::GATE_FAILED;
-                }
-            }
-            Err(e) => {
-                output::error(e);
-                return exit::BAD_GATE;
-            }
+        if report_gates(&evaluate(&gates, &runs)?) {
+            return Ok(Outcome::GateFailed);
         }
     }
-    if damaged { exit::DAMAGED_INPUT } else { 0 }
+    Ok(if damaged {
+        Outcome::Damaged
+    } else {
+        Outcome::Done
+    })
 }
 
-fn diff(args: DiffArgs) -> i32 {
-    let gates = match parse_gates(&args.fail_if) {
-        Ok(g) => g,
-        Err(code) => return code,
-    };
-    let inputs = match DiffInputs::load(&args.old, &args.new) {
-        Ok(i) => i,
-        Err(e) => {
-            output::error(e);
-            return exit::BAD_INPUT;
-        }
-    };
-    if let Err(e) = write_diff(args.format, &inputs.diff()) {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
-    }
+fn diff(args: DiffArgs) -> Result<Outcome, DoctorError> {
+    let gates = parse_gates(&args.fail_if)?;
+    let inputs = DiffInputs::load(&args.old, &args.new)?;
+    write_diff(args.format, &inputs.diff())?;
     let damaged_old = report_damage(&inputs.old.damage_lines());
     let damaged_new = report_damage(&inputs.new.damage_lines());
     let runs = Runs {
@@ -358,39 +254,21 @@ fn diff(args: DiffArgs) -> i32 {
         old: Some(&inputs.old_summaries),
         allow_missing: args.allow_missing,
     };
-    match evaluate(&gates, &runs) {
-        Ok(results) if report_gates(&results) => exit::GATE_FAILED,
-        Ok(_) if damaged_old || damaged_new => exit::DAMAGED_INPUT,
-        Ok(_) => 0,
-        Err(e) => {
-            output::error(e);
-            exit::BAD_GATE
-        }
-    }
+    Ok(if report_gates(&evaluate(&gates, &runs)?) {
+        Outcome::GateFailed
+    } else if damaged_old || damaged_new {
+        Outcome::Damaged
+    } else {
+        Outcome::Done
+    })
 }
 
-fn tui(args: TuiArgs) -> i32 {
-    match crate::tui::replay(&args.run) {
-        Ok(code) => code,
-        Err(e @ crate::tui::TuiError::Load(_)) => {
-            output::error(e);
-            exit::BAD_INPUT
-        }
-        Err(e) => {
-            output::error(e);
-            exit::DOCTOR_FAILED
-        }
-    }
+fn tui(args: TuiArgs) -> Result<Outcome, DoctorError> {
+    Ok(Outcome::Dashboard(crate::tui::replay(&args.run)?))
 }
 
-fn check(args: CheckArgs) -> i32 {
-    let assets = match extract_assets(&cache_root()) {
-        Ok(a) => a,
-        Err(e) => {
-            output::error(e);
-            return exit::DOCTOR_FAILED;
-        }
-    };
+fn check(args: CheckArgs) -> Result<Outcome, DoctorError> {
+    let assets = extract_assets(&cache_root())?;
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("prewarm-doctor"));
     let report = run_check(&exe, &assets);
     let text = if args.json {
@@ -411,25 +289,19 @@ fn check(args: CheckArgs) -> i32 {
         t.push_str(&format!("probe: {}\n", assets.probe.display()));
         t
     };
-    if let Err(e) = output::print_stdout(terminal_block(&text).as_bytes()) {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
-    }
-    if report.all_ok() {
-        0
+    output::print_stdout(terminal_block(&text).as_bytes()).map_err(OutputError::Destination)?;
+    Ok(if report.all_ok() {
+        Outcome::Done
     } else {
-        exit::CANNOT_CAPTURE
-    }
+        Outcome::CannotCapture
+    })
 }
 
-fn dump(args: DumpArgs) -> i32 {
-    let file = match std::fs::File::open(&args.file) {
-        Ok(f) => f,
-        Err(e) => {
-            output::error(format_args!("cannot open {}: {e}", args.file.display()));
-            return exit::BAD_INPUT;
-        }
-    };
+fn dump(args: DumpArgs) -> Result<Outcome, DoctorError> {
+    let file = std::fs::File::open(&args.file).map_err(|source| DoctorError::Open {
+        path: args.file.clone(),
+        source,
+    })?;
     let mut sink = output::StdoutLines::new();
     let outcome = crate::load::stream_records(std::io::BufReader::new(file), |r| {
         sink.line(format_args!("{}", terminal(&format!("{r:?}"))))
@@ -439,17 +311,14 @@ fn dump(args: DumpArgs) -> i32 {
             sink.line(format_args!("# {} = {}", terminal(k), terminal(v)));
         }
     }
-    if let Err(e) = sink.finish() {
-        output::error(e);
-        return exit::DOCTOR_FAILED;
-    }
+    sink.finish().map_err(OutputError::Destination)?;
     let problems = outcome.problems(Path::new(""), &args.file);
     for p in &problems {
         output::error(p);
     }
-    if problems.iter().any(|p| p.damaged) {
-        exit::DAMAGED_INPUT
+    Ok(if problems.iter().any(|p| p.damaged) {
+        Outcome::Damaged
     } else {
-        0
-    }
+        Outcome::Done
+    })
 }
