@@ -7,6 +7,8 @@ steady state, <= 1.03 for step 1) and its device-memory footprint.
 """
 
 import argparse
+import os
+import sys
 import json
 import statistics
 import time
@@ -54,6 +56,7 @@ def main():
         "device_used": total - free,
         "reserved": torch.cuda.memory_reserved(),
         "allocator": allocator,
+        "workload": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
     }), flush=True)
 
 

@@ -19,7 +19,8 @@
 # communicator; a first untimed plain and doctor run warms the caches;
 # OVERHEAD_LAZY_LAUNCH=python runs it as a one-rank job without torchrun:
 # a few seconds less a run, so more rounds fit a time-limited call),
-# `gemm` (large matmuls, GPU-bound, ~20 ms
+# `hf`, `fsdp2`, `fla` (models not written for the tool, examples/zoo_*.py,
+# below), `gemm` (large matmuls, GPU-bound, ~20 ms
 # steps) and `launch` (small layers, many short kernels: CPU/launch-bound,
 # where any per-launch cost shows). Modes (OVERHEAD_MODES, each against
 # `plain`): `doctor` (what users run); for finding a cost: `no-probe`
@@ -33,6 +34,8 @@
 # lines, not stored into the step file), `pool-calls` (PREWARM_DOCTOR_POOL_CALLS=4096:
 # stream-ordered calls traced until 4096 in a row on known pools, not only
 # until a step on known pools),
+# `bench-records` (PREWARM_DOCTOR_BENCH_RECORDS=1: kernel records stay on
+# through autotune benchmarks' repetitions, as before they were paused),
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
@@ -250,6 +253,7 @@ run_unpinned() {
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   step-lines) PREWARM_DOCTOR_STEP_FILE=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   pool-calls) PREWARM_DOCTOR_POOL_CALLS=4096 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  bench-records) PREWARM_DOCTOR_BENCH_RECORDS=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   plain-again) "$@" ;;
   agent-bare) run_agent_bare "$dir" "$@" ;;
   nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
@@ -320,6 +324,19 @@ PYEOF
   exit 0
 fi
 
+# The zoo workloads: models nobody here wrote (issue 37), each one script
+# and its shape (the same for step 1 and the steady state). `hf`: a
+# transformers Qwen3 decoder (4 layers, hidden 1024, 8 x 1024 tokens);
+# `fsdp2`: FSDP2 over NCCL on a transformers Mistral, one rank; `fla`:
+# flash-linear-attention's chunked gated delta rule (its wheel: .whl/ or
+# installed), whose Triton kernels autotune in step 1 even with a warm
+# compile cache. OVERHEAD_ZOO_ARGS_<name> replaces a shape.
+declare -A ZOO_SCRIPT=([hf]=zoo_hf_decoder.py [fsdp2]=zoo_fsdp2.py [fla]=zoo_fla_gdn.py)
+declare -A ZOO_ARGS=(
+  [hf]=${OVERHEAD_ZOO_ARGS_hf:---hidden 1024 --batch 8192}
+  [fsdp2]=${OVERHEAD_ZOO_ARGS_fsdp2:---hidden 1024 --batch 8192}
+  [fla]=${OVERHEAD_ZOO_ARGS_fla:---seq 4096})
+
 for alloc in $ALLOCATORS; do
 case $alloc in
 default) unset PYTORCH_CUDA_ALLOC_CONF ;;
@@ -333,9 +350,20 @@ for w in $WORKLOADS; do
   gemm) shape="--hidden 8192 --batch 8192 --layers 4" ;;
   launch) shape="--hidden 512 --batch 256 --layers 24" ;;
   alloc) shape="--hidden 2048 --batch 1024 --layers 96" ;;
+  hf|fsdp2|fla) steps=${STEPS:-30} ;;
   *) echo "unknown workload $w" >&2; exit 2 ;;
   esac
-  if [ "$w" = lazy ]; then
+  if [ -n "${ZOO_SCRIPT[$w]:-}" ]; then
+    # A model not written for the tool (examples/zoo_*.py), timed by the
+    # examples' own loop (EXAMPLE_STEPTIMES=1), one process; warm caches.
+    read -r -a zoo_args <<< "${ZOO_ARGS[$w]}"
+    # In the environment, not an `env` prefix: the doctor's own PYTHONPATH
+    # (its shim) is set on top of the one it finds.
+    export EXAMPLE_STEPTIMES=1 PYTHONPATH="$PWD/examples${PYTHONPATH:+:$PYTHONPATH}"
+    workload=($PY "examples/${ZOO_SCRIPT[$w]}" --steps "$steps" "${zoo_args[@]}")
+    run_mode plain "$OUTDIR/warm-plain" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
+    rm -rf "$OUTDIR/warm-doctor"; run_mode doctor "$OUTDIR/warm-doctor" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
+  elif [ "$w" = lazy ]; then
     case $LAZY_LAUNCH in
     torchrun) workload=($PY -m torch.distributed.run --standalone --nproc_per_node=1 benches/gpu_overhead_lazy.py --steps "$steps" "${LAZY_ARGS[@]}") ;;
     python) workload=($PY benches/gpu_overhead_lazy.py --steps "$steps" "${LAZY_ARGS[@]}") ;;
@@ -353,7 +381,7 @@ for w in $WORKLOADS; do
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|bench-records)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

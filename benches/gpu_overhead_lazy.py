@@ -87,6 +87,7 @@ def main():
         "device_used": total - free,
         "reserved": torch.cuda.memory_reserved(),
         "allocator": allocator,
+        "workload": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
     }), flush=True)
     dist.destroy_process_group()
 

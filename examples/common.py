@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 
@@ -80,15 +81,61 @@ def crosscheck(step):
 def train(args, step_fn, optimizer):
     """`step_fn` returns the step's loss (or None): printed exactly (``repr``
     of the float) as ``LOSS rank step value``, so runs with and without a
-    prewarm can be compared bit for bit."""
+    prewarm can be compared bit for bit. With ``EXAMPLE_STEPTIMES=1`` each
+    step is also timed (CUDA-synchronised wall time) and one ``STEPTIMES``
+    line ends the run, as benches/gpu_overhead.py prints: the footprint bench
+    (benches/gpu_overhead.sh) runs the examples as its workloads that way."""
+    timed = os.environ.get("EXAMPLE_STEPTIMES") == "1"
+    times = []
     for step in range(1, args.steps + 1):
+        if timed:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = step_fn(step)
         optimizer.step()
+        if timed:
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
         crosscheck(step)
         if loss is not None:
             print(f"LOSS {int(os.environ.get('RANK', '0'))} {step} {loss.item()!r}", flush=True)
+    if timed:
+        print_steptimes(args, times)
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
+
+
+# Steps before the steady state (lazy work, allocator growth).
+STEADY_AFTER = 10
+
+
+def print_steptimes(args, times):
+    """The ``STEPTIMES`` line: step 1, step 2, the steady steps' median and
+    mean, the shape, the device memory in use at the end, the allocator and
+    the workload (the script and its arguments, as run)."""
+    import statistics
+
+    if len(times) < STEADY_AFTER + 10:
+        sys.exit(f"EXAMPLE_STEPTIMES=1 needs --steps of at least {STEADY_AFTER + 10}")
+    free, total = torch.cuda.mem_get_info()
+    try:
+        allocator = torch.cuda.get_allocator_backend()
+    except Exception:
+        allocator = "unknown"
+    steady = times[STEADY_AFTER:]
+    print("STEPTIMES " + json.dumps({
+        "step1": times[0],
+        "step2": times[1],
+        "steady_median": statistics.median(steady),
+        "steady_mean": statistics.fmean(steady),
+        "steps": args.steps,
+        "hidden": args.hidden,
+        "batch": args.batch,
+        "device_used": total - free,
+        "reserved": torch.cuda.memory_reserved(),
+        "allocator": allocator,
+        "workload": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+    }), flush=True)
 
 
 def init_torchrun(port=29540):

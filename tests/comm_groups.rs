@@ -253,7 +253,7 @@ fn the_class_figure_is_its_groups_plus_what_no_communicator_holds() {
     for said in [
         "NCCL communicator init in step 1: 558.0 MiB",
         "556.0 MiB, 380.0 ms init -> 1 at setup",
-        "NCCL allocations outside any communicator's init (in NCCL communicator init, in no group): 2.0 MiB in the steps -> 2.0 MiB at setup",
+        "NCCL allocations outside any communicator's init (in the NCCL class's bytes, in no group's): 2.0 MiB in the steps -> 2.0 MiB at setup",
         "nccl 390.0 MiB (195 calls, 4.0 ms; 2.0 MiB of it outside any communicator's init)",
     ] {
         assert!(

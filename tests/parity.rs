@@ -11,6 +11,13 @@
 //! there, the PNG charts (their drawn text) and the Perfetto trace, on every
 //! recording under tests/fixtures/h200 and reports/h200-matrix.
 //!
+//! The facts' text is made by the renderers' own wording functions
+//! (`verdict_text`, `step_text`, `comm_text`, …): this checks that every
+//! format says what the others say, not that the wording is right. What the
+//! recordings themselves hold is checked literally, per kind of fact, by
+//! `every_format_states_what_the_recording_itself_holds` below (and by the
+//! h200_* tests against the scripts' own readings).
+//!
 //! Needs Debian's `chromium` for the HTML (as tests/html_chromium.rs; set
 //! PD_SKIP_CHROMIUM=1 to leave the HTML out knowingly).
 
@@ -154,13 +161,13 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
             prewarm_doctor::report::verdict_text::request_text(f),
             TEXT,
         ));
-        for g in prewarm_doctor::report::projection_texts(f) {
+        for g in prewarm_doctor::report::forensics_text::projection_texts(f) {
             out.push(near("what-if", g.prewarms.join(", "), &g.outcome, TEXT));
         }
         for remedy in &f.remedies {
             out.push(fact(
                 "remedy",
-                prewarm_doctor::report::remedy_text(remedy),
+                prewarm_doctor::report::forensics_text::remedy_text(remedy),
                 TEXT,
             ));
         }
@@ -200,7 +207,7 @@ fn facts(m: &ReportModel) -> Vec<Fact> {
         }
         out.extend(step_facts(r));
         for w in r.late_warmups().iter().filter(|w| !w.minor) {
-            let text = prewarm_doctor::report::warmup_text(w);
+            let text = prewarm_doctor::report::warmup_text::warmup_text(w);
             out.push(fact("late warmup", text.what, &[Terminal, Markdown, Html]));
         }
         for c in &r.account.nccl {
@@ -570,4 +577,77 @@ fn the_normalisation_reads_wrapped_escaped_and_boxed_text_as_one_line() {
     let f = near("x", "cublas", "works", &[]);
     assert!(holds(&f, "cublas (works)"));
     assert!(!holds(&f, &format!("cublas {} works", "x".repeat(90))));
+}
+
+/// Literal facts of the bundled matrix, read off its own files rather than
+/// made by the code under test: the communicator ids NCCL logged, the
+/// cuBLAS workspace bytes (128.3 MiB, the allocation calls the probe
+/// recorded from libcublas), the verdict classes (docs/verdicts.md §6), each
+/// in the terminal report, the Markdown and the HTML as it reads.
+#[test]
+fn every_format_states_what_the_recording_itself_holds() {
+    let run = repo("reports/h200-matrix");
+    let mut ids = std::collections::BTreeSet::new();
+    for e in walk_files(&run) {
+        if e.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("nccl.")
+        {
+            let text = std::fs::read_to_string(&e).unwrap();
+            for w in text.split_whitespace() {
+                if let Some(id) = w
+                    .strip_prefix("0x")
+                    .filter(|_| text.contains(&format!("commId {w}")))
+                {
+                    ids.insert(format!("0x{id}"));
+                }
+            }
+        }
+    }
+    assert!(!ids.is_empty());
+    let model = model_of(&run, "h200-matrix");
+    let terminal = common::terminal_text(&run);
+    let markdown = String::from_utf8(
+        render_to_vec(
+            &Markdown {
+                selection: Selection::All,
+            },
+            &model,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let html =
+        common::html_as_read(&String::from_utf8(render_to_vec(&Html, &model).unwrap()).unwrap());
+    for (name, text) in [
+        ("terminal", &terminal),
+        ("markdown", &markdown),
+        ("html", &html),
+    ] {
+        for literal in ["cublas", "WORKS", "128.3 MiB", "558.0 MiB"] {
+            let t = text.to_uppercase();
+            assert!(
+                t.contains(&literal.to_uppercase()),
+                "{name} lacks {literal}"
+            );
+        }
+        assert!(
+            ids.iter().any(|id| text.contains(id.as_str())),
+            "{name} names no logged communicator"
+        );
+    }
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

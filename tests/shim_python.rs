@@ -790,13 +790,13 @@ static void note(const char *what, long n) {
 }
 void prewarm_probe_step_ended(unsigned step) { note("step_ended", step); }
 int prewarm_probe_set_kernel_records(int on) { note("kernel_records", on); return 1; }
+int prewarm_probe_pause_kernel_records(int paused) { note("pause", paused); return 1; }
 "#;
 
-#[test]
-fn the_probe_hears_of_the_first_steps_ends_and_of_kernel_records_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("probe_calls.c");
-    let library = dir.path().join("libprobe_calls.so");
+/// Builds [`PROBE_CALLS_C`] into `dir`: the library's path.
+fn probe_calls_library(dir: &Path) -> PathBuf {
+    let source = dir.join("probe_calls.c");
+    let library = dir.join("libprobe_calls.so");
     std::fs::write(&source, PROBE_CALLS_C).unwrap();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
@@ -806,6 +806,87 @@ fn the_probe_hears_of_the_first_steps_ends_and_of_kernel_records_off() {
         .status()
         .unwrap_or_else(|e| panic!("this test needs a C compiler: `{cc}`: {e}"));
     assert!(built.success());
+    library
+}
+
+/// Two candidates benchmarked as Triton's do_bench does (1 + 5 calls, then
+/// 20 repetitions), each kernel launch written into the probe's log.
+const BENCHED: &str = r#"
+import ctypes, os
+ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])
+import torch
+from triton.runtime.autotuner import Autotuner, Config
+from triton.runtime.jit import JITFunction
+
+def kernel(n, config, **kw):
+    with open(os.environ["PROBE_CALLS_LOG"], "a") as f:
+        f.write(f"launch {config.block}\n")
+    return n * config.block
+
+tuner = Autotuner(JITFunction(kernel), [Config(32), Config(64)], key=[0])
+tuner.run(4)
+"#;
+
+/// The probe's log of [`BENCHED`] run by `py` with `env`, launches counted
+/// in runs: "launch 32 x6", "pause 1", ...
+fn benched(py: &Path, env: &[(&str, &str)]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let library = probe_calls_library(dir.path());
+    let log = dir.path().join("calls.log");
+    let mut all = vec![
+        ("CUDA_INJECTION64_PATH", library.to_str().unwrap()),
+        ("PROBE_CALLS_LOG", log.to_str().unwrap()),
+        ("FAKE_TRITON_BENCH_REPEATS", "20"),
+    ];
+    all.extend(env.iter().copied());
+    run_with_fakes(py, BENCHED, &all);
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        match runs.last_mut() {
+            Some((last, n)) if last == line => *n += 1,
+            _ => runs.push((line.to_string(), 1)),
+        }
+    }
+    runs.into_iter()
+        .map(|(l, n)| if n > 1 { format!("{l} x{n}") } else { l })
+        .collect()
+}
+
+#[test]
+fn kernel_records_pause_for_a_candidates_repeated_launches_only() {
+    // Observed: each candidate's first six launches recorded, its 20
+    // repetitions paused, records back on when its benchmark returns; the
+    // tuned launch after it recorded.
+    let py = python_312().expect("a Python >= 3.12 (sys.monitoring) is needed for this test");
+    assert_eq!(
+        benched(&py, &[]),
+        [
+            "launch 32 x6",
+            "pause 1",
+            "launch 32 x20",
+            "pause 0",
+            "launch 64 x6",
+            "pause 1",
+            "launch 64 x20",
+            "pause 0",
+            "launch 32"
+        ]
+    );
+    // Asked to keep them (PREWARM_DOCTOR_BENCH_RECORDS=1), or wrapped
+    // (no sys.monitoring): never paused.
+    let kept = ["launch 32 x26", "launch 64 x26", "launch 32"];
+    assert_eq!(benched(&py, &[("PREWARM_DOCTOR_BENCH_RECORDS", "1")]), kept);
+    let wrapped = PathBuf::from(python().expect("python3 is needed for the shim tests"));
+    assert_eq!(
+        benched(&wrapped, &[("PREWARM_DOCTOR_SHIM_MONITORING", "0")]),
+        kept
+    );
+}
+
+#[test]
+fn the_probe_hears_of_the_first_steps_ends_and_of_kernel_records_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = probe_calls_library(dir.path());
     let log = dir.path().join("calls.log");
     // The probe is loaded by CUDA before the training runs; here the
     // training loads the stand-in itself, at its start.

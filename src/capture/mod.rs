@@ -1,12 +1,15 @@
 //! Capture: run the command once with the probe, shim and NVML sampler around
-//! it, and leave a complete host folder behind. Never prints; returns what
-//! happened for the caller to show.
+//! it, and leave a complete host folder behind; `matrix` runs every attempt
+//! of every variant, and `run` is `run`'s orchestration around it (the
+//! variants, the run folder, run.json, the plan, what the attempts came to).
+//! Never prints; returns what happened for the caller to show.
 
 pub mod child;
 pub mod child_output;
 pub mod env;
 pub mod matrix;
 pub mod nvml;
+pub mod run;
 
 use crate::injection::Assets;
 use crate::run_folder::layout::{AttemptDir, HOST_FILE, NVML_FILE};

@@ -27,6 +27,17 @@ pub enum EventClass {
 }
 
 impl EventClass {
+    /// Every class, in the order reports list them (a test matches each
+    /// variant, so a new class cannot be left out).
+    pub const ALL: [EventClass; 6] = [
+        EventClass::Cublas,
+        EventClass::TritonAutotune,
+        EventClass::LocalMemory,
+        EventClass::Compile,
+        EventClass::NcclComm,
+        EventClass::ModuleLoad,
+    ];
+
     /// Label for reports.
     pub fn label(self) -> &'static str {
         match self {
@@ -226,6 +237,21 @@ pub fn infer(args: &[String], env: &[(String, String)]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_holds_every_class_once() {
+        for c in EventClass::ALL {
+            let at = match c {
+                EventClass::Cublas => 0,
+                EventClass::TritonAutotune => 1,
+                EventClass::LocalMemory => 2,
+                EventClass::Compile => 3,
+                EventClass::NcclComm => 4,
+                EventClass::ModuleLoad => 5,
+            };
+            assert_eq!(EventClass::ALL[at], c);
+        }
+    }
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()

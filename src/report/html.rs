@@ -10,10 +10,11 @@ use super::model::{
     AttemptView, Figure, HostInfo, RankView, ReportModel, RunInfo, SHOWN_RANKS, Spread,
     VariantInfo, costs_text, marker_kind_label, marker_text, moved_text,
 };
+use super::ranks_text::spread_lines;
 use super::renderer::{Renderer, ReportError};
 use super::svg::{chart_svg, inert, kind_class};
 use super::verdict_text::doctor_in_step1;
-use super::{bytes, seconds, signed_bytes, spread_lines};
+use super::{bytes, seconds, signed_bytes};
 use crate::analysis::ranks::step1;
 use crate::analysis::timeline::MarkerKind;
 use askama::Template;
@@ -328,7 +329,7 @@ fn rank_lines(model: &ReportModel) -> (Vec<RankLine>, usize, Vec<SpreadText>, Ve
                 .into_iter()
                 .map(|l| format!("{}: {} ({}), skew {}", l.label, l.owner, l.value, l.skew))
                 .collect();
-            text.extend(super::missing_ranks_line(s));
+            text.extend(super::ranks_text::missing_ranks_line(s));
             if !text.is_empty() {
                 spreads.push(SpreadText {
                     attempt: a.id(),
@@ -396,7 +397,7 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
                 None => f.message.clone().unwrap_or_default(),
             },
             preceded: super::verdict_text::preceded_by_texts(f).join(", "),
-            what_ifs: super::projection_texts(f)
+            what_ifs: super::forensics_text::projection_texts(f)
                 .into_iter()
                 .map(|g| WhatIf {
                     prewarms: g.prewarms.join(", "),
@@ -404,7 +405,11 @@ fn forensic_lines(model: &ReportModel) -> Vec<ForensicLine> {
                     why: g.why.join("; "),
                 })
                 .collect(),
-            remedies: f.remedies.iter().map(super::remedy_text).collect(),
+            remedies: f
+                .remedies
+                .iter()
+                .map(super::forensics_text::remedy_text)
+                .collect(),
         })
         .collect()
 }
@@ -465,7 +470,7 @@ fn late_lines(model: &ReportModel) -> Vec<LateLine> {
             continue;
         };
         for w in r.late_warmups().iter().filter(|w| !w.minor) {
-            let text = super::warmup_text(w);
+            let text = super::warmup_text::warmup_text(w);
             let keys = if text.keys.is_empty() {
                 String::new()
             } else {
@@ -490,7 +495,7 @@ fn late_lines(model: &ReportModel) -> Vec<LateLine> {
             });
         }
         // The minor ones, folded into one line as the text says them.
-        if let Some(line) = super::minor_warmups_line(r.late_warmups()) {
+        if let Some(line) = super::warmup_text::minor_warmups_line(r.late_warmups()) {
             let only = r.late_warmups().iter().all(|w| w.minor);
             out.push(LateLine {
                 place: place(a, r),

@@ -197,7 +197,7 @@ fn attempt(a: &AttemptView, open: bool) -> String {
 fn ranks(o: &mut String, a: &AttemptView) {
     let Some(s) = &a.spread else { return };
     let _ = writeln!(o, "{} ranks on {} host(s).\n", s.ranks, s.hosts.len());
-    if let Some(line) = super::missing_ranks_line(s) {
+    if let Some(line) = super::ranks_text::missing_ranks_line(s) {
         let _ = writeln!(o, "> **{}**\n", md(&line));
     }
     if a.at_scale() {
@@ -209,7 +209,7 @@ fn ranks(o: &mut String, a: &AttemptView) {
         o.push_str(&account_tables::distribution_table(a).markdown());
     }
     o.push('\n');
-    for l in super::spread_lines(s) {
+    for l in super::ranks_text::spread_lines(s) {
         let _ = writeln!(
             o,
             "- {}: **{}** on {}; skew {}",
@@ -298,7 +298,7 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
     }
     let _ = writeln!(o, "\nStill lands after setup (costliest first):\n");
     for w in p.late_warmups.iter().filter(|w| !w.minor) {
-        let t = super::warmup_text(w);
+        let t = super::warmup_text::warmup_text(w);
         let keys = if t.keys.is_empty() {
             String::new()
         } else {
@@ -322,7 +322,7 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
             t.when
         );
     }
-    if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
+    if let Some(line) = super::warmup_text::minor_warmups_line(&p.late_warmups) {
         let _ = writeln!(o, "- {line}");
     }
 }
@@ -347,7 +347,7 @@ fn forensics(o: &mut String, p: &ProcessAccount) {
                 |b| format!("with {} free", bytes(b))
             ),
         );
-        let groups = super::projection_texts(f);
+        let groups = super::forensics_text::projection_texts(f);
         if !groups.is_empty() {
             let _ = writeln!(
                 o,
@@ -364,7 +364,7 @@ fn forensics(o: &mut String, p: &ProcessAccount) {
             }
         }
         for r in &f.remedies {
-            let _ = writeln!(o, "\nFix: {}.", md(&super::remedy_text(r)));
+            let _ = writeln!(o, "\nFix: {}.", md(&super::forensics_text::remedy_text(r)));
         }
     }
 }

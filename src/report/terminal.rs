@@ -115,7 +115,11 @@ fn write_attempt(o: &mut String, a: &AttemptView) {
     if a.ranks.len() > 1 {
         rank_table(o, a);
     }
-    if let Some(line) = a.spread.as_ref().and_then(super::missing_ranks_line) {
+    if let Some(line) = a
+        .spread
+        .as_ref()
+        .and_then(super::ranks_text::missing_ranks_line)
+    {
         print_text(o, &line, "   ", "     ");
     }
     let told = a.told_ranks();
@@ -252,7 +256,7 @@ fn rank_table(o: &mut String, a: &AttemptView) {
         write_table(o, &account_tables::distribution_table(a));
     }
     let Some(s) = &a.spread else { return };
-    for l in super::spread_lines(s) {
+    for l in super::ranks_text::spread_lines(s) {
         let text = format!(
             "{}: {} ({}); skew across ranks {}",
             l.label, l.owner, l.value, l.skew
@@ -374,7 +378,7 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
         "   still lands after setup (the warmups you still need), costliest first:"
     );
     for w in p.late_warmups.iter().filter(|w| !w.minor) {
-        let t = super::warmup_text(w);
+        let t = super::warmup_text::warmup_text(w);
         let mut items = vec![format!("[{}] {}", t.class, terminal(&t.what))];
         if !t.cost.is_empty() {
             items.push(t.cost);
@@ -390,7 +394,7 @@ fn late_warmups(o: &mut String, p: &ProcessAccount) {
             }
         }
     }
-    if let Some(line) = super::minor_warmups_line(&p.late_warmups) {
+    if let Some(line) = super::warmup_text::minor_warmups_line(&p.late_warmups) {
         let prefix = if p.late_warmups.iter().all(|w| w.minor) {
             "     - only minor ones: "
         } else {
@@ -459,7 +463,7 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         let head = format!("     lazy initialisation {}: ", preceded_span(p, f));
         print_wrapped(o, &head, &parts, ", ");
     }
-    let groups = super::projection_texts(f);
+    let groups = super::forensics_text::projection_texts(f);
     if !groups.is_empty() {
         let _ = writeln!(
             o,
@@ -478,7 +482,7 @@ fn forensic(o: &mut String, p: &ProcessAccount, f: &Forensic) {
         print_wrapped(
             o,
             "     the fix that removes the demand: ",
-            &[super::remedy_text(r)],
+            &[super::forensics_text::remedy_text(r)],
             " ",
         );
     }

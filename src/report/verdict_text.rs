@@ -346,23 +346,24 @@ pub fn left_after_text(r: &Reason) -> Option<String> {
     };
     let n = events.variant.median.round().max(0.0) as u32;
     let what = match class {
-        EventClass::TritonAutotune if n > 0 => format!(
+        _ if n == 0 => format!("{} still lands", class.label()),
+        EventClass::TritonAutotune => format!(
             "{} still first tuned",
             plural(n, "Triton autotune key", "Triton autotune keys")
         ),
-        EventClass::Compile if n > 0 => format!("{} still", plural(n, "compile", "compiles")),
-        EventClass::LocalMemory if n > 0 => format!(
+        EventClass::Compile => format!("{} still", plural(n, "compile", "compiles")),
+        EventClass::LocalMemory => format!(
             "{} still",
             plural(n, "local-memory growth", "local-memory growths")
         ),
-        EventClass::NcclComm if n > 0 => format!(
+        EventClass::NcclComm => format!(
             "{} still created",
             plural(n, "NCCL communicator", "NCCL communicators")
         ),
-        EventClass::ModuleLoad if n > 0 => {
+        EventClass::ModuleLoad => {
             format!("{} still first launched", plural(n, "kernel", "kernels"))
         }
-        other => format!("{} still lands", other.label()),
+        EventClass::Cublas => format!("{} still lands", class.label()),
     };
     Some(format!("{what} at {}", steps_text(steps)))
 }

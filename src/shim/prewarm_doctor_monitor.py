@@ -165,6 +165,8 @@ def _code_of(function):
         function = function.__wrapped__
         seen += 1
     function = getattr(function, "__func__", function)
+    if isinstance(function, type(_code_of.__code__)):
+        return function  # a code object itself (a nested function's)
     return getattr(function, "__code__", None)
 
 

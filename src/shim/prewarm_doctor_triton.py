@@ -21,9 +21,11 @@ Each hook is one pair of functions (start: the call's arguments, returning a
 state; end: that state and the result) used by both ways of observing.
 """
 
+import os
 import threading
+import types
 
-from prewarm_doctor_monitor import end_of, observe
+from prewarm_doctor_monitor import active, end_of, observe, unobserve
 from prewarm_doctor_events import emit, now, timed
 
 try:  # prescribe's replay signatures (src/shim/prewarm_doctor_prescribe.py)
@@ -143,11 +145,12 @@ def _prune_frame(frame, run_code):
 
 
 def _bench_started(autotuner, config):
-    return {"self": autotuner, "config": config, "t0": now()}
+    return {"self": autotuner, "config": config, "t0": now(), "paused": _count_candidate_calls()}
 
 
 def _bench_ended(state, result, exc):
     t1 = now()
+    _end_candidate_calls(state["paused"])
     tuning = getattr(_local, "tuning", None)
     if tuning is not None:
         tuning["benchmarked"] += 1
@@ -165,6 +168,84 @@ def _bench_ended(state, result, exc):
         ms=timing if timing is None or timing < float("inf") else None,
         failed=timing == float("inf"),
     )
+
+
+# ------------------------------------ kernel records in a candidate's timing
+#
+# A candidate's benchmark (triton.testing.do_bench) calls its kernel_call
+# once and synchronises, then five times to estimate its time and
+# synchronises again: by then every kernel the candidate launches has had
+# its first launch (with any local-memory growth) on the GPU, recorded.
+# The warm-up and timed repetitions that follow, often hundreds a
+# candidate and 100,000+ in a step 1 that tunes, repeat those launches:
+# the probe's kernel records would only add a record each that it then
+# drops (not a first launch, no growth). From the seventh call on, the
+# probe pauses its kernel records until the benchmark returns. Counted
+# through sys.monitoring (kernel_call's starts, switched off once paused),
+# never by wrapping: where that cannot be done (Python < 3.12), or with
+# PREWARM_DOCTOR_BENCH_RECORDS=1, kernel records stay on throughout.
+_RECORDED_CALLS = 6
+_kernel_call = []  # [kernel_call's code object] once found
+
+
+def _pause_records(paused):
+    """Asks the probe to pause (or resume) its kernel records; whether it did."""
+    try:
+        from prewarm_doctor_shim import _probe
+
+        lib = _probe()
+        return lib is not None and lib.prewarm_probe_pause_kernel_records(1 if paused else 0) == 1
+    except Exception:
+        return False
+
+
+def _candidate_call(frame):
+    calls = getattr(_local, "candidate_calls", None)
+    if calls is None:
+        return None
+    calls += 1
+    _local.candidate_calls = calls
+    if calls > _RECORDED_CALLS:
+        _local.candidate_calls = None
+        unobserve(_kernel_call[0])
+        _local.paused = _pause_records(True)
+    return None
+
+
+def _count_candidate_calls():
+    """At a benchmark's start: count its kernel_call's starts (the
+    outermost benchmark of the thread only). False: nothing to end."""
+    if not _kernel_call or getattr(_local, "candidate_calls", None) is not None:
+        return False
+    _local.candidate_calls = 0
+    _local.paused = False
+    if not observe(_kernel_call[0], _candidate_call):
+        _local.candidate_calls = None
+        return False
+    return True
+
+
+def _end_candidate_calls(counting):
+    if not counting:
+        return
+    if _local.candidate_calls is not None:
+        _local.candidate_calls = None
+        unobserve(_kernel_call[0])
+    if _local.paused:
+        _local.paused = False
+        _pause_records(False)
+
+
+def _find_kernel_call(cls):
+    """kernel_call's code object in ``Autotuner._bench`` (None where this
+    Triton has none, or pausing is switched off)."""
+    if os.environ.get("PREWARM_DOCTOR_BENCH_RECORDS") == "1" or not active():
+        return None
+    code = getattr(getattr(cls, "_bench", None), "__code__", None)
+    for const in getattr(code, "co_consts", ()):
+        if isinstance(const, types.CodeType) and const.co_name == "kernel_call":
+            return const
+    return None
 
 
 def _bench_frame(frame):
@@ -253,6 +334,9 @@ def _install_autotuner(triton):
 
     cls = at.Autotuner
     _hook(cls, "_bench", _bench_frame, lambda self, args, kwargs: _bench_started(self, kwargs.get("config")), _bench_ended)
+    code = _find_kernel_call(cls)
+    if code is not None:
+        _kernel_call.append(code)
     if not _observe_tunings(cls):
         _hook(cls, "run", _run_frame, _run_started, _run_ended)
 

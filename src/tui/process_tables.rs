@@ -503,7 +503,7 @@ fn oom_row(f: &Forensic) -> EventRow {
         detail.push(kv("prewarms that would move it", f.prewarms.join(", ")));
     }
     // The what-if of each prewarm and the fix, as the terminal says them.
-    for g in crate::report::projection_texts(f) {
+    for g in crate::report::forensics_text::projection_texts(f) {
         // The names go in the value: a long list of prewarms as the key
         // would push every value off the overlay.
         detail.push(kv(
@@ -517,7 +517,7 @@ fn oom_row(f: &Forensic) -> EventRow {
         ));
     }
     for r in &f.remedies {
-        detail.push(kv("the fix", crate::report::remedy_text(r)));
+        detail.push(kv("the fix", crate::report::forensics_text::remedy_text(r)));
     }
     if let Some(m) = &f.message {
         detail.push(kv("message", m.clone()));

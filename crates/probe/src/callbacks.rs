@@ -53,6 +53,42 @@ pub fn set_kernel_records(p: &Probe, enabled: bool) -> bool {
     true
 }
 
+/// Pauses kernel records (`paused`) or resumes them, for the shim around the
+/// repeated launches of an autotune benchmark: a candidate's first launches
+/// are recorded before the pause, and its later launches would only add a
+/// record apiece that [`activity::KernelTracker`] drops (no first launch, no
+/// growth). Unlike [`set_kernel_records`] it neither flushes nor summarises
+/// pools (it runs hundreds of times in a step), and resuming never turns on
+/// records that were switched off. Its time counts as the probe's own on
+/// the training's thread; the pause and the resume are both recorded.
+pub fn pause_kernel_records(p: &Probe, paused: bool) -> bool {
+    if !p.kernel_records.load(Ordering::Relaxed) {
+        return false;
+    }
+    let t0 = now_ns();
+    let kind = activity::KIND_CONCURRENT_KERNEL;
+    // SAFETY: plain CUPTI calls with a valid activity kind.
+    let rc = unsafe {
+        if paused {
+            (p.cupti.activity_disable)(kind)
+        } else {
+            (p.cupti.activity_enable)(kind)
+        }
+    };
+    let t1 = now_ns();
+    p.callbacks.fetch_add(1, Ordering::Relaxed);
+    p.callback_ns
+        .fetch_add(t1.saturating_sub(t0), Ordering::Relaxed);
+    if rc != CUPTI_SUCCESS {
+        return false;
+    }
+    p.sink.push(&Record::Activity(ActivityState {
+        t: t1,
+        kernel_records: !paused,
+    }));
+    true
+}
+
 /// The CUPTI callback for every subscribed driver API and resource event.
 pub unsafe extern "C" fn on_callback(
     _user: *mut c_void,

@@ -97,6 +97,19 @@ pub extern "C" fn prewarm_probe_set_kernel_records(enabled: i32) -> i32 {
     .unwrap_or(0)
 }
 
+/// For the shim: pause kernel records (1) around an autotune benchmark's
+/// repeated launches, or resume them (0); resuming never turns on records
+/// that are off. Returns 1 when it switched.
+#[unsafe(no_mangle)]
+pub extern "C" fn prewarm_probe_pause_kernel_records(paused: i32) -> i32 {
+    catch_unwind(|| {
+        probe()
+            .map(|p| callbacks::pause_kernel_records(p, paused != 0) as i32)
+            .unwrap_or(0)
+    })
+    .unwrap_or(0)
+}
+
 /// For the shim: training step `step` ended (it says so for the first
 /// steps): a step that used only known pools stops the tracing of
 /// stream-ordered calls (pools.rs has the rule).

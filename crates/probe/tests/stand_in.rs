@@ -480,6 +480,38 @@ fn switch_notices(records: &[Record]) -> Vec<Notice> {
 }
 
 #[test]
+fn a_paused_benchmark_records_no_kernels_and_resuming_never_undoes_an_off() {
+    let run = support::run(&["bench-pause"], Some(&support::probe_library()));
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    // Without the probe the symbols are absent (-1); with it the pause and
+    // the resume switch (1), and neither does once records are off (0).
+    assert_eq!(
+        stdout.trim(),
+        "paused=1 resumed=1 paused_off=0 resumed_off=0"
+    );
+    let r = &run.events().records;
+    assert_clean_capture(r);
+    let first: Vec<&str> = r
+        .iter()
+        .filter_map(|x| match x {
+            Record::KernelFirst(k) => Some(k.kernel.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(first, ["first", "after_resume"]);
+    let switches: Vec<bool> = r
+        .iter()
+        .filter_map(|x| match x {
+            Record::Activity(a) => Some(a.kernel_records),
+            _ => None,
+        })
+        .collect();
+    // On at start, paused, resumed, off: nothing from the no-op pair.
+    assert_eq!(switches, [true, false, true, false]);
+}
+
+#[test]
 fn a_step_on_known_pools_stops_stream_ordered_tracing() {
     let run = run_both(&["async-steps"]);
     let r = &run.events().records;

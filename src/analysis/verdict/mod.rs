@@ -224,14 +224,7 @@ pub struct Verdict {
 /// The event classes a variant's prewarms target, and the names the catalog
 /// does not know (those target every class).
 pub fn targets_of(prewarms: &[String]) -> (Vec<EventClass>, Vec<String>) {
-    const EVERY: [EventClass; 6] = [
-        EventClass::Cublas,
-        EventClass::TritonAutotune,
-        EventClass::LocalMemory,
-        EventClass::Compile,
-        EventClass::NcclComm,
-        EventClass::ModuleLoad,
-    ];
+    const EVERY: [EventClass; 6] = EventClass::ALL;
     let mut targets = Vec::new();
     let mut unknown = Vec::new();
     for p in prewarms {

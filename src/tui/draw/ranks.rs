@@ -124,7 +124,7 @@ fn rank_table(rows: Vec<Row<'_>>, t: Theme) -> Table<'_> {
 
 /// Under the table: each figure's worst rank and skew, then the notes.
 fn below_lines(
-    spread: Vec<crate::report::SpreadLine>,
+    spread: Vec<crate::report::ranks_text::SpreadLine>,
     notes: Vec<String>,
     t: Theme,
 ) -> Vec<Line<'static>> {
@@ -147,10 +147,10 @@ fn below_lines(
 }
 
 /// The worst rank and the skew of each figure, as every format words them.
-fn spread_lines(a: &AttemptView) -> Vec<crate::report::SpreadLine> {
+fn spread_lines(a: &AttemptView) -> Vec<crate::report::ranks_text::SpreadLine> {
     a.spread
         .as_ref()
-        .map(crate::report::spread_lines)
+        .map(crate::report::ranks_text::spread_lines)
         .unwrap_or_default()
 }
 
@@ -165,7 +165,7 @@ fn notes(a: &AttemptView) -> Vec<String> {
     notes.extend(
         a.spread
             .as_ref()
-            .and_then(crate::report::missing_ranks_line),
+            .and_then(crate::report::ranks_text::missing_ranks_line),
     );
     // Untrusted text (a probe's notice quotes a driver's words): its control
     // characters shown as escapes, as the terminal report shows them.

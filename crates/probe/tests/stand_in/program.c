@@ -400,6 +400,33 @@ static int async_switch(void) {
     return 0;
 }
 
+/* --- bench-pause: the shim pauses kernel records around an autotune
+ * benchmark's repeated launches ------------------------------------------ */
+
+static int probe_call(const char *symbol, int arg) {
+    const char *probe = getenv("CUDA_INJECTION64_PATH");
+    void *lib = probe != NULL ? dlopen(probe, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    int (*call)(int) = lib != NULL ? (int (*)(int))dlsym(lib, symbol) : NULL;
+    return call != NULL ? call(arg) : -1;
+}
+
+static int bench_pause(void) {
+    setup();
+    standin_launch_kernel("first", 0, 0, 32, 0);
+    int paused = probe_call("prewarm_probe_pause_kernel_records", 1);
+    standin_launch_kernel("while_paused", 0, 0, 32, 0);
+    int resumed = probe_call("prewarm_probe_pause_kernel_records", 0);
+    standin_launch_kernel("after_resume", 0, 0, 32, 0);
+    /* Records off for good (the shim after the first steps): a pause and a
+     * resume then switch nothing on. */
+    probe_call("prewarm_probe_set_kernel_records", 0);
+    int paused_off = probe_call("prewarm_probe_pause_kernel_records", 1);
+    int resumed_off = probe_call("prewarm_probe_pause_kernel_records", 0);
+    standin_launch_kernel("after_off", 0, 0, 32, 0);
+    printf("paused=%d resumed=%d paused_off=%d resumed_off=%d\n", paused, resumed, paused_off, resumed_off);
+    return 0;
+}
+
 /* --- async-steps: a step on known pools stops stream-ordered tracing ---- */
 
 /* What the shim does at the end of a training step. */
@@ -600,6 +627,8 @@ int main(int argc, char **argv) {
         return torch_async();
     if (!strcmp(scenario, "async-switch"))
         return async_switch();
+    if (!strcmp(scenario, "bench-pause"))
+        return bench_pause();
     if (!strcmp(scenario, "async-steps"))
         return async_steps();
     if (!strcmp(scenario, "panic"))

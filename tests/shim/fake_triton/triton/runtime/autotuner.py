@@ -1,3 +1,18 @@
+import os
+
+
+def do_bench(fn):
+    """As triton.testing.do_bench calls its function: once, then five times
+    to estimate, then its warm-up and timed repetitions
+    (FAKE_TRITON_BENCH_REPEATS of them; unset, only the first call)."""
+    repeats = os.environ.get("FAKE_TRITON_BENCH_REPEATS")
+    fn()
+    if repeats is None:
+        return
+    for _ in range(5 + int(repeats)):
+        fn()
+
+
 class Config:
     def __init__(self, block):
         self.block = block
@@ -15,7 +30,12 @@ class Autotuner:
         self.cache = {}
 
     def _bench(self, *args, config, **meta):
-        self.fn.run(*args, config=config, **meta)
+        # As Triton's: the candidate's launch is a nested kernel_call that
+        # the benchmarker calls.
+        def kernel_call():
+            self.fn.run(*args, config=config, **meta)
+
+        do_bench(kernel_call)
         return [float(config.block), 0.0, 0.0]
 
     def prune_configs(self, kwargs):

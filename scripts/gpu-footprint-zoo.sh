@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Issue 37 on the GPU machine, in one call: (1) `verify`: the kernel-record
+# pause in autotune benchmarks against records kept throughout
+# (PREWARM_DOCTOR_BENCH_RECORDS=1), one doctor run each of the lazy workload
+# (Triton autotune with spilling candidates, the first cuBLAS backward, a
+# new NCCL communicator in step 1; warm caches): their reports and the
+# probe's first-launch and local-memory records, side by side; then (2) the
+# footprint rounds of benches/gpu_overhead.sh, cell by cell (CELLS:
+# workload:allocator pairs, ROUNDS alternated rounds each, one shape for
+# step 1 and the steady state), until the call's deadline. Usage, from the
+# repository root:
+#
+#   BIN=.gpu/prewarm-doctor OUT=$OUT SECTIONS="verify rounds" \
+#     CELLS="lazy:default hf:default fsdp2:default" scripts/gpu-footprint-zoo.sh
+#
+# Results in $OUT: verify/ (reports, record lists, diffs) and
+# steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
+# unmodified, for tests/fixtures/h200-overhead), summary.txt.
+set -u
+BIN=${BIN:?BIN=path of the prewarm-doctor binary}
+OUT=${OUT:?OUT=output folder}
+SECTIONS=${SECTIONS:-"verify rounds"}
+CELLS=${CELLS:-"lazy:default hf:default fsdp2:default"}
+ROUNDS=${ROUNDS:-9}
+DEADLINE_S=${DEADLINE_S:-560}
+TAG=${TAG:-$(date +%Y%m%d-%H%M)}
+START=$(date +%s)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+PY=${PY:-python3}
+mkdir -p "$OUT"
+left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
+has() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+# The lazy workload's shape: a GPU-bound 20 ms steady step, so that whole
+# processes agree to 1% and the steady target can resolve; step 1 judged
+# on the same shape.
+LAZY_ARGS=${LAZY_ARGS:---batch 65536}
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+$PY -c "import sys, torch, triton, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
+
+if has verify; then
+  V=$OUT/verify; mkdir -p "$V"; W=$(mktemp -d)
+  read -r -a extra <<< "$LAZY_ARGS"
+  lazy=($PY benches/gpu_overhead_lazy.py --steps 30 "${extra[@]}")
+  "${lazy[@]}" > "$V/warm.stdout" 2> "$V/warm.stderr"; echo "warm-up plain exit $?"
+  for variant in pause records; do
+    env_set=(); [ $variant = records ] && env_set=(PREWARM_DOCTOR_BENCH_RECORDS=1)
+    env "${env_set[@]}" "$BIN" run --cache user --out "$W/$variant" -- "${lazy[@]}" > "$V/$variant.stdout" 2> "$V/$variant.stderr"
+    echo "$variant: doctor exit $?"
+    "$BIN" report "$W/$variant" > "$V/$variant.report.txt" 2>&1
+    "$BIN" report --format json "$W/$variant" > "$V/$variant.report.json" 2>/dev/null
+    find "$W/$variant" -name '*.events' ! -name nvml.events | sort | while read -r f; do
+      "$BIN" dump "$f"
+    done > "$V/$variant.dump.txt" 2>&1
+    grep -c . "$V/$variant.dump.txt" | sed "s/^/$variant dump lines: /"
+    grep -E 'KernelFirst|LocalMemory|Activity' "$V/$variant.dump.txt" | sed -E 's/t(_start|_end)?: [0-9]+,? ?//g' \
+      > "$V/$variant.kernel-records.txt"
+    echo "$variant: $(grep -c KernelFirst "$V/$variant.kernel-records.txt") first launches, $(grep -c LocalMemory "$V/$variant.kernel-records.txt") local-memory records, $(grep -c Activity "$V/$variant.kernel-records.txt") switches"
+    grep -E 'STEPTIMES' "$V/$variant.stdout"
+  done
+  grep -E 'LocalMemory' "$V/pause.kernel-records.txt" | head -8
+  diff <(grep -v Activity "$V/records.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) \
+       <(grep -v Activity "$V/pause.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) > "$V/records-vs-pause.diff"
+  echo "kernel records, kept vs paused: $(grep -c '^[<>]' "$V/records-vs-pause.diff") lines differ"
+  head -20 "$V/records-vs-pause.diff"
+  sed -n '1,40p' "$V/pause.report.txt"
+  (cd "$W" && find . -type d -name 'cache-*' -prune -exec rm -rf {} + ; tar czf "$V/runs.tar.gz" pause records)
+  echo "verify done at $(( $(date +%s) - START )) s"
+fi
+
+if has rounds; then
+  for cell in $CELLS; do
+    w=${cell%%:*}; a=${cell##*:}
+    l=$(left)
+    if [ "$l" -lt 90 ]; then echo "CELL $cell: skipped, $l s left"; continue; fi
+    D=$(mktemp -d /tmp/pd-fp.XXXXXX)
+    echo "== $cell: $ROUNDS rounds, $l s left"
+    OVERHEAD_WORKLOADS=$w OVERHEAD_ALLOCATORS=$a OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
+      OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 20)) \
+      BIN=$BIN OUTDIR=$D PY=$PY timeout $((l - 5)) bash benches/gpu_overhead.sh > "$D/bench.txt" 2>&1
+    grep -E '^(PAIRED|TARGET|OWN|PROBE|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
+    cp "$D/steptimes-$w-$a.txt" "$OUT/steptimes-$w-$a-$TAG.txt" 2>/dev/null
+    tail -5 "$D/stderr.log" 2>/dev/null | sed "s/^/stderr $cell: /"
+  done
+fi
+echo "== done in $(( $(date +%s) - START )) s"
