@@ -14,6 +14,14 @@
 # PD_SKIP_CHROMIUM=1 and PREWARM_DOCTOR_NO_TMUX=1 skip those tests knowingly
 # (and skip installing them). Every test runs either way (--no-fail-fast): one
 # failing test program does not stop the others.
+#
+# The shim's sys.monitoring path (what the GPU machines run) is tested under a
+# Python >= 3.12, found as the tests find it (tests/common/python312.rs):
+# PREWARM_TEST_PYTHON312, then pyenv's 3.12+, then python3.12, python3.13 or
+# python3 on PATH. Where there is none, apt-get installs python3.13 or
+# python3.12 if the distribution has one (Debian 12 has neither); else the
+# script stops before the build, naming PD_SKIP_PYTHON312=1, which skips those
+# tests knowingly (issue 39).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +44,14 @@ as_root() {
 }
 
 apt_updated=false
+# apt-get update, once.
+apt_update() {
+  if ! $apt_updated; then
+    as_root apt-get update -qq || true
+    apt_updated=true
+  fi
+}
+
 # apt_install PROGRAM PACKAGE WHY: installs PACKAGE unless PROGRAM is on PATH;
 # a failure is said, not fatal (the tests that need it then say so).
 apt_install() {
@@ -45,10 +61,7 @@ apt_install() {
     echo "scripts/test.sh: $program is missing and this machine has no apt-get: install $package yourself ($why)" >&2
     return 0
   fi
-  if ! $apt_updated; then
-    as_root apt-get update -qq || true
-    apt_updated=true
-  fi
+  apt_update
   if ! as_root apt-get install -y -qq "$package" >/dev/null; then
     echo "scripts/test.sh: could not install $package (apt-get needs root or sudo): $why" >&2
   fi
@@ -74,14 +87,74 @@ if [ "${PD_SKIP_CHROMIUM:-}" != 1 ] && [ "${PD_CHROMIUM:-}" = "" ]; then
   apt_install "$browser" chromium "tests/html_chromium.rs fails without it; PD_SKIP_CHROMIUM=1 skips it"
 fi
 
+# is_python312 PYTHON: whether PYTHON runs and is Python >= 3.12.
+is_python312() {
+  "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1
+}
+
+# find_python312: prints the Python >= 3.12 the tests will run, in their
+# order (pyenv's versions newest first); fails where there is none.
+find_python312() {
+  if [ -n "${PREWARM_TEST_PYTHON312:-}" ]; then
+    is_python312 "$PREWARM_TEST_PYTHON312" && echo "$PREWARM_TEST_PYTHON312"
+    return
+  fi
+  local pyenv=("${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3) i py
+  for ((i = ${#pyenv[@]} - 1; i >= 0; i--)); do
+    if is_python312 "${pyenv[i]}"; then echo "${pyenv[i]}"; return 0; fi
+  done
+  for py in python3.12 python3.13 python3; do
+    if is_python312 "$py"; then echo "$py"; return 0; fi
+  done
+  return 1
+}
+
+# apt_offers PACKAGE: whether apt-get has a version of PACKAGE to install
+# (`apt-cache policy` names a candidate; it says nothing of a package the
+# distribution does not have).
+apt_offers() {
+  command -v apt-cache >/dev/null 2>&1 || return 1
+  local policy
+  policy=$(apt-cache policy "$1" 2>/dev/null) || return 1
+  case "$policy" in
+    *"Candidate: (none)"*) return 1 ;;
+    *"Candidate: "*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+python312=""
+if [ "${PD_SKIP_PYTHON312:-}" = 1 ]; then
+  echo "PD_SKIP_PYTHON312=1: the tests of the shim's sys.monitoring path (Python >= 3.12) are skipped on request"
+else
+  python312=$(find_python312) || true
+  if [ -z "$python312" ] && [ -z "${PREWARM_TEST_PYTHON312:-}" ] && command -v apt-get >/dev/null 2>&1; then
+    apt_update
+    for package in python3.13 python3.12; do
+      apt_offers "$package" || continue
+      if ! as_root apt-get install -y -qq "$package" >/dev/null; then
+        echo "scripts/test.sh: could not install $package (apt-get needs root or sudo)" >&2
+      fi
+      python312=$(find_python312) || true
+      [ -n "$python312" ] && break
+    done
+  fi
+  if [ -z "$python312" ]; then
+    if [ -n "${PREWARM_TEST_PYTHON312:-}" ]; then
+      found="PREWARM_TEST_PYTHON312=$PREWARM_TEST_PYTHON312 does not run as a Python >= 3.12"
+    else
+      found="no Python >= 3.12 was found (pyenv's ~/.pyenv/versions/3.12+, python3.12, python3.13 or python3 on PATH) and apt-get has none to install"
+    fi
+    echo "scripts/test.sh: $found: the tests of the shim's sys.monitoring path (what the GPU machines run) fail without one. Install one (\`pyenv install 3.12\`), point PREWARM_TEST_PYTHON312 at one, or set PD_SKIP_PYTHON312=1 to skip those tests knowingly." >&2
+    exit 1
+  fi
+fi
+
 cargo --version
 python3 --version || true
-# The shim's sys.monitoring path (Python >= 3.12, what the GPU machines run)
-# is tested under pyenv's 3.12/3.13 where the machine has them; else those
-# tests say SKIPPED and only the wrappers' path is tested.
-for py in "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3; do
-  [ -x "$py" ] && echo "Python >= 3.12 for the sys.monitoring tests: $("$py" --version) ($py)"
-done || true
+if [ -n "$python312" ]; then
+  echo "Python >= 3.12 for the sys.monitoring tests: $("$python312" --version 2>&1) ($python312)"
+fi
 tmux -V || true
 "${PD_CHROMIUM:-chromium}" --version 2>/dev/null || true
 

@@ -310,10 +310,7 @@ fn the_observer_records_each_new_key_once_with_what_replay_needs() {
     // sys.monitoring, where the call's own keyword dict is what the shim
     // sees (as in Triton, the grid is in it; the launch leaves it out).
     let wrapped = PathBuf::from(python());
-    let observed = common::python_312();
-    if observed.is_none() {
-        eprintln!("SKIPPED (observed): no Python >= 3.12 here");
-    }
+    let observed = common::python312::python_312("the Triton observer through sys.monitoring");
     for py in std::iter::once(wrapped).chain(observed) {
         observer_records_each_new_key_once(&py);
     }
@@ -366,14 +363,15 @@ fn observer_records_each_new_key_once(py: &Path) {
 fn an_autotune_that_dies_tuning_still_leaves_what_replay_needs() {
     // A candidate's benchmark runs out of memory: the call raises before
     // the autotuner caches the key, and that is the key a prescription must
-    // warm (wrapped and, where there is a Python >= 3.12, observed).
+    // warm (wrapped, and observed under a Python >= 3.12).
     let script = format!(
         "{KERNELS}\nfrom triton.runtime.autotuner import Autotuner\n\
          def oom(self, *a, config, **k):\n    raise RuntimeError('Triton Error [CUDA]: out of memory')\n\
          Autotuner._bench = oom\nx, y = T([4, 128]), T([4, 128])\n\
          try:\n    mix[(2, 4)](x, y, 512, 0.5)\nexcept RuntimeError as e:\n    print('RAISED', e)\n"
     );
-    let observed = common::python_312();
+    let observed =
+        common::python312::python_312("an autotune dying while observed through sys.monitoring");
     for py in std::iter::once(PathBuf::from(python())).chain(observed) {
         let dir = tempfile::tempdir().unwrap();
         let (code, events, out) = run_py_with(&py, &script, dir.path(), &[]);

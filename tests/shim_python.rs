@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{python_312, shim_events};
+use common::python312::python_312;
+use common::shim_events;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -466,10 +467,7 @@ fn raise_through(py: &Path, shim: bool, env: &[(&str, &str)]) -> (String, Vec<se
 
 #[test]
 fn no_frame_of_ours_in_the_programs_tracebacks_or_stack_with_sys_monitoring() {
-    let Some(py) = python_312() else {
-        eprintln!(
-            "SKIPPED: no Python >= 3.12 here (set PREWARM_TEST_PYTHON312); the GPU script runs it"
-        );
+    let Some(py) = python_312("tracebacks and stacks under sys.monitoring") else {
         return;
     };
     let (plain, none) = raise_through(&py, false, &[]);
@@ -665,9 +663,8 @@ fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
     // beside the test; counting the kernels would make it the whole).
     let wrapped = PathBuf::from(python().expect("python3 is needed for the shim tests"));
     let mut cases = vec![(wrapped, vec![("PREWARM_DOCTOR_SHIM_MONITORING", "0")])];
-    match python_312() {
-        Some(py) => cases.push((py, vec![])),
-        None => eprintln!("SKIPPED (observed): no Python >= 3.12 here"),
+    if let Some(py) = python_312("the shim's own time of an observed call") {
+        cases.push((py, vec![]));
     }
     for (py, env) in cases {
         let events = slow_autotune(&py, &env);
@@ -754,8 +751,7 @@ fn a_tuned_kernels_launches_and_the_steady_steps_call_nothing_of_ours() {
     let wrapped = PathBuf::from(python().expect("python3 is needed for the shim tests"));
     let events = tuned_launches(&wrapped, &[("PREWARM_DOCTOR_SHIM_MONITORING", "0")]);
     assert_nested_autotunes(&wrapped, &events);
-    let Some(py) = python_312() else {
-        eprintln!("SKIPPED (observed): no Python >= 3.12 here");
+    let Some(py) = python_312("a tuned kernel's launches under sys.monitoring") else {
         return;
     };
     let events = tuned_launches(&py, &[]);

@@ -2,7 +2,8 @@
 //! script, and the script installs what the tests need when it is missing:
 //! run against stand-ins (an `apt-get` that records what it is asked for, a
 //! PATH without tmux or Chromium), it asks for both, honours the opt-outs, and
-//! a failed install is said without stopping it.
+//! a failed install is said without stopping it; it finds or installs a
+//! Python >= 3.12, else stops naming PD_SKIP_PYTHON312=1 (issue 39).
 
 mod common;
 
@@ -53,45 +54,103 @@ fn the_readmes_test_command_is_the_script_ci_runs() {
 }
 
 fn bash() -> PathBuf {
+    on_path("bash")
+}
+
+/// Where `program` is on this PATH.
+fn on_path(program: &str) -> PathBuf {
     std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("bash"))
+        .map(|d| d.join(program))
         .find(|p| p.is_file())
-        .expect("bash on PATH")
+        .unwrap_or_else(|| panic!("{program} on PATH"))
+}
+
+/// The machine the stand-ins make.
+#[derive(Clone, Copy, Default)]
+struct Machine<'a> {
+    /// apt-get fails every call.
+    fail: bool,
+    /// python3 is older than 3.12 (else it passes for 3.12).
+    old_python: bool,
+    /// What `apt-cache policy` offers; installing one of them puts its
+    /// program (a Python >= 3.12) on PATH.
+    apt_offers: &'a [&'a str],
 }
 
 /// A PATH of stand-ins: cargo, cc, python3 and id (root) that do nothing
 /// much, an apt-get that appends its arguments to `apt.log` (and fails when
-/// `fail` is set), and nothing else but `dirname`.
-fn stand_ins(dir: &Path, fail: bool) -> PathBuf {
+/// `fail` is set), an apt-cache offering `apt_offers`, and nothing else but
+/// `dirname`.
+fn stand_ins(dir: &Path, machine: Machine) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    for tool in ["cargo", "cc", "python3"] {
+    for tool in ["cargo", "cc"] {
         write_executable(&bin, tool, "#!/bin/sh\necho stand-in\n");
     }
+    let python = if machine.old_python {
+        "#!/bin/sh\ncase \"$*\" in *version_info*) exit 1 ;; esac\necho stand-in\n"
+    } else {
+        "#!/bin/sh\necho stand-in\n"
+    };
+    write_executable(&bin, "python3", python);
     write_executable(&bin, "id", "#!/bin/sh\necho 0\n");
     let log = dir.join("apt.log");
+    let chmod = on_path("chmod");
+    let mut installs = String::new();
+    for package in machine.apt_offers {
+        installs.push_str(&format!(
+            "case \"$*\" in 'install '*' {package}') printf '#!/bin/sh\\necho stand-in\\n' > '{bin}/{package}'; '{chmod}' +x '{bin}/{package}' ;; esac\n",
+            bin = bin.display(),
+            chmod = chmod.display()
+        ));
+    }
     write_executable(
         &bin,
         "apt-get",
         &format!(
-            "#!/bin/sh\necho \"$@\" >> '{}'\n{}",
+            "#!/bin/sh\necho \"$@\" >> '{}'\n{}{}",
             log.display(),
-            if fail { "exit 100\n" } else { "" }
+            if machine.fail { "exit 100\n" } else { "" },
+            installs
         ),
     );
-    let dirname = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("dirname"))
-        .find(|p| p.is_file())
-        .expect("dirname on PATH");
-    std::os::unix::fs::symlink(dirname, bin.join("dirname")).unwrap();
+    let mut policy = String::from("#!/bin/sh\necho \"apt-cache $*\" >> '");
+    policy.push_str(&format!("{}'\n", log.display()));
+    for package in machine.apt_offers {
+        policy.push_str(&format!(
+            "[ \"$2\" = {package} ] && printf '{package}:\\n  Installed: (none)\\n  Candidate: 3.12.3-1\\n'\n"
+        ));
+    }
+    policy.push_str("exit 0\n");
+    write_executable(&bin, "apt-cache", &policy);
+    std::os::unix::fs::symlink(on_path("dirname"), bin.join("dirname")).unwrap();
     bin
 }
 
 /// Runs `scripts/test.sh --setup-only` on the stand-ins: (success, apt-get's
 /// calls, stderr).
 fn setup_only(fail: bool, env: &[(&str, &str)]) -> (bool, Vec<String>, String) {
+    let (ok, calls, _, stderr) = setup_only_on(
+        Machine {
+            fail,
+            ..Machine::default()
+        },
+        env,
+        |_| {},
+    );
+    (ok, calls, stderr)
+}
+
+/// As [`setup_only`] on `machine`, after `prepare` on its home folder:
+/// (success, apt-get's and apt-cache's calls, stdout, stderr).
+fn setup_only_on(
+    machine: Machine,
+    env: &[(&str, &str)],
+    prepare: impl FnOnce(&Path),
+) -> (bool, Vec<String>, String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let bin = stand_ins(dir.path(), fail);
+    let bin = stand_ins(dir.path(), machine);
+    prepare(dir.path());
     let mut cmd = Command::new(bash());
     cmd.arg(repo("scripts/test.sh"))
         .arg("--setup-only")
@@ -106,6 +165,7 @@ fn setup_only(fail: bool, env: &[(&str, &str)]) -> (bool, Vec<String>, String) {
     (
         out.status.success(),
         log.lines().map(str::to_string).collect(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
@@ -155,6 +215,85 @@ fn an_install_that_fails_is_said_and_the_script_goes_on() {
     }
 }
 
+#[test]
+fn a_pyenv_python_312_is_found_and_none_is_installed() {
+    let machine = Machine {
+        old_python: true,
+        apt_offers: &["python3.12"],
+        ..Machine::default()
+    };
+    let (ok, calls, stdout, stderr) = setup_only_on(machine, &[], |home| {
+        let bin = home.join(".pyenv/versions/3.12.1/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        write_executable(&bin, "python3", "#!/bin/sh\necho Python 3.12.1\n");
+    });
+    assert!(ok, "{stderr}");
+    assert!(!installs(&calls, "python3.12"), "{calls:?}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Python >= 3.12 for the sys.monitoring tests"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains(".pyenv/versions/3.12.1/bin/python3"),
+        "{line}"
+    );
+}
+
+#[test]
+fn without_a_python_312_the_script_installs_one_the_distribution_has() {
+    let machine = Machine {
+        old_python: true,
+        apt_offers: &["python3.12"],
+        ..Machine::default()
+    };
+    let (ok, calls, stdout, stderr) = setup_only_on(machine, &[], |_| {});
+    assert!(ok, "{stderr}");
+    assert!(installs(&calls, "python3.12"), "{calls:?}");
+    // python3.13 first, which this distribution does not have.
+    assert!(
+        calls.iter().any(|c| c == "apt-cache policy python3.13"),
+        "{calls:?}"
+    );
+    assert!(!installs(&calls, "python3.13"), "{calls:?}");
+    assert!(
+        stdout.contains("sys.monitoring tests: stand-in (python3.12)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn without_a_python_312_to_find_or_install_the_script_stops_naming_the_opt_out() {
+    let machine = Machine {
+        old_python: true,
+        ..Machine::default()
+    };
+    let (ok, calls, _, stderr) = setup_only_on(machine, &[], |_| {});
+    assert!(!ok, "{calls:?}");
+    assert!(
+        !calls.iter().any(|c| c.starts_with("install python3.1")),
+        "{calls:?}"
+    );
+    for needed in [
+        "Python >= 3.12",
+        "PD_SKIP_PYTHON312=1",
+        "PREWARM_TEST_PYTHON312",
+    ] {
+        assert!(stderr.contains(needed), "{stderr}");
+    }
+    // The opt-out: said, and the script goes on.
+    let (ok, _, stdout, stderr) = setup_only_on(machine, &[("PD_SKIP_PYTHON312", "1")], |_| {});
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("PD_SKIP_PYTHON312=1"), "{stdout}");
+    // A PREWARM_TEST_PYTHON312 that is no Python >= 3.12 is said as such.
+    let (ok, _, _, stderr) =
+        setup_only_on(machine, &[("PREWARM_TEST_PYTHON312", "python3")], |_| {});
+    assert!(!ok);
+    assert!(
+        stderr.contains("PREWARM_TEST_PYTHON312=python3 does not run"),
+        "{stderr}"
+    );
+}
+
 /// The tests that need a missing program fail naming it and the opt-out
 /// (the script runs them with --no-fail-fast, so the others still run).
 #[test]
@@ -162,6 +301,11 @@ fn tests_that_need_a_missing_program_name_it_and_the_opt_out() {
     for (file, program, opt_out) in [
         ("tests/html_chromium.rs", "Chromium", "PD_SKIP_CHROMIUM=1"),
         ("tests/tui_tmux.rs", "tmux", "PREWARM_DOCTOR_NO_TMUX=1"),
+        (
+            "tests/common/python312.rs",
+            "Python >= 3.12",
+            "PD_SKIP_PYTHON312=1",
+        ),
     ] {
         let text = std::fs::read_to_string(repo(file)).unwrap();
         let message = text

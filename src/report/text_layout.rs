@@ -5,6 +5,7 @@
 
 use super::escape;
 use std::fmt::Write;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// Widest line the terminal summary writes.
 pub const WIDTH: usize = 100;
@@ -54,7 +55,9 @@ impl Table {
             .iter()
             .map(|r| r.iter().map(|c| cell(c)).collect())
             .collect();
-        let count = |s: &str| s.chars().count();
+        // Display columns, as a terminal shows them: a CJK character or an
+        // emoji takes two, a combining accent none (issue 39).
+        let count = |s: &str| s.width();
         let mut widths: Vec<usize> = header.iter().map(|h| count(h)).collect();
         for r in &body {
             for (w, c) in widths.iter_mut().zip(r) {
@@ -84,10 +87,11 @@ impl Table {
                     .zip(&widths)
                     .zip(&self.headers)
                     .map(|((c, w), (_, align))| {
-                        let c = super::shorten(c, *w);
+                        let c = shorten_to_width(c, *w);
+                        let pad = " ".repeat(w.saturating_sub(c.width()));
                         match align {
-                            Align::Text => format!("{c:<w$}"),
-                            Align::Number => format!("{c:>w$}"),
+                            Align::Text => format!("{c}{pad}"),
+                            Align::Number => format!("{pad}{c}"),
                         }
                     })
                     .collect();
@@ -121,6 +125,24 @@ impl Table {
         }
         out
     }
+}
+
+/// Shortens `text` to at most `width` display columns, ending in "…" when
+/// cut (a wide character that would cross the edge is left out whole).
+fn shorten_to_width(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_string();
+    }
+    let room = width.saturating_sub(1);
+    let mut used = 0;
+    let cut: String = text
+        .chars()
+        .take_while(|c| {
+            used += c.width().unwrap_or(0);
+            used <= room
+        })
+        .collect();
+    format!("{cut}…")
 }
 
 /// Word-wraps `text` to `width` display columns (wide and combining
@@ -220,6 +242,47 @@ mod tests {
         assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
         assert!(lines[1].ends_with("123456.7 MiB"));
         assert!(lines[1].contains('…'));
+    }
+
+    #[test]
+    fn columns_align_by_display_width_not_characters() {
+        // "数据" is 2 characters and 4 columns; "e\u{301}" (e and a
+        // combining acute accent) 2 characters and 1 column.
+        let mut t = Table::new(&[("name", Align::Text), ("figure", Align::Number)]);
+        t.row(vec!["数据".into(), "1.0 GiB".into()]);
+        t.row(vec!["cafe\u{301}".into(), "12.0 GiB".into()]);
+        t.row(vec!["abcdef".into(), "3 MiB".into()]);
+        let lines = t.text_lines("  ", WIDTH);
+        assert_eq!(
+            lines,
+            vec![
+                "  name      figure",
+                "  数据     1.0 GiB",
+                "  cafe\u{301}    12.0 GiB",
+                "  abcdef     3 MiB",
+            ]
+        );
+        // Every line ends at the same display column, the figures' edge.
+        assert!(lines.iter().all(|l| l.width() == 18), "{lines:?}");
+    }
+
+    #[test]
+    fn wide_names_are_cut_by_display_width() {
+        let mut t = Table::new(&[("name", Align::Text), ("figure", Align::Number)]);
+        t.row(vec!["数".repeat(30), "123456.7 MiB".into()]);
+        t.row(vec!["short".into(), "1 MiB".into()]);
+        let lines = t.text_lines("   ", 40);
+        assert!(lines.iter().all(|l| l.width() <= 40), "{lines:?}");
+        assert!(lines[1].ends_with("123456.7 MiB") && lines[1].contains('…'));
+        // The cut name plus its padding fills its column: the figures line up.
+        let ends: Vec<usize> = lines.iter().map(|l| l.width()).collect();
+        assert_eq!(ends, vec![40; 3], "{lines:?}");
+        assert_eq!(shorten_to_width("数据数据", 6), "数据…");
+        assert_eq!(shorten_to_width("数据数据", 5), "数据…");
+        assert_eq!(
+            shorten_to_width("e\u{301}e\u{301}x", 3),
+            "e\u{301}e\u{301}x"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests (and the report benchmark).
 #![allow(dead_code)]
 
+pub mod python312;
 pub mod synthetic;
 
 use prewarm_doctor::pipeline::Analysed;
@@ -20,37 +21,6 @@ pub fn python() -> &'static str {
                 .is_ok_and(|o| o.status.success())
         })
         .expect("python3 is needed for these tests")
-}
-
-/// The first Python >= 3.12 here (sys.monitoring): `PREWARM_TEST_PYTHON312`,
-/// python3.13, python3.12, python3, then pyenv's versions, newest first.
-pub fn python_312() -> Option<PathBuf> {
-    let new_enough = |p: &Path| {
-        Command::new(p)
-            .args([
-                "-c",
-                "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let mut candidates: Vec<PathBuf> = std::env::var_os("PREWARM_TEST_PYTHON312")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(["python3.13", "python3.12", "python3"].map(PathBuf::from))
-        .collect();
-    let pyenv = std::env::var_os("PYENV_ROOT")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
-    if let Some(Ok(versions)) = pyenv.map(|r| std::fs::read_dir(r.join("versions"))) {
-        let mut found: Vec<PathBuf> = versions
-            .filter_map(|e| e.ok())
-            .map(|e| e.path().join("bin/python3"))
-            .collect();
-        found.sort();
-        candidates.extend(found.into_iter().rev());
-    }
-    candidates.into_iter().find(|p| new_enough(p))
 }
 
 /// Every line of the shim files the doctor's folder `dir` holds.
