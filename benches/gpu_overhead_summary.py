@@ -147,7 +147,7 @@ for mode in rows:
     if mode == "doctor":
         # met: even the interval's top is within the target; over: even its
         # bottom is above it; otherwise the rounds cannot tell.
-        def verdict(r, lo, hi, limit):
+        def verdict(r, lo, hi, limit, unit=""):
             if math.isnan(lo):
                 return f"not resolved: {pairs} rounds give no 90% interval (5 at least)"
             if hi <= limit:
@@ -164,7 +164,7 @@ for mode in rows:
             if planned is None:
                 need = "its median is the target"
             elif planned > MAX_PLANNED_ROUNDS:
-                need = (f"its median is {gap:.4f} from the target: more than {MAX_PLANNED_ROUNDS} "
+                need = (f"its median is {gap:.4f}{unit} from the target: more than {MAX_PLANNED_ROUNDS} "
                         "rounds would be needed at this spread")
             else:
                 need = f"~{planned} rounds would resolve it at this spread"
@@ -172,7 +172,7 @@ for mode in rows:
         print(f"TARGET workload={workload} allocator={allocator} paired step1={pstep1:.4f} "
               f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
               f"steady={psteady:.4f} (<= 1.01: {verdict(psteady, plos, phis, 1.01)}) "
-              f"steady_added={1e6 * padd:.1f}us (<= 30 us: {verdict(1e6 * padd, 1e6 * padd_lo, 1e6 * padd_hi, 30.0)})")
+              f"steady_added={1e6 * padd:.1f}us (<= 30 us: {verdict(1e6 * padd, 1e6 * padd_lo, 1e6 * padd_hi, 30.0, ' us')})")
 # The A/A control: the doctor against the second plain run within each
 # round, as PAIRED does against the first. If the doctor's PAIRED ratio is
 # off 1 but this one is not, the difference is the method's, not the doctor's.

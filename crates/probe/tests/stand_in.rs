@@ -482,7 +482,11 @@ fn switch_notices(records: &[Record]) -> Vec<Notice> {
 #[test]
 fn a_paused_benchmark_records_no_kernels_and_resuming_never_undoes_an_off() {
     let run = support::run(&["bench-pause"], Some(&support::probe_library()));
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let stdout = String::from_utf8_lossy(&run.stdout);
     // Without the probe the symbols are absent (-1); with it the pause and
     // the resume switch (1), and neither does once records are off (0).
