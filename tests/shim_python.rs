@@ -658,9 +658,10 @@ fn run_with_fakes(py: &Path, script: &str, env: &[(&str, &str)]) -> Vec<serde_js
 fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
     // Observed (sys.monitoring, Python >= 3.12) and wrapped (the fallback):
     // either way the 3 x 100 ms of kernels inside the autotune are not the
-    // shim's time (its own, imports included, stays below half of that
-    // even on a loaded machine: once 100 ms were seen there with a CI run
-    // beside the test; counting the kernels would make it the whole).
+    // time of the hooks around them (a few milliseconds even on a loaded
+    // machine; counting the kernels would make it the whole). The hooks'
+    // own figures are read, not the process's total, whose imports and
+    // installation alone took 200 ms once on a machine loaded by a build.
     let wrapped = PathBuf::from(python().expect("python3 is needed for the shim tests"));
     let mut cases = vec![(wrapped, vec![("PREWARM_DOCTOR_SHIM_MONITORING", "0")])];
     if let Some(py) = python_312("the shim's own time of an observed call") {
@@ -672,17 +673,22 @@ fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
         assert_eq!(autotune.len(), 1, "{events:?}");
         let took = autotune[0]["t1"].as_u64().unwrap() - autotune[0]["t0"].as_u64().unwrap();
         assert!(took >= 200_000_000, "{took} ns");
-        let own = own_time(&events).last().unwrap().1;
-        assert!(
-            own < took / 2,
-            "{}: the shim's own time {own} ns holds the kernels' {took} ns",
-            py.display()
-        );
         // By hook, under one name whichever way it was observed: the run
         // and the two candidates' benchmarks.
         let by = &of(&events, "shim_own")[0]["by"];
         assert_eq!(by["Autotuner.run"][0], 1, "{}: {by}", py.display());
         assert_eq!(by["Autotuner._bench"][0], 2, "{}: {by}", py.display());
+        let hooks: u64 = ["Autotuner.run", "Autotuner._bench"]
+            .iter()
+            .map(|h| by[h][1].as_u64().unwrap())
+            .sum();
+        assert!(
+            hooks < took / 2,
+            "{}: the hooks' own time {hooks} ns holds the kernels' {took} ns",
+            py.display()
+        );
+        // The process's own time holds the hooks', never less.
+        assert!(own_time(&events).last().unwrap().1 >= hooks);
     }
 }
 
