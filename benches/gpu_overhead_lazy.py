@@ -10,9 +10,7 @@ Step 1 here is where a profiler's own cost would inflate every stall it
 reports, so benches/gpu_overhead.sh compares it plain and under the doctor.
 """
 
-import json
 import os
-import statistics
 import sys
 import time
 
@@ -25,7 +23,7 @@ import common  # noqa: E402
 from nccl_first_collective import clip_grad_norm, init_distributed  # noqa: E402
 from triton_spill_autotune import Mix  # noqa: E402
 
-WARMUP = 10
+WARMUP = common.STEADY_AFTER
 # Step 1's parts, in order (each a `step1_<part>` key of STEPTIMES, seconds).
 PARTS = ("forward", "backward", "clip", "optimizer")
 
@@ -69,26 +67,7 @@ def main():
             cuts.append(t0 + times[0])
             for name, a, b in zip(PARTS, cuts, cuts[1:]):
                 parts["step1_" + name] = b - a
-    free, total = torch.cuda.mem_get_info()
-    try:
-        allocator = torch.cuda.get_allocator_backend()
-    except Exception:
-        allocator = "unknown"
-    steady = times[WARMUP:]
-    print("STEPTIMES " + json.dumps({
-        "step1": times[0],
-        "step2": times[1],
-        "steady_median": statistics.median(steady),
-        "steady_mean": statistics.fmean(steady),
-        **parts,
-        "steps": args.steps,
-        "hidden": args.hidden,
-        "batch": args.batch,
-        "device_used": total - free,
-        "reserved": torch.cuda.memory_reserved(),
-        "allocator": allocator,
-        "workload": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-    }), flush=True)
+    common.print_steptimes(args, times, parts)
     dist.destroy_process_group()
 
 

@@ -109,10 +109,11 @@ def train(args, step_fn, optimizer):
 STEADY_AFTER = 10
 
 
-def print_steptimes(args, times):
+def print_steptimes(args, times, extra=None):
     """The ``STEPTIMES`` line: step 1, step 2, the steady steps' median and
     mean, the shape, the device memory in use at the end, the allocator and
-    the workload (the script and its arguments, as run)."""
+    the workload (the script and its arguments, as run); `extra` adds
+    figures of the script's own (the lazy bench's step-1 parts)."""
     import statistics
 
     if len(times) < STEADY_AFTER + 10:
@@ -128,6 +129,7 @@ def print_steptimes(args, times):
         "step2": times[1],
         "steady_median": statistics.median(steady),
         "steady_mean": statistics.fmean(steady),
+        **(extra or {}),
         "steps": args.steps,
         "hidden": args.hidden,
         "batch": args.batch,

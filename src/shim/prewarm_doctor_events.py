@@ -9,6 +9,10 @@ It also keeps the shim's own time: every entry point the training calls
 training's threads, so that the doctor can say how much of a step was the
 shim's. A prescription's warmups are the prewarm's work, not the shim's
 (``untimed``).
+
+And it finds the injected probe (``probe_library``), which the shim tells of
+steps' ends and the Triton observer of benchmarks, so that neither imports
+the other for it.
 """
 
 import os
@@ -325,3 +329,24 @@ def emit(event, **fields):
         _write((json.dumps(fields, default=str) + "\n").encode())
     except Exception:
         pass
+
+
+_probe_lib = None
+
+
+def probe_library():
+    """The injected probe library, if CUDA loaded it into this process (kept
+    once found: CUDA never unloads it, and each lookup is a dlopen)."""
+    global _probe_lib
+    if _probe_lib is not None:
+        return _probe_lib
+    try:
+        import ctypes
+
+        path = os.environ.get("CUDA_INJECTION64_PATH")
+        if not path:
+            return None
+        _probe_lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        return _probe_lib
+    except Exception:
+        return None

@@ -35,7 +35,7 @@ import os
 import sys
 import threading
 
-from prewarm_doctor_events import emit, now, own_by, own_ns, step_end, timed, writes
+from prewarm_doctor_events import emit, now, own_by, own_ns, probe_library as _probe, step_end, timed, writes
 
 _DIR = os.environ.get("PREWARM_DOCTOR_DIR")
 _KERNEL_STEPS = int(os.environ.get("PREWARM_DOCTOR_KERNEL_STEPS", "3") or "3")
@@ -46,27 +46,6 @@ _DETAIL_STEPS = max(_KERNEL_STEPS, 5)
 _STATS_EVERY = 100
 _installed = set()
 _TRACKER = []
-
-
-_probe_lib = None
-
-
-def _probe():
-    """The injected probe library, if CUDA loaded it into this process (kept
-    once found: CUDA never unloads it, and each lookup is a dlopen)."""
-    global _probe_lib
-    if _probe_lib is not None:
-        return _probe_lib
-    try:
-        import ctypes
-
-        path = os.environ.get("CUDA_INJECTION64_PATH")
-        if not path:
-            return None
-        _probe_lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-        return _probe_lib
-    except Exception:
-        return None
 
 
 # ---------------------------------------------------------------- torch hooks

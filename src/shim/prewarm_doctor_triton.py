@@ -26,7 +26,7 @@ import threading
 import types
 
 from prewarm_doctor_monitor import active, end_of, observe, unobserve
-from prewarm_doctor_events import emit, now, timed
+from prewarm_doctor_events import emit, now, probe_library, timed
 
 try:  # prescribe's replay signatures (src/shim/prewarm_doctor_prescribe.py)
     from prewarm_doctor_prescribe import note_autotune_call
@@ -191,9 +191,7 @@ _kernel_call = []  # [kernel_call's code object] once found
 def _pause_records(paused):
     """Asks the probe to pause (or resume) its kernel records; whether it did."""
     try:
-        from prewarm_doctor_shim import _probe
-
-        lib = _probe()
+        lib = probe_library()
         return lib is not None and lib.prewarm_probe_pause_kernel_records(1 if paused else 0) == 1
     except Exception:
         return False

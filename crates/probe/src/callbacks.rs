@@ -19,15 +19,7 @@ use std::sync::atomic::Ordering;
 /// Turns kernel activity records on or off (they cost time on every launch,
 /// so the shim turns them off once the first steps are over).
 pub fn set_kernel_records(p: &Probe, enabled: bool) -> bool {
-    let kind = activity::KIND_CONCURRENT_KERNEL;
-    // SAFETY: plain CUPTI calls with a valid activity kind.
-    let rc = unsafe {
-        if enabled {
-            (p.cupti.activity_enable)(kind)
-        } else {
-            (p.cupti.activity_disable)(kind)
-        }
-    };
+    let rc = switch_kernel_activity(p, enabled);
     if rc != CUPTI_SUCCESS {
         p.notice(
             NoticeLevel::Warning,
@@ -66,15 +58,7 @@ pub fn pause_kernel_records(p: &Probe, paused: bool) -> bool {
         return false;
     }
     let t0 = now_ns();
-    let kind = activity::KIND_CONCURRENT_KERNEL;
-    // SAFETY: plain CUPTI calls with a valid activity kind.
-    let rc = unsafe {
-        if paused {
-            (p.cupti.activity_disable)(kind)
-        } else {
-            (p.cupti.activity_enable)(kind)
-        }
-    };
+    let rc = switch_kernel_activity(p, !paused);
     let t1 = now_ns();
     p.callbacks.fetch_add(1, Ordering::Relaxed);
     p.callback_ns
@@ -87,6 +71,19 @@ pub fn pause_kernel_records(p: &Probe, paused: bool) -> bool {
         kernel_records: !paused,
     }));
     true
+}
+
+/// CUPTI's own switch for kernel activity records; its result code.
+fn switch_kernel_activity(p: &Probe, enabled: bool) -> crate::cupti::CuptiResult {
+    let kind = activity::KIND_CONCURRENT_KERNEL;
+    // SAFETY: plain CUPTI calls with a valid activity kind.
+    unsafe {
+        if enabled {
+            (p.cupti.activity_enable)(kind)
+        } else {
+            (p.cupti.activity_disable)(kind)
+        }
+    }
 }
 
 /// The CUPTI callback for every subscribed driver API and resource event.
