@@ -65,12 +65,27 @@ pub const KEY_WIDTH: usize = 48;
 /// Longest kernel name in a late-warmup line (JSON keeps it whole).
 pub const NAME_WIDTH: usize = 60;
 
-/// Shortens `text` to `width` characters, ending in "…" when cut.
+/// Shortens `text` to at most `width` display columns (wide and combining
+/// characters counted as a terminal shows them), ending in "…" when cut; a
+/// wide character that would cross the edge is left out whole. The one
+/// shortener of the text formats and the dashboard.
 pub fn shorten(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
+    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+    if text.width() <= width {
         return text.to_string();
     }
-    let cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    if width == 0 {
+        return String::new();
+    }
+    let room = width - 1;
+    let mut used = 0;
+    let cut: String = text
+        .chars()
+        .take_while(|c| {
+            used += c.width().unwrap_or(0);
+            used <= room
+        })
+        .collect();
     format!("{cut}…")
 }
 

@@ -5,7 +5,7 @@
 
 use super::escape;
 use std::fmt::Write;
-use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+use unicode_width::UnicodeWidthStr;
 
 /// Widest line the terminal summary writes.
 pub const WIDTH: usize = 100;
@@ -87,7 +87,7 @@ impl Table {
                     .zip(&widths)
                     .zip(&self.headers)
                     .map(|((c, w), (_, align))| {
-                        let c = shorten_to_width(c, *w);
+                        let c = crate::report::figures::shorten(c, *w);
                         let pad = " ".repeat(w.saturating_sub(c.width()));
                         match align {
                             Align::Text => format!("{c}{pad}"),
@@ -125,24 +125,6 @@ impl Table {
         }
         out
     }
-}
-
-/// Shortens `text` to at most `width` display columns, ending in "…" when
-/// cut (a wide character that would cross the edge is left out whole).
-fn shorten_to_width(text: &str, width: usize) -> String {
-    if text.width() <= width {
-        return text.to_string();
-    }
-    let room = width.saturating_sub(1);
-    let mut used = 0;
-    let cut: String = text
-        .chars()
-        .take_while(|c| {
-            used += c.width().unwrap_or(0);
-            used <= room
-        })
-        .collect();
-    format!("{cut}…")
 }
 
 /// Word-wraps `text` to `width` display columns (wide and combining
@@ -277,10 +259,10 @@ mod tests {
         // The cut name plus its padding fills its column: the figures line up.
         let ends: Vec<usize> = lines.iter().map(|l| l.width()).collect();
         assert_eq!(ends, vec![40; 3], "{lines:?}");
-        assert_eq!(shorten_to_width("数据数据", 6), "数据…");
-        assert_eq!(shorten_to_width("数据数据", 5), "数据…");
+        assert_eq!(crate::report::figures::shorten("数据数据", 6), "数据…");
+        assert_eq!(crate::report::figures::shorten("数据数据", 5), "数据…");
         assert_eq!(
-            shorten_to_width("e\u{301}e\u{301}x", 3),
+            crate::report::figures::shorten("e\u{301}e\u{301}x", 3),
             "e\u{301}e\u{301}x"
         );
     }

@@ -11,6 +11,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use unicode_width::UnicodeWidthStr;
 
 /// Least width of the name column.
 const NAME: usize = 26;
@@ -85,7 +86,7 @@ pub fn name_width(acc: &Parts, width: usize) -> usize {
     let longest = acc
         .parts
         .iter()
-        .map(|(n, _, inferred)| part_name(n, *inferred).chars().count())
+        .map(|(n, _, inferred)| part_name(n, *inferred).width())
         .chain(["unexplained (not understood)".len()])
         .max()
         .unwrap_or(NAME);

@@ -9,6 +9,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
+use unicode_width::UnicodeWidthStr;
 
 /// Columns of the events table (also its sort keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,7 +142,7 @@ pub fn draw(frame: &mut Frame, shared: &Shared, ev: &Shown, area: Rect) {
     // last step"), so a phase is never cut.
     let phase_width = events
         .iter()
-        .map(|e| e.phase_name.chars().count())
+        .map(|e| e.phase_name.width())
         .max()
         .unwrap_or(5)
         .clamp(5, 15) as u16;

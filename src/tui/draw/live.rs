@@ -11,6 +11,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Paragraph, Sparkline};
 use std::collections::VecDeque;
+use unicode_width::UnicodeWidthStr;
 
 /// The live view, with the training's output (`log`) scrolled `back`
 /// lines from its newest.
@@ -158,11 +159,9 @@ fn draw_gpus(frame: &mut Frame, shared: &Shared, live: &LiveView, gpu_rows: u16,
             short_bytes(g.total as f64),
             short_bytes(peak as f64)
         );
-        let [l, s] = Layout::horizontal([
-            Constraint::Length(label.chars().count() as u16),
-            Constraint::Min(1),
-        ])
-        .areas(row);
+        let [l, s] =
+            Layout::horizontal([Constraint::Length(label.width() as u16), Constraint::Min(1)])
+                .areas(row);
         frame.render_widget(Paragraph::new(Span::styled(label, t.heading())), l);
         let take = usize::from(s.width);
         let hist = &g.history[g.history.len().saturating_sub(take)..];

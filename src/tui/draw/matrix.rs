@@ -9,6 +9,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
+use unicode_width::UnicodeWidthStr;
 
 /// "968M ±2.0M" (the spread is half the range over repeats), or the median alone.
 pub fn stat_bytes(s: Option<Spread>) -> String {
@@ -149,17 +150,12 @@ fn draw_matrix(frame: &mut Frame, shared: &Shared, m: &MatrixView, row: usize, a
 /// verdict column as wide as its longest entry ("INCONCLUSIVE"), the names
 /// giving way first when the row is short of room (clipped with "…").
 fn matrix_widths(m: &MatrixView, wide: bool, width: u16) -> (Vec<Constraint>, u16) {
-    let longest = m
-        .variants
-        .iter()
-        .map(|r| r.name.chars().count())
-        .max()
-        .unwrap_or(7);
+    let longest = m.variants.iter().map(|r| r.name.width()).max().unwrap_or(7);
     let verdict_width = m
         .variants
         .iter()
         .map(|r| match verdict_of(m, r) {
-            Some(v) => verdict_label(v).0.chars().count(),
+            Some(v) => verdict_label(v).0.width(),
             None if r.is_baseline => "baseline".len(),
             None => 1,
         })

@@ -26,6 +26,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use unicode_width::UnicodeWidthStr;
 
 /// What the dashboard shows around its view.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,7 +82,7 @@ fn draw_tabs(frame: &mut Frame, shared: &Shared, chrome: &Chrome, area: Rect) {
     let room = (area.width as usize).saturating_sub(used + 1);
     if room > 8 {
         let shown = clip(&title, room);
-        let pad = room - shown.chars().count();
+        let pad = room - shown.width();
         spans.push(Span::raw(" ".repeat(pad + 1)));
         spans.push(Span::styled(shown, t.dim()));
     }
@@ -136,7 +137,7 @@ fn draw_incomplete(frame: &mut Frame, shared: &Shared, area: Rect) {
         n => format!(" (+{} more damaged files)", n - 1),
     };
     let first = incomplete.first().map(|d| d.sentence()).unwrap_or_default();
-    let room = (area.width as usize).saturating_sub(more.chars().count());
+    let room = (area.width as usize).saturating_sub(more.width());
     let line = format!("{}{more}", clip(&first, room));
     frame.render_widget(
         Paragraph::new(Line::from(Span::styled(line, t.tone(Tone::Bad)))),
@@ -199,17 +200,9 @@ pub fn now_label(r: &RankView, running: bool) -> String {
     }
 }
 
-/// Cuts `s` to at most `n` characters, marking the cut with `…`.
+/// Cuts `s` to at most `n` display columns, marking the cut with `…`.
 pub fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        return s.to_string();
-    }
-    if n == 0 {
-        return String::new();
-    }
-    let mut out: String = s.chars().take(n - 1).collect();
-    out.push('…');
-    out
+    crate::report::figures::shorten(s, n)
 }
 
 /// Compact binary byte counts for narrow columns: "968M", "2.0G", "0".
@@ -294,6 +287,10 @@ mod tests {
         assert_eq!(short_secs(0.7918), "792ms");
         assert_eq!(clock(130.0), "2m 10s");
         assert_eq!(clip("abcdef", 4), "abc…");
+        // By display columns: a CJK character takes two, a combining accent none.
+        assert_eq!(clip("数据数据", 5), "数据…");
+        assert_eq!(clip("数据数据", 5).width(), 5);
+        assert_eq!(clip("cafe\u{301}s", 5), "cafe\u{301}s");
         assert_eq!(scroll_offset(3, 10), 0);
         assert_eq!(scroll_offset(12, 10), 3);
     }

@@ -11,6 +11,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use unicode_width::UnicodeWidthStr;
 
 /// A panel over the current view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,12 +186,7 @@ fn event(shared: &Shared, e: Option<&EventRow>) -> (String, Vec<Line<'static>>, 
         return ("event".into(), vec![], 60, 3);
     };
     let mut lines = vec![Line::from(event_line(e)), Line::from("")];
-    let key_w = e
-        .detail
-        .iter()
-        .map(|(k, _)| k.chars().count())
-        .max()
-        .unwrap_or(0);
+    let key_w = e.detail.iter().map(|(k, _)| k.width()).max().unwrap_or(0);
     for (k, v) in &e.detail {
         lines.push(Line::from(vec![
             Span::styled(format!("{k:<key_w$}  "), t.heading()),
