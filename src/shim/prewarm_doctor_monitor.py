@@ -42,6 +42,7 @@ _tool = None  # the tool id once claimed; False when it could not be
 # code objects are kept alive in _observed, so their ids stay theirs.
 _handlers = {}
 _observed = []
+_kept = set()  # ids of the code objects in _observed
 _local = threading.local()
 # id(code object) -> how many running frames of it ``end_of`` waits for
 # (its PY_RETURN is on while above zero), and the events ``observe`` set on
@@ -157,6 +158,15 @@ def _claim():
     return _tool
 
 
+def _keep(code):
+    """Keeps ``code`` alive (its id keys the tables above), once: a code
+    object observed again and again (a benchmark's kernel_call, observed
+    for each candidate) is not kept once per time."""
+    if id(code) not in _kept:
+        _kept.add(id(code))
+        _observed.append(code)
+
+
 def _code_of(function):
     """The code object that actually runs: decorators built with
     functools.wraps (torch's, for instance) are looked through."""
@@ -182,7 +192,7 @@ def observe(function, on_start, on_end=None):
         return False
     try:
         events = _mon.events
-        _observed.append(code)
+        _keep(code)
         _handlers.setdefault(id(code), []).append((on_start, on_end))
         wanted = events.PY_START | (events.PY_RETURN if on_end is not None else 0)
         with _waited_lock:
@@ -209,7 +219,7 @@ def end_of(frame, on_end, token):
         with _waited_lock:
             waited = _frames_waited.get(id(code), 0)
             if not waited:
-                _observed.append(code)
+                _keep(code)
                 _mon.set_local_events(_tool, code, _events_set.get(id(code), 0) | _mon.events.PY_RETURN)
             _frames_waited[id(code)] = waited + 1
         _stack().append((code, [(on_end, token)], frame))
