@@ -13,6 +13,11 @@
 #   BIN=.gpu/prewarm-doctor OUT=$OUT SECTIONS="verify rounds" \
 #     CELLS="lazy:default hf:default fsdp2:default" scripts/gpu-footprint-zoo.sh
 #
+# MODES (default `doctor`) adds the bench's modes to every round, e.g.
+# MODES="doctor no-kernels" for where a step-1 extra goes (2026-12-04's hf
+# breakdown had 2 rounds); the `fla` cell needs its wheels in .whl/ (carry
+# .whl) and a first cold compile (minutes) before its rounds.
+#
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
 # unmodified, for tests/fixtures/h200-overhead), summary.txt.
@@ -28,6 +33,12 @@ START=$(date +%s)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PY:-python3}
 mkdir -p "$OUT"
+# flash-linear-attention for the `fla` cell, where its wheels travelled in
+# .whl/ (the machine has torch and Triton, not fla).
+if ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
 has() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 # The lazy workload's shape: a GPU-bound 20 ms steady step, so that whole

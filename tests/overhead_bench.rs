@@ -14,7 +14,7 @@ const DOCTOR: &str = r#"#!/usr/bin/env bash
 case $1 in
 check) echo "probe: $SB/probe/libprewarm_probe.so" ;;
 run) shift; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done; shift
-     CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim exec "$@" ;;
+     CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim${PYTHONPATH:+:$PYTHONPATH} exec "$@" ;;
 report) if [ "$3" = --format ]; then
           # torchrun's agent (no steps) and the worker, as the JSON has them.
           echo '{"attempts":[{"processes":[{"phases":[{"phase":"setup","probe_s":0.001,"probe_callbacks_s":0.0,"shim_s":null}]},{"steps":{"steady_shim_s":0.000026},"phases":[{"phase":"step1","probe_s":0.0657,"probe_callbacks_s":0.0085,"shim_s":0.0031},{"phase":"steady","steps":19,"shim_s":0.019}]}]}]}'
@@ -40,7 +40,7 @@ fi
 [ "$1" = - ] && exec python3 "$@"
 case $1 in *gpu_overhead_summary.py) exec python3 "$@" ;; esac
 [ "$1" = -u ] && shift
-echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none} args=$*" >> "$SB/log"
+echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none} steptimes=${EXAMPLE_STEPTIMES:-none} args=$*" >> "$SB/log"
 sleep "${STANDIN_SLEEP:-0}"
 exec python3 - <<'EOF'
 import json, os, random
@@ -391,6 +391,49 @@ fn lazy_args_reach_every_run_of_the_lazy_workload() {
         2,
         "{log}"
     );
+}
+
+/// A zoo workload (a model not written for the tool) runs its example
+/// script with the examples' own step timing, one shape for plain and
+/// doctor, warm-up included; the doctor's shim stays on the path in front
+/// of the examples folder.
+#[test]
+fn a_zoo_workload_runs_its_example_timed_on_both_sides() {
+    let (bench, out) = Bench::once(
+        &[],
+        &[("OVERHEAD_ROUNDS", "1"), ("OVERHEAD_WORKLOADS", "hf")],
+    );
+    line(
+        &out,
+        "PAIRED",
+        "workload=hf allocator=default mode=doctor rounds=1",
+    );
+    let log = bench.log();
+    let workers: Vec<&str> = log.lines().filter(|l| l.starts_with("worker")).collect();
+    assert_eq!(workers.len(), 4, "{log}");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    for worker in &workers {
+        assert!(
+            worker
+                .ends_with("args=examples/zoo_hf_decoder.py --steps 30 --hidden 1024 --batch 8192"),
+            "{worker}"
+        );
+        assert!(
+            worker.contains(&format!("{}", examples.display())) && worker.contains(" steptimes=1 "),
+            "{worker}"
+        );
+    }
+    let doctor: Vec<&&str> = workers
+        .iter()
+        .filter(|w| !w.contains("probe=none"))
+        .collect();
+    assert_eq!(doctor.len(), 2, "{log}");
+    for worker in doctor {
+        assert!(
+            worker.contains("path=") && worker.contains("/shim:"),
+            "{worker}"
+        );
+    }
 }
 
 /// Pooling calls of different shapes would pair nothing comparable: the
