@@ -829,9 +829,42 @@ tuner = Autotuner(JITFunction(kernel), [Config(32), Config(64)], key=[0])
 tuner.run(4)
 "#;
 
+/// An autotuned kernel whose candidates launch a second autotuned kernel,
+/// tuned inside the outer one's first candidate call (as in
+/// [`TUNED_LAUNCHES`]), benchmarked as [`BENCHED`] is.
+const NESTED_BENCHED: &str = r#"
+import ctypes, os
+ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])
+import torch
+from triton.runtime.autotuner import Autotuner, Config
+from triton.runtime.jit import JITFunction
+
+def kernel(n, config, **kw):
+    with open(os.environ["PROBE_CALLS_LOG"], "a") as f:
+        f.write(f"launch {config.block}\n")
+    return n * config.block
+
+inner = Autotuner(JITFunction(kernel), [Config(8), Config(16)], key=[0])
+
+class Outer:
+    __name__ = "outer_kernel"
+    def __init__(self):
+        self.fn = self
+    def run(self, n, config=None, **kw):
+        return inner.run(n)
+
+outer = Autotuner(Outer(), [Config(32), Config(64)], key=[0])
+outer.run(4)
+"#;
+
 /// The probe's log of [`BENCHED`] run by `py` with `env`, launches counted
 /// in runs: "launch 32 x6", "pause 1", ...
 fn benched(py: &Path, env: &[(&str, &str)]) -> Vec<String> {
+    benched_script(py, BENCHED, env)
+}
+
+/// As [`benched`], for `script`.
+fn benched_script(py: &Path, script: &str, env: &[(&str, &str)]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let library = probe_calls_library(dir.path());
     let log = dir.path().join("calls.log");
@@ -841,7 +874,7 @@ fn benched(py: &Path, env: &[(&str, &str)]) -> Vec<String> {
         ("FAKE_TRITON_BENCH_REPEATS", "20"),
     ];
     all.extend(env.iter().copied());
-    run_with_fakes(py, BENCHED, &all);
+    run_with_fakes(py, script, &all);
     let mut runs: Vec<(String, usize)> = Vec::new();
     for line in std::fs::read_to_string(&log).unwrap().lines() {
         match runs.last_mut() {
@@ -884,6 +917,33 @@ fn kernel_records_pause_for_a_candidates_repeated_launches_only() {
     assert_eq!(
         benched(&wrapped, &[("PREWARM_DOCTOR_SHIM_MONITORING", "0")]),
         kept
+    );
+}
+
+#[test]
+fn an_autotune_tuned_inside_a_candidate_keeps_its_records() {
+    // The inner kernel is tuned in the outer candidate's first call: all of
+    // its candidates' launches recorded (26 each, the same kernel_call code
+    // but not the counted benchmark's calls); the outer candidate's calls
+    // 2..6 launch the tuned inner kernel, then pause from the seventh.
+    let Some(py) = python_312("kernel records kept through a nested autotune") else {
+        return;
+    };
+    assert_eq!(
+        benched_script(&py, NESTED_BENCHED, &[]),
+        [
+            "launch 8 x26",
+            "launch 16 x26",
+            "launch 8 x6",
+            "pause 1",
+            "launch 8 x20",
+            "pause 0",
+            "launch 8 x6",
+            "pause 1",
+            "launch 8 x20",
+            "pause 0",
+            "launch 8"
+        ]
     );
 }
 

@@ -144,8 +144,8 @@ def _prune_frame(frame, run_code):
 # ---------------------------------------------------------- Autotuner._bench
 
 
-def _bench_started(autotuner, config):
-    return {"self": autotuner, "config": config, "t0": now(), "paused": _count_candidate_calls()}
+def _bench_started(autotuner, config, frame=None):
+    return {"self": autotuner, "config": config, "t0": now(), "paused": _count_candidate_calls(frame)}
 
 
 def _bench_ended(state, result, exc):
@@ -185,7 +185,7 @@ def _bench_ended(state, result, exc):
 # never by wrapping: where that cannot be done (Python < 3.12), or with
 # PREWARM_DOCTOR_BENCH_RECORDS=1, kernel records stay on throughout.
 _RECORDED_CALLS = 6
-_kernel_call = []  # [kernel_call's code object] once found
+_kernel_call = []  # [kernel_call's code object, _bench's] once found
 
 
 def _pause_records(paused):
@@ -197,9 +197,23 @@ def _pause_records(paused):
         return False
 
 
+def _benchmark_of(frame):
+    """The nearest ``Autotuner._bench`` frame above a kernel_call's frame
+    (do_bench stands between them)."""
+    f = frame.f_back
+    for _ in range(8):
+        if f is None or f.f_code is _kernel_call[1]:
+            return f
+        f = f.f_back
+    return None
+
+
 def _candidate_call(frame):
     calls = getattr(_local, "candidate_calls", None)
-    if calls is None:
+    # Only the counted benchmark's own calls: an autotune nested in its
+    # candidate (tuned in its first call) benchmarks with the same
+    # kernel_call code, and its candidates' first launches must be recorded.
+    if calls is None or _benchmark_of(frame) is not _local.bench_frame:
         return None
     calls += 1
     _local.candidate_calls = calls
@@ -210,12 +224,14 @@ def _candidate_call(frame):
     return None
 
 
-def _count_candidate_calls():
-    """At a benchmark's start: count its kernel_call's starts (the
-    outermost benchmark of the thread only). False: nothing to end."""
-    if not _kernel_call or getattr(_local, "candidate_calls", None) is not None:
+def _count_candidate_calls(bench_frame):
+    """At a benchmark's start (its ``_bench`` frame): count its
+    kernel_call's starts (the outermost benchmark of the thread only).
+    False: nothing to end."""
+    if bench_frame is None or not _kernel_call or getattr(_local, "candidate_calls", None) is not None:
         return False
     _local.candidate_calls = 0
+    _local.bench_frame = bench_frame
     _local.paused = False
     if not observe(_kernel_call[0], _candidate_call):
         _local.candidate_calls = None
@@ -226,6 +242,7 @@ def _count_candidate_calls():
 def _end_candidate_calls(counting):
     if not counting:
         return
+    _local.bench_frame = None
     if _local.candidate_calls is not None:
         _local.candidate_calls = None
         unobserve(_kernel_call[0])
@@ -235,20 +252,20 @@ def _end_candidate_calls(counting):
 
 
 def _find_kernel_call(cls):
-    """kernel_call's code object in ``Autotuner._bench`` (None where this
-    Triton has none, or pausing is switched off)."""
+    """kernel_call's code object in ``Autotuner._bench`` and ``_bench``'s
+    own (None where this Triton has none, or pausing is switched off)."""
     if os.environ.get("PREWARM_DOCTOR_BENCH_RECORDS") == "1" or not active():
         return None
     code = getattr(getattr(cls, "_bench", None), "__code__", None)
     for const in getattr(code, "co_consts", ()):
         if isinstance(const, types.CodeType) and const.co_name == "kernel_call":
-            return const
+            return const, code
     return None
 
 
 def _bench_frame(frame):
     f = _locals(frame)
-    return _bench_started(f.get("self"), f.get("config"))
+    return _bench_started(f.get("self"), f.get("config"), frame)
 
 
 # ------------------------------------------------------ JITFunction._do_compile
@@ -332,9 +349,9 @@ def _install_autotuner(triton):
 
     cls = at.Autotuner
     _hook(cls, "_bench", _bench_frame, lambda self, args, kwargs: _bench_started(self, kwargs.get("config")), _bench_ended)
-    code = _find_kernel_call(cls)
-    if code is not None:
-        _kernel_call.append(code)
+    codes = _find_kernel_call(cls)
+    if codes is not None:
+        _kernel_call.extend(codes)
     if not _observe_tunings(cls):
         _hook(cls, "run", _run_frame, _run_started, _run_ended)
 
