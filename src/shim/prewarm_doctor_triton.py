@@ -234,7 +234,7 @@ def _count_candidate_calls(bench_frame):
     _local.bench_frame = bench_frame
     _local.paused = False
     if not observe(_kernel_call[0], _candidate_call):
-        _local.candidate_calls = None
+        _local.candidate_calls = _local.bench_frame = None
         return False
     return True
 
