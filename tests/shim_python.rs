@@ -692,10 +692,11 @@ fn an_observed_call_counts_only_the_shims_callbacks_not_the_call() {
     }
 }
 
-/// A training of 12 steps launching an autotuned kernel 5 times a step,
-/// whose kernel launches a second autotuned kernel (the same `run` code
-/// object, one inside the other; the inner one tuned inside the outer's
-/// first candidate, launched tuned in its second).
+/// With [`NESTED_TUNERS`] and [`TUNED_TRAINING`]: a training of 12 steps
+/// launching an autotuned kernel 5 times a step, whose kernel launches a
+/// second autotuned kernel (the same `run` code object, one inside the
+/// other; the inner one tuned inside the outer's first candidate, launched
+/// tuned in its second). This part: the imports and the inner kernel.
 const TUNED_LAUNCHES: &str = r#"
 import torch
 import triton
@@ -704,7 +705,11 @@ from triton.runtime.jit import JITFunction
 
 def kernel(n, config, **kw):
     return n * config.block
+"#;
 
+/// An autotuned `outer_kernel` whose launch launches the autotuned `inner`
+/// (of `kernel`, defined before it).
+const NESTED_TUNERS: &str = r#"
 inner = Autotuner(JITFunction(kernel), [Config(8), Config(16)], key=[0])
 
 class Outer:
@@ -715,6 +720,10 @@ class Outer:
         return inner.run(n)
 
 outer = Autotuner(Outer(), [Config(32), Config(64)], key=[0])
+"#;
+
+/// The training of [`TUNED_LAUNCHES`], after [`NESTED_TUNERS`].
+const TUNED_TRAINING: &str = r#"
 net = torch.nn.Module()
 opt = torch.optim.Optimizer(net.parameters())
 for step in range(12):
@@ -726,7 +735,8 @@ for step in range(12):
 "#;
 
 fn tuned_launches(py: &Path, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
-    run_with_fakes(py, TUNED_LAUNCHES, env)
+    let script = format!("{TUNED_LAUNCHES}{NESTED_TUNERS}{TUNED_TRAINING}");
+    run_with_fakes(py, &script, env)
 }
 
 /// Both autotunes, the inner one inside the outer one, each with its two
@@ -811,9 +821,9 @@ fn probe_calls_library(dir: &Path) -> PathBuf {
     library
 }
 
-/// Two candidates benchmarked as Triton's do_bench does (1 + 5 calls, then
-/// 20 repetitions), each kernel launch written into the probe's log.
-const BENCHED: &str = r#"
+/// The start of the benchmarked scripts: the stand-in probe loaded, and a
+/// kernel writing each launch into the probe's log.
+const LOGGED_KERNEL: &str = r#"
 import ctypes, os
 ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])
 import torch
@@ -824,7 +834,11 @@ def kernel(n, config, **kw):
     with open(os.environ["PROBE_CALLS_LOG"], "a") as f:
         f.write(f"launch {config.block}\n")
     return n * config.block
+"#;
 
+/// Two candidates benchmarked as Triton's do_bench does (1 + 5 calls, then
+/// 20 repetitions).
+const BENCHED: &str = r#"
 tuner = Autotuner(JITFunction(kernel), [Config(32), Config(64)], key=[0])
 tuner.run(4)
 "#;
@@ -833,27 +847,6 @@ tuner.run(4)
 /// tuned inside the outer one's first candidate call (as in
 /// [`TUNED_LAUNCHES`]), benchmarked as [`BENCHED`] is.
 const NESTED_BENCHED: &str = r#"
-import ctypes, os
-ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])
-import torch
-from triton.runtime.autotuner import Autotuner, Config
-from triton.runtime.jit import JITFunction
-
-def kernel(n, config, **kw):
-    with open(os.environ["PROBE_CALLS_LOG"], "a") as f:
-        f.write(f"launch {config.block}\n")
-    return n * config.block
-
-inner = Autotuner(JITFunction(kernel), [Config(8), Config(16)], key=[0])
-
-class Outer:
-    __name__ = "outer_kernel"
-    def __init__(self):
-        self.fn = self
-    def run(self, n, config=None, **kw):
-        return inner.run(n)
-
-outer = Autotuner(Outer(), [Config(32), Config(64)], key=[0])
 outer.run(4)
 "#;
 
@@ -863,7 +856,7 @@ fn benched(py: &Path, env: &[(&str, &str)]) -> Vec<String> {
     benched_script(py, BENCHED, env)
 }
 
-/// As [`benched`], for `script`.
+/// As [`benched`], for `script` after [`LOGGED_KERNEL`].
 fn benched_script(py: &Path, script: &str, env: &[(&str, &str)]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let library = probe_calls_library(dir.path());
@@ -874,7 +867,7 @@ fn benched_script(py: &Path, script: &str, env: &[(&str, &str)]) -> Vec<String> 
         ("FAKE_TRITON_BENCH_REPEATS", "20"),
     ];
     all.extend(env.iter().copied());
-    run_with_fakes(py, script, &all);
+    run_with_fakes(py, &format!("{LOGGED_KERNEL}{script}"), &all);
     let mut runs: Vec<(String, usize)> = Vec::new();
     for line in std::fs::read_to_string(&log).unwrap().lines() {
         match runs.last_mut() {
@@ -930,7 +923,7 @@ fn an_autotune_tuned_inside_a_candidate_keeps_its_records() {
         return;
     };
     assert_eq!(
-        benched_script(&py, NESTED_BENCHED, &[]),
+        benched_script(&py, &format!("{NESTED_TUNERS}{NESTED_BENCHED}"), &[]),
         [
             "launch 8 x26",
             "launch 16 x26",
