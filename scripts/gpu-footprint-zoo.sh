@@ -33,12 +33,7 @@ START=$(date +%s)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PY:-python3}
 mkdir -p "$OUT"
-# flash-linear-attention for the `fla` cell, where its wheels travelled in
-# .whl/ (the machine has torch and Triton, not fla).
-if ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+. scripts/gpu-wheels.sh
 left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
 has() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 # The lazy workload's shape: a GPU-bound 20 ms steady step, so that whole

@@ -23,10 +23,7 @@ PY=${PY:-python3}
 TORCHRUN="$PY -m torch.distributed.run --standalone --nproc_per_node=1"
 WORK=$(mktemp -d)
 mkdir -p "$WORK/zoo" "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+. scripts/gpu-wheels.sh
 export PYTHONPATH=$PWD/examples${PYTHONPATH:+:$PYTHONPATH}
 
 left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
