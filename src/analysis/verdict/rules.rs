@@ -165,6 +165,17 @@ fn material_left(c: &crate::analysis::noise::Change) -> Option<f64> {
         .then(|| left / base)
 }
 
+/// The larger share [`material_left`] finds in a class's bytes or seconds.
+fn material_left_of_either(
+    bytes: &crate::analysis::noise::Change,
+    seconds: &crate::analysis::noise::Change,
+) -> Option<f64> {
+    [bytes, seconds]
+        .into_iter()
+        .filter_map(material_left)
+        .reduce(f64::max)
+}
+
 /// R8 after step 1: per targeted class, work the baseline also has in steps
 /// 2..N that the variant still has there (bytes or seconds, beyond noise and
 /// material). Work only the variant has there is not the prewarm's to move.
@@ -172,10 +183,7 @@ fn left_after_step1(later: &[LaterComparison]) -> Vec<Reason> {
     later
         .iter()
         .filter_map(|k| {
-            let share = [k.bytes, k.seconds]
-                .iter()
-                .filter_map(material_left)
-                .reduce(f64::max)?;
+            let share = material_left_of_either(&k.bytes, &k.seconds)?;
             Some(Reason::StillAfterStep1 {
                 class: k.class,
                 bytes: k.bytes,
@@ -197,10 +205,7 @@ fn classes_left_in_step1(by_class: &[ClassComparison]) -> Vec<Reason> {
     by_class
         .iter()
         .filter_map(|k| {
-            let share = [k.bytes, k.seconds]
-                .iter()
-                .filter_map(material_left)
-                .reduce(f64::max)?;
+            let share = material_left_of_either(&k.bytes, &k.seconds)?;
             Some(Reason::ClassStillInStep1 {
                 class: k.class,
                 bytes: k.bytes,
