@@ -34,8 +34,11 @@
 # lines, not stored into the step file), `pool-calls` (PREWARM_DOCTOR_POOL_CALLS=4096:
 # stream-ordered calls traced until 4096 in a row on known pools, not only
 # until a step on known pools),
-# `bench-records` (PREWARM_DOCTOR_BENCH_RECORDS=1: kernel records stay on
-# through autotune benchmarks' repetitions, as before they were paused),
+# `bench-records` (PREWARM_DOCTOR_BENCH_RECORDS=1: the kernel watch stays on
+# through autotune benchmarks' repetitions, as before it was paused),
+# `kernels-all` (PREWARM_DOCTOR_KERNEL_RECORDS=all: a kernel record for every
+# launch while the first steps are watched, the path before first-launch
+# tracing, against the default's record for each function's first launch),
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
@@ -254,6 +257,7 @@ run_unpinned() {
   step-lines) PREWARM_DOCTOR_STEP_FILE=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   pool-calls) PREWARM_DOCTOR_POOL_CALLS=4096 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   bench-records) PREWARM_DOCTOR_BENCH_RECORDS=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  kernels-all) PREWARM_DOCTOR_KERNEL_RECORDS=all "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   plain-again) "$@" ;;
   agent-bare) run_agent_bare "$dir" "$@" ;;
   nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
@@ -381,7 +385,7 @@ for w in $WORKLOADS; do
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|bench-records)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|bench-records|kernels-all)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

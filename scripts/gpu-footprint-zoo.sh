@@ -44,34 +44,63 @@ LAZY_ARGS=${LAZY_ARGS:---batch 65536}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 $PY -c "import sys, torch, triton, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 
-if has verify; then
-  V=$OUT/verify; mkdir -p "$V"; W=$(mktemp -d)
-  read -r -a extra <<< "$LAZY_ARGS"
-  lazy=($PY benches/gpu_overhead_lazy.py --steps 30 "${extra[@]}")
-  "${lazy[@]}" > "$V/warm.stdout" 2> "$V/warm.stderr"; echo "warm-up plain exit $?"
-  for variant in pause records; do
-    env_set=(); [ $variant = records ] && env_set=(PREWARM_DOCTOR_BENCH_RECORDS=1)
-    env "${env_set[@]}" "$BIN" run --cache user --out "$W/$variant" -- "${lazy[@]}" > "$V/$variant.stdout" 2> "$V/$variant.stderr"
-    echo "$variant: doctor exit $?"
+# One script run under the doctor twice, kernel records taken around each
+# function's first launch (`first`, the default) and on every launch
+# (`all`, PREWARM_DOCTOR_KERNEL_RECORDS=all, the path before): reports,
+# record lists and their differences, timestamps and correlation ids aside.
+verify_one() { # name, command...
+  local name=$1; shift
+  local V=$OUT/verify/$name W; W=$(mktemp -d); mkdir -p "$V"
+  "$@" > "$V/warm.stdout" 2> "$V/warm.stderr"; echo "$name: warm-up plain exit $?"
+  for variant in first all; do
+    env_set=(); [ $variant = all ] && env_set=(PREWARM_DOCTOR_KERNEL_RECORDS=all)
+    env "${env_set[@]}" "$BIN" run --cache user --out "$W/$variant" -- "$@" > "$V/$variant.stdout" 2> "$V/$variant.stderr"
+    echo "$name $variant: doctor exit $?"
     "$BIN" report "$W/$variant" > "$V/$variant.report.txt" 2>&1
     "$BIN" report --format json "$W/$variant" > "$V/$variant.report.json" 2>/dev/null
     find "$W/$variant" -name '*.events' ! -name nvml.events | sort | while read -r f; do
       "$BIN" dump "$f"
     done > "$V/$variant.dump.txt" 2>&1
-    grep -c . "$V/$variant.dump.txt" | sed "s/^/$variant dump lines: /"
     grep -E 'KernelFirst|LocalMemory|Activity' "$V/$variant.dump.txt" | sed -E 's/t(_start|_end)?: [0-9]+,? ?//g' \
       > "$V/$variant.kernel-records.txt"
-    echo "$variant: $(grep -c KernelFirst "$V/$variant.kernel-records.txt") first launches, $(grep -c LocalMemory "$V/$variant.kernel-records.txt") local-memory records, $(grep -c Activity "$V/$variant.kernel-records.txt") switches"
+    echo "$name $variant: $(grep -c KernelFirst "$V/$variant.kernel-records.txt") first launches, $(grep -c LocalMemory "$V/$variant.kernel-records.txt") local-memory records, $(grep -c Activity "$V/$variant.kernel-records.txt") switches; $(grep -m1 -o 'activity_records: [0-9]*' <(grep 'Cost' "$V/$variant.dump.txt" | tail -1))"
     grep -E 'STEPTIMES' "$V/$variant.stdout"
   done
-  grep -E 'LocalMemory' "$V/pause.kernel-records.txt" | head -8
-  diff <(grep -v Activity "$V/records.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) \
-       <(grep -v Activity "$V/pause.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) > "$V/records-vs-pause.diff"
-  echo "kernel records, kept vs paused: $(grep -c '^[<>]' "$V/records-vs-pause.diff") lines differ"
-  head -20 "$V/records-vs-pause.diff"
-  sed -n '1,40p' "$V/pause.report.txt"
-  (cd "$W" && find . -type d -name 'cache-*' -prune -exec rm -rf {} + ; tar czf "$V/runs.tar.gz" pause records)
-  echo "verify done at $(( $(date +%s) - START )) s"
+  grep -E 'LocalMemory' "$V/first.kernel-records.txt" | head -8
+  diff <(grep -v Activity "$V/all.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) \
+       <(grep -v Activity "$V/first.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) > "$V/all-vs-first.diff"
+  echo "$name kernel records, every launch vs first launches: $(grep -c '^[<>]' "$V/all-vs-first.diff") lines differ"
+  head -20 "$V/all-vs-first.diff"
+  # The reports with every number masked: what they say, not their figures.
+  diff <(sed -E 's/[0-9]+([.,][0-9]+)*/N/g' "$V/all.report.txt") <(sed -E 's/[0-9]+([.,][0-9]+)*/N/g' "$V/first.report.txt") > "$V/report-words.diff"
+  echo "$name reports, numbers masked: $(grep -c '^[<>]' "$V/report-words.diff") lines differ"
+  head -30 "$V/report-words.diff"
+  sed -n '1,60p' "$V/first.report.txt"
+  (cd "$W" && find . -type d -name 'cache-*' -prune -exec rm -rf {} + ; tar czf "$V/runs.tar.gz" first all)
+  echo "$name verify done at $(( $(date +%s) - START )) s"
+}
+
+if has verify; then
+  read -r -a extra <<< "$LAZY_ARGS"
+  for w in ${VERIFY:-lazy hf}; do
+    case $w in
+    lazy) verify_one lazy $PY benches/gpu_overhead_lazy.py --steps 30 "${extra[@]}" ;;
+    hf) verify_one hf $PY examples/zoo_hf_decoder.py --steps 30 --hidden 1024 --batch 8192 ;;
+    compiled) verify_one compiled $PY examples/zoo_compiled.py ;;
+    esac
+  done
+fi
+
+# What one launch costs under each way of taking kernel records
+# (benches/gpu_overhead.sh units: the doctor never sees a step end there,
+# so the watch stays on throughout), UNITS_ROUNDS alternated rounds.
+if has units; then
+  D=$(mktemp -d /tmp/pd-units.XXXXXX)
+  OVERHEAD_ROUNDS=${UNITS_ROUNDS:-3} OVERHEAD_MODES="doctor kernels-all no-kernels" BIN=$BIN OUTDIR=$D PY=$PY \
+    timeout $(( $(left) - 5 )) bash benches/gpu_overhead.sh units > "$D/units-out.txt" 2>&1
+  cp "$D/units.txt" "$OUT/units-$TAG.txt" 2>/dev/null
+  grep -E '^(UNIT|ELAPSED)' "$D/units-out.txt" | tee -a "$OUT/summary.txt"
+  tail -5 "$D/stderr.log" 2>/dev/null | sed "s/^/stderr units: /"
 fi
 
 if has rounds; then

@@ -1,13 +1,14 @@
 //! The probe's entry points from CUPTI: the callback for every subscribed
 //! driver API and resource event, dispatched to `calls` (driver calls, pools)
-//! or handled here (contexts, modules), and switching kernel records on and
-//! off. Above `state` and `calls`, which never call back up here.
+//! or handled here (contexts, modules), launches (to `launches`), and
+//! switching the kernel watch on and off. Above `state`, `calls` and
+//! `launches`, which never call back up here.
 
-use crate::activity;
 use crate::calls;
 use crate::clock::now_ns;
 use crate::cupti::CUPTI_SUCCESS;
 use crate::driver_api::{self, Handling};
+use crate::launches::{self, KernelWatch};
 use crate::signals::ensure_alt_stack;
 use crate::state::*;
 use cudarc::cupti::sys::{CUpti_CallbackData, CUpti_ModuleResourceData, CUpti_ResourceData};
@@ -16,10 +17,15 @@ use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 
-/// Turns kernel activity records on or off (they cost time on every launch,
-/// so the shim turns them off once the first steps are over).
+/// Turns the kernel watch on or off: kernel records (on every launch under
+/// `all`) or launch tracing (first launches, the default) cost time on
+/// launches, so the shim turns the watch off once the first steps are over.
 pub fn set_kernel_records(p: &Probe, enabled: bool) -> bool {
-    let rc = switch_kernel_activity(p, enabled);
+    let rc = match p.kernel_watch {
+        KernelWatch::EveryLaunch => launches::switch_kernel_activity(p, enabled),
+        KernelWatch::FirstLaunches => launches::watch(p, enabled),
+        KernelWatch::Off => return false,
+    };
     if rc != CUPTI_SUCCESS {
         p.notice(
             NoticeLevel::Warning,
@@ -45,25 +51,32 @@ pub fn set_kernel_records(p: &Probe, enabled: bool) -> bool {
     true
 }
 
-/// Pauses kernel records (`paused`) or resumes them, for the shim around the
+/// Pauses the kernel watch (`paused`) or resumes it, for the shim around the
 /// repeated launches of an autotune benchmark: a candidate's first launches
-/// are recorded before the pause, and its later launches would only add a
-/// record apiece that [`activity::KernelTracker`] drops (no first launch, no
-/// growth). Unlike [`set_kernel_records`] it neither flushes nor summarises
-/// pools (it runs hundreds of times in a step), and resuming never turns on
-/// records that were switched off. Its time counts as the probe's own on
-/// the training's thread; the pause and the resume are both recorded.
+/// are seen before the pause, and its later launches would only cost a
+/// record apiece that [`crate::activity::KernelTracker`] drops (no first launch, no
+/// growth), or a launch callback that finds them seen. Unlike
+/// [`set_kernel_records`] it neither flushes nor summarises pools (it runs
+/// hundreds of times in a step), and resuming never turns on a watch that was
+/// switched off. Its time counts as the probe's own on the training's
+/// thread; the pause and the resume are both recorded.
 pub fn pause_kernel_records(p: &Probe, paused: bool) -> bool {
     if !p.kernel_records.load(Ordering::Relaxed) {
         return false;
     }
     let t0 = now_ns();
-    let rc = switch_kernel_activity(p, !paused);
+    let switched = match p.kernel_watch {
+        KernelWatch::EveryLaunch => {
+            launches::switch_kernel_activity(p, !paused) == CUPTI_SUCCESS
+        }
+        KernelWatch::FirstLaunches => launches::pause(p, paused),
+        KernelWatch::Off => false,
+    };
     let t1 = now_ns();
     p.callbacks.fetch_add(1, Ordering::Relaxed);
     p.callback_ns
         .fetch_add(t1.saturating_sub(t0), Ordering::Relaxed);
-    if rc != CUPTI_SUCCESS {
+    if !switched {
         return false;
     }
     p.sink.push(&Record::Activity(ActivityState {
@@ -71,19 +84,6 @@ pub fn pause_kernel_records(p: &Probe, paused: bool) -> bool {
         kernel_records: !paused,
     }));
     true
-}
-
-/// CUPTI's own switch for kernel activity records; its result code.
-fn switch_kernel_activity(p: &Probe, enabled: bool) -> crate::cupti::CuptiResult {
-    let kind = activity::KIND_CONCURRENT_KERNEL;
-    // SAFETY: plain CUPTI calls with a valid activity kind.
-    unsafe {
-        if enabled {
-            (p.cupti.activity_enable)(kind)
-        } else {
-            (p.cupti.activity_disable)(kind)
-        }
-    }
 }
 
 /// The CUPTI callback for every subscribed driver API and resource event.
@@ -94,6 +94,23 @@ pub unsafe extern "C" fn on_callback(
     data: *const c_void,
 ) {
     let Some(p) = probe() else { return };
+    if domain == DOMAIN_DRIVER_API
+        && let Some(index) = launches::launch_parameter(cbid)
+    {
+        let t0 = now_ns();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: CUPTI passes CUpti_CallbackData for the driver API
+            // domain; `index` is this launch call's parameter (LAUNCHES).
+            unsafe { launches::on_launch(p, index, data as *const CUpti_CallbackData) }
+        }));
+        if outcome.is_err() {
+            p.internal_error("launch callback");
+        }
+        p.callbacks.fetch_add(1, Ordering::Relaxed);
+        p.callback_ns
+            .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+        return;
+    }
     ensure_alt_stack();
     let tracked = if domain == DOMAIN_DRIVER_API {
         driver_api::lookup(cbid)

@@ -14,7 +14,7 @@ use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 
-const SITE_ENTER: u32 = 0;
+pub(crate) const SITE_ENTER: u32 = 0;
 
 /// Pool-path callbacks are timed one in this many (the time is scaled up): a
 /// clock read costs about as much as the rest of such a callback.

@@ -9,6 +9,8 @@ use std::ffi::{c_char, c_void};
 pub type CuptiResult = u32;
 pub const CUPTI_SUCCESS: CuptiResult = 0;
 pub const CUPTI_ERROR_MAX_LIMIT_REACHED: CuptiResult = 12;
+/// CUPTI_ERROR_NOT_INITIALIZED: used when there is no subscriber to switch.
+pub const CUPTI_ERROR_NOT_INITIALIZED: CuptiResult = 15;
 
 pub type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 pub type BufferRequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);

@@ -1,10 +1,12 @@
 //! prewarm-probe: the library CUDA loads into every training process through
 //! `CUDA_INJECTION64_PATH`. It subscribes to CUPTI callbacks for every device
-//! allocation path, module load and context creation, takes kernel activity
-//! records during setup and the first steps, and streams compact events to
+//! allocation path, module load and context creation, takes a kernel activity
+//! record for each function's first launch during setup and the first steps
+//! (launches.rs), and streams compact events to
 //! `$PREWARM_DOCTOR_DIR/<rank>.pid-<pid>.events`.
 //!
-//! Rules it lives by: no work per kernel launch on the launching thread; no
+//! Rules it lives by: at most one set lookup per kernel launch, and only
+//! while the first steps are watched (none after); no
 //! panics or aborts in the host process and nothing written to its
 //! stdout/stderr (guard.rs); any failure leaves a notice in the event file and
 //! lets the run continue un-instrumented.
@@ -24,6 +26,7 @@ mod driver_api;
 mod dynlib;
 mod guard;
 mod inflight;
+mod launches;
 pub mod objects;
 mod pools;
 mod signals;
@@ -50,7 +53,9 @@ pub mod env {
     pub const CUPTI: &str = "PREWARM_DOCTOR_CUPTI";
     /// Host tag for multi-node runs.
     pub const HOST: &str = "PREWARM_DOCTOR_HOST";
-    /// `0` turns kernel activity records off entirely.
+    /// Kernel activity records: unset (or `first`) for each function's first
+    /// launch only, `0` for none at all, `all` for every launch while the
+    /// first steps are watched (the path before first-launch tracing).
     pub const KERNEL_RECORDS: &str = "PREWARM_DOCTOR_KERNEL_RECORDS";
     /// `1` turns CUPTI's module-loaded callback on (module image sizes). Off by
     /// default: CUPTI then processes every module load, which cost ~20% of
@@ -305,7 +310,16 @@ fn initialise() {
         Ok(Some(n)) => (n, false),
         _ => (pools::DEFAULT_QUIET_CALLS, true),
     };
-    let p = install(cupti, driver.ok(), sink, &own, own_clock, quiet_calls);
+    let kernel_watch = launches::KernelWatch::from_setting(var(env::KERNEL_RECORDS).as_deref());
+    let p = install(
+        cupti,
+        driver.ok(),
+        sink,
+        &own,
+        own_clock,
+        quiet_calls,
+        kernel_watch,
+    );
     if follow_steps {
         p.pools.follow_steps();
     }
@@ -406,7 +420,7 @@ fn start(p: &'static Probe) {
     // SAFETY: registers our buffer callbacks.
     let rc =
         unsafe { (p.cupti.register_buffers)(state::buffer_requested, state::buffer_completed) };
-    let want_kernels = var(env::KERNEL_RECORDS).as_deref() != Some("0");
+    let want_kernels = p.kernel_watch != launches::KernelWatch::Off;
     if rc != CUPTI_SUCCESS {
         p.notice(
             NoticeLevel::Warning,

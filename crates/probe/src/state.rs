@@ -10,6 +10,7 @@ use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::guard::{self, lock};
 use crate::inflight::InFlightTable;
+use crate::launches::{FirstLaunches, KernelWatch};
 use crate::pools::Pools;
 use crate::sink::Sink;
 use prewarm_events::*;
@@ -45,6 +46,12 @@ pub struct Probe {
     /// cannot drift apart).
     activity_clock_is_ours: bool,
     pub use_local_v2: bool,
+    /// How kernel records are taken (`PREWARM_DOCTOR_KERNEL_RECORDS`).
+    pub kernel_watch: KernelWatch,
+    /// The first-launch watch (launches.rs), under [`KernelWatch::FirstLaunches`].
+    pub launches: FirstLaunches,
+    /// The kernel watch is on (setup and the first steps), whichever way
+    /// records are taken.
     pub kernel_records: AtomicBool,
     pub disabled: AtomicBool,
     /// Driver calls between their enter and exit callbacks.
@@ -85,6 +92,7 @@ pub fn install(
     own_path: &str,
     activity_clock_is_ours: bool,
     pool_quiet_calls: u64,
+    kernel_watch: KernelWatch,
 ) -> &'static Probe {
     let use_local_v2 = cupti.version >= 130000;
     PROBE.get_or_init(|| Probe {
@@ -98,6 +106,8 @@ pub fn install(
         kernels: Mutex::new(KernelTracker::default()),
         activity_clock_is_ours,
         use_local_v2,
+        kernel_watch,
+        launches: FirstLaunches::default(),
         kernel_records: AtomicBool::new(false),
         disabled: AtomicBool::new(false),
         callbacks: AtomicU64::new(0),

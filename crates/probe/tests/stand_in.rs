@@ -275,9 +275,13 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
 
     // Counters: every callback counted, nothing dropped by the probe, CUPTI's drops passed on.
     let cost = last_cost(r);
-    let traced_calls = 1 + 2 + 8 * 201 + 32 * 2 + 4 * 1000 * 2 + 2048 * 2 + 1 + 100 * 2 + 1 + 2;
+    // Six kernel launches among them (their launch calls traced while the
+    // first steps are watched).
+    let traced_calls = 1 + 2 + 8 * 201 + 32 * 2 + 4 * 1000 * 2 + 2048 * 2 + 1 + 100 * 2 + 1 + 2 + 6;
     assert_eq!(cost.callbacks, 2 * traced_calls + 1);
-    assert_eq!(cost.activity_records, 6);
+    // A record for each function's first launch only: gemm, spill, huge
+    // (failed) and late, not gemm's second and third.
+    assert_eq!(cost.activity_records, 4);
     let dropped = last_dropped(r);
     assert_eq!(dropped.probe_events, 0);
     assert_eq!(dropped.cupti_records, 3);
@@ -513,6 +517,81 @@ fn a_paused_benchmark_records_no_kernels_and_resuming_never_undoes_an_off() {
         .collect();
     // On at start, paused, resumed, off: nothing from the no-op pair.
     assert_eq!(switches, [true, false, true, false]);
+}
+
+fn first_launch_names(records: &[Record]) -> Vec<&str> {
+    records
+        .iter()
+        .filter_map(|x| match x {
+            Record::KernelFirst(k) => Some(k.kernel.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The launch callback ids the stand-in plays (cuLaunchKernel, cuLaunchKernelEx, cuGraphLaunch).
+const LAUNCH_CBIDS: [u32; 3] = [307, 652, 514];
+
+#[test]
+fn first_launch_tracing_records_what_every_launch_records_from_first_launches_alone() {
+    let probe = support::probe_library();
+    let first = support::run(&["first-launches"], Some(&probe));
+    let every = support::run_with(
+        &["first-launches"],
+        Some(&probe),
+        &[("PREWARM_DOCTOR_KERNEL_RECORDS", "all")],
+    );
+    for run in [&first, &every] {
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "paused=1 resumed=1");
+        assert_clean_capture(&run.events().records);
+    }
+    let (a, b) = (&first.events().records, &every.events().records);
+    // Each function's first launch, whichever thread or launch call (the
+    // Ex call names its function second, a graph launch runs its nodes);
+    // a kernel only launched inside the pause or after the watch never.
+    let expected = [
+        "gemm",
+        "triton_ex",
+        "node_a",
+        "worker_only",
+        "cand",
+        "after_resume",
+        "spill",
+    ];
+    assert_eq!(first_launch_names(a), expected);
+    assert_eq!(first_launch_names(b), expected);
+    let growth = |r: &[Record]| -> Vec<(String, u64, u64)> {
+        r.iter()
+            .filter_map(|x| match x {
+                Record::LocalMemory(g) => Some((g.kernel.clone(), g.total_before, g.total_after)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(growth(a), [("spill".to_string(), 0, 3 << 30)]);
+    assert_eq!(growth(a), growth(b));
+    // Activity records: one per first launch (the graph's first launch
+    // records both its nodes), against one per launch outside the pause.
+    assert_eq!(last_cost(a).activity_records, 8);
+    assert_eq!(last_cost(b).activity_records, 15);
+    // Launch callbacks: enter and exit of each launch outside the pause and
+    // before the watch ended (3 gemm, 2 Ex, 2 graph, 2 on the thread, cand,
+    // after_resume, 2 spill), switched off after; never under `all`.
+    let delivered = first.cupti_deliveries();
+    let launches: u64 = LAUNCH_CBIDS
+        .iter()
+        .filter_map(|c| delivered.get(c))
+        .map(|d| d.0)
+        .sum();
+    assert_eq!(launches, 2 * 13);
+    assert!(LAUNCH_CBIDS.iter().all(|c| !delivered.get(c).is_some_and(|d| d.1)));
+    let delivered = every.cupti_deliveries();
+    assert!(LAUNCH_CBIDS.iter().all(|c| !delivered.contains_key(c)));
 }
 
 #[test]

@@ -389,10 +389,12 @@ CUresult cuLibraryUnload(CUlibrary library) {
     TRACED(680, "cuLibraryUnload", params, (void)library);
 }
 
-/* --- kernel launches (activity records only, like the real probe sees them) */
+/* --- kernel launches: cuLaunchKernel's callbacks around the launch, and a
+ * kernel activity record when records are on at the launch (as CUPTI
+ * decides at the launch). The function handle is the name's address. */
 
-void standin_launch_kernel(const char *name, uint64_t local_total, uint32_t local_per_thread,
-                           uint16_t registers, int failed) {
+static void kernel_record(const char *name, uint64_t local_total, uint32_t local_per_thread,
+                          uint16_t registers, int failed) {
     if (!standin_cupti_kernel_enabled())
         return;
     KernelRecord k;
@@ -415,6 +417,54 @@ void standin_launch_kernel(const char *name, uint64_t local_total, uint32_t loca
     k.correlationId = next_correlation();
     k.name = name;
     standin_cupti_kernel_record(&k);
+}
+
+void standin_launch_kernel(const char *name, uint64_t local_total, uint32_t local_per_thread,
+                           uint16_t registers, int failed) {
+    /* cuLaunchKernel_params: (f, grid x/y/z, block x/y/z, shared bytes, stream, params, extra). */
+    struct {
+        void *f;
+        unsigned grid[3], block[3], shared;
+        CUstream stream;
+        void **params, **extra;
+    } params = {(void *)name, {4, 1, 1}, {128, 1, 1}, 0, NULL, NULL, NULL};
+    uint32_t corr = next_correlation();
+    uint64_t corr_data = 0;
+    CUresult result = failed ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    standin_cupti_api(307, 0, "cuLaunchKernel", &params, &result, g_current, corr, &corr_data);
+    kernel_record(name, local_total, local_per_thread, registers, failed);
+    standin_cupti_api(307, 1, "cuLaunchKernel", &params, &result, g_current, corr, &corr_data);
+}
+
+/* cuLaunchKernelEx_params: (config, f, params, extra): the function second. */
+void standin_launch_kernel_ex(const char *name) {
+    struct {
+        const void *config;
+        void *f;
+        void **params, **extra;
+    } params = {NULL, (void *)name, NULL, NULL};
+    uint32_t corr = next_correlation();
+    uint64_t corr_data = 0;
+    CUresult result = CUDA_SUCCESS;
+    standin_cupti_api(652, 0, "cuLaunchKernelEx", &params, &result, g_current, corr, &corr_data);
+    kernel_record(name, 0, 0, 32, 0);
+    standin_cupti_api(652, 1, "cuLaunchKernelEx", &params, &result, g_current, corr, &corr_data);
+}
+
+/* cuGraphLaunch_params: (graph exec, stream); its kernel nodes each get a
+ * record when records are on. */
+void standin_launch_graph(void *graph_exec, const char **kernels, int n) {
+    struct {
+        void *exec;
+        CUstream stream;
+    } params = {graph_exec, NULL};
+    uint32_t corr = next_correlation();
+    uint64_t corr_data = 0;
+    CUresult result = CUDA_SUCCESS;
+    standin_cupti_api(514, 0, "cuGraphLaunch", &params, &result, g_current, corr, &corr_data);
+    for (int i = 0; i < n; i++)
+        kernel_record(kernels[i], 0, 0, 32, 0);
+    standin_cupti_api(514, 1, "cuGraphLaunch", &params, &result, g_current, corr, &corr_data);
 }
 
 void standin_set_cupti_dropped(size_t dropped) { standin_cupti_set_dropped(dropped); }

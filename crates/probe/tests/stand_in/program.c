@@ -32,6 +32,8 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *a, void *
 CUresult cuLibraryUnload(CUlibrary library);
 void standin_launch_kernel(const char *name, uint64_t local_total, uint32_t local_per_thread, uint16_t registers,
                            int failed);
+void standin_launch_kernel_ex(const char *name);
+void standin_launch_graph(void *graph_exec, const char **kernels, int n);
 void standin_set_cupti_dropped(size_t dropped);
 uint64_t other_library_create(size_t bytes);
 int other_library_release(uint64_t handle);
@@ -427,6 +429,45 @@ static int bench_pause(void) {
     return 0;
 }
 
+/* --- first-launches: kernel records around each function's first launch
+ * (the default) or on every launch (PREWARM_DOCTOR_KERNEL_RECORDS=all): the
+ * same launches either way, so the same first launches and growth. ------ */
+
+static void *other_thread_launches(void *arg) {
+    (void)arg;
+    standin_launch_kernel("gemm", 0, 0, 32, 0);
+    standin_launch_kernel("worker_only", 0, 0, 32, 0);
+    return NULL;
+}
+
+static int first_launches(void) {
+    setup();
+    for (int i = 0; i < 3; i++)
+        standin_launch_kernel("gemm", 0, 0, 32, 0);
+    standin_launch_kernel_ex("triton_ex");
+    standin_launch_kernel_ex("triton_ex");
+    static int graph_exec;
+    const char *nodes[] = {"node_a", "gemm"};
+    standin_launch_graph(&graph_exec, nodes, 2);
+    standin_launch_graph(&graph_exec, nodes, 2);
+    pthread_t tid;
+    pthread_create(&tid, NULL, other_thread_launches, NULL);
+    pthread_join(tid, NULL);
+    standin_launch_kernel("cand", 0, 0, 32, 0);
+    int paused = probe_call("prewarm_probe_pause_kernel_records", 1);
+    for (int i = 0; i < 3; i++)
+        standin_launch_kernel("cand", 0, 0, 32, 0);
+    standin_launch_kernel("in_pause", 0, 0, 32, 0);
+    int resumed = probe_call("prewarm_probe_pause_kernel_records", 0);
+    standin_launch_kernel("after_resume", 0, 0, 32, 0);
+    standin_launch_kernel("spill", 3 * GiB, 1024, 255, 0);
+    standin_launch_kernel("spill", 3 * GiB, 1024, 255, 0);
+    probe_call("prewarm_probe_set_kernel_records", 0);
+    standin_launch_kernel("late", 0, 0, 32, 0);
+    printf("paused=%d resumed=%d\n", paused, resumed);
+    return 0;
+}
+
 /* --- async-steps: a step on known pools stops stream-ordered tracing ---- */
 
 /* What the shim does at the end of a training step. */
@@ -629,6 +670,8 @@ int main(int argc, char **argv) {
         return async_switch();
     if (!strcmp(scenario, "bench-pause"))
         return bench_pause();
+    if (!strcmp(scenario, "first-launches"))
+        return first_launches();
     if (!strcmp(scenario, "async-steps"))
         return async_steps();
     if (!strcmp(scenario, "panic"))
@@ -639,6 +682,6 @@ int main(int argc, char **argv) {
         return bench_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|async-steps|panic|steady|bench [N]|bench-threads T N\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|bench-pause|first-launches|async-steps|panic|steady|bench [N]|bench-threads T N\n");
     return 64;
 }

@@ -1,0 +1,273 @@
+//! Kernel records for first launches only (the default watch). Kernel
+//! activity records cost every launch while they are on (about 3 µs a launch
+//! on the H200, docs/footprint.md), yet the analysis keeps only a kernel's
+//! first launch and the launches that grew the context's local-memory
+//! reservation — and since the driver never shrinks that reservation, a
+//! launch can only grow it the first time its function runs in a context.
+//! So the probe traces the driver's launch calls instead and switches kernel
+//! records on from the enter of a (context, function)'s first launch to its
+//! exit: the record CUPTI writes for that launch is the one the old path
+//! kept, GPU times, local-memory figures and all. Every later launch costs
+//! one callback that finds its key in its thread's own set.
+//!
+//! A graph launch counts by its executable graph: its first launch records
+//! every kernel node it runs. Launch tracing stops when the watch ends (the
+//! shim, after the first steps) and pauses through an autotune benchmark's
+//! repetitions, as kernel records did.
+
+use crate::calls::SITE_ENTER;
+use crate::cupti::{CUPTI_ERROR_NOT_INITIALIZED, CUPTI_SUCCESS, CuptiResult};
+use crate::guard::lock;
+use crate::state::{DOMAIN_DRIVER_API, Probe};
+use cudarc::cupti::sys::CUpti_CallbackData;
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The driver's launch calls: (CUPTI callback id, name, index of the
+/// pointer-sized parameter naming what runs: the `CUfunction`, or the
+/// `CUgraphExec` of a graph launch). Every one's parameter struct starts
+/// with pointer-sized fields (generated_cuda_meta.h); `cuLaunchKernelEx`
+/// passes its launch config first.
+pub const LAUNCHES: &[(u32, &str, usize)] = &[
+    (115, "cuLaunch", 0),
+    (116, "cuLaunchGrid", 0),
+    (117, "cuLaunchGridAsync", 0),
+    (307, "cuLaunchKernel", 0),
+    (442, "cuLaunchKernel_ptsz", 0),
+    (477, "cuLaunchCooperativeKernel", 0),
+    (478, "cuLaunchCooperativeKernel_ptsz", 0),
+    (514, "cuGraphLaunch", 0),
+    (515, "cuGraphLaunch_ptsz", 0),
+    (652, "cuLaunchKernelEx", 1),
+    (653, "cuLaunchKernelEx_ptsz", 1),
+];
+
+/// The parameter index of a launch callback id, or `None` for any other id.
+pub fn launch_parameter(cbid: u32) -> Option<usize> {
+    LAUNCHES
+        .iter()
+        .find(|(id, _, _)| *id == cbid)
+        .map(|(_, _, index)| *index)
+}
+
+/// How the probe takes kernel records (`PREWARM_DOCTOR_KERNEL_RECORDS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelWatch {
+    /// `0`: no kernel records at all (first launches and local-memory growth unseen).
+    Off,
+    /// The default: records around each function's first launch only.
+    FirstLaunches,
+    /// `all`: records on every launch while the watch is on (the path before
+    /// first-launch tracing; kept to compare the two on one script).
+    EveryLaunch,
+}
+
+impl KernelWatch {
+    /// The watch an environment value asks for: `0` off, `all` every
+    /// launch, anything else (unset, `first`) first launches.
+    pub fn from_setting(value: Option<&str>) -> KernelWatch {
+        match value {
+            Some("0") => KernelWatch::Off,
+            Some("all") => KernelWatch::EveryLaunch,
+            _ => KernelWatch::FirstLaunches,
+        }
+    }
+}
+
+/// The first-launch watch's shared state.
+#[derive(Default)]
+pub struct FirstLaunches {
+    state: Mutex<Watch>,
+    /// Read without the lock at every launch's enter.
+    watching: AtomicBool,
+    /// Bumped whenever the watch ends, so that a window opened before can
+    /// never close one opened after.
+    generation: AtomicU64,
+    /// First launches whose records were switched on (for the tests and
+    /// the self-cost: each costs two CUPTI switches).
+    pub windows: AtomicU64,
+}
+
+#[derive(Default)]
+struct Watch {
+    /// Every (context, function) launched while watching, by any thread.
+    seen: HashSet<(usize, usize)>,
+    /// Launches between a first launch's enter and exit, on any thread.
+    open: u32,
+    on: bool,
+    paused: bool,
+    /// Whether the launch callbacks are subscribed now.
+    subscribed: bool,
+}
+
+thread_local! {
+    /// The keys this thread found already seen: the launch path's lookup
+    /// without a lock. Unreachable during thread teardown: the shared set.
+    static SEEN_HERE: RefCell<HashSet<(usize, usize)>> = RefCell::new(HashSet::new());
+    /// The generation (plus one) of the window this thread's launch opened; 0 none.
+    static OPEN_HERE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A launch callback (enter or exit) while the first-launch watch is on.
+///
+/// # Safety
+/// `data` is the `CUpti_CallbackData` CUPTI passes for a driver launch call
+/// whose parameter `index` is pointer-sized.
+pub unsafe fn on_launch(p: &Probe, index: usize, data: *const CUpti_CallbackData) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: non-null, from CUPTI for the driver API domain.
+    let d = unsafe { &*data };
+    if d.callbackSite as u32 != SITE_ENTER {
+        close_window(p);
+        return;
+    }
+    if !p.launches.watching.load(Ordering::Relaxed) || d.functionParams.is_null() {
+        return;
+    }
+    let params = d.functionParams as *const usize;
+    // SAFETY: the launch calls' parameter structs start with pointer-sized
+    // fields, `index` within them (LAUNCHES).
+    let what = unsafe { params.add(index).read_unaligned() };
+    let key = (d.context as usize, what);
+    let known_here = SEEN_HERE
+        .try_with(|seen| !seen.borrow_mut().insert(key))
+        .unwrap_or(false);
+    if !known_here {
+        open_window(p, key);
+    }
+}
+
+/// A key new to this thread: if new to the process too, kernel records go
+/// on until this launch's exit.
+fn open_window(p: &Probe, key: (usize, usize)) {
+    let mut w = lock(&p.launches.state);
+    if !w.on || !w.seen.insert(key) {
+        return;
+    }
+    if w.open == 0 && switch_kernel_activity(p, true) != CUPTI_SUCCESS {
+        return;
+    }
+    w.open += 1;
+    p.launches.windows.fetch_add(1, Ordering::Relaxed);
+    let generation = p.launches.generation.load(Ordering::Relaxed);
+    if OPEN_HERE.try_with(|o| o.set(generation + 1)).is_err() {
+        // No way to find this window at the exit: close it now (the launch
+        // is not recorded; its key is, so it is not retried).
+        w.open -= 1;
+        if w.open == 0 {
+            switch_kernel_activity(p, false);
+        }
+    }
+}
+
+fn close_window(p: &Probe) {
+    let opened = OPEN_HERE.try_with(|o| o.replace(0)).unwrap_or(0);
+    if opened == 0 {
+        return;
+    }
+    let mut w = lock(&p.launches.state);
+    if opened - 1 != p.launches.generation.load(Ordering::Relaxed) || w.open == 0 {
+        return;
+    }
+    w.open -= 1;
+    if w.open == 0 {
+        switch_kernel_activity(p, false);
+    }
+}
+
+/// Starts (`on`) or ends the watch: launch callbacks subscribed while on and
+/// not paused. Ending it closes any open window. CUPTI's first failure.
+pub fn watch(p: &Probe, on: bool) -> CuptiResult {
+    let mut w = lock(&p.launches.state);
+    w.on = on;
+    if !on {
+        p.launches.generation.fetch_add(1, Ordering::Relaxed);
+        if w.open > 0 {
+            w.open = 0;
+            switch_kernel_activity(p, false);
+        }
+    }
+    p.launches
+        .watching
+        .store(on && !w.paused, Ordering::Relaxed);
+    subscribe(p, &mut w)
+}
+
+/// Pauses launch tracing through an autotune benchmark's repetitions, or
+/// resumes it; false when the watch is off (nothing to pause).
+pub fn pause(p: &Probe, paused: bool) -> bool {
+    let mut w = lock(&p.launches.state);
+    if !w.on {
+        return false;
+    }
+    w.paused = paused;
+    p.launches.watching.store(!paused, Ordering::Relaxed);
+    subscribe(p, &mut w) == CUPTI_SUCCESS
+}
+
+/// Subscribes the launch callbacks when the watch is on and not paused,
+/// else unsubscribes them (a launch then costs nothing).
+fn subscribe(p: &Probe, w: &mut Watch) -> CuptiResult {
+    let want = w.on && !w.paused;
+    if want == w.subscribed {
+        return CUPTI_SUCCESS;
+    }
+    let subscriber = p.subscriber.load(Ordering::Acquire);
+    if subscriber.is_null() {
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    }
+    let mut first_error = CUPTI_SUCCESS;
+    for (cbid, _, _) in LAUNCHES {
+        // SAFETY: valid subscriber, domain and callback id.
+        let rc = unsafe {
+            (p.cupti.enable_callback)(want as u32, subscriber, DOMAIN_DRIVER_API, *cbid)
+        };
+        if rc != CUPTI_SUCCESS && first_error == CUPTI_SUCCESS {
+            first_error = rc;
+        }
+    }
+    w.subscribed = want;
+    first_error
+}
+
+/// CUPTI's own switch for kernel activity records; its result code.
+pub fn switch_kernel_activity(p: &Probe, enabled: bool) -> CuptiResult {
+    let kind = crate::activity::KIND_CONCURRENT_KERNEL;
+    // SAFETY: plain CUPTI calls with a valid activity kind.
+    unsafe {
+        if enabled {
+            (p.cupti.activity_enable)(kind)
+        } else {
+            (p.cupti.activity_disable)(kind)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setting_names_the_watch() {
+        assert_eq!(KernelWatch::from_setting(None), KernelWatch::FirstLaunches);
+        assert_eq!(KernelWatch::from_setting(Some("first")), KernelWatch::FirstLaunches);
+        assert_eq!(KernelWatch::from_setting(Some("0")), KernelWatch::Off);
+        assert_eq!(KernelWatch::from_setting(Some("all")), KernelWatch::EveryLaunch);
+    }
+
+    #[test]
+    fn every_launch_id_is_known_once_and_graphs_and_ex_read_their_own_parameter() {
+        let mut ids: Vec<u32> = LAUNCHES.iter().map(|(id, _, _)| *id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), LAUNCHES.len());
+        assert_eq!(launch_parameter(307), Some(0));
+        assert_eq!(launch_parameter(652), Some(1));
+        assert_eq!(launch_parameter(514), Some(0));
+        assert_eq!(launch_parameter(243), None);
+    }
+}
