@@ -156,7 +156,7 @@ pub struct RunArgs {
     /// Cache isolation mode.
     #[arg(long, value_enum, default_value_t = CacheArg::Cold)]
     pub cache: CacheArg,
-    /// Keep kernel activity records on for this many optimizer steps (they cost time per launch).
+    /// Watch kernels' first launches for this many optimizer steps (a traced launch call costs time).
     #[arg(long, default_value_t = 3)]
     pub kernel_steps: u32,
     /// Regex: NVTX ranges (pushed through torch.cuda.nvtx) whose names match mark steps explicitly.

@@ -20,6 +20,7 @@ use crate::cupti::{CUPTI_ERROR_NOT_INITIALIZED, CUPTI_SUCCESS, CuptiResult};
 use crate::guard::lock;
 use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
+use prewarm_events::NoticeLevel;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -88,6 +89,9 @@ pub struct FirstLaunches {
     /// First launches whose records were switched on (for the tests and
     /// the self-cost: each costs two CUPTI switches).
     pub windows: AtomicU64,
+    /// First launches whose records CUPTI would not switch on (each one
+    /// unrecorded; the first says why in a notice).
+    pub refused: AtomicU64,
 }
 
 #[derive(Default)]
@@ -148,8 +152,13 @@ fn open_window(p: &Probe, key: (usize, usize)) {
     if !w.on || !w.seen.insert(key) {
         return;
     }
-    if w.open == 0 && switch_kernel_activity(p, true) != CUPTI_SUCCESS {
-        return;
+    if w.open == 0 {
+        let rc = switch_kernel_activity(p, true);
+        if rc != CUPTI_SUCCESS {
+            drop(w);
+            refused(p, rc);
+            return;
+        }
     }
     w.open += 1;
     p.launches.windows.fetch_add(1, Ordering::Relaxed);
@@ -161,6 +170,21 @@ fn open_window(p: &Probe, key: (usize, usize)) {
         if w.open == 0 {
             switch_kernel_activity(p, false);
         }
+    }
+}
+
+/// CUPTI refused to switch records on at a first launch: that launch is not
+/// recorded (its first launch and any growth unseen); the first refusal is a
+/// warning in the event file, so every report says so.
+fn refused(p: &Probe, rc: CuptiResult) {
+    if p.launches.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+        p.notice(
+            NoticeLevel::Warning,
+            format!(
+                "kernel records could not be switched on at a kernel's first launch ({}): that launch and any like it are not recorded (PREWARM_DOCTOR_KERNEL_RECORDS=all records every launch instead)",
+                p.cupti.describe(rc)
+            ),
+        );
     }
 }
 

@@ -595,6 +595,29 @@ fn first_launch_tracing_records_what_every_launch_records_from_first_launches_al
 }
 
 #[test]
+fn records_cupti_will_not_switch_on_at_a_first_launch_are_said_once_and_the_run_goes_on() {
+    let run = support::run_with(
+        &["first-launches"],
+        Some(&support::probe_library()),
+        &[("STANDIN_CUPTI_REFUSE_KERNELS", "1")],
+    );
+    assert!(run.status.success());
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "paused=1 resumed=1");
+    let r = &run.events().records;
+    assert!(first_launch_names(r).is_empty());
+    let warnings: Vec<Notice> = notices(r)
+        .into_iter()
+        .filter(|n| n.level == NoticeLevel::Warning)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].text.contains("could not be switched on at a kernel's first launch"),
+        "{}",
+        warnings[0].text
+    );
+}
+
+#[test]
 fn a_step_on_known_pools_stops_stream_ordered_tracing() {
     let run = run_both(&["async-steps"]);
     let r = &run.events().records;

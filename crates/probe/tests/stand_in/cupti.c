@@ -100,6 +100,10 @@ static void take_buffer(uint8_t *buffer, size_t size) {
 }
 
 int cuptiActivityEnable(uint32_t kind) {
+    /* STANDIN_CUPTI_REFUSE_KERNELS=1: kernel records cannot be switched on. */
+    const char *refuse = getenv("STANDIN_CUPTI_REFUSE_KERNELS");
+    if (kind == KIND_CONCURRENT_KERNEL && refuse != NULL && *refuse == '1')
+        return CUPTI_ERROR_INVALID_PARAMETER;
     if (kind == KIND_CONCURRENT_KERNEL)
         g_kernel_enabled = 1;
     return CUPTI_SUCCESS;
