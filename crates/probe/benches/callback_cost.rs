@@ -13,6 +13,10 @@
 //! calls of a run cost and the rest do not) and with
 //! `PREWARM_DOCTOR_POOL_CALLS=all` (every call traced and counted).
 //!
+//! Kernel launches are timed too: a kernel launched before passes through
+//! the first-launch watch's launch callbacks (enter and exit; the watch stays
+//! on here, as no training step ends), its cost per launch on CPU.
+//!
 //! `cargo bench -p prewarm-probe --bench callback_cost` (PAIRS, ROUNDS tune it).
 
 #[path = "../tests/support/mod.rs"]
@@ -78,13 +82,20 @@ fn main() {
     println!(
         "pairs per run: {pairs}, rounds: {rounds}; CPU ns per pair (2 calls), fastest / median round; cost = per call, vs plain"
     );
-    for (key, label) in [
-        ("async_pair_ns", "cuMemAllocAsync+cuMemFreeAsync, 1 thread"),
+    // (key, label, traced calls a row's figure covers)
+    for (key, label, calls) in [
+        ("async_pair_ns", "cuMemAllocAsync+cuMemFreeAsync, 1 thread", 2.0),
         (
             "async_pair_4threads_ns",
             "cuMemAllocAsync+cuMemFreeAsync, 4 threads",
+            2.0,
         ),
-        ("sync_pair_ns", "cuMemAlloc+cuMemFree, 1 thread"),
+        ("sync_pair_ns", "cuMemAlloc+cuMemFree, 1 thread", 2.0),
+        (
+            "launch_ns",
+            "cuLaunchKernel of a kernel launched before (first-launch watch on)",
+            1.0,
+        ),
     ] {
         let (a_min, a_med) = summary(results[0][key].clone());
         println!("{label}: plain {a_min:.1} / {a_med:.1}");
@@ -92,8 +103,8 @@ fn main() {
             let (b_min, b_med) = summary(side[key].clone());
             println!(
                 "    {name:<24} {b_min:>8.1} / {b_med:>8.1}   cost per call {:>7.1} / {:>7.1} ns",
-                (b_min - a_min) / 2.0,
-                (b_med - a_med) / 2.0
+                (b_min - a_min) / calls,
+                (b_med - a_med) / calls
             );
         }
     }

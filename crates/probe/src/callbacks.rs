@@ -97,6 +97,11 @@ pub unsafe extern "C" fn on_callback(
     if domain == DOMAIN_DRIVER_API
         && let Some(index) = launches::launch_parameter(cbid)
     {
+        // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
+        if unsafe { launches::is_plain_exit(data as *const CUpti_CallbackData) } {
+            p.callbacks.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let t0 = now_ns();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: CUPTI passes CUpti_CallbackData for the driver API

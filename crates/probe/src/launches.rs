@@ -23,6 +23,7 @@ use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -45,12 +46,50 @@ pub const LAUNCHES: &[(u32, &str, usize)] = &[
     (653, "cuLaunchKernelEx_ptsz", 1),
 ];
 
-/// The parameter index of a launch callback id, or `None` for any other id.
+/// The parameter index of a launch callback id, or `None` for any other id
+/// (asked at every driver callback: a match, not a search of [`LAUNCHES`]).
 pub fn launch_parameter(cbid: u32) -> Option<usize> {
-    LAUNCHES
-        .iter()
-        .find(|(id, _, _)| *id == cbid)
-        .map(|(_, _, index)| *index)
+    match cbid {
+        115 | 116 | 117 | 307 | 442 | 477 | 478 | 514 | 515 => Some(0),
+        652 | 653 => Some(1),
+        _ => None,
+    }
+}
+
+/// A hasher for pointer pairs (the Fx multiply-rotate): SipHash would be
+/// most of a launch's lookup, and these keys are handles, not attacker input.
+#[derive(Default, Clone, Copy)]
+pub struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type HandleSet = HashSet<(usize, usize), BuildHasherDefault<HandleHasher>>;
+
+/// Whether this callback is a launch's exit on a thread with no window open:
+/// nothing to do, so the caller skips even its clock reads.
+///
+/// # Safety
+/// `data` is null or the `CUpti_CallbackData` CUPTI passes for a driver call.
+pub unsafe fn is_plain_exit(data: *const CUpti_CallbackData) -> bool {
+    // SAFETY: null-checked; from CUPTI for the driver API domain.
+    !data.is_null()
+        && unsafe { (*data).callbackSite as u32 } != SITE_ENTER
+        && OPEN_HERE.try_with(|o| o.get() == 0).unwrap_or(true)
 }
 
 /// How the probe takes kernel records (`PREWARM_DOCTOR_KERNEL_RECORDS`).
@@ -97,7 +136,7 @@ pub struct FirstLaunches {
 #[derive(Default)]
 struct Watch {
     /// Every (context, function) launched while watching, by any thread.
-    seen: HashSet<(usize, usize)>,
+    seen: HandleSet,
     /// Launches between a first launch's enter and exit, on any thread.
     open: u32,
     on: bool,
@@ -109,7 +148,7 @@ struct Watch {
 thread_local! {
     /// The keys this thread found already seen: the launch path's lookup
     /// without a lock. Unreachable during thread teardown: the shared set.
-    static SEEN_HERE: RefCell<HashSet<(usize, usize)>> = RefCell::new(HashSet::new());
+    static SEEN_HERE: RefCell<HandleSet> = RefCell::new(HandleSet::default());
     /// The generation (plus one) of the window this thread's launch opened; 0 none.
     static OPEN_HERE: Cell<u64> = const { Cell::new(0) };
 }
@@ -293,5 +332,9 @@ mod tests {
         assert_eq!(launch_parameter(652), Some(1));
         assert_eq!(launch_parameter(514), Some(0));
         assert_eq!(launch_parameter(243), None);
+        for (id, _, index) in LAUNCHES {
+            assert_eq!(launch_parameter(*id), Some(*index));
+        }
+        assert_eq!((0..1024).filter_map(launch_parameter).count(), LAUNCHES.len());
     }
 }
