@@ -84,7 +84,11 @@ fn main() {
     );
     // (key, label, traced calls a row's figure covers)
     for (key, label, calls) in [
-        ("async_pair_ns", "cuMemAllocAsync+cuMemFreeAsync, 1 thread", 2.0),
+        (
+            "async_pair_ns",
+            "cuMemAllocAsync+cuMemFreeAsync, 1 thread",
+            2.0,
+        ),
         (
             "async_pair_4threads_ns",
             "cuMemAllocAsync+cuMemFreeAsync, 4 threads",

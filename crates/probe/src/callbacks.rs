@@ -66,9 +66,7 @@ pub fn pause_kernel_records(p: &Probe, paused: bool) -> bool {
     }
     let t0 = now_ns();
     let switched = match p.kernel_watch {
-        KernelWatch::EveryLaunch => {
-            launches::switch_kernel_activity(p, !paused) == CUPTI_SUCCESS
-        }
+        KernelWatch::EveryLaunch => launches::switch_kernel_activity(p, !paused) == CUPTI_SUCCESS,
         KernelWatch::FirstLaunches => launches::pause(p, paused),
         KernelWatch::Off => false,
     };

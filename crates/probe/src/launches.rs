@@ -286,9 +286,8 @@ fn subscribe(p: &Probe, w: &mut Watch) -> CuptiResult {
     let mut first_error = CUPTI_SUCCESS;
     for (cbid, _, _) in LAUNCHES {
         // SAFETY: valid subscriber, domain and callback id.
-        let rc = unsafe {
-            (p.cupti.enable_callback)(want as u32, subscriber, DOMAIN_DRIVER_API, *cbid)
-        };
+        let rc =
+            unsafe { (p.cupti.enable_callback)(want as u32, subscriber, DOMAIN_DRIVER_API, *cbid) };
         if rc != CUPTI_SUCCESS && first_error == CUPTI_SUCCESS {
             first_error = rc;
         }
@@ -317,9 +316,15 @@ mod tests {
     #[test]
     fn the_setting_names_the_watch() {
         assert_eq!(KernelWatch::from_setting(None), KernelWatch::FirstLaunches);
-        assert_eq!(KernelWatch::from_setting(Some("first")), KernelWatch::FirstLaunches);
+        assert_eq!(
+            KernelWatch::from_setting(Some("first")),
+            KernelWatch::FirstLaunches
+        );
         assert_eq!(KernelWatch::from_setting(Some("0")), KernelWatch::Off);
-        assert_eq!(KernelWatch::from_setting(Some("all")), KernelWatch::EveryLaunch);
+        assert_eq!(
+            KernelWatch::from_setting(Some("all")),
+            KernelWatch::EveryLaunch
+        );
     }
 
     #[test]
@@ -335,6 +340,9 @@ mod tests {
         for (id, _, index) in LAUNCHES {
             assert_eq!(launch_parameter(*id), Some(*index));
         }
-        assert_eq!((0..1024).filter_map(launch_parameter).count(), LAUNCHES.len());
+        assert_eq!(
+            (0..1024).filter_map(launch_parameter).count(),
+            LAUNCHES.len()
+        );
     }
 }

@@ -547,7 +547,10 @@ fn first_launch_tracing_records_what_every_launch_records_from_first_launches_al
             "{}",
             String::from_utf8_lossy(&run.stderr)
         );
-        assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "paused=1 resumed=1");
+        assert_eq!(
+            String::from_utf8_lossy(&run.stdout).trim(),
+            "paused=1 resumed=1"
+        );
         assert_clean_capture(&run.events().records);
     }
     let (a, b) = (&first.events().records, &every.events().records);
@@ -589,7 +592,11 @@ fn first_launch_tracing_records_what_every_launch_records_from_first_launches_al
         .map(|d| d.0)
         .sum();
     assert_eq!(launches, 2 * 13);
-    assert!(LAUNCH_CBIDS.iter().all(|c| !delivered.get(c).is_some_and(|d| d.1)));
+    assert!(
+        LAUNCH_CBIDS
+            .iter()
+            .all(|c| !delivered.get(c).is_some_and(|d| d.1))
+    );
     let delivered = every.cupti_deliveries();
     assert!(LAUNCH_CBIDS.iter().all(|c| !delivered.contains_key(c)));
 }
@@ -602,7 +609,10 @@ fn records_cupti_will_not_switch_on_at_a_first_launch_are_said_once_and_the_run_
         &[("STANDIN_CUPTI_REFUSE_KERNELS", "1")],
     );
     assert!(run.status.success());
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "paused=1 resumed=1");
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        "paused=1 resumed=1"
+    );
     let r = &run.events().records;
     assert!(first_launch_names(r).is_empty());
     let warnings: Vec<Notice> = notices(r)
@@ -611,7 +621,9 @@ fn records_cupti_will_not_switch_on_at_a_first_launch_are_said_once_and_the_run_
         .collect();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        warnings[0].text.contains("could not be switched on at a kernel's first launch"),
+        warnings[0]
+            .text
+            .contains("could not be switched on at a kernel's first launch"),
         "{}",
         warnings[0].text
     );
