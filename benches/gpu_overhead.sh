@@ -38,7 +38,8 @@
 # through autotune benchmarks' repetitions, as before it was paused),
 # `kernels-all` (PREWARM_DOCTOR_KERNEL_RECORDS=all: a kernel record for every
 # launch while the first steps are watched, the path before first-launch
-# tracing, against the default's record for each function's first launch),
+# tracing), `kernels-first` (PREWARM_DOCTOR_KERNEL_RECORDS=first: a record
+# for each function's first launch only, from traced launch calls),
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
 # the probe's clock for activity timestamps), `probe-kernels` (the probe alone, kernel records on),
@@ -258,6 +259,7 @@ run_unpinned() {
   pool-calls) PREWARM_DOCTOR_POOL_CALLS=4096 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   bench-records) PREWARM_DOCTOR_BENCH_RECORDS=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   kernels-all) PREWARM_DOCTOR_KERNEL_RECORDS=all "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  kernels-first) PREWARM_DOCTOR_KERNEL_RECORDS=first "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   plain-again) "$@" ;;
   agent-bare) run_agent_bare "$dir" "$@" ;;
   nccl-log) mkdir -p "$dir"; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" \
@@ -385,7 +387,7 @@ for w in $WORKLOADS; do
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|bench-records|kernels-all)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|bench-records|kernels-all|kernels-first)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

@@ -53,8 +53,7 @@ verify_one() { # name, command...
   local V=$OUT/verify/$name W; W=$(mktemp -d); mkdir -p "$V"
   "$@" > "$V/warm.stdout" 2> "$V/warm.stderr"; echo "$name: warm-up plain exit $?"
   for variant in first all; do
-    env_set=(); [ $variant = all ] && env_set=(PREWARM_DOCTOR_KERNEL_RECORDS=all)
-    env "${env_set[@]}" "$BIN" run --cache user --out "$W/$variant" -- "$@" > "$V/$variant.stdout" 2> "$V/$variant.stderr"
+    PREWARM_DOCTOR_KERNEL_RECORDS=$variant "$BIN" run --cache user --out "$W/$variant" -- "$@" > "$V/$variant.stdout" 2> "$V/$variant.stderr"
     echo "$name $variant: doctor exit $?"
     "$BIN" report "$W/$variant" > "$V/$variant.report.txt" 2>&1
     "$BIN" report --format json "$W/$variant" > "$V/$variant.report.json" 2>/dev/null
@@ -96,7 +95,7 @@ fi
 # so the watch stays on throughout), UNITS_ROUNDS alternated rounds.
 if has units; then
   D=$(mktemp -d /tmp/pd-units.XXXXXX)
-  OVERHEAD_ROUNDS=${UNITS_ROUNDS:-3} OVERHEAD_MODES="doctor kernels-all no-kernels" BIN=$BIN OUTDIR=$D PY=$PY \
+  OVERHEAD_ROUNDS=${UNITS_ROUNDS:-3} OVERHEAD_MODES="kernels-first kernels-all no-kernels" BIN=$BIN OUTDIR=$D PY=$PY \
     timeout $(( $(left) - 5 )) bash benches/gpu_overhead.sh units > "$D/units-out.txt" 2>&1
   cp "$D/units.txt" "$OUT/units-$TAG.txt" 2>/dev/null
   grep -E '^(UNIT|ELAPSED)' "$D/units-out.txt" | tee -a "$OUT/summary.txt"
