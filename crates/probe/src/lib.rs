@@ -155,8 +155,8 @@ pub extern "C" fn prewarm_probe_test_internal_error() -> i32 {
 
 fn flush_all() {
     if let Some(p) = probe() {
-        if p.kernel_records.load(Ordering::Relaxed) {
-            // SAFETY: plain CUPTI call; completed buffers come back through our callback.
+        if p.kernel_records.load(Ordering::Relaxed) || p.activity_buffers_out() > 0 {
+            // SAFETY: plain CUPTI call; every buffer comes back through our callback.
             unsafe { (p.cupti.flush_all)(1) };
         }
         // At exit (the driver stays up until the loader's finalisers): the

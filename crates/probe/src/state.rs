@@ -177,6 +177,11 @@ impl Probe {
         }
     }
 
+    /// Activity buffers CUPTI holds now (records not yet handed back).
+    pub fn activity_buffers_out(&self) -> u64 {
+        self.buffers_out.load(Ordering::Relaxed)
+    }
+
     /// Self-cost and drop counters as records.
     pub fn push_counters(&self) {
         let t = now_ns();

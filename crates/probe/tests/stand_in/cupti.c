@@ -136,9 +136,12 @@ static void complete_current(void) {
         g_complete(NULL, 0, buffer, size, valid);
 }
 
+/* As CUPTI: without CUPTI_ACTIVITY_FLAG_FLUSH_FORCED (1) only completed
+ * buffers come back, and the one being filled is not complete; forced, it
+ * comes back as it is. */
 int cuptiActivityFlushAll(uint32_t flag) {
-    (void)flag;
-    complete_current();
+    if (flag & 1)
+        complete_current();
     return CUPTI_SUCCESS;
 }
 
