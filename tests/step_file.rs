@@ -135,6 +135,36 @@ fn warm_steps_go_to_the_step_file_and_read_as_the_same_steps() {
 }
 
 #[test]
+fn a_training_that_sets_rank_itself_after_starting_keeps_its_warm_steps() {
+    // A one-rank job without torchrun sets RANK itself once running (as
+    // examples/common.py does); its lines were already named without it.
+    let script =
+        train(40, None).replacen("for step in", "os.environ['RANK'] = '0'\nfor step in", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let (run, code, stdout) = recorded(dir.path(), &script, true);
+    assert_eq!((code, stdout.as_str()), (Some(0), "TRAINED\n"));
+    assert_eq!(process(&run).steps.count, 40);
+    // A recording made before the shim kept its stem: the step file named
+    // with the rank, the lines without it, is still found by its pid.
+    let (lines, steps) = (files(&run, ".shim.jsonl"), files(&run, ".shim.steps"));
+    let renamed = steps[0].with_file_name(
+        steps[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replacen("proc.", "rank-0.", 1),
+    );
+    assert!(lines[0].to_string_lossy().contains("proc.pid-"));
+    // The shim names both with the stem of its first file.
+    assert_eq!(
+        steps[0].to_string_lossy().replace(".shim.steps", ""),
+        lines[0].to_string_lossy().replace(".shim.jsonl", "")
+    );
+    std::fs::rename(&steps[0], &renamed).unwrap();
+    assert_eq!(process(&run).steps.count, 40);
+}
+
+#[test]
 fn the_step_files_records_survive_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let (run, code, stdout) = recorded(dir.path(), &train(40, Some(23)), true);

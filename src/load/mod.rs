@@ -540,6 +540,25 @@ pub fn stream_records<R: std::io::Read>(input: R, mut f: impl FnMut(Record)) -> 
     }
 }
 
+/// The step file of the shim file `stem` names by its pid alone: a shim
+/// before 2026-12-05 named its step file with a RANK the program set after
+/// its first line (`rank-0.pid-P` beside `proc.pid-P`). Exactly one such
+/// file, or none.
+fn same_process_step_file(shim: &Path, stem: &str) -> Option<std::path::PathBuf> {
+    use prewarm_events::names::STEPS_SUFFIX;
+    let pid_part = &stem[stem.rfind(".pid-")?..];
+    let wanted = format!("{pid_part}{STEPS_SUFFIX}");
+    let mut found = std::fs::read_dir(shim.parent()?)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(&wanted))
+        });
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
 /// Reads a shim file. Its problems are folded into at most one per file (the
 /// first bad line with its byte offset, and how many more there were).
 pub fn read_shim(root: &Path, path: &Path) -> (ShimLines, Vec<Problem>) {
@@ -553,6 +572,14 @@ pub fn read_shim(root: &Path, path: &Path) -> (ShimLines, Vec<Problem>) {
         return (lines, problems);
     };
     let steps = path.with_file_name(format!("{stem}{STEPS_SUFFIX}"));
+    let steps = if steps.exists() {
+        steps
+    } else {
+        match same_process_step_file(path, stem) {
+            Some(other) => other,
+            None => return (lines, problems),
+        }
+    };
     let bytes = match std::fs::read(&steps) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (lines, problems),

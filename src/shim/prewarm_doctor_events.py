@@ -154,12 +154,22 @@ PRESCRIPTION_ERRORS_PREFIX = "prescription-errors."
 PRESCRIPTION_ERRORS_SUFFIX = ".txt"
 
 
+_stem = [None, None]  # [pid, stem]: fixed at a process's first use
+
+
 def process_stem():
     """`rank-R.pid-P`, or `proc.pid-P` without a RANK: the stem every file of
-    this process shares (the probe's event file too)."""
-    rank = os.environ.get("RANK")
-    who = f"rank-{rank}" if rank not in (None, "") else "proc"
-    return f"{who}.pid-{os.getpid()}"
+    this process shares. Fixed at its first use in a process, so that a
+    program that sets RANK itself after starting (a one-rank job without
+    torchrun) writes its step file beside its lines, where the loader looks;
+    the probe, which names its file at CUDA's start, may spell it otherwise
+    (the loader pairs them by pid)."""
+    pid = os.getpid()
+    if _stem[0] != pid:
+        rank = os.environ.get("RANK")
+        who = f"rank-{rank}" if rank not in (None, "") else "proc"
+        _stem[:] = [pid, f"{who}.pid-{pid}"]
+    return _stem[1]
 
 
 def _path():
