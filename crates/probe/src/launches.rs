@@ -13,19 +13,18 @@
 //! A graph launch counts by its executable graph: its first launch records
 //! every kernel node it runs. Launch tracing stops when the watch ends (the
 //! shim, after the first steps) and pauses through an autotune benchmark's
-//! repetitions, as kernel records did.
+//! repetitions, as kernel records did. The watch's data is in
+//! `launch_state`, below `state`.
 
 use crate::calls::SITE_ENTER;
 use crate::cupti::{CUPTI_ERROR_NOT_INITIALIZED, CUPTI_SUCCESS, CuptiResult};
 use crate::guard::lock;
+use crate::launch_state::{HandleSet, Watch};
 use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
-use std::hash::BuildHasherDefault;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// The driver's launch calls: (CUPTI callback id, name, index of the
 /// pointer-sized parameter naming what runs: the `CUfunction`, or the
@@ -56,30 +55,6 @@ pub fn launch_parameter(cbid: u32) -> Option<usize> {
     }
 }
 
-/// A hasher for pointer pairs (the Fx multiply-rotate): SipHash would be
-/// most of a launch's lookup, and these keys are handles, not attacker input.
-#[derive(Default, Clone, Copy)]
-pub struct HandleHasher(u64);
-
-impl std::hash::Hasher for HandleHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type HandleSet = HashSet<(usize, usize), BuildHasherDefault<HandleHasher>>;
-
 /// Whether this callback is a launch's exit on a thread with no window open:
 /// nothing to do, so the caller skips even its clock reads.
 ///
@@ -90,59 +65,6 @@ pub unsafe fn is_plain_exit(data: *const CUpti_CallbackData) -> bool {
     !data.is_null()
         && unsafe { (*data).callbackSite as u32 } != SITE_ENTER
         && OPEN_HERE.try_with(|o| o.get() == 0).unwrap_or(true)
-}
-
-/// How the probe takes kernel records (`PREWARM_DOCTOR_KERNEL_RECORDS`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelWatch {
-    /// `0`: no kernel records at all (first launches and local-memory growth unseen).
-    Off,
-    /// The default: records around each function's first launch only.
-    FirstLaunches,
-    /// `all`: records on every launch while the watch is on (the path before
-    /// first-launch tracing; kept to compare the two on one script).
-    EveryLaunch,
-}
-
-impl KernelWatch {
-    /// The watch an environment value asks for: `0` off, `all` every
-    /// launch, anything else (unset, `first`) first launches.
-    pub fn from_setting(value: Option<&str>) -> KernelWatch {
-        match value {
-            Some("0") => KernelWatch::Off,
-            Some("all") => KernelWatch::EveryLaunch,
-            _ => KernelWatch::FirstLaunches,
-        }
-    }
-}
-
-/// The first-launch watch's shared state.
-#[derive(Default)]
-pub struct FirstLaunches {
-    state: Mutex<Watch>,
-    /// Read without the lock at every launch's enter.
-    watching: AtomicBool,
-    /// Bumped whenever the watch ends, so that a window opened before can
-    /// never close one opened after.
-    generation: AtomicU64,
-    /// First launches whose records were switched on (for the tests and
-    /// the self-cost: each costs two CUPTI switches).
-    pub windows: AtomicU64,
-    /// First launches whose records CUPTI would not switch on (each one
-    /// unrecorded; the first says why in a notice).
-    pub refused: AtomicU64,
-}
-
-#[derive(Default)]
-struct Watch {
-    /// Every (context, function) launched while watching, by any thread.
-    seen: HandleSet,
-    /// Launches between a first launch's enter and exit, on any thread.
-    open: u32,
-    on: bool,
-    paused: bool,
-    /// Whether the launch callbacks are subscribed now.
-    subscribed: bool,
 }
 
 thread_local! {
@@ -312,20 +234,6 @@ pub fn switch_kernel_activity(p: &Probe, enabled: bool) -> CuptiResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_setting_names_the_watch() {
-        assert_eq!(KernelWatch::from_setting(None), KernelWatch::FirstLaunches);
-        assert_eq!(
-            KernelWatch::from_setting(Some("first")),
-            KernelWatch::FirstLaunches
-        );
-        assert_eq!(KernelWatch::from_setting(Some("0")), KernelWatch::Off);
-        assert_eq!(
-            KernelWatch::from_setting(Some("all")),
-            KernelWatch::EveryLaunch
-        );
-    }
 
     #[test]
     fn every_launch_id_is_known_once_and_graphs_and_ex_read_their_own_parameter() {

@@ -26,6 +26,7 @@ mod driver_api;
 mod dynlib;
 mod guard;
 mod inflight;
+mod launch_state;
 mod launches;
 pub mod objects;
 mod pools;
@@ -310,7 +311,7 @@ fn initialise() {
         Ok(Some(n)) => (n, false),
         _ => (pools::DEFAULT_QUIET_CALLS, true),
     };
-    let kernel_watch = launches::KernelWatch::from_setting(var(env::KERNEL_RECORDS).as_deref());
+    let kernel_watch = launch_state::KernelWatch::from_setting(var(env::KERNEL_RECORDS).as_deref());
     let p = install(
         cupti,
         driver.ok(),
@@ -420,7 +421,7 @@ fn start(p: &'static Probe) {
     // SAFETY: registers our buffer callbacks.
     let rc =
         unsafe { (p.cupti.register_buffers)(state::buffer_requested, state::buffer_completed) };
-    let want_kernels = p.kernel_watch != launches::KernelWatch::Off;
+    let want_kernels = p.kernel_watch != launch_state::KernelWatch::Off;
     if rc != CUPTI_SUCCESS {
         p.notice(
             NoticeLevel::Warning,

@@ -10,7 +10,7 @@ use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::guard::{self, lock};
 use crate::inflight::InFlightTable;
-use crate::launches::{FirstLaunches, KernelWatch};
+use crate::launch_state::{FirstLaunches, KernelWatch};
 use crate::pools::Pools;
 use crate::sink::Sink;
 use prewarm_events::*;

@@ -1,0 +1,105 @@
+//! The first-launch watch's data (launches.rs acts on it): which way kernel
+//! records are taken, and the keys seen so far. Below `state`, which holds
+//! it, and `launches`, which reads and changes it.
+
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+/// A hasher for pointer pairs (the Fx multiply-rotate): SipHash would be
+/// most of a launch's lookup, and these keys are handles, not attacker input.
+#[derive(Default, Clone, Copy)]
+pub struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type HandleSet = HashSet<(usize, usize), BuildHasherDefault<HandleHasher>>;
+
+/// How the probe takes kernel records (`PREWARM_DOCTOR_KERNEL_RECORDS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelWatch {
+    /// `0`: no kernel records at all (first launches and local-memory growth unseen).
+    Off,
+    /// The default: records around each function's first launch only.
+    FirstLaunches,
+    /// `all`: records on every launch while the watch is on (the path before
+    /// first-launch tracing; kept to compare the two on one script).
+    EveryLaunch,
+}
+
+impl KernelWatch {
+    /// The watch an environment value asks for: `0` off, `all` every
+    /// launch, anything else (unset, `first`) first launches.
+    pub fn from_setting(value: Option<&str>) -> KernelWatch {
+        match value {
+            Some("0") => KernelWatch::Off,
+            Some("all") => KernelWatch::EveryLaunch,
+            _ => KernelWatch::FirstLaunches,
+        }
+    }
+}
+
+/// The first-launch watch's shared state.
+#[derive(Default)]
+pub struct FirstLaunches {
+    pub(crate) state: Mutex<Watch>,
+    /// Read without the lock at every launch's enter.
+    pub(crate) watching: AtomicBool,
+    /// Bumped whenever the watch ends, so that a window opened before can
+    /// never close one opened after.
+    pub(crate) generation: AtomicU64,
+    /// First launches whose records were switched on (for the tests and
+    /// the self-cost: each costs two CUPTI switches).
+    pub windows: AtomicU64,
+    /// First launches whose records CUPTI would not switch on (each one
+    /// unrecorded; the first says why in a notice).
+    pub refused: AtomicU64,
+}
+
+/// The watch under its lock.
+#[derive(Default)]
+pub(crate) struct Watch {
+    /// Every (context, function) launched while watching, by any thread.
+    pub(crate) seen: HandleSet,
+    /// Launches between a first launch's enter and exit, on any thread.
+    pub(crate) open: u32,
+    pub(crate) on: bool,
+    pub(crate) paused: bool,
+    /// Whether the launch callbacks are subscribed now.
+    pub(crate) subscribed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setting_names_the_watch() {
+        assert_eq!(KernelWatch::from_setting(None), KernelWatch::FirstLaunches);
+        assert_eq!(
+            KernelWatch::from_setting(Some("first")),
+            KernelWatch::FirstLaunches
+        );
+        assert_eq!(KernelWatch::from_setting(Some("0")), KernelWatch::Off);
+        assert_eq!(
+            KernelWatch::from_setting(Some("all")),
+            KernelWatch::EveryLaunch
+        );
+    }
+}
