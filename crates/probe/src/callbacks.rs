@@ -43,7 +43,7 @@ pub fn set_kernel_records(p: &Probe, enabled: bool) -> bool {
         calls::summarize_pools(p, true);
         // Forced: the buffer being filled comes back too. Unforced, CUPTI
         // returns full buffers only, and the records of a buffer still
-        // being filled when the watch ends never came back (on the H200,
+        // being filled when the watch ends never came back (on an H100,
         // 2026-12-05: a transformers decoder's run under `all` delivered
         // 1,422 records and 45 first launches where first-launch tracing
         // found 81).

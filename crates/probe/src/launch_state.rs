@@ -64,9 +64,6 @@ pub struct FirstLaunches {
     /// Bumped whenever the watch ends, so that a window opened before can
     /// never close one opened after.
     pub(crate) generation: AtomicU64,
-    /// First launches whose records were switched on (for the tests and
-    /// the self-cost: each costs two CUPTI switches).
-    pub windows: AtomicU64,
     /// First launches whose records CUPTI would not switch on (each one
     /// unrecorded; the first says why in a notice).
     pub refused: AtomicU64,
