@@ -167,8 +167,12 @@ run_rounds() {
     for mode in $(round_order "$r"); do
       printf -v dir "$dirs" "$mode" "$r"
       rm -rf "$dir"
+      local t0=$(date +%s%N)
       run_mode "$mode" "$dir" "$@" 2>> "$OUTDIR/stderr.log" \
         | grep "$pattern" | sed "s/^/$mode round=$r /" >> "$out"
+      # Each run's wall time (start, step 1, teardown and, for the doctor,
+      # its report): what a round costs a time-limited call.
+      echo "WALL $label mode=$mode round=$r ms=$(( ($(date +%s%N) - t0) / 1000000 ))" >> "$OUTDIR/walls.txt"
     done
     last=$(( $(date +%s) - began ))
   done
