@@ -20,6 +20,23 @@ of the block medians, with the blocks' min-max) and `NVML_QUERY {json}` with
 the sampler's own query latencies. Run: `python3 benches/gpu_nvml_contention.py`
 on a GPU machine (about a minute; NVML_BLOCKS sets the blocks, 12); uses
 libnvidia-ml.so.1 through ctypes.
+
+Two more, for where a CPU-bound step's steady-state extra under the doctor
+comes from (docs/footprint.md, 2026-12-06: +0.58 ms a 25 ms transformers
+step), both inside one process so whole-process speed differences drop out:
+
+  - unit `hf_step` (when transformers imports; NVML_HF_STEP=0 skips it): one
+    training step of examples/zoo_hf_decoder.py's shape (a 4-layer Qwen3,
+    hidden 1024, 8 x 1024 tokens, AdamW, grad-norm clipping), synchronised,
+    HF_REPEATS (15) a block;
+  - mode `cupti`: no sampler, but CUPTI subscribed in this process to the
+    driver calls the probe keeps traced after its first steps
+    (`PROBE_STEADY_CBIDS`, crates/probe/src/driver_api.rs's TRACKED less the
+    stream-ordered calls, and the pool create/destroy calls; a unit test
+    there keeps the two lists equal),
+    the callback only counting; unsubscribed again after the block. CUPTI
+    from PREWARM_DOCTOR_CUPTI, else torch's nvidia wheel, else the CUDA
+    toolkit's; without it the mode prints an error line and is skipped.
 """
 
 import ctypes
@@ -32,6 +49,15 @@ import time
 
 BLOCKS = int(os.environ.get("NVML_BLOCKS", "12"))
 REPEATS = 200
+HF_REPEATS = int(os.environ.get("HF_REPEATS", "15"))
+# The driver callbacks the probe keeps enabled after its watched steps
+# (crates/probe/src/driver_api.rs: TRACKED less the stream-ordered calls,
+# switched off once a step uses only known pools, then cuMemPoolCreate/Destroy).
+PROBE_STEADY_CBIDS = [
+    243, 244, 371, 549, 550, 551, 552, 245, 39, 271, 294, 301, 379, 38, 302, 18, 19,
+    20, 21, 678, 679, 22, 680, 10, 235, 645, 757, 386, 607, 608,
+]
+DOMAIN_DRIVER_API = 1
 PERIOD_S = 0.001
 PROCESS_EVERY = 10
 
@@ -83,11 +109,97 @@ def sampler(mode, stop, out):
     })
 
 
-def units(torch):
-    """Each unit's median over REPEATS, microseconds."""
-    def med(fn):
+def find_cupti():
+    """libcupti: PREWARM_DOCTOR_CUPTI, torch's nvidia wheel, the toolkit's."""
+    import glob
+
+    named = os.environ.get("PREWARM_DOCTOR_CUPTI")
+    if named:
+        return named
+    import torch
+
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    for pattern in (site + "/nvidia/cu*/lib/libcupti.so*", site + "/nvidia/cuda_cupti/lib/libcupti.so*",
+                    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*", "/usr/local/cuda/lib64/libcupti.so*"):
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def cupti_subscribes(path):
+    """Whether a CUDA process can subscribe CUPTI from `path` and go on (a
+    child tries first: a CUPTI that cannot reach the driver crashes)."""
+    import subprocess
+
+    child = (
+        "import ctypes, torch; torch.zeros(1, device='cuda'); "
+        f"lib = ctypes.CDLL({path!r}); h = ctypes.c_void_p(); "
+        "cb = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)(lambda *a: None); "
+        "assert lib.cuptiSubscribe(ctypes.byref(h), cb, None) == 0; lib.cuptiUnsubscribe(h)"
+    )
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+    return done.returncode == 0, done.stderr[-300:]
+
+
+class CuptiSubscription:
+    """CUPTI subscribed in this process to the probe's steady-state driver
+    callbacks, the callback counting calls; `close` unsubscribes."""
+
+    CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.calls = 0
+
+        def count(_user, _domain, _cbid, _data):
+            self.calls += 1
+
+        self.callback = self.CALLBACK(count)
+        self.handle = ctypes.c_void_p()
+        rc = lib.cuptiSubscribe(ctypes.byref(self.handle), self.callback, None)
+        if rc != 0:
+            raise OSError(f"cuptiSubscribe returned {rc}")
+        self.refused = [c for c in PROBE_STEADY_CBIDS
+                        if lib.cuptiEnableCallback(1, self.handle, DOMAIN_DRIVER_API, c) != 0]
+
+    def close(self):
+        self.lib.cuptiUnsubscribe(self.handle)
+
+
+def hf_step(torch):
+    """One training step of examples/zoo_hf_decoder.py's shape, or None
+    where transformers does not import (or NVML_HF_STEP=0)."""
+    if os.environ.get("NVML_HF_STEP") == "0":
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    try:
+        from zoo_hf_decoder import build
+    except ImportError:
+        return None
+    model = build(1024, layers=4, vocab=32000)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(0, 32000, (8, 1024), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=tokens, labels=tokens)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        torch.cuda.synchronize()
+
+    for _ in range(5):
+        step()
+    return step
+
+
+def units(torch, train_step=None):
+    """Each unit's median over REPEATS (a training step's over HF_REPEATS),
+    microseconds."""
+    def med(fn, repeats=REPEATS):
         times = []
-        for _ in range(REPEATS):
+        for _ in range(repeats):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
@@ -99,7 +211,10 @@ def units(torch):
         torch.cuda.empty_cache()
 
     torch.cuda.synchronize()
-    return {"mem_get_info": med(torch.cuda.mem_get_info), "alloc_free": med(alloc_free)}
+    got = {"mem_get_info": med(torch.cuda.mem_get_info), "alloc_free": med(alloc_free)}
+    if train_step is not None:
+        got["hf_step"] = med(train_step, HF_REPEATS)
+    return got
 
 
 def main():
@@ -107,23 +222,43 @@ def main():
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")
-    units(torch)  # warm
+    train_step = hf_step(torch)
+    units(torch, train_step)  # warm
     ctx = mp.get_context("spawn")
     modes = ["off", "device", "device+process"]
+    cupti_path = find_cupti()
+    cupti = None
+    if cupti_path is None:
+        print("NVML_CUPTI " + json.dumps({"error": "no libcupti found (set PREWARM_DOCTOR_CUPTI)"}), flush=True)
+    else:
+        works, why = cupti_subscribes(cupti_path)
+        if works:
+            cupti = ctypes.CDLL(cupti_path)
+        else:
+            print("NVML_CUPTI " + json.dumps({"error": f"{cupti_path}: a child could not subscribe: {why}"}), flush=True)
+    if cupti is not None:
+        modes.append("cupti")
     results = {m: [] for m in modes}
     queries = {}
+    callbacks = []
     for block in range(BLOCKS):
         # Alternate the order of the modes from block to block.
         order = modes if block % 2 == 0 else modes[::-1]
         for mode in order:
             proc = None
+            if mode == "cupti":
+                sub = CuptiSubscription(cupti)
+                results[mode].append(units(torch, train_step))
+                sub.close()
+                callbacks.append({"calls": sub.calls, "refused": sub.refused})
+                continue
             if mode != "off":
                 stop = ctx.Event()
                 mine, theirs = ctx.Pipe()
                 proc = ctx.Process(target=sampler, args=(mode, stop, theirs), daemon=True)
                 proc.start()
                 time.sleep(0.3)  # the sampler's NVML init
-            results[mode].append(units(torch))
+            results[mode].append(units(torch, train_step))
             if proc is not None:
                 stop.set()
                 proc.join(10)
@@ -139,6 +274,11 @@ def main():
                 "paired_added_us": round(statistics.median(paired), 2),
                 "blocks_slower": sum(p > 0 for p in paired), "blocks": len(paired),
             }), flush=True)
+    if callbacks:
+        print("NVML_CUPTI " + json.dumps({
+            "cbids": len(PROBE_STEADY_CBIDS), "refused": callbacks[0]["refused"],
+            "callbacks_per_block": statistics.median(c["calls"] for c in callbacks),
+        }), flush=True)
     for mode, q in queries.items():
         errors = [x["error"] for x in q if "error" in x]
         if errors:

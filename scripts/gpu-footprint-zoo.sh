@@ -18,6 +18,11 @@
 # breakdown had 2 rounds); the `fla` cell needs its wheels in .whl/ (carry
 # .whl) and a first cold compile (minutes) before its rounds.
 #
+# SECTIONS may also name `units` (one launch's cost under each way of taking
+# kernel records) and `contention` (benches/gpu_nvml_contention.py: NVML
+# sampling and a CUPTI subscription against a CPU-bound training step, in
+# one process).
+#
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
 # unmodified, for tests/fixtures/h200-overhead), summary.txt.
@@ -100,6 +105,17 @@ if has units; then
   cp "$D/units.txt" "$OUT/units-$TAG.txt" 2>/dev/null
   grep -E '^(UNIT|ELAPSED)' "$D/units-out.txt" | tee -a "$OUT/summary.txt"
   tail -5 "$D/stderr.log" 2>/dev/null | sed "s/^/stderr units: /"
+fi
+
+# Where a CPU-bound step's steady extra comes from, inside one process
+# (benches/gpu_nvml_contention.py: the hf training step, and the driver
+# calls, with NVML sampled at the doctor's rates and with CUPTI subscribed
+# to the probe's steady-state callbacks, against neither, block by block).
+if has contention; then
+  NVML_BLOCKS=${CONTENTION_BLOCKS:-12} timeout $(( $(left) - 5 )) $PY benches/gpu_nvml_contention.py \
+    > "$OUT/contention-$TAG.txt" 2>&1
+  grep -E '^NVML' "$OUT/contention-$TAG.txt" | tee -a "$OUT/summary.txt"
+  tail -3 "$OUT/contention-$TAG.txt"
 fi
 
 if has rounds; then

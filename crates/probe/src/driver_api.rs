@@ -198,6 +198,36 @@ pub unsafe fn address(layout: Layout, params: *const c_void, succeeded: bool) ->
 mod tests {
     use super::*;
 
+    /// benches/gpu_nvml_contention.py subscribes CUPTI to the callbacks the
+    /// probe keeps after its watched steps, to time what they cost a
+    /// training step; its list must be this one.
+    #[test]
+    fn the_contention_bench_subscribes_what_the_probe_keeps() {
+        let script = include_str!("../../../benches/gpu_nvml_contention.py");
+        let list = script
+            .split("PROBE_STEADY_CBIDS = [")
+            .nth(1)
+            .and_then(|rest| rest.split(']').next())
+            .expect("the bench names PROBE_STEADY_CBIDS");
+        let named: Vec<u32> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| n.parse().unwrap())
+            .collect();
+        let stream_ordered: Vec<u32> = stream_ordered_cbids().collect();
+        let mut kept: Vec<u32> = TRACKED
+            .iter()
+            .map(|(cbid, _, _)| *cbid)
+            .filter(|cbid| !stream_ordered.contains(cbid))
+            .collect();
+        kept.extend([CBID_POOL_CREATE, CBID_POOL_DESTROY]);
+        assert_eq!(
+            named, kept,
+            "stream-ordered, switched off after a quiet step: {stream_ordered:?}"
+        );
+    }
+
     #[test]
     fn the_index_finds_every_tracked_id_and_nothing_else() {
         for (cbid, api, layout) in TRACKED {
