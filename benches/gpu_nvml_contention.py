@@ -36,7 +36,11 @@ step), both inside one process so whole-process speed differences drop out:
     there keeps the two lists equal),
     the callback only counting; unsubscribed again after the block. CUPTI
     from PREWARM_DOCTOR_CUPTI, else torch's nvidia wheel, else the CUDA
-    toolkit's; without it the mode prints an error line and is skipped.
+    toolkit's; without it the mode prints an error line and is skipped;
+    mode `cupti-none` the same subscription with no callback enabled.
+
+Unit `launch_x100`: 100 launches of a tiny kernel and a synchronize, the
+driver's per-call path (what CUPTI's attachment costs each call shows here).
 """
 
 import ctypes
@@ -148,7 +152,7 @@ class CuptiSubscription:
 
     CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)
 
-    def __init__(self, lib):
+    def __init__(self, lib, cbids):
         self.lib = lib
         self.calls = 0
 
@@ -160,7 +164,7 @@ class CuptiSubscription:
         rc = lib.cuptiSubscribe(ctypes.byref(self.handle), self.callback, None)
         if rc != 0:
             raise OSError(f"cuptiSubscribe returned {rc}")
-        self.refused = [c for c in PROBE_STEADY_CBIDS
+        self.refused = [c for c in cbids
                         if lib.cuptiEnableCallback(1, self.handle, DOMAIN_DRIVER_API, c) != 0]
 
     def close(self):
@@ -210,8 +214,18 @@ def units(torch, train_step=None):
         del t
         torch.cuda.empty_cache()
 
+    small = torch.zeros(16, device="cuda")
+
+    def launches():
+        # 100 tiny kernels: launch-bound, the per-call cost of the driver
+        # path itself (a tenth of a microsecond a call is 2% here).
+        for _ in range(100):
+            small.add_(1)
+        torch.cuda.synchronize()
+
     torch.cuda.synchronize()
-    got = {"mem_get_info": med(torch.cuda.mem_get_info), "alloc_free": med(alloc_free)}
+    got = {"mem_get_info": med(torch.cuda.mem_get_info), "alloc_free": med(alloc_free),
+           "launch_x100": med(launches, REPEATS // 4)}
     if train_step is not None:
         got["hf_step"] = med(train_step, HF_REPEATS)
     return got
@@ -237,7 +251,9 @@ def main():
         else:
             print("NVML_CUPTI " + json.dumps({"error": f"{cupti_path}: a child could not subscribe: {why}"}), flush=True)
     if cupti is not None:
-        modes.append("cupti")
+        # `cupti`: the probe's steady-state callbacks enabled; `cupti-none`:
+        # subscribed with none enabled (what a subscription alone costs).
+        modes += ["cupti", "cupti-none"]
     results = {m: [] for m in modes}
     queries = {}
     callbacks = []
@@ -246,11 +262,12 @@ def main():
         order = modes if block % 2 == 0 else modes[::-1]
         for mode in order:
             proc = None
-            if mode == "cupti":
-                sub = CuptiSubscription(cupti)
+            if mode.startswith("cupti"):
+                sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS if mode == "cupti" else [])
                 results[mode].append(units(torch, train_step))
                 sub.close()
-                callbacks.append({"calls": sub.calls, "refused": sub.refused})
+                if mode == "cupti":
+                    callbacks.append({"calls": sub.calls, "refused": sub.refused})
                 continue
             if mode != "off":
                 stop = ctx.Event()
