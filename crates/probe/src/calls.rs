@@ -252,7 +252,10 @@ unsafe fn pool_call(
 }
 
 /// The writer thread's switch (pools.rs has the rule): the last counted
-/// summary, then the stream-ordered callbacks off; a notice says when.
+/// summary, then the stream-ordered callbacks off; a notice says when, if
+/// any call was counted (a pool created and never allocated from with
+/// stream-ordered calls — NCCL's under the default allocator — has nothing
+/// to report, and the notice would only puzzle that allocator's users).
 pub fn stop_pool_tracing(p: &Probe) {
     summarize_pools(p, true);
     let (allocs, frees) = p.pools.totals();
@@ -266,16 +269,18 @@ pub fn stop_pool_tracing(p: &Probe) {
             kept.push(format!("#{cbid}: {}", p.cupti.describe(rc)));
         }
     }
-    p.notice(
-        NoticeLevel::Info,
-        format!(
-            "stream-ordered allocations traced until now ({allocs} allocations, {frees} frees; {}): no longer traced, pools' sizes are read every tick and their call counts are unknown from here",
-            match p.pools.quiet_step() {
-                Some(step) => format!("step {step} used only known pools"),
-                None => format!("{} calls in a row used only known pools", p.pools.quiet_limit()),
-            }
-        ),
-    );
+    if allocs + frees > 0 {
+        p.notice(
+            NoticeLevel::Info,
+            format!(
+                "stream-ordered allocations traced until now ({allocs} allocations, {frees} frees; {}): no longer traced, pools' sizes are read every tick and their call counts are unknown from here",
+                match p.pools.quiet_step() {
+                    Some(step) => format!("step {step} used only known pools"),
+                    None => format!("{} calls in a row used only known pools", p.pools.quiet_limit()),
+                }
+            ),
+        );
+    }
     if !kept.is_empty() {
         p.notice(
             NoticeLevel::Warning,

@@ -647,6 +647,20 @@ fn a_step_on_known_pools_stops_stream_ordered_tracing() {
     assert_eq!(stream_ordered_deliveries(&run), 2 * (3 * 200 + 2));
 }
 
+/// A pool created but never allocated from with stream-ordered calls (NCCL's
+/// under the default allocator) still lets a step on it switch tracing off,
+/// but there is nothing counted to report: no notice, which a user of the
+/// default allocator would read as noise about calls their job never made.
+#[test]
+fn a_switch_with_nothing_counted_says_nothing() {
+    let run = run_both(&["unused-pool-steps"]);
+    let r = &run.events().records;
+    assert_clean_capture(r);
+    assert!(switch_notices(r).is_empty(), "{:?}", switch_notices(r));
+    // Switched off all the same: none of the 10 pairs after it delivered.
+    assert_eq!(stream_ordered_deliveries(&run), 0);
+}
+
 #[test]
 fn with_a_call_count_set_steps_stop_nothing() {
     let run = run_both_with(&["async-steps"], &[("PREWARM_DOCTOR_POOL_CALLS", "100000")]);

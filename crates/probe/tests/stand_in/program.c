@@ -504,6 +504,25 @@ static int async_steps(void) {
     return 0;
 }
 
+/* --- unused-pool-steps: a library creates a pool it never allocates from
+ * with stream-ordered calls (NCCL's, under the default allocator): the
+ * steps on it switch tracing off, with nothing counted to say. ---------- */
+
+static int unused_pool_steps(void) {
+    setup();
+    CUmemoryPool own;
+    int ok = cuMemPoolCreate(&own, NULL) == CUDA_SUCCESS;
+    alloc_free(1);
+    step_ended(1);
+    step_ended(2);
+    wait_for_switch();
+    /* Untraced from here. */
+    ok += pairs_on_device_pool(10, 65536);
+    ok += cuMemPoolDestroy(own) == CUDA_SUCCESS;
+    printf("unused-pool-steps: ok=%d\n", ok);
+    return 0;
+}
+
 /* --- a panic inside the probe: caught, counted, never printed ------------- */
 
 static int panicking(void) {
@@ -682,6 +701,8 @@ int main(int argc, char **argv) {
         return first_launches();
     if (!strcmp(scenario, "async-steps"))
         return async_steps();
+    if (!strcmp(scenario, "unused-pool-steps"))
+        return unused_pool_steps();
     if (!strcmp(scenario, "panic"))
         return panicking();
     if (!strcmp(scenario, "steady"))
@@ -690,6 +711,6 @@ int main(int argc, char **argv) {
         return bench_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|bench-pause|first-launches|async-steps|panic|steady|bench [N]|bench-threads T N\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|bench-pause|first-launches|async-steps|unused-pool-steps|panic|steady|bench [N]|bench-threads T N\n");
     return 64;
 }
