@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, PART, TARGET, CONTROL and BREAKDOWN lines from the STEPTIMES rows of
+PAIRED, SIGN, PART, TARGET, CONTROL and BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
 over the rounds of several:
@@ -134,6 +134,20 @@ for mode in rows:
           f"steady_ratio_boot90={'{:.3f}-{:.3f}'.format(*paired_bootstrap(mode, 'plain', 'steady_median'))} "
           f"steady_added_us={1e6 * padd:.1f} steady_added_us_90={1e6 * padd_lo:.1f}..{1e6 * padd_hi:.1f} "
           f"device_used_diff_mib={pmem / 2**20:.1f} device_used_diff_mib_90={pmlo / 2**20:.1f}..{pmhi / 2**20:.1f}")
+    # The sign test: in how many rounds the mode was slower than plain, and
+    # the exact two-sided chance of a split at least that uneven if neither
+    # side were slower (ties left out). It needs no model of the spread, so
+    # it can show a cost that the median's interval alone cannot place.
+    def sign(key):
+        diffs = [d for d in paired_values(mode, "plain", key, lambda x, y: x - y) if d != 0]
+        n, slower = len(diffs), sum(d > 0 for d in diffs)
+        tail = min(slower, n - slower)
+        p = min(1.0, 2 * sum(math.comb(n, i) for i in range(tail + 1)) / 2 ** n) if n else float("nan")
+        return f"{slower}/{n}", p
+    s1, p1 = sign("step1")
+    ss, ps = sign("steady_median")
+    print(f"SIGN workload={workload} allocator={allocator} mode={mode} step1_slower={s1} step1_p={p1:.4f} "
+          f"steady_slower={ss} steady_p={ps:.4f}")
     # Step 1 part by part (the lazy workload): where the difference and the
     # noise each sit.
     for part in ("forward", "backward", "clip", "optimizer"):

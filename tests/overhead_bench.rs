@@ -317,6 +317,26 @@ fn an_unresolved_target_says_how_many_rounds_would_resolve_it() {
     );
 }
 
+/// The SIGN line: rounds in which the doctor was slower, and the exact
+/// two-sided sign-test chance of so uneven a split: 8 of 9 slower is
+/// 2 * (1 + 9) / 512 = 0.0391; a tie counts for neither side.
+#[test]
+fn the_sign_line_counts_slower_rounds_and_gives_the_exact_chance() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("call.txt");
+    let ratios = [1.02, 1.01, 0.99, 1.03, 1.04, 1.02, 1.05, 1.01, 1.02, 1.0];
+    let rows: Vec<(&str, u32, f64)> = (1..)
+        .zip(ratios)
+        .flat_map(|(round, r)| [("plain", round, 1.0), ("doctor", round, r)])
+        .collect();
+    std::fs::write(&calls, steptimes(&rows)).unwrap();
+    let out = common::stdout_of_success(&mut summary("default", &[calls]));
+    let sign = line(&out, "SIGN", "mode=doctor");
+    assert!(sign.contains("step1_slower=8/9 step1_p=0.0391"), "{sign}");
+    // Equal steady steps in every round: no round to count, no chance.
+    assert!(sign.contains("steady_slower=0/0 steady_p=nan"), "{sign}");
+}
+
 #[test]
 fn the_summary_pools_the_rounds_of_several_calls_without_pairing_across_them() {
     let dir = tempfile::tempdir().unwrap();
