@@ -286,19 +286,24 @@ fn steptimes(rows: &[(&str, u32, f64)]) -> String {
         .collect()
 }
 
+/// The summary of one call whose rounds each pair a plain step 1 of 1 s
+/// with a doctor's of `ratios[k]` s (steady steps equal).
+fn summary_of_step1_ratios(ratios: &[f64]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("call.txt");
+    let rows: Vec<(&str, u32, f64)> = (1..)
+        .zip(ratios)
+        .flat_map(|(round, r)| [("plain", round, 1.0), ("doctor", round, *r)])
+        .collect();
+    std::fs::write(&calls, steptimes(&rows)).unwrap();
+    common::stdout_of_success(&mut summary("default", &[calls]))
+}
+
 /// Rounds whose interval spans the target: TARGET says so, and how many
 /// rounds the spread would take to resolve it.
 #[test]
 fn an_unresolved_target_says_how_many_rounds_would_resolve_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = dir.path().join("call.txt");
-    let ratios = [0.95, 1.05, 1.0, 1.02, 0.98, 1.04, 0.96];
-    let rows: Vec<(&str, u32, f64)> = (1..)
-        .zip(ratios)
-        .flat_map(|(round, r)| [("plain", round, 1.0), ("doctor", round, r)])
-        .collect();
-    std::fs::write(&calls, steptimes(&rows)).unwrap();
-    let out = common::stdout_of_success(&mut summary("default", &[calls]));
+    let out = summary_of_step1_ratios(&[0.95, 1.05, 1.0, 1.02, 0.98, 1.04, 0.96]);
     let target = line(&out, "TARGET", "");
     // Median 1.00, its interval's top above 1.03: rounds = 7 * (top - 1.00)^2 / 0.03^2.
     let paired = line(&out, "PAIRED", "mode=doctor");
@@ -322,15 +327,7 @@ fn an_unresolved_target_says_how_many_rounds_would_resolve_it() {
 /// 2 * (1 + 9) / 512 = 0.0391; a tie counts for neither side.
 #[test]
 fn the_sign_line_counts_slower_rounds_and_gives_the_exact_chance() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = dir.path().join("call.txt");
-    let ratios = [1.02, 1.01, 0.99, 1.03, 1.04, 1.02, 1.05, 1.01, 1.02, 1.0];
-    let rows: Vec<(&str, u32, f64)> = (1..)
-        .zip(ratios)
-        .flat_map(|(round, r)| [("plain", round, 1.0), ("doctor", round, r)])
-        .collect();
-    std::fs::write(&calls, steptimes(&rows)).unwrap();
-    let out = common::stdout_of_success(&mut summary("default", &[calls]));
+    let out = summary_of_step1_ratios(&[1.02, 1.01, 0.99, 1.03, 1.04, 1.02, 1.05, 1.01, 1.02, 1.0]);
     let sign = line(&out, "SIGN", "mode=doctor");
     assert!(sign.contains("step1_slower=8/9 step1_p=0.0391"), "{sign}");
     // Equal steady steps in every round: no round to count, no chance.
