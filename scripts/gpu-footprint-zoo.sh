@@ -128,8 +128,8 @@ if has rounds; then
     OVERHEAD_WORKLOADS=$w OVERHEAD_ALLOCATORS=$a OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
       OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 20)) \
       BIN=$BIN OUTDIR=$D PY=$PY timeout $((l - 5)) bash benches/gpu_overhead.sh > "$D/bench.txt" 2>&1
-    grep -E '^(PAIRED|TARGET|OWN|PROBE|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
-    cat "$D/walls.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
+    grep -E '^(PAIRED|SIGN|TARGET|OWN|PROBE|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
+    [ -f "$D/walls.txt" ] && tee -a "$OUT/summary.txt" < "$D/walls.txt"
     cp "$D/steptimes-$w-$a.txt" "$OUT/steptimes-$w-$a-$TAG.txt" 2>/dev/null
     tail -5 "$D/stderr.log" 2>/dev/null | sed "s/^/stderr $cell: /"
   done
