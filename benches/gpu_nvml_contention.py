@@ -39,6 +39,12 @@ step), both inside one process so whole-process speed differences drop out:
     toolkit's; without it the mode prints an error line and is skipped;
     mode `cupti-none` the same subscription with no callback enabled.
 
+Mode `shim-unwind`: no sampler, but the shim's one program-wide hook on
+(src/shim/prewarm_doctor_monitor.py's `sys.monitoring` PY_UNWIND callback,
+the shim's own function, claimed as the shim claims it), switched off
+again after the block: what the shim leaves on in steady state besides its
+optimizer hook (whose time its OWN lines already count).
+
 Unit `launch_x100`: 100 launches of a tiny kernel and a synchronize, the
 driver's per-call path (what CUPTI's attachment costs each call shows here).
 """
@@ -171,6 +177,25 @@ class CuptiSubscription:
         self.lib.cuptiUnsubscribe(self.handle)
 
 
+def shim_unwind():
+    """Switches the shim's program-wide PY_UNWIND callback on or off (the
+    real one, from src/shim), or None where sys.monitoring is missing."""
+    if getattr(sys, "monitoring", None) is None:
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "shim"))
+    import prewarm_doctor_monitor as monitor
+
+    tool = monitor._claim()
+    if not tool:
+        return None
+
+    def switch(on):
+        sys.monitoring.set_events(tool, sys.monitoring.events.PY_UNWIND if on else 0)
+
+    switch(False)
+    return switch
+
+
 def hf_step(torch):
     """One training step of examples/zoo_hf_decoder.py's shape, or None
     where transformers does not import (or NVML_HF_STEP=0)."""
@@ -254,6 +279,9 @@ def main():
         # `cupti`: the probe's steady-state callbacks enabled; `cupti-none`:
         # subscribed with none enabled (what a subscription alone costs).
         modes += ["cupti", "cupti-none"]
+    unwind = shim_unwind()
+    if unwind is not None:
+        modes.append("shim-unwind")
     results = {m: [] for m in modes}
     queries = {}
     callbacks = []
@@ -262,6 +290,11 @@ def main():
         order = modes if block % 2 == 0 else modes[::-1]
         for mode in order:
             proc = None
+            if mode == "shim-unwind":
+                unwind(True)
+                results[mode].append(units(torch, train_step))
+                unwind(False)
+                continue
             if mode.startswith("cupti"):
                 sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS if mode == "cupti" else [])
                 results[mode].append(units(torch, train_step))
