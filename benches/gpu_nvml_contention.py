@@ -45,6 +45,26 @@ the shim's own function, claimed as the shim claims it), switched off
 again after the block: what the shim leaves on in steady state besides its
 optimizer hook (whose time its OWN lines already count).
 
+With `NVML_ALLOCATOR=async` the process runs PyTorch's
+`backend:cudaMallocAsync` (every tensor allocation and free a driver call),
+for where the async allocator's steady step pays the doctor (docs/footprint.md,
+2026-12-06 on an H100: +0.21 ms a step there, nothing on the default
+allocator), with three more modes:
+
+  - `cupti-stream-off`: the steady subscription plus the stream-ordered
+    calls (`PROBE_STREAM_ORDERED_CBIDS`), one training step traced, then the
+    stream-ordered callbacks switched off as the probe switches them
+    (`cuptiEnableCallback(0, ...)`): what a switched-off call still costs;
+    the callbacks counted after the switch go in `NVML_CUPTI` (0 expected);
+  - `cupti-stream-on`: the stream-ordered callbacks left on (what tracing
+    them costs);
+  - `cupti-stream-resubscribed`: as `cupti-stream-off`, but switched off by
+    unsubscribing and subscribing anew to the steady callbacks only (a
+    candidate fix, should a switched-off callback still cost its call);
+  - `pool-reads`: a thread reading the device's current memory pool's
+    reserved, high-water and used bytes every 100 ms, as the probe's writer
+    thread does (`NVML_POOL_READ` gives the reads' latency).
+
 Unit `launch_x100`: 100 launches of a tiny kernel and a synchronize, the
 driver's per-call path (what CUPTI's attachment costs each call shows here).
 """
@@ -67,7 +87,12 @@ PROBE_STEADY_CBIDS = [
     243, 244, 371, 549, 550, 551, 552, 245, 39, 271, 294, 301, 379, 38, 302, 18, 19,
     20, 21, 678, 679, 22, 680, 10, 235, 645, 757, 386, 607, 608,
 ]
+# The stream-ordered calls (cuMemAllocAsync, cuMemFreeAsync, ... : the
+# probe traces them until a step uses only known pools).
+PROBE_STREAM_ORDERED_CBIDS = [598, 599, 600, 601, 611, 612]
 DOMAIN_DRIVER_API = 1
+POOL_ATTRIBUTES = (5, 6, 7)  # reserved current, reserved high, used current
+POOL_READ_EVERY_S = 0.1
 PERIOD_S = 0.001
 PROCESS_EVERY = 10
 
@@ -173,8 +198,41 @@ class CuptiSubscription:
         self.refused = [c for c in cbids
                         if lib.cuptiEnableCallback(1, self.handle, DOMAIN_DRIVER_API, c) != 0]
 
+    def switch(self, cbids, on):
+        for c in cbids:
+            self.lib.cuptiEnableCallback(1 if on else 0, self.handle, DOMAIN_DRIVER_API, c)
+
     def close(self):
         self.lib.cuptiUnsubscribe(self.handle)
+
+
+class PoolReader:
+    """A thread reading the device's current pool as the probe's writer
+    thread does, every POOL_READ_EVERY_S, until `close`."""
+
+    def __init__(self):
+        import threading
+
+        self.cuda = ctypes.CDLL("libcuda.so.1")
+        self.stop = threading.Event()
+        self.read_us = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        pool = ctypes.c_void_p()
+        value = ctypes.c_uint64()
+        while not self.stop.wait(POOL_READ_EVERY_S):
+            t0 = time.perf_counter()
+            if self.cuda.cuDeviceGetMemPool(ctypes.byref(pool), 0) != 0:
+                continue
+            for attribute in POOL_ATTRIBUTES:
+                self.cuda.cuMemPoolGetAttribute(pool, attribute, ctypes.byref(value))
+            self.read_us.append(1e6 * (time.perf_counter() - t0))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
 
 
 def shim_unwind():
@@ -256,7 +314,17 @@ def units(torch, train_step=None):
     return got
 
 
+def async_allocator():
+    """True when NVML_ALLOCATOR=async: PyTorch's cudaMallocAsync backend,
+    set before torch is imported."""
+    if os.environ.get("NVML_ALLOCATOR") != "async":
+        return False
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    return True
+
+
 def main():
+    on_async = async_allocator()
     import torch
 
     torch.cuda.init()
@@ -282,9 +350,16 @@ def main():
     unwind = shim_unwind()
     if unwind is not None:
         modes.append("shim-unwind")
+    if on_async:
+        modes.append("pool-reads")
+        if cupti is not None:
+            modes += ["cupti-stream-off", "cupti-stream-on", "cupti-stream-resubscribed"]
+    print("NVML_SETUP " + json.dumps({"allocator": torch.cuda.get_allocator_backend(), "modes": modes}), flush=True)
     results = {m: [] for m in modes}
     queries = {}
     callbacks = []
+    stream = {"off": [], "on": [], "resubscribed": []}
+    pool_read_us = []
     for block in range(BLOCKS):
         # Alternate the order of the modes from block to block.
         order = modes if block % 2 == 0 else modes[::-1]
@@ -294,6 +369,26 @@ def main():
                 unwind(True)
                 results[mode].append(units(torch, train_step))
                 unwind(False)
+                continue
+            if mode == "pool-reads":
+                reader = PoolReader()
+                results[mode].append(units(torch, train_step))
+                reader.close()
+                pool_read_us += reader.read_us
+                continue
+            if mode.startswith("cupti-stream"):
+                sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS + PROBE_STREAM_ORDERED_CBIDS)
+                if train_step is not None:
+                    train_step()  # traced, as the probe's first steps are
+                if mode == "cupti-stream-off":
+                    sub.switch(PROBE_STREAM_ORDERED_CBIDS, False)
+                if mode == "cupti-stream-resubscribed":
+                    sub.close()
+                    sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS)
+                before = sub.calls
+                results[mode].append(units(torch, train_step))
+                sub.close()
+                stream[mode.removeprefix("cupti-stream-")].append(sub.calls - before)
                 continue
             if mode.startswith("cupti"):
                 sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS if mode == "cupti" else [])
@@ -328,6 +423,19 @@ def main():
         print("NVML_CUPTI " + json.dumps({
             "cbids": len(PROBE_STEADY_CBIDS), "refused": callbacks[0]["refused"],
             "callbacks_per_block": statistics.median(c["calls"] for c in callbacks),
+        }), flush=True)
+    if any(stream.values()):
+        print("NVML_CUPTI " + json.dumps({
+            "stream_ordered_cbids": PROBE_STREAM_ORDERED_CBIDS,
+            "callbacks_per_block_after_switch_off": statistics.median(stream["off"]) if stream["off"] else None,
+            "callbacks_per_block_kept_on": statistics.median(stream["on"]) if stream["on"] else None,
+            "callbacks_per_block_resubscribed": (statistics.median(stream["resubscribed"])
+                                                 if stream["resubscribed"] else None),
+        }), flush=True)
+    if pool_read_us:
+        print("NVML_POOL_READ " + json.dumps({
+            "reads": len(pool_read_us), "read_us_median": round(statistics.median(pool_read_us), 2),
+            "read_us_max": round(max(pool_read_us), 2),
         }), flush=True)
     for mode, q in queries.items():
         errors = [x["error"] for x in q if "error" in x]

@@ -111,11 +111,15 @@ fi
 # (benches/gpu_nvml_contention.py: the hf training step, and the driver
 # calls, with NVML sampled at the doctor's rates and with CUPTI subscribed
 # to the probe's steady-state callbacks, against neither, block by block).
+# CONTENTION_ALLOCATORS (default: "default") runs it once a allocator;
+# `async` adds the stream-ordered and pool-read modes.
 if has contention; then
-  NVML_BLOCKS=${CONTENTION_BLOCKS:-12} timeout $(( $(left) - 5 )) $PY benches/gpu_nvml_contention.py \
-    > "$OUT/contention-$TAG.txt" 2>&1
-  grep -E '^NVML' "$OUT/contention-$TAG.txt" | tee -a "$OUT/summary.txt"
-  tail -3 "$OUT/contention-$TAG.txt"
+  for a in ${CONTENTION_ALLOCATORS:-default}; do
+    NVML_ALLOCATOR=$a NVML_BLOCKS=${CONTENTION_BLOCKS:-12} timeout $(( $(left) - 5 )) \
+      $PY benches/gpu_nvml_contention.py > "$OUT/contention-$a-$TAG.txt" 2>&1
+    grep -E '^NVML' "$OUT/contention-$a-$TAG.txt" | sed "s/^/$a /" | tee -a "$OUT/summary.txt"
+    tail -3 "$OUT/contention-$a-$TAG.txt"
+  done
 fi
 
 if has rounds; then

@@ -615,11 +615,12 @@ fn fifth_session_figures(read: &dyn Fn(&str, &[&str]) -> String) {
 }
 
 /// The README's one footprint table (issue 37: workload x allocator; step 1,
-/// steady, rounds, interval) is the summary of the committed H200 rounds:
+/// steady, rounds, interval) is the summary of the committed GPU rounds
+/// (each row names its device; rounds of two devices are never pooled):
 /// per row the rounds, each median (to its three decimals), each 90%
 /// interval and whether TARGET calls it met.
 #[test]
-fn the_readmes_footprint_table_is_the_h200_rounds() {
+fn the_readmes_footprint_table_is_the_gpu_rounds() {
     let readme = std::fs::read_to_string(common::repo("README.md")).unwrap();
     let table = readme
         .split("## The tool's own footprint")
@@ -631,43 +632,79 @@ fn the_readmes_footprint_table_is_the_h200_rounds() {
         .take_while(|l| l.starts_with('|'))
         .skip(2)
         .collect();
-    // (workload cell, allocator, measured: the folder, bench workload, files).
-    let expected: [(&str, &str, &str, &str, &[&str]); 5] = [
+    // (workload cell, allocator, device, measured, the folder, bench workload, files).
+    let expected: [(&str, &str, &str, &str, &str, &str, &[&str]); 7] = [
         (
             "lazy (`benches/gpu_overhead_lazy.py --batch 65536`: Triton autotune, cuBLAS, NCCL in step 1; 20 ms steady step)",
             "default",
+            "H200",
+            "2026-12-04",
             "2026-12-04",
             "lazy",
             &["lazy-default.txt"],
         ),
-        ("lazy", "async", "2026-12-04", "lazy", &["lazy-async.txt"]),
+        (
+            "lazy",
+            "async",
+            "H200",
+            "2026-12-04",
+            "2026-12-04",
+            "lazy",
+            &["lazy-async.txt"],
+        ),
         (
             "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–30 ms steady step)",
             "default",
+            "H200",
+            "2026-12-06",
             "2026-12-06",
             "hf",
             &["hf-default-call1.txt", "hf-default.txt"],
         ),
         (
             "hf",
+            "default",
+            "H100",
+            "2026-12-06",
+            "2026-12-06-h100",
+            "hf",
+            &["hf-default-call2.txt", "hf-default-call3.txt"],
+        ),
+        (
+            "hf",
             "async",
+            "H200",
+            "2026-12-06",
             "2026-12-06",
             "hf",
             &["hf-async.txt", "hf-async-breakdown.txt"],
         ),
         (
+            "hf",
+            "async",
+            "H100",
+            "2026-12-06",
+            "2026-12-06-h100",
+            "hf",
+            &["hf-async-call2.txt", "hf-async-call3.txt"],
+        ),
+        (
             "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
             "default",
+            "H200",
+            "2026-12-04",
             "2026-12-04",
             "fsdp2",
             &["fsdp2-default.txt"],
         ),
     ];
     assert_eq!(rows.len(), expected.len(), "{rows:#?}");
-    for (row, (workload, allocator, measured, bench_workload, files)) in rows.iter().zip(expected) {
+    for (row, (workload, allocator, device, measured, folder, bench_workload, files)) in
+        rows.iter().zip(expected)
+    {
         let files: Vec<PathBuf> = files
             .iter()
-            .map(|f| common::repo(&format!("tests/fixtures/h200-overhead/{measured}/{f}")))
+            .map(|f| common::repo(&format!("tests/fixtures/h200-overhead/{folder}/{f}")))
             .collect();
         // Every stored round names its workload (the script, as run) and
         // its allocator, and they are the row's.
@@ -695,18 +732,19 @@ fn the_readmes_footprint_table_is_the_h200_rounds() {
         let paired = line(&out, "PAIRED", "mode=doctor ");
         let target = line(&out, "TARGET", "");
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        // | workload | allocator | measured | rounds | step 1 | steady step |
+        // | workload | allocator | device | measured | rounds | step 1 | steady step |
         assert_eq!(cells[1], workload, "{row}");
         assert_eq!(cells[2], allocator, "{row}");
-        assert_eq!(cells[3], measured, "{row}");
+        assert_eq!(cells[3], device, "{row}");
+        assert_eq!(cells[4], measured, "{row}");
         let rounds = field(paired, "rounds");
         assert!(
-            cells[4].starts_with(&format!("{rounds}")),
+            cells[5].starts_with(&format!("{rounds}")),
             "{row}: {paired}"
         );
         for (cell, key, target_key) in [
-            (cells[5], "step1_ratio", "step1="),
-            (cells[6], "steady_ratio", "steady="),
+            (cells[6], "step1_ratio", "step1="),
+            (cells[7], "steady_ratio", "steady="),
         ] {
             let median: f64 = cell.split(' ').next().unwrap().parse().unwrap();
             assert!(

@@ -209,13 +209,25 @@ mod tests {
             .nth(1)
             .and_then(|rest| rest.split(']').next())
             .expect("the bench names PROBE_STEADY_CBIDS");
-        let named: Vec<u32> = list
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(|n| n.parse().unwrap())
-            .collect();
+        let numbers = |list: &str| -> Vec<u32> {
+            list.split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| n.parse().unwrap())
+                .collect()
+        };
+        let named = numbers(list);
         let stream_ordered: Vec<u32> = stream_ordered_cbids().collect();
+        // The calls switched off after a quiet step, which the bench's
+        // async modes switch off the same way.
+        let named_stream_ordered = script
+            .split("PROBE_STREAM_ORDERED_CBIDS = [")
+            .nth(1)
+            .and_then(|rest| rest.split(']').next())
+            .expect("the bench names PROBE_STREAM_ORDERED_CBIDS");
+        let mut sorted = stream_ordered.clone();
+        sorted.sort();
+        assert_eq!(numbers(named_stream_ordered), sorted);
         let mut kept: Vec<u32> = TRACKED
             .iter()
             .map(|(cbid, _, _)| *cbid)
