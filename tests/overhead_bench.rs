@@ -614,6 +614,20 @@ fn fifth_session_figures(read: &dyn Fn(&str, &[&str]) -> String) {
     );
 }
 
+/// One row of the README's footprint table as the committed rounds give it.
+struct Row {
+    workload: &'static str,
+    allocator: &'static str,
+    device: &'static str,
+    /// The date the row's cell names.
+    measured: &'static str,
+    /// Its folder under tests/fixtures/h200-overhead.
+    folder: &'static str,
+    /// The summary's workload name.
+    bench: &'static str,
+    files: &'static [&'static str],
+}
+
 /// The README's one footprint table (issue 37: workload x allocator; step 1,
 /// steady, rounds, interval) is the summary of the committed GPU rounds
 /// (each row names its device; rounds of two devices are never pooled):
@@ -632,76 +646,82 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
         .take_while(|l| l.starts_with('|'))
         .skip(2)
         .collect();
-    // (workload cell, allocator, device, measured, the folder, bench workload, files).
-    let expected: [(&str, &str, &str, &str, &str, &str, &[&str]); 7] = [
-        (
-            "lazy (`benches/gpu_overhead_lazy.py --batch 65536`: Triton autotune, cuBLAS, NCCL in step 1; 20 ms steady step)",
-            "default",
-            "H200",
-            "2026-12-04",
-            "2026-12-04",
-            "lazy",
-            &["lazy-default.txt"],
-        ),
-        (
-            "lazy",
-            "async",
-            "H200",
-            "2026-12-04",
-            "2026-12-04",
-            "lazy",
-            &["lazy-async.txt"],
-        ),
-        (
-            "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–30 ms steady step)",
-            "default",
-            "H200",
-            "2026-12-06",
-            "2026-12-06",
-            "hf",
-            &["hf-default-call1.txt", "hf-default.txt"],
-        ),
-        (
-            "hf",
-            "default",
-            "H100",
-            "2026-12-06",
-            "2026-12-06-h100",
-            "hf",
-            &["hf-default-call2.txt", "hf-default-call3.txt"],
-        ),
-        (
-            "hf",
-            "async",
-            "H200",
-            "2026-12-06",
-            "2026-12-06",
-            "hf",
-            &["hf-async.txt", "hf-async-breakdown.txt"],
-        ),
-        (
-            "hf",
-            "async",
-            "H100",
-            "2026-12-06",
-            "2026-12-06-h100",
-            "hf",
-            &["hf-async-call2.txt", "hf-async-call3.txt"],
-        ),
-        (
-            "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
-            "default",
-            "H200",
-            "2026-12-04",
-            "2026-12-04",
-            "fsdp2",
-            &["fsdp2-default.txt"],
-        ),
+    let expected = [
+        Row {
+            workload: "lazy (`benches/gpu_overhead_lazy.py --batch 65536`: Triton autotune, cuBLAS, NCCL in step 1; 20 ms steady step)",
+            allocator: "default",
+            device: "H200",
+            measured: "2026-12-04",
+            folder: "2026-12-04",
+            bench: "lazy",
+            files: &["lazy-default.txt"],
+        },
+        Row {
+            workload: "lazy",
+            allocator: "async",
+            device: "H200",
+            measured: "2026-12-04",
+            folder: "2026-12-04",
+            bench: "lazy",
+            files: &["lazy-async.txt"],
+        },
+        Row {
+            workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–30 ms steady step)",
+            allocator: "default",
+            device: "H200",
+            measured: "2026-12-06",
+            folder: "2026-12-06",
+            bench: "hf",
+            files: &["hf-default-call1.txt", "hf-default.txt"],
+        },
+        Row {
+            workload: "hf",
+            allocator: "default",
+            device: "H100",
+            measured: "2026-12-06",
+            folder: "2026-12-06-h100",
+            bench: "hf",
+            files: &["hf-default-call2.txt", "hf-default-call3.txt"],
+        },
+        Row {
+            workload: "hf",
+            allocator: "async",
+            device: "H200",
+            measured: "2026-12-06",
+            folder: "2026-12-06",
+            bench: "hf",
+            files: &["hf-async.txt", "hf-async-breakdown.txt"],
+        },
+        Row {
+            workload: "hf",
+            allocator: "async",
+            device: "H100",
+            measured: "2026-12-06",
+            folder: "2026-12-06-h100",
+            bench: "hf",
+            files: &["hf-async-call2.txt", "hf-async-call3.txt"],
+        },
+        Row {
+            workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
+            allocator: "default",
+            device: "H200",
+            measured: "2026-12-04",
+            folder: "2026-12-04",
+            bench: "fsdp2",
+            files: &["fsdp2-default.txt"],
+        },
     ];
     assert_eq!(rows.len(), expected.len(), "{rows:#?}");
-    for (row, (workload, allocator, device, measured, folder, bench_workload, files)) in
-        rows.iter().zip(expected)
-    {
+    for (row, want) in rows.iter().zip(expected) {
+        let Row {
+            workload,
+            allocator,
+            device,
+            measured,
+            folder,
+            bench: bench_workload,
+            files,
+        } = want;
         let files: Vec<PathBuf> = files
             .iter()
             .map(|f| common::repo(&format!("tests/fixtures/h200-overhead/{folder}/{f}")))
