@@ -57,7 +57,8 @@ allocator), with three more modes:
     (`cuptiEnableCallback(0, ...)`): what a switched-off call still costs;
     the callbacks counted after the switch go in `NVML_CUPTI` (0 expected);
   - `cupti-stream-on`: the stream-ordered callbacks left on (what tracing
-    them costs);
+    them costs, as an upper bound: this bench's callback is a Python
+    function, the probe's is not);
   - `cupti-stream-resubscribed`: as `cupti-stream-off`, but switched off by
     unsubscribing and subscribing anew to the steady callbacks only (a
     candidate fix, should a switched-off callback still cost its call);
