@@ -68,6 +68,10 @@ allocator), with three more modes:
 
 Unit `launch_x100`: 100 launches of a tiny kernel and a synchronize, the
 driver's per-call path (what CUPTI's attachment costs each call shows here).
+Unit `alloc_x100`: 100 small tensors allocated and freed one after another
+and a synchronize: on the async allocator 200 stream-ordered driver calls
+(cuMemAllocAsync, cuMemFreeAsync), what a per-call cost on that path comes
+to; on the default allocator none (PyTorch's cache serves them), a control.
 """
 
 import ctypes
@@ -307,9 +311,15 @@ def units(torch, train_step=None):
             small.add_(1)
         torch.cuda.synchronize()
 
+    def allocations():
+        for _ in range(100):
+            t = torch.empty(4096, dtype=torch.uint8, device="cuda")
+            del t
+        torch.cuda.synchronize()
+
     torch.cuda.synchronize()
     got = {"mem_get_info": med(torch.cuda.mem_get_info), "alloc_free": med(alloc_free),
-           "launch_x100": med(launches, REPEATS // 4)}
+           "launch_x100": med(launches, REPEATS // 4), "alloc_x100": med(allocations, REPEATS // 4)}
     if train_step is not None:
         got["hf_step"] = med(train_step, HF_REPEATS)
     return got
