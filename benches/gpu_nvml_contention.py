@@ -334,6 +334,157 @@ def async_allocator():
     return True
 
 
+def open_cupti():
+    """libcupti, where one is found and a child process can subscribe with
+    it; else None, with a line saying why."""
+    path = find_cupti()
+    if path is None:
+        print("NVML_CUPTI " + json.dumps({"error": "no libcupti found (set PREWARM_DOCTOR_CUPTI)"}), flush=True)
+        return None
+    works, why = cupti_subscribes(path)
+    if not works:
+        print("NVML_CUPTI " + json.dumps({"error": f"{path}: a child could not subscribe: {why}"}), flush=True)
+        return None
+    return ctypes.CDLL(path)
+
+
+class Bench:
+    """The modes this machine can run, and what each block measured."""
+
+    def __init__(self, torch, train_step, on_async):
+        self.torch = torch
+        self.train_step = train_step
+        self.cupti = open_cupti()
+        self.unwind = shim_unwind()
+        self.modes = ["off", "device", "device+process"]
+        if self.cupti is not None:
+            # `cupti`: the probe's steady-state callbacks enabled; `cupti-none`:
+            # subscribed with none enabled (what a subscription alone costs).
+            self.modes += ["cupti", "cupti-none"]
+        if self.unwind is not None:
+            self.modes.append("shim-unwind")
+        if on_async:
+            self.modes.append("pool-reads")
+            if self.cupti is not None:
+                self.modes += ["cupti-stream-off", "cupti-stream-on", "cupti-stream-resubscribed"]
+        self.results = {m: [] for m in self.modes}
+        self.queries = {}
+        self.callbacks = []
+        self.stream = {"off": [], "on": [], "resubscribed": []}
+        self.pool_read_us = []
+        self.spawn = mp.get_context("spawn")
+
+    def units(self):
+        return units(self.torch, self.train_step)
+
+    def block(self, mode):
+        """One block of every unit under `mode`."""
+        if mode == "shim-unwind":
+            self.unwind(True)
+            self.results[mode].append(self.units())
+            self.unwind(False)
+        elif mode == "pool-reads":
+            reader = PoolReader()
+            self.results[mode].append(self.units())
+            reader.close()
+            self.pool_read_us += reader.read_us
+        elif mode.startswith("cupti-stream"):
+            self.stream_block(mode)
+        elif mode.startswith("cupti"):
+            sub = CuptiSubscription(self.cupti, PROBE_STEADY_CBIDS if mode == "cupti" else [])
+            self.results[mode].append(self.units())
+            sub.close()
+            if mode == "cupti":
+                self.callbacks.append({"calls": sub.calls, "refused": sub.refused})
+        elif mode == "off":
+            self.results[mode].append(self.units())
+        else:
+            self.sampled_block(mode)
+
+    def stream_block(self, mode):
+        """The stream-ordered callbacks traced for a step, then off, on or
+        resubscribed away; counts the callbacks that still came."""
+        sub = CuptiSubscription(self.cupti, PROBE_STEADY_CBIDS + PROBE_STREAM_ORDERED_CBIDS)
+        if self.train_step is not None:
+            self.train_step()  # traced, as the probe's first steps are
+        if mode == "cupti-stream-off":
+            sub.switch(PROBE_STREAM_ORDERED_CBIDS, False)
+        if mode == "cupti-stream-resubscribed":
+            sub.close()
+            sub = CuptiSubscription(self.cupti, PROBE_STEADY_CBIDS)
+        before = sub.calls
+        self.results[mode].append(self.units())
+        sub.close()
+        self.stream[mode.removeprefix("cupti-stream-")].append(sub.calls - before)
+
+    def sampled_block(self, mode):
+        """A block with the NVML sampler process running in `mode`."""
+        stop = self.spawn.Event()
+        mine, theirs = self.spawn.Pipe()
+        proc = self.spawn.Process(target=sampler, args=(mode, stop, theirs), daemon=True)
+        proc.start()
+        time.sleep(0.3)  # the sampler's NVML init
+        self.results[mode].append(self.units())
+        stop.set()
+        proc.join(10)
+        got = mine.recv() if mine.poll(1) else {"error": "the sampler process sent nothing"}
+        self.queries.setdefault(mode, []).append(got)
+
+    def report(self):
+        """The NVML, NVML_CUPTI, NVML_POOL_READ and NVML_QUERY lines."""
+        off = self.results["off"]
+        for unit in off[0]:
+            for mode in self.modes:
+                v = [r[unit] for r in self.results[mode]]
+                paired = [r[unit] - o[unit] for r, o in zip(self.results[mode], off)]
+                print("NVML " + json.dumps({
+                    "unit": unit, "mode": mode, "us": round(statistics.median(v), 2),
+                    "min": round(min(v), 2), "max": round(max(v), 2),
+                    "paired_added_us": round(statistics.median(paired), 2),
+                    "blocks_slower": sum(p > 0 for p in paired), "blocks": len(paired),
+                }), flush=True)
+        self.report_cupti()
+        if self.pool_read_us:
+            print("NVML_POOL_READ " + json.dumps({
+                "reads": len(self.pool_read_us), "read_us_median": round(statistics.median(self.pool_read_us), 2),
+                "read_us_max": round(max(self.pool_read_us), 2),
+            }), flush=True)
+        for mode, q in self.queries.items():
+            report_queries(mode, q)
+
+    def report_cupti(self):
+        def median_or_none(values):
+            return statistics.median(values) if values else None
+
+        if self.callbacks:
+            print("NVML_CUPTI " + json.dumps({
+                "cbids": len(PROBE_STEADY_CBIDS), "refused": self.callbacks[0]["refused"],
+                "callbacks_per_block": statistics.median(c["calls"] for c in self.callbacks),
+            }), flush=True)
+        if any(self.stream.values()):
+            print("NVML_CUPTI " + json.dumps({
+                "stream_ordered_cbids": PROBE_STREAM_ORDERED_CBIDS,
+                "callbacks_per_block_after_switch_off": median_or_none(self.stream["off"]),
+                "callbacks_per_block_kept_on": median_or_none(self.stream["on"]),
+                "callbacks_per_block_resubscribed": median_or_none(self.stream["resubscribed"]),
+            }), flush=True)
+
+
+def report_queries(mode, q):
+    """The sampler's own rate and query latencies in `mode`."""
+    errors = [x["error"] for x in q if "error" in x]
+    if errors:
+        print("NVML_QUERY " + json.dumps({"mode": mode, "error": errors[0]}), flush=True)
+        return
+    print("NVML_QUERY " + json.dumps({
+        "mode": mode,
+        "rate_hz": round(statistics.median(x["rate_hz"] for x in q), 1),
+        "device_query_us": statistics.median(x["device_query_us"] for x in q),
+        "process_query_us": (statistics.median(x["process_query_us"] for x in q)
+                             if q[0]["process_query_us"] is not None else None),
+    }), flush=True)
+
+
 def main():
     on_async = async_allocator()
     import torch
@@ -342,124 +493,14 @@ def main():
     torch.zeros(1, device="cuda")
     train_step = hf_step(torch)
     units(torch, train_step)  # warm
-    ctx = mp.get_context("spawn")
-    modes = ["off", "device", "device+process"]
-    cupti_path = find_cupti()
-    cupti = None
-    if cupti_path is None:
-        print("NVML_CUPTI " + json.dumps({"error": "no libcupti found (set PREWARM_DOCTOR_CUPTI)"}), flush=True)
-    else:
-        works, why = cupti_subscribes(cupti_path)
-        if works:
-            cupti = ctypes.CDLL(cupti_path)
-        else:
-            print("NVML_CUPTI " + json.dumps({"error": f"{cupti_path}: a child could not subscribe: {why}"}), flush=True)
-    if cupti is not None:
-        # `cupti`: the probe's steady-state callbacks enabled; `cupti-none`:
-        # subscribed with none enabled (what a subscription alone costs).
-        modes += ["cupti", "cupti-none"]
-    unwind = shim_unwind()
-    if unwind is not None:
-        modes.append("shim-unwind")
-    if on_async:
-        modes.append("pool-reads")
-        if cupti is not None:
-            modes += ["cupti-stream-off", "cupti-stream-on", "cupti-stream-resubscribed"]
-    print("NVML_SETUP " + json.dumps({"allocator": torch.cuda.get_allocator_backend(), "modes": modes}), flush=True)
-    results = {m: [] for m in modes}
-    queries = {}
-    callbacks = []
-    stream = {"off": [], "on": [], "resubscribed": []}
-    pool_read_us = []
+    bench = Bench(torch, train_step, on_async)
+    print("NVML_SETUP " + json.dumps({"allocator": torch.cuda.get_allocator_backend(), "modes": bench.modes}),
+          flush=True)
     for block in range(BLOCKS):
         # Alternate the order of the modes from block to block.
-        order = modes if block % 2 == 0 else modes[::-1]
-        for mode in order:
-            proc = None
-            if mode == "shim-unwind":
-                unwind(True)
-                results[mode].append(units(torch, train_step))
-                unwind(False)
-                continue
-            if mode == "pool-reads":
-                reader = PoolReader()
-                results[mode].append(units(torch, train_step))
-                reader.close()
-                pool_read_us += reader.read_us
-                continue
-            if mode.startswith("cupti-stream"):
-                sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS + PROBE_STREAM_ORDERED_CBIDS)
-                if train_step is not None:
-                    train_step()  # traced, as the probe's first steps are
-                if mode == "cupti-stream-off":
-                    sub.switch(PROBE_STREAM_ORDERED_CBIDS, False)
-                if mode == "cupti-stream-resubscribed":
-                    sub.close()
-                    sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS)
-                before = sub.calls
-                results[mode].append(units(torch, train_step))
-                sub.close()
-                stream[mode.removeprefix("cupti-stream-")].append(sub.calls - before)
-                continue
-            if mode.startswith("cupti"):
-                sub = CuptiSubscription(cupti, PROBE_STEADY_CBIDS if mode == "cupti" else [])
-                results[mode].append(units(torch, train_step))
-                sub.close()
-                if mode == "cupti":
-                    callbacks.append({"calls": sub.calls, "refused": sub.refused})
-                continue
-            if mode != "off":
-                stop = ctx.Event()
-                mine, theirs = ctx.Pipe()
-                proc = ctx.Process(target=sampler, args=(mode, stop, theirs), daemon=True)
-                proc.start()
-                time.sleep(0.3)  # the sampler's NVML init
-            results[mode].append(units(torch, train_step))
-            if proc is not None:
-                stop.set()
-                proc.join(10)
-                got = mine.recv() if mine.poll(1) else {"error": "the sampler process sent nothing"}
-                queries.setdefault(mode, []).append(got)
-    for unit in results["off"][0]:
-        for mode in modes:
-            v = [r[unit] for r in results[mode]]
-            paired = [r[unit] - o[unit] for r, o in zip(results[mode], results["off"])]
-            print("NVML " + json.dumps({
-                "unit": unit, "mode": mode, "us": round(statistics.median(v), 2),
-                "min": round(min(v), 2), "max": round(max(v), 2),
-                "paired_added_us": round(statistics.median(paired), 2),
-                "blocks_slower": sum(p > 0 for p in paired), "blocks": len(paired),
-            }), flush=True)
-    if callbacks:
-        print("NVML_CUPTI " + json.dumps({
-            "cbids": len(PROBE_STEADY_CBIDS), "refused": callbacks[0]["refused"],
-            "callbacks_per_block": statistics.median(c["calls"] for c in callbacks),
-        }), flush=True)
-    if any(stream.values()):
-        print("NVML_CUPTI " + json.dumps({
-            "stream_ordered_cbids": PROBE_STREAM_ORDERED_CBIDS,
-            "callbacks_per_block_after_switch_off": statistics.median(stream["off"]) if stream["off"] else None,
-            "callbacks_per_block_kept_on": statistics.median(stream["on"]) if stream["on"] else None,
-            "callbacks_per_block_resubscribed": (statistics.median(stream["resubscribed"])
-                                                 if stream["resubscribed"] else None),
-        }), flush=True)
-    if pool_read_us:
-        print("NVML_POOL_READ " + json.dumps({
-            "reads": len(pool_read_us), "read_us_median": round(statistics.median(pool_read_us), 2),
-            "read_us_max": round(max(pool_read_us), 2),
-        }), flush=True)
-    for mode, q in queries.items():
-        errors = [x["error"] for x in q if "error" in x]
-        if errors:
-            print("NVML_QUERY " + json.dumps({"mode": mode, "error": errors[0]}), flush=True)
-            continue
-        print("NVML_QUERY " + json.dumps({
-            "mode": mode,
-            "rate_hz": round(statistics.median(x["rate_hz"] for x in q), 1),
-            "device_query_us": statistics.median(x["device_query_us"] for x in q),
-            "process_query_us": (statistics.median(x["process_query_us"] for x in q)
-                                 if q[0]["process_query_us"] is not None else None),
-        }), flush=True)
+        for mode in bench.modes if block % 2 == 0 else bench.modes[::-1]:
+            bench.block(mode)
+    bench.report()
 
 
 if __name__ == "__main__":
