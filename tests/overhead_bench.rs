@@ -666,6 +666,24 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
             files: &["lazy-async.txt"],
         },
         Row {
+            workload: "lazy",
+            allocator: "default",
+            device: "H100",
+            measured: "2026-12-06",
+            folder: "2026-12-06-h100",
+            bench: "lazy",
+            files: &["lazy-default-call4.txt"],
+        },
+        Row {
+            workload: "lazy",
+            allocator: "async",
+            device: "H100",
+            measured: "2026-12-06",
+            folder: "2026-12-06-h100",
+            bench: "lazy",
+            files: &["lazy-async-call5.txt"],
+        },
+        Row {
             workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–30 ms steady step)",
             allocator: "default",
             device: "H200",
@@ -699,7 +717,12 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
             measured: "2026-12-06",
             folder: "2026-12-06-h100",
             bench: "hf",
-            files: &["hf-async-call2.txt", "hf-async-call3.txt"],
+            files: &[
+                "hf-async-call2.txt",
+                "hf-async-call3.txt",
+                "hf-async-call5.txt",
+                "hf-async-call6.txt",
+            ],
         },
         Row {
             workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
