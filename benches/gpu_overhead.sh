@@ -33,7 +33,9 @@
 # `step-lines` (PREWARM_DOCTOR_STEP_FILE=0: warm steps' ends written as
 # lines, not stored into the step file), `pool-calls` (PREWARM_DOCTOR_POOL_CALLS=4096:
 # stream-ordered calls traced until 4096 in a row on known pools, not only
-# until a step on known pools),
+# until a step on known pools), `no-pool-reads` (PREWARM_DOCTOR_POOL_READ_MS=0:
+# the writer no longer reads the async allocator's pool every 100 ms after
+# the first steps, only at their end and at exit),
 # `bench-records` (PREWARM_DOCTOR_BENCH_RECORDS=1: the kernel watch stays on
 # through autotune benchmarks' repetitions, as before it was paused),
 # `kernels-all` (PREWARM_DOCTOR_KERNEL_RECORDS=all: a kernel record for every
@@ -261,6 +263,7 @@ run_unpinned() {
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   step-lines) PREWARM_DOCTOR_STEP_FILE=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   pool-calls) PREWARM_DOCTOR_POOL_CALLS=4096 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  no-pool-reads) PREWARM_DOCTOR_POOL_READ_MS=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   bench-records) PREWARM_DOCTOR_BENCH_RECORDS=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   kernels-all) PREWARM_DOCTOR_KERNEL_RECORDS=all "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   kernels-first) PREWARM_DOCTOR_KERNEL_RECORDS=first "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
@@ -391,7 +394,7 @@ for w in $WORKLOADS; do
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|bench-records|kernels-all|kernels-first)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

@@ -70,6 +70,11 @@ pub mod env {
     /// Milliseconds between the writer thread's ticks while kernel records
     /// are on (default 10): for the overhead breakdown.
     pub const EARLY_TICK_MS: &str = "PREWARM_DOCTOR_EARLY_TICK_MS";
+    /// Milliseconds between the writer thread's reads of the pools' sizes
+    /// once the first steps are over (unset: every tick, 100 ms; `0`: none
+    /// after them but the watch's end and exit): for the overhead
+    /// breakdown, where the async allocator's pool is read all run long.
+    pub const POOL_READ_MS: &str = "PREWARM_DOCTOR_POOL_READ_MS";
     /// `probe`: CUPTI calls the probe's clock for activity timestamps instead
     /// of keeping its own (converted by an offset): for the overhead breakdown.
     pub const CUPTI_CLOCK: &str = "PREWARM_DOCTOR_CUPTI_CLOCK";
@@ -468,18 +473,28 @@ fn flush_loop(p: &'static Probe) {
     let early_tick = var(env::EARLY_TICK_MS)
         .and_then(|ms| ms.parse().ok())
         .map_or(FLUSH_EVERY_EARLY, Duration::from_millis);
+    let pool_read_every = var(env::POOL_READ_MS)
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis);
+    let mut last_pool_read = last_second;
     loop {
         let early = p.kernel_records.load(Ordering::Relaxed);
         std::thread::sleep(if early { early_tick } else { FLUSH_EVERY });
         if probe().is_none() {
             return;
         }
+        // The watch may have ended during the sleep: this tick is after it.
+        let early = p.kernel_records.load(Ordering::Relaxed);
         let now = now_ns();
         let second = now.saturating_sub(last_second) >= SECOND_NS;
         if second {
             last_second = now;
         }
-        if !writer_tick(p, second, early, &mut counted) {
+        let read_pools = pools_due(early, now.saturating_sub(last_pool_read), pool_read_every);
+        if read_pools {
+            last_pool_read = now;
+        }
+        if !writer_tick(p, second, early, read_pools, &mut counted) {
             return;
         }
         // Buffers drained inside this tick already count in `activity_ns`.
@@ -489,11 +504,29 @@ fn flush_loop(p: &'static Probe) {
     }
 }
 
+/// Whether a writer tick reads the pools' sizes from the driver: every tick
+/// while the first steps are watched (`early`); after them every tick, or
+/// once `every` has passed since the last read (`since_last_ns`), never
+/// when `every` is zero.
+fn pools_due(early: bool, since_last_ns: u64, every: Option<Duration>) -> bool {
+    match every {
+        _ if early => true,
+        None => true,
+        Some(every) => !every.is_zero() && u128::from(since_last_ns) >= every.as_nanos(),
+    }
+}
+
 /// One tick of the writer thread; false once the process is exiting. The
 /// self-cost counters go out every second, and also every tick while kernel
 /// records are on (the first steps) if callbacks came since the last ones
 /// (`counted`), so a phase's own cost can be read off them.
-fn writer_tick(p: &'static Probe, second: bool, early: bool, counted: &mut u64) -> bool {
+fn writer_tick(
+    p: &'static Probe,
+    second: bool,
+    early: bool,
+    read_pools: bool,
+    counted: &mut u64,
+) -> bool {
     {
         // Held while this thread calls into CUDA/CUPTI, so that exit can
         // wait for such a call to end before libraries are torn down.
@@ -509,8 +542,8 @@ fn writer_tick(p: &'static Probe, second: bool, early: bool, counted: &mut u64) 
         if p.pools.switch_due() {
             calls::stop_pool_tracing(p);
         }
-        // The pools' sizes, from the driver (a record when changed).
-        calls::summarize_pools(p, true);
+        // The pools' sizes, from the driver when due (a record when changed).
+        calls::summarize_pools(p, read_pools);
     }
     let callbacks = p.callbacks.load(Ordering::Relaxed);
     if second || (early && callbacks != *counted) {
@@ -555,3 +588,18 @@ extern "C" fn at_unload() {
 #[used]
 #[unsafe(link_section = ".fini_array")]
 static AT_UNLOAD: extern "C" fn() = at_unload;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pools_are_read_every_tick_unless_told_and_always_while_watched() {
+        let ms = Duration::from_millis;
+        assert!(pools_due(false, 0, None));
+        assert!(pools_due(true, 0, Some(ms(0))));
+        assert!(!pools_due(false, u64::MAX, Some(ms(0))));
+        assert!(!pools_due(false, 999_999_999, Some(ms(1000))));
+        assert!(pools_due(false, 1_000_000_000, Some(ms(1000))));
+    }
+}

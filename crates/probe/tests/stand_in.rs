@@ -673,6 +673,30 @@ fn with_a_call_count_set_steps_stop_nothing() {
     );
 }
 
+/// The writer reads a live pool every 100 ms tick after the watched steps
+/// unless `PREWARM_DOCTOR_POOL_READ_MS` says less often; `0` stops the
+/// reads there (the overhead breakdown's switch). 450 ms hold four ticks.
+#[test]
+fn pool_reads_after_the_watch_follow_their_switch() {
+    let reads = |env: &[(&str, &str)]| -> u64 {
+        let run = support::run_with(&["pool-reads"], Some(&support::probe_library()), env);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let out = String::from_utf8_lossy(&run.stdout).to_string();
+        assert!(out.contains("pairs=10 "), "{out}");
+        out.split("reads_after_watch=")
+            .nth(1)
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{out}"))
+    };
+    assert!(reads(&[]) >= 2);
+    assert_eq!(reads(&[("PREWARM_DOCTOR_POOL_READ_MS", "0")]), 0);
+    assert_eq!(reads(&[("PREWARM_DOCTOR_POOL_READ_MS", "60000")]), 0);
+}
+
 fn pools_of(records: &[Record], id: u32) -> Vec<PoolUse> {
     all(records, |r| match r {
         Record::Pool(p) if p.pool_id == id => Some(p.clone()),

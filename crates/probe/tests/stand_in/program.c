@@ -468,6 +468,22 @@ static int first_launches(void) {
     return 0;
 }
 
+/* --- pool-reads: the writer's reads of a live pool after the watch ------- */
+
+static int pool_reads(void) {
+    setup();
+    int ok = pairs_on_device_pool(10, 65536);
+    /* The watch ends (the shim after the first steps): the pools are read
+     * once there, then by the writer's 100 ms ticks. */
+    probe_call("prewarm_probe_set_kernel_records", 0);
+    /* A writer tick that began before the switch ends well within this. */
+    pause_ms(30);
+    uint64_t start = standin_default_pool_reads();
+    pause_ms(450);
+    printf("pairs=%d reads_after_watch=%llu\n", ok, (unsigned long long)(standin_default_pool_reads() - start));
+    return 0;
+}
+
 /* --- async-steps: a step on known pools stops stream-ordered tracing ---- */
 
 /* What the shim does at the end of a training step. */
@@ -699,6 +715,8 @@ int main(int argc, char **argv) {
         return bench_pause();
     if (!strcmp(scenario, "first-launches"))
         return first_launches();
+    if (!strcmp(scenario, "pool-reads"))
+        return pool_reads();
     if (!strcmp(scenario, "async-steps"))
         return async_steps();
     if (!strcmp(scenario, "unused-pool-steps"))
@@ -711,6 +729,6 @@ int main(int argc, char **argv) {
         return bench_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(scenario, "bench"))
         return bench(argc > 2 ? atol(argv[2]) : 100000);
-    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|bench-pause|first-launches|async-steps|unused-pool-steps|panic|steady|bench [N]|bench-threads T N\n");
+    fprintf(stderr, "usage: program basic|teardown|fork|segv|abort|queued|overflow|overflow-thread|torch-async|async-switch|bench-pause|first-launches|pool-reads|async-steps|unused-pool-steps|panic|steady|bench [N]|bench-threads T N\n");
     return 64;
 }
