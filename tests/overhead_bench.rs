@@ -684,7 +684,7 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
             files: &["lazy-async-call5.txt"],
         },
         Row {
-            workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–30 ms steady step)",
+            workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–34 ms steady step)",
             allocator: "default",
             device: "H200",
             measured: "2026-12-06",
