@@ -72,6 +72,9 @@
 # crates/probe/src/pools.rs); `OVERHEAD_ALLOCATORS="default async"` measures
 # both side by side. Workload `alloc` (many mid-size layers: thousands of
 # tensor allocations per step) is the one that shows a per-allocation cost.
+# Cells (OVERHEAD_CELLS, e.g. "hf:async lazy:default"; unset: every
+# allocator with every workload) run interleaved: round r of every cell
+# before round r+1 of any, each cell with its own allocator and environment.
 # For doctor modes, a PROBE line repeats what the probe counted of itself
 # (callbacks and time inside them) from the first round's report, and an
 # OWN line gives what the reports say the doctor spent inside step 1 (the
@@ -152,12 +155,31 @@ round_fits() { # seconds the previous round took
   [ $(( $(date +%s) - STARTED + $1 )) -le "$OVERHEAD_DEADLINE_S" ]
 }
 
+# One round (its number first) of every mode running the command (after
+# the round: the run folder as a printf format of mode and round, the
+# pattern of the result lines to keep, and the file they go to, each tagged
+# with its mode and round; a WALL line a run).
+run_round() {
+  local r=$1 dirs=$2 pattern=$3 out=$4 label=$5 mode dir t0
+  shift 5
+  for mode in $(round_order "$r"); do
+    printf -v dir "$dirs" "$mode" "$r"
+    rm -rf "$dir"
+    t0=$(date +%s%N)
+    run_mode "$mode" "$dir" "$@" 2>> "$OUTDIR/stderr.log" \
+      | grep "$pattern" | sed "s/^/$mode round=$r /" >> "$out"
+    # Each run's wall time (start, step 1, teardown and, for the doctor,
+    # its report): what a round costs a time-limited call.
+    echo "WALL $label mode=$mode round=$r ms=$(( ($(date +%s%N) - t0) / 1000000 ))" >> "$OUTDIR/walls.txt"
+  done
+}
+
 # ROUNDS rounds of every mode running the command (after the four
 # arguments: a label for the DEADLINE line, the run folder as a printf
 # format of mode and round, the pattern of the result lines to keep, and the
-# file they go to, each tagged with its mode and round).
+# file they go to).
 run_rounds() {
-  local label=$1 dirs=$2 pattern=$3 out=$4 last=0 r began mode dir
+  local label=$1 dirs=$2 pattern=$3 out=$4 last=0 r began
   shift 4
   : > "$out"
   for r in $(seq 1 "$ROUNDS"); do
@@ -166,16 +188,7 @@ run_rounds() {
       break
     fi
     began=$(date +%s)
-    for mode in $(round_order "$r"); do
-      printf -v dir "$dirs" "$mode" "$r"
-      rm -rf "$dir"
-      local t0=$(date +%s%N)
-      run_mode "$mode" "$dir" "$@" 2>> "$OUTDIR/stderr.log" \
-        | grep "$pattern" | sed "s/^/$mode round=$r /" >> "$out"
-      # Each run's wall time (start, step 1, teardown and, for the doctor,
-      # its report): what a round costs a time-limited call.
-      echo "WALL $label mode=$mode round=$r ms=$(( ($(date +%s%N) - t0) / 1000000 ))" >> "$OUTDIR/walls.txt"
-    done
+    run_round "$r" "$dirs" "$pattern" "$out" "$label" "$@"
     last=$(( $(date +%s) - began ))
   done
 }
@@ -350,46 +363,95 @@ declare -A ZOO_ARGS=(
   [fsdp2]=${OVERHEAD_ZOO_ARGS_fsdp2:---hidden 1024 --batch 8192}
   [fla]=${OVERHEAD_ZOO_ARGS_fla:---seq 4096})
 
-for alloc in $ALLOCATORS; do
-case $alloc in
-default) unset PYTORCH_CUDA_ALLOC_CONF ;;
-async) export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ;;
-*) echo "unknown allocator $alloc (default, async)" >&2; exit 2 ;;
-esac
-for w in $WORKLOADS; do
-  steps=${STEPS:-300}
+# The cells, workload:allocator pairs: OVERHEAD_CELLS (e.g. "hf:async
+# lazy:default"), else every allocator with every workload. Their rounds
+# interleave — round r of every cell before round r+1 of any — so that the
+# machine's drift over a call falls on every cell alike, and a deadline
+# leaves every cell the same number of rounds.
+CELLS=${OVERHEAD_CELLS:-}
+if [ -z "$CELLS" ]; then
+  for alloc in $ALLOCATORS; do for w in $WORKLOADS; do CELLS+="$w:$alloc "; done; done
+fi
+BASE_PYTHONPATH=${PYTHONPATH:-}
+
+use_allocator() {
+  case $1 in
+  default) unset PYTORCH_CUDA_ALLOC_CONF ;;
+  async) export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ;;
+  *) echo "unknown allocator $1 (default, async)" >&2; exit 2 ;;
+  esac
+}
+
+# Sets `workload`, the command of workload $1, and its environment; `warm`
+# says whether it wants untimed warm-up runs (caches).
+use_workload() {
+  local w=$1 steps=${STEPS:-300} shape=""
   case $w in
-  lazy) steps=${STEPS:-30}; shape="" ;;
+  lazy) steps=${STEPS:-30} ;;
   gemm) shape="--hidden 8192 --batch 8192 --layers 4" ;;
   launch) shape="--hidden 512 --batch 256 --layers 24" ;;
   alloc) shape="--hidden 2048 --batch 1024 --layers 96" ;;
   hf|fsdp2|fla) steps=${STEPS:-30} ;;
   *) echo "unknown workload $w" >&2; exit 2 ;;
   esac
+  unset EXAMPLE_STEPTIMES
+  if [ -n "$BASE_PYTHONPATH" ]; then export PYTHONPATH=$BASE_PYTHONPATH; else unset PYTHONPATH; fi
+  warm=1
   if [ -n "${ZOO_SCRIPT[$w]:-}" ]; then
     # A model not written for the tool (examples/zoo_*.py), timed by the
     # examples' own loop (EXAMPLE_STEPTIMES=1), one process; warm caches.
-    read -r -a zoo_args <<< "${ZOO_ARGS[$w]}"
     # In the environment, not an `env` prefix: the doctor's own PYTHONPATH
     # (its shim) is set on top of the one it finds.
-    export EXAMPLE_STEPTIMES=1 PYTHONPATH="$PWD/examples${PYTHONPATH:+:$PYTHONPATH}"
+    local zoo_args
+    read -r -a zoo_args <<< "${ZOO_ARGS[$w]}"
+    export EXAMPLE_STEPTIMES=1 PYTHONPATH="$PWD/examples${BASE_PYTHONPATH:+:$BASE_PYTHONPATH}"
     workload=($PY "examples/${ZOO_SCRIPT[$w]}" --steps "$steps" "${zoo_args[@]}")
-    run_mode plain "$OUTDIR/warm-plain" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
-    rm -rf "$OUTDIR/warm-doctor"; run_mode doctor "$OUTDIR/warm-doctor" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
   elif [ "$w" = lazy ]; then
     case $LAZY_LAUNCH in
     torchrun) workload=($PY -m torch.distributed.run --standalone --nproc_per_node=1 benches/gpu_overhead_lazy.py --steps "$steps" "${LAZY_ARGS[@]}") ;;
     python) workload=($PY benches/gpu_overhead_lazy.py --steps "$steps" "${LAZY_ARGS[@]}") ;;
     *) echo "unknown OVERHEAD_LAZY_LAUNCH $LAZY_LAUNCH (torchrun, python)" >&2; exit 2 ;;
     esac
-    # Warm caches (Triton's kernels, the doctor's extracted probe): untimed.
-    run_mode plain "$OUTDIR/warm-plain" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
-    rm -rf "$OUTDIR/warm-doctor"; run_mode doctor "$OUTDIR/warm-doctor" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
   else
     workload=($PY benches/gpu_overhead.py --steps "$steps" $shape)
+    warm=0
   fi
-  tag=$w-$alloc
-  run_rounds "workload=$w allocator=$alloc" "$OUTDIR/%s-$tag-%s" STEPTIMES "$OUTDIR/steptimes-$tag.txt" "${workload[@]}"
+}
+
+use_cell() { # workload:allocator
+  use_allocator "${1##*:}"
+  use_workload "${1%%:*}"
+}
+
+# Warm caches (Triton's kernels, the doctor's extracted probe): untimed.
+for cell in $CELLS; do
+  use_cell "$cell"
+  : > "$OUTDIR/steptimes-${cell%%:*}-${cell##*:}.txt"
+  [ "$warm" = 1 ] || continue
+  run_mode plain "$OUTDIR/warm-plain" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
+  rm -rf "$OUTDIR/warm-doctor"; run_mode doctor "$OUTDIR/warm-doctor" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
+done
+
+last=0
+for r in $(seq 1 "$ROUNDS"); do
+  if [ "$r" -gt 1 ] && ! round_fits "$last"; then
+    for cell in $CELLS; do
+      echo "DEADLINE workload=${cell%%:*} allocator=${cell##*:}: $((r - 1)) of $ROUNDS rounds ran (OVERHEAD_DEADLINE_S=$OVERHEAD_DEADLINE_S)"
+    done
+    break
+  fi
+  began=$(date +%s)
+  for cell in $CELLS; do
+    use_cell "$cell"
+    w=${cell%%:*}; alloc=${cell##*:}; tag=$w-$alloc
+    run_round "$r" "$OUTDIR/%s-$tag-%s" STEPTIMES "$OUTDIR/steptimes-$tag.txt" \
+      "workload=$w allocator=$alloc" "${workload[@]}"
+  done
+  last=$(( $(date +%s) - began ))
+done
+
+for cell in $CELLS; do
+  w=${cell%%:*}; alloc=${cell##*:}; tag=$w-$alloc
   cat "$OUTDIR/steptimes-$tag.txt"
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
@@ -399,6 +461,5 @@ for w in $WORKLOADS; do
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac
   done
-done
 done
 echo "ELAPSED seconds=$(( $(date +%s) - STARTED ))"

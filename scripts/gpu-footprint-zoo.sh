@@ -5,9 +5,10 @@
 # (Triton autotune with spilling candidates, the first cuBLAS backward, a
 # new NCCL communicator in step 1; warm caches): their reports and the
 # probe's first-launch and local-memory records, side by side; then (2) the
-# footprint rounds of benches/gpu_overhead.sh, cell by cell (CELLS:
-# workload:allocator pairs, ROUNDS alternated rounds each, one shape for
-# step 1 and the steady state), until the call's deadline. Usage, from the
+# footprint rounds of benches/gpu_overhead.sh (CELLS: workload:allocator
+# pairs, ROUNDS alternated rounds each, interleaved round by round across
+# the cells, one shape for step 1 and the steady state), until the call's
+# deadline. Usage, from the
 # repository root:
 #
 #   BIN=.gpu/prewarm-doctor OUT=$OUT SECTIONS="verify rounds" \
@@ -122,20 +123,28 @@ if has contention; then
   done
 fi
 
+# The cells' rounds interleave (round r of every cell before round r+1 of
+# any), so the machine's drift falls on every cell alike and the deadline
+# leaves each the same number of rounds; 15 s a cell are kept for the
+# summaries (the doctor's reports of every run, for the OWN lines).
 if has rounds; then
-  for cell in $CELLS; do
-    w=${cell%%:*}; a=${cell##*:}
-    l=$(left)
-    if [ "$l" -lt 90 ]; then echo "CELL $cell: skipped, $l s left"; continue; fi
+  l=$(left)
+  if [ "$l" -lt 90 ]; then
+    echo "CELLS $CELLS: skipped, $l s left"
+  else
     D=$(mktemp -d /tmp/pd-fp.XXXXXX)
-    echo "== $cell: $ROUNDS rounds, $l s left"
-    OVERHEAD_WORKLOADS=$w OVERHEAD_ALLOCATORS=$a OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
-      OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 20)) \
+    n=$(wc -w <<< "$CELLS")
+    echo "== $CELLS: $ROUNDS rounds, interleaved, $l s left"
+    OVERHEAD_CELLS=$CELLS OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
+      OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 10 - 15 * n)) \
       BIN=$BIN OUTDIR=$D PY=$PY timeout $((l - 5)) bash benches/gpu_overhead.sh > "$D/bench.txt" 2>&1
     grep -E '^(PAIRED|SIGN|TARGET|OWN|PROBE|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
     [ -f "$D/walls.txt" ] && tee -a "$OUT/summary.txt" < "$D/walls.txt"
-    cp "$D/steptimes-$w-$a.txt" "$OUT/steptimes-$w-$a-$TAG.txt" 2>/dev/null
-    tail -5 "$D/stderr.log" 2>/dev/null | sed "s/^/stderr $cell: /"
-  done
+    for cell in $CELLS; do
+      w=${cell%%:*}; a=${cell##*:}
+      cp "$D/steptimes-$w-$a.txt" "$OUT/steptimes-$w-$a-$TAG.txt" 2>/dev/null
+    done
+    tail -5 "$D/stderr.log" 2>/dev/null | sed "s/^/stderr: /"
+  fi
 fi
 echo "== done in $(( $(date +%s) - START )) s"

@@ -40,7 +40,7 @@ fi
 [ "$1" = - ] && exec python3 "$@"
 case $1 in *gpu_overhead_summary.py) exec python3 "$@" ;; esac
 [ "$1" = -u ] && shift
-echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none} steptimes=${EXAMPLE_STEPTIMES:-none} args=$*" >> "$SB/log"
+echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none} steptimes=${EXAMPLE_STEPTIMES:-none} alloc=${PYTORCH_CUDA_ALLOC_CONF:-none} args=$*" >> "$SB/log"
 sleep "${STANDIN_SLEEP:-0}"
 exec python3 - <<'EOF'
 import json, os, random
@@ -50,7 +50,8 @@ parts = {"forward": 1.0, "backward": 0.08, "clip": 0.37, "optimizer": 0.05}
 print("STEPTIMES " + json.dumps({
     "step1": 1.5 * f * n(), "step2": 0.01, "steady_median": 0.003 * n(), "steady_mean": 0.003,
     **{"step1_" + k: v * f * n() for k, v in parts.items()},
-    "steps": 20, "device_used": 1, "reserved": 1, "allocator": "native"}))
+    "steps": 20, "device_used": 1, "reserved": 1,
+    "allocator": "cudaMallocAsync" if os.environ.get("PYTORCH_CUDA_ALLOC_CONF") else "native"}))
 EOF
 "#;
 
@@ -256,6 +257,127 @@ fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
     line(&out, "PAIRED", "mode=doctor rounds=1");
     // Launched without torchrun: no agent ran.
     assert!(!bench.log().contains("agent"), "{}", bench.log());
+}
+
+/// Cells interleave by round: round 1 of every cell, then round 2 of every
+/// cell, each run with its own cell's allocator and environment (the zoo's
+/// step timing and examples path not leaking into the lazy workload), and
+/// every cell gets its own rows and summary.
+#[test]
+fn cells_interleave_round_by_round_each_in_its_own_environment() {
+    let (bench, out) = Bench::once(
+        &[],
+        &[
+            ("OVERHEAD_ROUNDS", "2"),
+            ("OVERHEAD_CELLS", "hf:async lazy:default"),
+            ("OVERHEAD_LAZY_LAUNCH", "python"),
+        ],
+    );
+    line(
+        &out,
+        "PAIRED",
+        "workload=hf allocator=async mode=doctor rounds=2",
+    );
+    line(
+        &out,
+        "PAIRED",
+        "workload=lazy allocator=default mode=doctor rounds=2",
+    );
+    let log = bench.log();
+    let runs: Vec<(String, bool, &str, &str)> = log
+        .lines()
+        .filter(|l| l.starts_with("worker"))
+        .map(|l| {
+            let cell = if l.contains("zoo_hf_decoder.py") {
+                "hf"
+            } else {
+                "lazy"
+            };
+            let alloc = l
+                .split(" alloc=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            let steptimes = l
+                .split(" steptimes=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            (
+                cell.to_string(),
+                !l.contains("probe=none"),
+                alloc,
+                steptimes,
+            )
+        })
+        .collect();
+    let order: Vec<(&str, bool)> = runs.iter().map(|(c, d, _, _)| (c.as_str(), *d)).collect();
+    assert_eq!(
+        order,
+        [
+            // warm-ups, cell by cell
+            ("hf", false),
+            ("hf", true),
+            ("lazy", false),
+            ("lazy", true),
+            // round 1: plain first; round 2: the doctor first
+            ("hf", false),
+            ("hf", true),
+            ("lazy", false),
+            ("lazy", true),
+            ("hf", true),
+            ("hf", false),
+            ("lazy", true),
+            ("lazy", false),
+        ],
+        "{log}"
+    );
+    for (cell, _, alloc, steptimes) in &runs {
+        let want = if cell == "hf" {
+            ("backend:cudaMallocAsync", "1")
+        } else {
+            ("none", "none")
+        };
+        assert_eq!((*alloc, *steptimes), want, "{log}");
+    }
+    for (file, allocator) in [
+        ("out/steptimes-hf-async.txt", "cudaMallocAsync"),
+        ("out/steptimes-lazy-default.txt", "native"),
+    ] {
+        let rows = std::fs::read_to_string(bench.path(file)).unwrap();
+        assert_eq!(rows.lines().count(), 4, "{rows}");
+        assert!(rows.lines().all(|r| r.contains(allocator)), "{rows}");
+    }
+}
+
+/// A deadline ends the interleaved rounds of every cell together: each
+/// gets the same rounds and its DEADLINE line.
+#[test]
+fn a_deadline_leaves_every_cell_the_same_rounds() {
+    let (_bench, out) = Bench::once(
+        &[],
+        &[
+            ("OVERHEAD_ROUNDS", "3"),
+            ("OVERHEAD_CELLS", "hf:default lazy:async"),
+            ("OVERHEAD_DEADLINE_S", "0"),
+            ("STANDIN_SLEEP", "1"),
+            ("OVERHEAD_LAZY_LAUNCH", "python"),
+        ],
+    );
+    for cell in [
+        "workload=hf allocator=default",
+        "workload=lazy allocator=async",
+    ] {
+        assert!(
+            out.contains(&format!("DEADLINE {cell}: 1 of 3 rounds ran")),
+            "{out}"
+        );
+        line(&out, "PAIRED", &format!("{cell} mode=doctor rounds=1"));
+    }
 }
 
 /// benches/gpu_overhead_summary.py over these steptimes files, lazy workload.
