@@ -678,7 +678,8 @@ fn with_a_call_count_set_steps_stop_nothing() {
 /// reads there (the overhead breakdown's switch). 450 ms hold four ticks.
 #[test]
 fn pool_reads_after_the_watch_follow_their_switch() {
-    let reads = |env: &[(&str, &str)]| -> u64 {
+    // (reads after the watch, the run's notices)
+    let reads = |env: &[(&str, &str)]| -> (u64, Vec<String>) {
         let run = support::run_with(&["pool-reads"], Some(&support::probe_library()), env);
         assert!(
             run.status.success(),
@@ -687,14 +688,30 @@ fn pool_reads_after_the_watch_follow_their_switch() {
         );
         let out = String::from_utf8_lossy(&run.stdout).to_string();
         assert!(out.contains("pairs=10 "), "{out}");
-        out.split("reads_after_watch=")
+        let n = out
+            .split("reads_after_watch=")
             .nth(1)
             .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{out}"))
+            .unwrap_or_else(|| panic!("{out}"));
+        let notices = all(&run.events().records, |r| match r {
+            Record::Notice(n) if n.level == NoticeLevel::Warning => Some(n.text.clone()),
+            _ => None,
+        });
+        (n, notices)
     };
-    assert!(reads(&[]) >= 2);
-    assert_eq!(reads(&[("PREWARM_DOCTOR_POOL_READ_MS", "0")]), 0);
-    assert_eq!(reads(&[("PREWARM_DOCTOR_POOL_READ_MS", "60000")]), 0);
+    let (unset, notices) = reads(&[]);
+    assert!(unset >= 2 && notices.is_empty(), "{unset} {notices:?}");
+    assert_eq!(reads(&[("PREWARM_DOCTOR_POOL_READ_MS", "0")]).0, 0);
+    assert_eq!(reads(&[("PREWARM_DOCTOR_POOL_READ_MS", "60000")]).0, 0);
+    // A value that is no number: said, and the default kept.
+    let (bad, notices) = reads(&[("PREWARM_DOCTOR_POOL_READ_MS", "sometimes")]);
+    assert!(bad >= 2, "{bad}");
+    assert_eq!(
+        notices,
+        [
+            "PREWARM_DOCTOR_POOL_READ_MS=\"sometimes\" is not a number of milliseconds; the default is used"
+        ]
+    );
 }
 
 fn pools_of(records: &[Record], id: u32) -> Vec<PoolUse> {
