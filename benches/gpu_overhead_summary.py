@@ -208,6 +208,7 @@ if breakdown == "1" and "doctor" in rows:
              "tmpfs-out": "run-folder writes (vs tmpfs)", "no-probe": "probe (CUPTI subscription, callbacks, activity)",
              "doctor-modules": "module-loaded callbacks (if switched on)",
              "slow-tick": "writer's 10 ms tick (vs 100 ms) while kernel records are on",
+             "no-pool-reads": "pool reads after the first steps",
              "probe-clock": "CUPTI calling the probe's clock (if switched on)",
              "agent-bare": "torchrun's agent instrumented"}
     for mode, part in parts.items():
@@ -219,6 +220,10 @@ if breakdown == "1" and "doctor" in rows:
         # on both sides), its median over rounds and a bootstrap interval.
         sign = -1 if switched_on else 1
         diff, lo, hi, n = paired("doctor", mode, "step1", lambda x, y: sign * (x - y))
+        # The same for a steady step, in microseconds (a part that costs
+        # every step, such as the async allocator's pool reads).
+        sdiff, slo, shi, _ = paired("doctor", mode, "steady_median", lambda x, y: sign * (x - y))
         print(f"BREAKDOWN workload={workload} allocator={allocator} part=\"{part}\" mode={mode} "
               f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f} "
-              f"paired_ms={1000*diff:.1f} paired_ms_90={1000*lo:.1f}..{1000*hi:.1f} rounds={n}")
+              f"paired_ms={1000*diff:.1f} paired_ms_90={1000*lo:.1f}..{1000*hi:.1f} rounds={n} "
+              f"steady_paired_us={1e6*sdiff:.1f} steady_paired_us_90={1e6*slo:.1f}..{1e6*shi:.1f}")

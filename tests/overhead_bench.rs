@@ -408,6 +408,47 @@ fn steptimes(rows: &[(&str, u32, f64)]) -> String {
         .collect()
 }
 
+/// A part that costs every steady step shows in its BREAKDOWN line: the
+/// doctor minus the doctor without it, round by round, in microseconds.
+/// Here the doctor's steady step is 250 µs longer than without its pool
+/// reads in every round (round r: +250 + r µs; median over 5 rounds: 253).
+#[test]
+fn a_breakdown_gives_each_parts_steady_cost_paired_by_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("call.txt");
+    let mut rows = String::new();
+    for round in 1..=5u32 {
+        let base = 0.027 + f64::from(round) * 1e-4; // drift from round to round
+        for (mode, steady) in [
+            ("plain", base),
+            ("no-pool-reads", base + 1e-6),
+            ("doctor", base + 1e-6 + (250.0 + f64::from(round)) * 1e-6),
+        ] {
+            rows += &format!(
+                "{mode} round={round} STEPTIMES {{\"step1\": 0.6, \"steady_median\": {steady}, \"device_used\": 1}}\n"
+            );
+        }
+    }
+    std::fs::write(&file, rows).unwrap();
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead_summary.py"))
+            .args(["hf", "async", "1"])
+            .arg(&file),
+    );
+    let part = line(&out, "BREAKDOWN", "mode=no-pool-reads");
+    assert!(
+        part.contains("part=\"pool reads after the first steps\""),
+        "{part}"
+    );
+    assert!(part.contains(" rounds=5 "), "{part}");
+    assert!(
+        (field(part, "steady_paired_us") - 253.0).abs() < 0.05,
+        "{part}"
+    );
+    assert!(part.contains("steady_paired_us_90=251.0..255.0"), "{part}");
+}
+
 /// The summary of one call whose rounds each pair a plain step 1 of 1 s
 /// with a doctor's of `ratios[k]` s (steady steps equal).
 fn summary_of_step1_ratios(ratios: &[f64]) -> String {
