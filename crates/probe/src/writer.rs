@@ -71,8 +71,10 @@ fn flush_loop(p: &'static Probe) {
     crate::signals::leave_signals_to_the_program();
     let mut last_second = now_ns();
     let mut counted = 0u64;
-    let early_tick =
-        millis_or(p, env::EARLY_TICK_MS, Some(FLUSH_EVERY_EARLY)).unwrap_or(FLUSH_EVERY_EARLY);
+    // At least a millisecond: a zero tick would spin this thread.
+    let early_tick = millis_or(p, env::EARLY_TICK_MS, Some(FLUSH_EVERY_EARLY))
+        .unwrap_or(FLUSH_EVERY_EARLY)
+        .max(Duration::from_millis(1));
     let pool_read_every = millis_or(p, env::POOL_READ_MS, None);
     let mut last_pool_read = last_second;
     loop {
