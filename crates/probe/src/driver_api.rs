@@ -204,30 +204,28 @@ mod tests {
     #[test]
     fn the_contention_bench_subscribes_what_the_probe_keeps() {
         let script = include_str!("../../../benches/gpu_nvml_contention.py");
-        let list = script
-            .split("PROBE_STEADY_CBIDS = [")
-            .nth(1)
-            .and_then(|rest| rest.split(']').next())
-            .expect("the bench names PROBE_STEADY_CBIDS");
-        let numbers = |list: &str| -> Vec<u32> {
-            list.split(',')
+        // The numbers of the bench's list `name = [...]`.
+        let listed = |name: &str| -> Vec<u32> {
+            script
+                .split(&format!("{name} = ["))
+                .nth(1)
+                .and_then(|rest| rest.split(']').next())
+                .unwrap_or_else(|| panic!("the bench names {name}"))
+                .split(',')
                 .map(str::trim)
                 .filter(|n| !n.is_empty())
                 .map(|n| n.parse().unwrap())
                 .collect()
         };
-        let named = numbers(list);
+        let named = listed("PROBE_STEADY_CBIDS");
         let stream_ordered: Vec<u32> = stream_ordered_cbids().collect();
         // The calls switched off after a quiet step, which the bench's
-        // async modes switch off the same way.
-        let named_stream_ordered = script
-            .split("PROBE_STREAM_ORDERED_CBIDS = [")
-            .nth(1)
-            .and_then(|rest| rest.split(']').next())
-            .expect("the bench names PROBE_STREAM_ORDERED_CBIDS");
+        // async modes switch off the same way (in any order).
+        let mut named_stream_ordered = listed("PROBE_STREAM_ORDERED_CBIDS");
+        named_stream_ordered.sort();
         let mut sorted = stream_ordered.clone();
         sorted.sort();
-        assert_eq!(numbers(named_stream_ordered), sorted);
+        assert_eq!(named_stream_ordered, sorted);
         let mut kept: Vec<u32> = TRACKED
             .iter()
             .map(|(cbid, _, _)| *cbid)
