@@ -83,8 +83,27 @@ fn say(notice: RunNotice<'_>) {
     output::error(notice);
 }
 
+/// What `run` says while preparing (a folder continued or forced, the probe
+/// missing), held back until the training has ended: the training's stderr
+/// is its own from its first byte.
+#[derive(Default)]
+struct HeldNotices(Vec<String>);
+
+impl HeldNotices {
+    fn hold(&mut self, notice: RunNotice<'_>) {
+        self.0.push(notice.to_string());
+    }
+
+    fn say(self) {
+        for line in self.0 {
+            output::error(line);
+        }
+    }
+}
+
 /// `run`: the run prepared and its attempts made by `capture::run`, in the
-/// live dashboard with `--tui`; then the summary on stderr.
+/// live dashboard with `--tui`; then what preparing said and the summary on
+/// stderr.
 fn run(args: RunArgs) -> Result<Outcome, DoctorError> {
     let live = if args.tui {
         crate::tui::require_terminal(
@@ -95,7 +114,14 @@ fn run(args: RunArgs) -> Result<Outcome, DoctorError> {
     } else {
         None
     };
-    let prepared = prepare(run_request(args), &mut say)?;
+    let mut held = HeldNotices::default();
+    let prepared = match prepare(run_request(args), &mut |n| held.hold(n)) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            held.say();
+            return Err(e.into());
+        }
+    };
     let results = match live {
         Some(live) => {
             let log = live.log();
@@ -116,6 +142,7 @@ fn run(args: RunArgs) -> Result<Outcome, DoctorError> {
         }
         None => prepared.run_attempts(None, None, |p| progress(&prepared, p)),
     };
+    held.say();
     let outcome = prepared.conclude(results, &mut say)?;
     summarise(prepared.folder());
     Ok(Outcome::Run(outcome))

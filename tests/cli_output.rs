@@ -806,6 +806,38 @@ fn the_same_command_again_adds_attempts_instead_of_overwriting() {
         .stdout(predicate::str::contains("attempt 2"));
 }
 
+/// Found on the GPU (2026-12-06, the SILENCE check): a run into a folder
+/// that already held an attempt printed "adding attempts 2..2" on stderr
+/// before the training's first byte. What preparing says now follows the
+/// training's own output, ahead of the summary; so does `--force`'s notice.
+#[test]
+fn what_preparing_says_comes_after_the_trainings_own_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let training = ["--", "sh", "-c", "echo first-of-training >&2; exit 0"];
+    let stderr_of = |extra: &[&str]| {
+        let done = doctor()
+            .args(["run", "--no-probe", "--host-tag", "h"])
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .args(training)
+            .assert()
+            .success();
+        String::from_utf8(done.get_output().stderr.clone()).unwrap()
+    };
+    let first = stderr_of(&[]);
+    assert!(first.starts_with("first-of-training\n"), "{first}");
+    let again = stderr_of(&[]);
+    assert!(again.starts_with("first-of-training\n"), "{again}");
+    let notice = again.find("adding attempts 2..2").expect(&again);
+    assert!(notice > again.find("first-of-training").unwrap());
+    std::fs::write(out.join("run.json"), "{\"schema\": 1, \"command\": [\"other\"]}").unwrap();
+    let forced = stderr_of(&["--force"]);
+    assert!(forced.starts_with("first-of-training\n"), "{forced}");
+    assert!(forced.contains("--force: writing into it anyway"), "{forced}");
+}
+
 #[test]
 fn the_nodes_of_one_job_share_a_folder_although_their_node_rank_differs() {
     let dir = tempfile::tempdir().unwrap();
