@@ -66,6 +66,15 @@ allocator), with three more modes:
     reserved, high-water and used bytes every 100 ms, as the probe's writer
     thread does (`NVML_POOL_READ` gives the reads' latency).
 
+Unit `nccl_comm` (NVML_NCCL=0 skips it): a new one-rank NCCL communicator
+(`dist.new_group`), its first `all_reduce` synchronised, and the group
+destroyed, NCCL_REPEATS (5) a block, in a process group of one rank over a
+HashStore (the first communicator, which loads NCCL's kernels, is made
+before the blocks): what a communicator's creation in step 1 pays while
+NVML is sampled at the doctor's rates (docs/footprint.md, 2026-12-06 fourth
+session: FSDP2's step 1, which creates the first communicator, was 18%
+slower under the doctor, and about as slow without its probe).
+
 Unit `launch_x100`: 100 launches of a tiny kernel and a synchronize, the
 driver's per-call path (what CUPTI's attachment costs each call shows here).
 Unit `alloc_x100`: 100 small tensors allocated and freed one after another
@@ -85,6 +94,7 @@ import time
 BLOCKS = int(os.environ.get("NVML_BLOCKS", "12"))
 REPEATS = 200
 HF_REPEATS = int(os.environ.get("HF_REPEATS", "15"))
+NCCL_REPEATS = int(os.environ.get("NCCL_REPEATS", "5"))
 # The driver callbacks the probe keeps enabled after its watched steps
 # (crates/probe/src/driver_api.rs: TRACKED less the stream-ordered calls,
 # switched off once a step uses only known pools, then cuMemPoolCreate/Destroy).
@@ -286,9 +296,35 @@ def hf_step(torch):
     return step
 
 
-def units(torch, train_step=None):
-    """Each unit's median over REPEATS (a training step's over HF_REPEATS),
-    microseconds."""
+def nccl_comm(torch):
+    """The `nccl_comm` unit's function, or None (NVML_NCCL=0, or NCCL not
+    usable here: said on an NVML_NCCL line): a one-rank process group over
+    a HashStore, its first communicator made now."""
+    if os.environ.get("NVML_NCCL") == "0":
+        return None
+    import torch.distributed as dist
+
+    try:
+        if not dist.is_initialized():
+            dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+        x = torch.ones(1024, device="cuda")
+
+        def communicator():
+            group = dist.new_group([0], backend="nccl")
+            dist.all_reduce(x, group=group)
+            torch.cuda.synchronize()
+            dist.destroy_process_group(group)
+
+        communicator()  # NCCL's own first-use work, outside the blocks
+    except Exception as e:  # a machine without NCCL: the other units go on
+        print("NVML_NCCL " + json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+        return None
+    return communicator
+
+
+def units(torch, train_step=None, communicator=None):
+    """Each unit's median over REPEATS (a training step's over HF_REPEATS,
+    a new communicator's over NCCL_REPEATS), microseconds."""
     def med(fn, repeats=REPEATS):
         times = []
         for _ in range(repeats):
@@ -322,6 +358,8 @@ def units(torch, train_step=None):
            "launch_x100": med(launches, REPEATS // 4), "alloc_x100": med(allocations, REPEATS // 4)}
     if train_step is not None:
         got["hf_step"] = med(train_step, HF_REPEATS)
+    if communicator is not None:
+        got["nccl_comm"] = med(communicator, NCCL_REPEATS)
     return got
 
 
@@ -351,9 +389,10 @@ def open_cupti():
 class Bench:
     """The modes this machine can run, and what each block measured."""
 
-    def __init__(self, torch, train_step, on_async):
+    def __init__(self, torch, train_step, on_async, communicator=None):
         self.torch = torch
         self.train_step = train_step
+        self.communicator = communicator
         self.cupti = open_cupti()
         self.unwind = shim_unwind()
         self.modes = ["off", "device", "device+process"]
@@ -375,7 +414,7 @@ class Bench:
         self.spawn = mp.get_context("spawn")
 
     def units(self):
-        return units(self.torch, self.train_step)
+        return units(self.torch, self.train_step, self.communicator)
 
     def block(self, mode):
         """One block of every unit under `mode`."""
@@ -492,8 +531,9 @@ def main():
     torch.cuda.init()
     torch.zeros(1, device="cuda")
     train_step = hf_step(torch)
-    units(torch, train_step)  # warm
-    bench = Bench(torch, train_step, on_async)
+    communicator = nccl_comm(torch)
+    units(torch, train_step, communicator)  # warm
+    bench = Bench(torch, train_step, on_async, communicator)
     print("NVML_SETUP " + json.dumps({"allocator": torch.cuda.get_allocator_backend(), "modes": bench.modes}),
           flush=True)
     for block in range(BLOCKS):
@@ -501,6 +541,10 @@ def main():
         for mode in bench.modes if block % 2 == 0 else bench.modes[::-1]:
             bench.block(mode)
     bench.report()
+    if communicator is not None:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -885,6 +885,7 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
                 "hf-async-call3.txt",
                 "hf-async-call5.txt",
                 "hf-async-call6.txt",
+                "hf-async-call7.txt",
             ],
         },
         Row {
@@ -895,6 +896,24 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
             folder: "2026-12-04",
             bench: "fsdp2",
             files: &["fsdp2-default.txt"],
+        },
+        Row {
+            workload: "fsdp2",
+            allocator: "default",
+            device: "H100",
+            measured: "2026-12-06",
+            folder: "2026-12-06-h100",
+            bench: "fsdp2",
+            files: &["fsdp2-default-call8.txt", "fsdp2-default-call9.txt"],
+        },
+        Row {
+            workload: "fsdp2",
+            allocator: "async",
+            device: "H100",
+            measured: "2026-12-06",
+            folder: "2026-12-06-h100",
+            bench: "fsdp2",
+            files: &["fsdp2-async-call8.txt"],
         },
     ];
     assert_eq!(rows.len(), expected.len(), "{rows:#?}");
