@@ -30,6 +30,8 @@
 # `probe-modules` (the same with CUPTI's module-loaded callback on), `no-shim`
 # (PREWARM_DOCTOR_SHIM=0), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
 # would: the doctor leaves NCCL's log alone), `no-nvml` (PREWARM_DOCTOR_NVML_SAMPLING=0),
+# `nvml-10ms` (PREWARM_DOCTOR_NVML_PERIOD_MS=10: NVML's device query every
+# 10 ms instead of every millisecond),
 # `step-lines` (PREWARM_DOCTOR_STEP_FILE=0: warm steps' ends written as
 # lines, not stored into the step file), `pool-calls` (PREWARM_DOCTOR_POOL_CALLS=4096:
 # stream-ordered calls traced until 4096 in a row on known pools, not only
@@ -274,6 +276,7 @@ run_unpinned() {
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nccl-log) NCCL_DEBUG=WARN "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  nvml-10ms) PREWARM_DOCTOR_NVML_PERIOD_MS=10 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   step-lines) PREWARM_DOCTOR_STEP_FILE=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   pool-calls) PREWARM_DOCTOR_POOL_CALLS=4096 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-pool-reads) PREWARM_DOCTOR_POOL_READ_MS=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
@@ -456,7 +459,7 @@ for cell in $CELLS; do
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|no-nvml|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
+    doctor|no-kernels|doctor-modules|no-shim|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

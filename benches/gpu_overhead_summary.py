@@ -205,6 +205,7 @@ if breakdown == "1" and "doctor" in rows:
     extra = doctor - med("plain", "step1")
     print(f"BREAKDOWN workload={workload} allocator={allocator} part=all step1_extra_ms={1000*extra:.1f}")
     parts = {"no-kernels": "kernel records", "no-shim": "shim hooks", "no-nvml": "NVML sampling",
+             "nvml-10ms": "NVML's device query every 1 ms (vs 10 ms)",
              "tmpfs-out": "run-folder writes (vs tmpfs)", "no-probe": "probe (CUPTI subscription, callbacks, activity)",
              "doctor-modules": "module-loaded callbacks (if switched on)",
              "slow-tick": "writer's 10 ms tick (vs 100 ms) while kernel records are on",

@@ -832,10 +832,17 @@ fn what_preparing_says_comes_after_the_trainings_own_stderr() {
     assert!(again.starts_with("first-of-training\n"), "{again}");
     let notice = again.find("adding attempts 2..2").expect(&again);
     assert!(notice > again.find("first-of-training").unwrap());
-    std::fs::write(out.join("run.json"), "{\"schema\": 1, \"command\": [\"other\"]}").unwrap();
+    std::fs::write(
+        out.join("run.json"),
+        "{\"schema\": 1, \"command\": [\"other\"]}",
+    )
+    .unwrap();
     let forced = stderr_of(&["--force"]);
     assert!(forced.starts_with("first-of-training\n"), "{forced}");
-    assert!(forced.contains("--force: writing into it anyway"), "{forced}");
+    assert!(
+        forced.contains("--force: writing into it anyway"),
+        "{forced}"
+    );
 }
 
 #[test]

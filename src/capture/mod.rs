@@ -218,7 +218,8 @@ pub fn run_attempt(plan: &AttemptPlan) -> Result<AttemptOutcome, CaptureError> {
 
 /// The GPUs and driver by NVML, and its sampler writing the host's NVML
 /// timeline (none with PREWARM_DOCTOR_NVML_SAMPLING=0: the GPUs are still
-/// named; benches/gpu_overhead.sh's breakdown switches parts off).
+/// named; every PREWARM_DOCTOR_NVML_PERIOD_MS instead of every millisecond;
+/// benches/gpu_overhead.sh's breakdown switches parts off).
 fn start_sampler(
     parent: &BTreeMap<String, String>,
     host_dir: &Path,
@@ -232,7 +233,16 @@ fn start_sampler(
     match nvml::open(visible) {
         Ok((_, gpus, driver)) if sampling_off => (None, gpus, driver),
         Ok((nvml, gpus, driver)) => {
-            match nvml::Sampler::start(nvml, &gpus, &host_dir.join(NVML_FILE)) {
+            let period = nvml::period_from(
+                parent
+                    .get("PREWARM_DOCTOR_NVML_PERIOD_MS")
+                    .map(String::as_str),
+            )
+            .unwrap_or_else(|why| {
+                notices.push(why);
+                nvml::DEVICE_PERIOD
+            });
+            match nvml::Sampler::start(nvml, &gpus, &host_dir.join(NVML_FILE), period) {
                 Ok(s) => (Some(s), gpus, driver),
                 Err(e) => {
                     notices.push(e.to_string());

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use crate::run_folder::meta::{DriverInfo, GpuInfo};
 
-const DEVICE_PERIOD: Duration = Duration::from_millis(1);
+/// The device query's period unless `PREWARM_DOCTOR_NVML_PERIOD_MS` says another.
+pub const DEVICE_PERIOD: Duration = Duration::from_millis(1);
 const PROCESS_EVERY: u64 = 10;
 const HEARTBEAT_NS: u64 = 100_000_000;
 
@@ -93,8 +94,14 @@ pub fn is_visible(visible: Option<&str>, index: u32, uuid: &str) -> bool {
 }
 
 impl Sampler {
-    /// Starts sampling `gpus` into `path`.
-    pub fn start(nvml: Nvml, gpus: &[GpuInfo], path: &Path) -> Result<Sampler, NvmlError> {
+    /// Starts sampling `gpus` into `path`, each device every `period` (the
+    /// per-process list every tenth).
+    pub fn start(
+        nvml: Nvml,
+        gpus: &[GpuInfo],
+        path: &Path,
+        period: Duration,
+    ) -> Result<Sampler, NvmlError> {
         let file = File::create(path).map_err(|source| NvmlError::Write {
             path: path.display().to_string(),
             source,
@@ -116,7 +123,7 @@ impl Sampler {
             let samples = samples.clone();
             std::thread::Builder::new()
                 .name("nvml-sampler".into())
-                .spawn(move || sample_loop(nvml, indices, out, stop, samples))
+                .spawn(move || sample_loop(nvml, indices, out, stop, samples, period))
                 .map_err(|source| NvmlError::Write {
                     path: "sampler thread".into(),
                     source,
@@ -147,6 +154,7 @@ fn sample_loop(
     mut out: BufWriter<File>,
     stop: Arc<AtomicBool>,
     samples: Arc<AtomicU64>,
+    period: Duration,
 ) -> Result<(), String> {
     let devices: Vec<_> = indices
         .iter()
@@ -216,7 +224,23 @@ fn sample_loop(
         if stopping {
             return Ok(());
         }
-        std::thread::sleep(DEVICE_PERIOD);
+        std::thread::sleep(period);
+    }
+}
+
+/// The device query's period from `PREWARM_DOCTOR_NVML_PERIOD_MS` (whole
+/// milliseconds, 1 to 1000; the footprint bench's `nvml-10ms` mode), or
+/// why the value cannot be used (the default is kept).
+pub fn period_from(value: Option<&str>) -> Result<Duration, String> {
+    let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
+        return Ok(DEVICE_PERIOD);
+    };
+    match v.trim().parse::<u64>() {
+        Ok(ms @ 1..=1000) => Ok(Duration::from_millis(ms)),
+        _ => Err(format!(
+            "PREWARM_DOCTOR_NVML_PERIOD_MS={v} is not a whole number of milliseconds from 1 to 1000: NVML is sampled every {} ms",
+            DEVICE_PERIOD.as_millis()
+        )),
     }
 }
 
@@ -231,5 +255,21 @@ mod tests {
         assert!(!is_visible(Some("1,2"), 3, "GPU-x"));
         assert!(is_visible(Some("GPU-ab"), 0, "GPU-abcdef"));
         assert!(!is_visible(Some(""), 0, "GPU-abcdef"));
+    }
+
+    #[test]
+    fn the_sampling_period_is_whole_milliseconds_from_1_to_1000() {
+        assert_eq!(period_from(None), Ok(DEVICE_PERIOD));
+        assert_eq!(period_from(Some("")), Ok(DEVICE_PERIOD));
+        assert_eq!(period_from(Some("10")), Ok(Duration::from_millis(10)));
+        assert_eq!(period_from(Some(" 1000 ")), Ok(Duration::from_secs(1)));
+        for bad in ["0", "1001", "2.5", "-1", "fast"] {
+            let why = period_from(Some(bad)).unwrap_err();
+            assert!(
+                why.contains(&format!("PREWARM_DOCTOR_NVML_PERIOD_MS={bad} ")),
+                "{why}"
+            );
+            assert!(why.contains("every 1 ms"), "{why}");
+        }
     }
 }
