@@ -131,6 +131,7 @@ PY=${PY:-python3}
 OUTDIR=${OUTDIR:-/tmp/pd-overhead}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUTDIR"
+: > "$OUTDIR/nccl-init.txt"
 # The extracted probe, shim and CUPTI, for the modes that bypass the doctor.
 "$BIN" check > "$OUTDIR/check.txt" 2>&1
 PROBE=$(sed -n 's/^probe: //p' "$OUTDIR/check.txt")
@@ -170,10 +171,22 @@ run_round() {
     t0=$(date +%s%N)
     run_mode "$mode" "$dir" "$@" 2>> "$OUTDIR/stderr.log" \
       | grep "$pattern" | sed "s/^/$mode round=$r /" >> "$out"
+    nccl_init_rows "$dir" "$label mode=$mode round=$r"
     # Each run's wall time (start, step 1, teardown and, for the doctor,
     # its report): what a round costs a time-limited call.
     echo "WALL $label mode=$mode round=$r ms=$(( ($(date +%s%N) - t0) / 1000000 ))" >> "$OUTDIR/walls.txt"
   done
+}
+
+# NCCL's own `Init timings` lines (its account of each communicator's
+# creation) from the logs a run left in its folder (the doctor's, or mode
+# `nccl-log`'s), numbered in the process's order, into nccl-init.txt:
+# benches/gpu_nccl_init_summary.py compares them within each round.
+nccl_init_rows() { # run folder, label
+  [ -d "$1" ] || return 0
+  find "$1" -name 'nccl.*.log' | sort | xargs -r grep -h 'Init timings' \
+    | sed 's/.*Init timings - //' | awk -v l="$2" '{ print "NCCLINIT " l " comm=" NR-1 " " $0 }' \
+    >> "$OUTDIR/nccl-init.txt"
 }
 
 # ROUNDS rounds of every mode running the command (after the four
@@ -457,6 +470,9 @@ for cell in $CELLS; do
   w=${cell%%:*}; alloc=${cell##*:}; tag=$w-$alloc
   cat "$OUTDIR/steptimes-$tag.txt"
   $PY benches/gpu_overhead_summary.py "$w" "$alloc" "$BREAKDOWN" "$OUTDIR/steptimes-$tag.txt"
+  if [ -s "$OUTDIR/nccl-init.txt" ]; then
+    $PY benches/gpu_nccl_init_summary.py "$w" "$alloc" "$OUTDIR/nccl-init.txt"
+  fi
   for mode in $MODES; do
     case $mode in
     doctor|no-kernels|doctor-modules|no-shim|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)

@@ -13,7 +13,8 @@ use std::process::Command;
 const DOCTOR: &str = r#"#!/usr/bin/env bash
 case $1 in
 check) echo "probe: $SB/probe/libprewarm_probe.so" ;;
-run) shift; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done; shift
+run) shift; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2" && out=$2; shift; done; shift
+     NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$out/nccl.%h.%p.log \
      CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim${PYTHONPATH:+:$PYTHONPATH} exec "$@" ;;
 report) if [ "$3" = --format ]; then
           # torchrun's agent (no steps) and the worker, as the JSON has them.
@@ -38,7 +39,7 @@ if [ "$1" = -m ] && [ "$2" = torch.distributed.run ]; then
   if [ $nopy = 1 ]; then exec "$@"; else exec "$SB/py" -u "$@"; fi
 fi
 [ "$1" = - ] && exec python3 "$@"
-case $1 in *gpu_overhead_summary.py) exec python3 "$@" ;; esac
+case $1 in *gpu_overhead_summary.py|*gpu_nccl_init_summary.py) exec python3 "$@" ;; esac
 [ "$1" = -u ] && shift
 echo "worker probe=${CUDA_INJECTION64_PATH:-none} path=${PYTHONPATH:-none} steptimes=${EXAMPLE_STEPTIMES:-none} alloc=${PYTORCH_CUDA_ALLOC_CONF:-none} args=$*" >> "$SB/log"
 sleep "${STANDIN_SLEEP:-0}"
@@ -47,6 +48,14 @@ import json, os, random
 f = float(os.environ.get("STANDIN_SLOWDOWN", "1")) if os.environ.get("CUDA_INJECTION64_PATH") else 1.0
 n = lambda: 1 + random.uniform(-0.001, 0.001)
 parts = {"forward": 1.0, "backward": 0.08, "clip": 0.37, "optimizer": 0.05}
+log = os.environ.get("NCCL_DEBUG_FILE") if os.environ.get("NCCL_DEBUG") == "INFO" else None
+if log:
+    # NCCL's account of one communicator (seconds, two decimals), as NCCL
+    # 2.23+ writes it, slower by the same factor under the probe.
+    with open(log.replace("%h", "host").replace("%p", str(os.getpid())), "a") as out:
+        out.write("[1.000000] host:1:1 [0] NCCL INFO Init timings - ncclCommInitRankConfig: rank 0 nranks 1 "
+                  f"total {0.40 * f:.2f} (kernels {0.32 * f:.2f}, alloc 0.01, bootstrap 0.00, allgathers 0.00, "
+                  "topo 0.03, graphs 0.00, connections 0.04, rest 0.00)\n")
 print("STEPTIMES " + json.dumps({
     "step1": 1.5 * f * n(), "step2": 0.01, "steady_median": 0.003 * n(), "steady_mean": 0.003,
     **{"step1_" + k: v * f * n() for k, v in parts.items()},
@@ -257,6 +266,72 @@ fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
     line(&out, "PAIRED", "mode=doctor rounds=1");
     // Launched without torchrun: no agent ran.
     assert!(!bench.log().contains("agent"), "{}", bench.log());
+}
+
+/// NCCL's own account of a communicator's creation, from each run's log:
+/// the stand-in logs 0.40 s (kernels 0.32) plain and 1.25 times that under
+/// the probe, so the doctor's runs read 100 ms more in total and 80 ms more
+/// in loading NCCL's kernels than `nccl-log`'s (the plain run with the same
+/// log), in every round; the plain run, without a log, gives no line.
+#[test]
+fn nccl_init_timings_are_compared_with_the_plain_run_that_logs_them_too() {
+    let (bench, out) = Bench::once(
+        &[],
+        &[
+            ("OVERHEAD_ROUNDS", "3"),
+            ("OVERHEAD_CELLS", "fsdp2:default"),
+            ("OVERHEAD_MODES", "doctor nccl-log"),
+            ("STANDIN_SLOWDOWN", "1.25"),
+        ],
+    );
+    let rows = std::fs::read_to_string(bench.path("out/nccl-init.txt")).unwrap();
+    assert_eq!(rows.lines().count(), 6, "{rows}");
+    assert!(!rows.contains("mode=plain "), "{rows}");
+    let doctor = line(&out, "NCCL_INIT ", "mode=doctor comm=0");
+    assert!(
+        doctor.contains(" runs=3 total_ms=500 kernels_ms=400 "),
+        "{doctor}"
+    );
+    let plain = line(&out, "NCCL_INIT ", "mode=nccl-log comm=0");
+    assert!(
+        plain.contains(" runs=3 total_ms=400 kernels_ms=320 "),
+        "{plain}"
+    );
+    let paired = line(
+        &out,
+        "NCCL_INIT_PAIRED",
+        "mode=doctor against=nccl-log comm=0",
+    );
+    assert!(
+        paired.contains(" rounds=3 total_added_ms=100 (100..100) kernels_added_ms=80 (80..80) "),
+        "{paired}"
+    );
+    assert!(paired.ends_with(" total_slower=3/3"), "{paired}");
+}
+
+/// NCCL's text the summary cannot read is an error naming the file and line.
+#[test]
+fn an_nccl_init_row_without_its_total_is_an_error_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("nccl-init.txt");
+    std::fs::write(
+        &rows,
+        "NCCLINIT workload=fsdp2 allocator=default mode=doctor round=1 comm=0 ncclCommInitRankConfig: rank 0 nranks 1 total 0.40 (kernels 0.32)\n\
+         NCCLINIT workload=fsdp2 allocator=default mode=doctor round=2 comm=0 ncclCommInitRankConfig: rank 0 nranks 1\n",
+    )
+    .unwrap();
+    let done = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_nccl_init_summary.py"))
+        .args(["fsdp2", "default"])
+        .arg(&rows)
+        .output()
+        .unwrap();
+    assert!(!done.status.success());
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        err.contains("nccl-init.txt:2: no `total T (parts)`"),
+        "{err}"
+    );
 }
 
 /// Cells interleave by round: round 1 of every cell, then round 2 of every
