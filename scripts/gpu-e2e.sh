@@ -55,17 +55,32 @@ for section in $SECTIONS; do
     ;;
   silence)
     # A real Triton + NCCL training with and without the doctor: the training's
-    # stderr must carry nothing of ours (the doctor's own summary follows the
-    # training's output and is cut off at its first '== prewarm-doctor' line).
+    # stdout and stderr must carry nothing of ours (the doctor's own summary
+    # follows the training's output and is cut off at its first
+    # '== prewarm-doctor' line). Twice into one run folder: a fresh run, and
+    # one that adds an attempt to it (what the doctor says about the folder
+    # comes after the training, not before it).
     cmd="$TORCHRUN examples/all_lazy_init.py --steps $STEPS"
     $cmd > "$RUNS/silence-plain.stdout" 2> "$RUNS/silence-plain.stderr"; echo "plain exit=$?"
-    "$BIN" run --out "$RUNS/silence-doctor" -- $cmd > "$RUNS/silence-doctor.stdout" 2> "$RUNS/silence-doctor.stderr"; echo "doctor exit=$?"
-    sed '/^== prewarm-doctor/,$d' "$RUNS/silence-doctor.stderr" > "$RUNS/silence-doctor.training-stderr"
+    rm -rf "$RUNS/silence-doctor"
     norm() { sed -E 's/[0-9]+/N/g' "$1"; }
-    if diff <(norm "$RUNS/silence-plain.stderr") <(norm "$RUNS/silence-doctor.training-stderr") > "$OUT/silence.diff"; then echo "SILENCE stderr identical (digits normalised)"; else echo "SILENCE stderr differs:"; head -40 "$OUT/silence.diff"; fi
-    grep -n -i -E "panick|prewarm|probe|backtrace|cupti" "$RUNS/silence-doctor.training-stderr" | head; echo "grep done"
-    grep -E "capture:|probe:" "$RUNS/silence-doctor.stderr" | head -5
-    cp "$RUNS/silence-plain.stderr" "$RUNS/silence-doctor.stderr" "$OUT/" 2>/dev/null
+    for attempt in 1 2; do
+      d=$RUNS/silence-doctor-$attempt
+      "$BIN" run --out "$RUNS/silence-doctor" -- $cmd > "$d.stdout" 2> "$d.stderr"; echo "doctor attempt $attempt exit=$?"
+      sed '/^== prewarm-doctor/,$d' "$d.stderr" > "$d.training-stderr"
+      for stream in stdout stderr; do
+        mine=$d.$stream; [ $stream = stderr ] && mine=$d.training-stderr
+        if diff <(norm "$RUNS/silence-plain.$stream") <(norm "$mine") > "$OUT/silence-$attempt.$stream.diff"; then
+          echo "SILENCE attempt $attempt $stream identical (digits normalised)"
+        else
+          echo "SILENCE attempt $attempt $stream differs:"; head -40 "$OUT/silence-$attempt.$stream.diff"
+        fi
+      done
+      grep -n -i -E "panick|prewarm|probe|backtrace|cupti" "$d.training-stderr" | head; echo "grep done"
+      grep -E "capture:|probe:|adding attempts" "$d.stderr" | head -5
+      cp "$d.stderr" "$d.stdout" "$OUT/" 2>/dev/null
+    done
+    cp "$RUNS/silence-plain.stderr" "$RUNS/silence-plain.stdout" "$OUT/" 2>/dev/null
     ;;
   oom)
     [ "${OOM_TRITON:-1}" = 1 ] && run oom triton-baseline -- $PY examples/triton_spill_autotune.py --steps 3 --occupy-gib=-${OOM_FREE_GIB:-1}
