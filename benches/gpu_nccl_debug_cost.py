@@ -4,8 +4,10 @@ The doctor sets NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT and a log file per
 process (src/capture/env.rs) to read each communicator's init from NCCL's
 own lines. Only INIT lines are written, but the level is process-wide. This
 runs one-rank NCCL processes (no torchrun), alternating the NCCL settings
-round by round, and in each times: the first all_reduce of a new group (its
-communicator's init), a burst of small all_reduces (the CPU's cost a call,
+round by round, and in each times: the process's first all_reduce (the
+world group's communicator, whose init also loads NCCL's kernels: the one a
+training's step 1 makes, `first_init_ms`), the first all_reduce of a further
+group (its communicator's init, `init_ms`), a burst of small all_reduces (the CPU's cost a call,
 what a launch-bound step pays) and synchronised ones (latency a call).
 
 Settings (NCCL_DEBUG_COST_SETTINGS, space-separated, default all):
@@ -39,8 +41,11 @@ def worker():
     # No device_id: each group's communicator is then made at its first collective.
     dist.init_process_group("nccl", rank=0, world_size=1)
     x = torch.ones(1, device="cuda")
-    dist.all_reduce(x)  # the world group's communicator
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    dist.all_reduce(x)  # the world group's communicator, NCCL's first
+    torch.cuda.synchronize()
+    first_init_ms = (time.perf_counter() - t0) * 1e3
     group = dist.new_group([0])
     t0 = time.perf_counter()
     dist.all_reduce(x, group=group)
@@ -59,7 +64,7 @@ def worker():
         dist.all_reduce(x, group=group)
         torch.cuda.synchronize()
     synced = (time.perf_counter() - t0) / SYNCED * 1e6
-    print("RESULT " + json.dumps({"init_ms": init_ms, "call_us": burst, "synced_us": synced}), flush=True)
+    print("RESULT " + json.dumps({"first_init_ms": first_init_ms, "init_ms": init_ms, "call_us": burst, "synced_us": synced}), flush=True)
     dist.destroy_process_group()
 
 
@@ -92,10 +97,11 @@ def main():
                 if out.returncode != 0 or not lines:
                     sys.exit(f"setting {name}: the worker failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
                 results[name].append(json.loads(lines[0][7:]))
-    base = {k: statistics.median(x[k] for x in results[names[0]]) for k in ("init_ms", "call_us", "synced_us")}
+    keys = ("first_init_ms", "init_ms", "call_us", "synced_us")
+    base = {k: statistics.median(x[k] for x in results[names[0]]) for k in keys}
     for name in names:
         line = {"setting": name, "rounds": rounds}
-        for k in ("init_ms", "call_us", "synced_us"):
+        for k in keys:
             values = [x[k] for x in results[name]]
             line[k] = round(statistics.median(values), 2)
             line[k + "_range"] = [round(min(values), 2), round(max(values), 2)]
