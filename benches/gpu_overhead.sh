@@ -92,6 +92,9 @@
 # OVERHEAD_PIN=<cpus>|gpu pins both sides to the same CPUs (on the lent H200
 # VM `gpu` is all 16 cores, one NUMA node: it pins nothing there);
 # OVERHEAD_DEADLINE_S stops starting rounds in time for the summary.
+# OVERHEAD_WARMUP=0 skips the untimed warm-up runs (a plain and a doctor
+# run a cell): for a later call on a machine an earlier call warmed, whose
+# caches and extracted probe are still there.
 # BIN: the doctor binary; OVERHEAD_ROUNDS (5; breakdown 3), OVERHEAD_STEPS
 # (300 for gemm/launch/alloc, >= 40; 30 for lazy, >= 20).
 # OVERHEAD_LAZY_ARGS: more arguments for the lazy workload, the same on
@@ -443,7 +446,7 @@ use_cell() { # workload:allocator
 for cell in $CELLS; do
   use_cell "$cell"
   : > "$OUTDIR/steptimes-${cell%%:*}-${cell##*:}.txt"
-  [ "$warm" = 1 ] || continue
+  [ "$warm" = 1 ] && [ "${OVERHEAD_WARMUP:-1}" != 0 ] || continue
   run_mode plain "$OUTDIR/warm-plain" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
   rm -rf "$OUTDIR/warm-doctor"; run_mode doctor "$OUTDIR/warm-doctor" "${workload[@]}" > /dev/null 2>> "$OUTDIR/stderr.log"
 done

@@ -268,6 +268,30 @@ fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
     assert!(!bench.log().contains("agent"), "{}", bench.log());
 }
 
+/// A later call on a warmed machine skips the untimed warm-up runs: only
+/// the rounds' runs start (2 rounds of plain and doctor), where the default
+/// starts a plain and a doctor run more first.
+#[test]
+fn warm_up_runs_are_skipped_when_asked() {
+    let workers = |warmup: &str| {
+        let (bench, _) = Bench::once(
+            &[],
+            &[
+                ("OVERHEAD_ROUNDS", "2"),
+                ("OVERHEAD_CELLS", "hf:default"),
+                ("OVERHEAD_WARMUP", warmup),
+            ],
+        );
+        bench
+            .log()
+            .lines()
+            .filter(|l| l.starts_with("worker"))
+            .count()
+    };
+    assert_eq!(workers("0"), 4);
+    assert_eq!(workers("1"), 6);
+}
+
 /// NCCL's own account of a communicator's creation, from each run's log:
 /// the stand-in logs 0.40 s (kernels 0.32) plain and 1.25 times that under
 /// the probe, so the doctor's runs read 100 ms more in total and 80 ms more
