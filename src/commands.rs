@@ -10,6 +10,7 @@ mod exit;
 pub use exit::{DoctorError, Outcome};
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
+use crate::capture::matrix::AttemptResult;
 use crate::capture::matrix::Progress;
 use crate::capture::run::{PreparedRun, RunNotice, RunRequest, VariantFlags, prepare};
 use crate::cli::{
@@ -84,8 +85,9 @@ fn say(notice: RunNotice<'_>) {
 }
 
 /// What `run` says while preparing (a folder continued or forced, the probe
-/// missing), held back until the training has ended: the training's stderr
-/// is its own from its first byte.
+/// missing), held back until the training has ended and said after the
+/// summary: the command's stderr is its own from its first byte, and
+/// everything of the doctor's follows its first `== prewarm-doctor` line.
 #[derive(Default)]
 struct HeldNotices(Vec<String>);
 
@@ -102,7 +104,7 @@ impl HeldNotices {
 }
 
 /// `run`: the run prepared and its attempts made by `capture::run`, in the
-/// live dashboard with `--tui`; then what preparing said and the summary on
+/// live dashboard with `--tui`; then the summary and what preparing said on
 /// stderr.
 fn run(args: RunArgs) -> Result<Outcome, DoctorError> {
     let live = if args.tui {
@@ -122,7 +124,22 @@ fn run(args: RunArgs) -> Result<Outcome, DoctorError> {
             return Err(e.into());
         }
     };
-    let results = match live {
+    let results = attempt_results(&prepared, live);
+    let outcome = match prepared.conclude(results, &mut say) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            held.say();
+            return Err(e.into());
+        }
+    };
+    summarise(prepared.folder());
+    held.say();
+    Ok(Outcome::Run(outcome))
+}
+
+/// Every attempt of the prepared run, with the live dashboard when asked.
+fn attempt_results(prepared: &PreparedRun, live: Option<LiveRun>) -> Vec<AttemptResult> {
+    match live {
         Some(live) => {
             let log = live.log();
             let (sink, stop) = (live.sink(), live.stop_flag());
@@ -133,19 +150,15 @@ fn run(args: RunArgs) -> Result<Outcome, DoctorError> {
                         if log.dashboard_open() {
                             log.attempt_started(&p.variant, &p.attempt, p.index, p.total)
                         } else {
-                            progress(&prepared, p)
+                            progress(prepared, p)
                         }
                     })
                 },
                 |r| Outcome::Run(prepared.outcome(r)).exit_code(),
             )
         }
-        None => prepared.run_attempts(None, None, |p| progress(&prepared, p)),
-    };
-    held.say();
-    let outcome = prepared.conclude(results, &mut say)?;
-    summarise(prepared.folder());
-    Ok(Outcome::Run(outcome))
+        None => prepared.run_attempts(None, None, |p| progress(prepared, p)),
+    }
 }
 
 /// The progress line before each attempt of a matrix (none for a single
