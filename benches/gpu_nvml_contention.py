@@ -64,7 +64,15 @@ allocator), with three more modes:
     candidate fix, should a switched-off callback still cost its call);
   - `pool-reads`: a thread reading the device's current memory pool's
     reserved, high-water and used bytes every 100 ms, as the probe's writer
-    thread does (`NVML_POOL_READ` gives the reads' latency).
+    thread does (`NVML_POOL_READ` gives the reads' latency);
+  - `pool-reads-native` and `pool-reads-1ms`: the same reads from a native
+    thread (benches/pool_reader.c, built here with gcc; a Python thread
+    takes the GIL at each wake-up, the probe's thread never does), every
+    100 ms as the probe, and every 1 ms: a hundred times the reads, so a
+    read that holds up the training's stream-ordered calls shows a hundred
+    times larger (`NVML_POOL_READER` gives each mode's reads a block and
+    their mean and slowest time). Without gcc or the pool functions, an
+    `NVML_POOL_READER` error line and the two modes are skipped.
 
 Unit `nccl_comm` (NVML_NCCL=0 skips it): a new one-rank NCCL communicator
 (`dist.new_group`), its first `all_reduce` synchronised, and the group
@@ -250,6 +258,37 @@ class PoolReader:
         self.thread.join(5)
 
 
+def native_pool_reader():
+    """benches/pool_reader.c built and loaded, or None (said on an
+    NVML_POOL_READER line)."""
+    import subprocess
+    import tempfile
+
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pool_reader.c")
+    library = os.path.join(tempfile.mkdtemp(prefix="pd-pool-reader-"), "pool_reader.so")
+    cc = os.environ.get("CC", "gcc")
+    try:
+        built = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", library, source, "-ldl", "-lpthread"],
+                               capture_output=True, text=True)
+    except OSError as e:
+        built = None
+        why = f"{cc}: {e}"
+    if built is not None and built.returncode != 0:
+        why = f"{cc} failed: {built.stderr.strip()[-500:]}"
+    if built is None or built.returncode != 0:
+        print("NVML_POOL_READER " + json.dumps({"error": why}), flush=True)
+        return None
+    lib = ctypes.CDLL(library)
+    lib.pr_start.argtypes = [ctypes.c_uint]
+    for name in ("pr_stop", "pr_busy_ns", "pr_max_ns", "pr_errors"):
+        getattr(lib, name).restype = ctypes.c_ulong
+    return lib
+
+
+# The native reader's period per mode, microseconds.
+NATIVE_POOL_READ_US = {"pool-reads-native": 100_000, "pool-reads-1ms": 1_000}
+
+
 def shim_unwind():
     """Switches the shim's program-wide PY_UNWIND callback on or off (the
     real one, from src/shim), or None where sys.monitoring is missing."""
@@ -402,8 +441,12 @@ class Bench:
             self.modes += ["cupti", "cupti-none"]
         if self.unwind is not None:
             self.modes.append("shim-unwind")
+        self.pool_reader = native_pool_reader() if on_async else None
+        self.native_reads = {m: [] for m in NATIVE_POOL_READ_US}
         if on_async:
             self.modes.append("pool-reads")
+            if self.pool_reader is not None:
+                self.modes += list(NATIVE_POOL_READ_US)
             if self.cupti is not None:
                 self.modes += ["cupti-stream-off", "cupti-stream-on", "cupti-stream-resubscribed"]
         self.results = {m: [] for m in self.modes}
@@ -422,6 +465,8 @@ class Bench:
             self.unwind(True)
             self.results[mode].append(self.units())
             self.unwind(False)
+        elif mode in NATIVE_POOL_READ_US:
+            self.native_block(mode)
         elif mode == "pool-reads":
             reader = PoolReader()
             self.results[mode].append(self.units())
@@ -439,6 +484,17 @@ class Bench:
             self.results[mode].append(self.units())
         else:
             self.sampled_block(mode)
+
+    def native_block(self, mode):
+        """A block with the native reader reading the pool at `mode`'s period."""
+        lib = self.pool_reader
+        rc = lib.pr_start(NATIVE_POOL_READ_US[mode])
+        if rc != 0:
+            sys.exit(f"pool_reader.c: pr_start returned {rc} (-1 no libcuda, -2 no pool functions, "
+                     "-3 no pool for device 0, -4 no thread, -5 already running)")
+        self.results[mode].append(self.units())
+        reads = lib.pr_stop()
+        self.native_reads[mode].append((reads, lib.pr_busy_ns(), lib.pr_max_ns(), lib.pr_errors()))
 
     def stream_block(self, mode):
         """The stream-ordered callbacks traced for a step, then off, on or
@@ -488,6 +544,16 @@ class Bench:
                 "reads": len(self.pool_read_us), "read_us_median": round(statistics.median(self.pool_read_us), 2),
                 "read_us_max": round(max(self.pool_read_us), 2),
             }), flush=True)
+        for mode, blocks in self.native_reads.items():
+            if blocks:
+                reads = sum(b[0] for b in blocks)
+                print("NVML_POOL_READER " + json.dumps({
+                    "mode": mode, "period_us": NATIVE_POOL_READ_US[mode],
+                    "reads_per_block": statistics.median(b[0] for b in blocks),
+                    "read_us_mean": round(sum(b[1] for b in blocks) / reads / 1e3, 2) if reads else None,
+                    "read_us_max": round(max(b[2] for b in blocks) / 1e3, 2),
+                    "refused_attribute_reads": sum(b[3] for b in blocks),
+                }), flush=True)
         for mode, q in self.queries.items():
             report_queries(mode, q)
 
