@@ -14,7 +14,10 @@ blocks (so the process's own speed is the same on both sides):
     emptied (cudaMalloc + cudaFree).
 
 Sampler modes: `off`, `device` (memory info at ~1 kHz), `device+process`
-(and the per-process list every 10th sample, as the doctor does). Prints
+(and the per-process list every 10th sample, as the doctor does),
+`device+process-max` (the same queries back to back with no sleep: tens of
+times the doctor's rate, so a query that holds up the training's driver
+calls shows amplified). Prints
 one `NVML {json}` line per mode and unit (microseconds, median over blocks
 of the block medians, with the blocks' min-max) and `NVML_QUERY {json}` with
 the sampler's own query latencies. Run: `python3 benches/gpu_nvml_contention.py`
@@ -150,13 +153,14 @@ def sampler(mode, stop, out):
         t0 = time.perf_counter()
         nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem))
         device_us.append(1e6 * (time.perf_counter() - t0))
-        if mode == "device+process" and n % PROCESS_EVERY == 0:
+        if mode in ("device+process", "device+process-max") and n % PROCESS_EVERY == 0:
             count = ctypes.c_uint(64)
             t0 = time.perf_counter()
             nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), procs)
             process_us.append(1e6 * (time.perf_counter() - t0))
         n += 1
-        time.sleep(PERIOD_S)
+        if not mode.endswith("-max"):
+            time.sleep(PERIOD_S)
     elapsed = time.perf_counter() - began
     nvml.nvmlShutdown()
     out.send({
@@ -434,7 +438,10 @@ class Bench:
         self.communicator = communicator
         self.cupti = open_cupti()
         self.unwind = shim_unwind()
-        self.modes = ["off", "device", "device+process"]
+        # `device+process-max`: the doctor's two queries back to back, no
+        # sleep (tens of times the doctor's rate): whether NVML's queries can
+        # hold up the training's driver calls at all, amplified.
+        self.modes = ["off", "device", "device+process", "device+process-max"]
         if self.cupti is not None:
             # `cupti`: the probe's steady-state callbacks enabled; `cupti-none`:
             # subscribed with none enabled (what a subscription alone costs).
