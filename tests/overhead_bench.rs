@@ -1103,6 +1103,36 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
     }
 }
 
+/// The ≤ 30 µs clause is for a GPU-bound steady step: TARGET judges it on
+/// the lazy bench's 20 ms shape (`--batch 65536`) and says it is not judged
+/// on the CPU-bound transformers decoder, instead of calling its 0.24 ms
+/// "over" a clause that was never its own.
+#[test]
+fn the_added_time_clause_is_judged_only_on_a_gpu_bound_steady_step() {
+    let h100 = |f: &str| common::repo(&format!("tests/fixtures/h200-overhead/2026-12-06-h100/{f}"));
+    let hf = common::stdout_of_success(&mut summary_of(
+        "hf",
+        "async",
+        &[h100("hf-async-call2.txt")],
+    ));
+    let target = line(&hf, "TARGET", "");
+    assert!(
+        target
+            .contains("(<= 30 us: not judged: the clause is for a GPU-bound steady step, and hf's"),
+        "{target}"
+    );
+    let lazy = common::stdout_of_success(&mut summary_of(
+        "lazy",
+        "async",
+        &[h100("lazy-async-call5.txt")],
+    ));
+    let target = line(&lazy, "TARGET", "");
+    assert!(
+        target.contains("(<= 30 us: not resolved by 9 rounds"),
+        "{target}"
+    );
+}
+
 /// One call's rounds given twice (or copied into another call's folder)
 /// would count twice and narrow the interval: the summary refuses.
 #[test]
