@@ -118,7 +118,9 @@ else
   ROUNDS=${OVERHEAD_ROUNDS:-5}
   MODES=${OVERHEAD_MODES:-doctor}
   ALLOCATORS=${OVERHEAD_ALLOCATORS:-default async}
-  BREAKDOWN=0
+  # A part's cost (doctor minus doctor without it) whenever a mode leaves
+  # one out: BREAKDOWN lines beside PAIRED.
+  BREAKDOWN=1
 fi
 # The doctor runs on the user's own caches, as the plain run does: its default
 # (--cache cold, a fresh isolated cache per attempt) would re-autotune and
