@@ -184,13 +184,16 @@ fn the_report_gives_the_shims_hooks_per_phase() {
         whole.contains(&format!("; writing its {} lines ", w.lines)),
         "{whole}"
     );
-    // ... and its median over the steady step's own steps, beside that step.
+    // ... and its median over the steady step's own steps, beside that step;
+    // this run's 3 steps are all among the shim's first (detailed) ones,
+    // which read memory statistics at their ends, and the line says so.
     let median_ms = process.steps.steady_shim_s.expect("steady_shim_s") * 1e3;
     assert!((60.0..400.0).contains(&median_ms), "{median_ms}");
     let steady_ms = process.steps.steady_step_s.unwrap() * 1e3;
+    assert!(process.steps.steady_shim_first_steps_only);
     assert!(
         whole.contains(&format!(
-            "(median {median_ms:.1} ms of a {steady_ms:.1} ms steady step)"
+            "(median {median_ms:.1} ms of a {steady_ms:.1} ms steady step, every one of them among its first steps, which read memory statistics at their ends; a later step pays its end alone)"
         )),
         "{whole}"
     );

@@ -852,8 +852,16 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
         // The average holds the first steps' memory snapshots: the median
         // over the steady step's own steps is what a warm step pays.
         if let (Some(m), Some(step)) = (p.steps.steady_shim_s, p.steps.steady_step_s) {
+            // A short run's steady steps can all be the shim's first ones,
+            // whose ends read memory statistics: say that a later step
+            // pays less, rather than let the median stand for it.
+            let first_only = if p.steps.steady_shim_first_steps_only {
+                ", every one of them among its first steps, which read memory statistics at their ends; a later step pays its end alone"
+            } else {
+                ""
+            };
             text += &format!(
-                " (median {} of a {} steady step)",
+                " (median {} of a {} steady step{first_only})",
                 fine_seconds(m),
                 seconds(step)
             );

@@ -159,6 +159,7 @@ fn account_of(f: Found) -> ProcessAccount {
             &joins.stall_windows,
             &rp.local_events,
             &r.shim_own_time,
+            &detailed_step_ends(&r.shim),
         ),
         memory_source: device.used_source.clone(),
         context_bytes,
@@ -298,4 +299,19 @@ fn prescription_failures(shim: &[crate::load::shim::ShimEvent]) -> u32 {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// The ends of the steps at which the shim read torch's memory statistics
+/// (its first, detailed steps, and every hundredth after them).
+fn detailed_step_ends(shim: &[ShimEvent]) -> Vec<u64> {
+    shim.iter()
+        .filter_map(|e| match e {
+            ShimEvent::StepEnd {
+                t,
+                reserved: Some(_),
+                ..
+            } => Some(*t),
+            _ => None,
+        })
+        .collect()
 }

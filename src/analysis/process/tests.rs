@@ -657,7 +657,7 @@ fn step_info_counts_steps_and_times_the_phases() {
         rule: "first forward".into(),
         died: None,
     };
-    let s = step_info(&b, &StallWindows::default(), &[], &[]);
+    let s = step_info(&b, &StallWindows::default(), &[], &[], &[]);
     assert_eq!((s.count, s.rule.as_str()), (3, "first forward"));
     assert_eq!(
         (s.setup_s, s.step1_s, s.steady_step_s),
@@ -688,14 +688,20 @@ fn the_shims_steady_time_is_its_median_over_the_steady_steps() {
         line(4_000_000_000, 10_620_000),
         line(4_500_000_000, 10_640_000),
     ];
-    let s = step_info(&b, &StallWindows::default(), &[], &shim);
+    let s = step_info(&b, &StallWindows::default(), &[], &shim, &[3_500_000_000]);
     let m = s.steady_shim_s.unwrap();
     assert!((m - 20e-6).abs() < 1e-12, "{m}");
+    // Step 2 alone read memory statistics: the median is a later step's.
+    assert!(!s.steady_shim_first_steps_only);
+    // Every steady step among the shim's detailed first steps: said.
+    let all = [3_500_000_000, 4_000_000_000, 4_500_000_000];
+    let s = step_info(&b, &StallWindows::default(), &[], &shim, &all);
+    assert!(s.steady_shim_first_steps_only);
     // Without the shim's time past the last step, nothing is claimed.
-    let s = step_info(&b, &StallWindows::default(), &[], &shim[..3]);
+    let s = step_info(&b, &StallWindows::default(), &[], &shim[..3], &[]);
     assert_eq!(s.steady_shim_s, None);
     assert_eq!(
-        step_info(&b, &StallWindows::default(), &[], &[]).steady_shim_s,
+        step_info(&b, &StallWindows::default(), &[], &[], &[]).steady_shim_s,
         None
     );
 }
