@@ -488,6 +488,7 @@ fn no_frame_of_ours_in_the_programs_tracebacks_or_stack_with_sys_monitoring() {
     assert_eq!(configs[3]["config"], "BLOCK: 64");
     assert!(configs[3]["ms"].is_null() && configs[2]["ms"] == 32.0);
     assert_eq!(of(&events, "compile").len(), 2);
+    assert_every_compile_began(&events);
     assert_eq!(of(&events, "zero_grad").len(), 1);
     assert_late_group_named(&events);
     // The same program with the wrappers (the fallback before 3.12) does
@@ -504,8 +505,77 @@ fn the_wrappers_before_python_3_12_record_the_same_events() {
     assert_eq!(of(&events, "autotune").len(), 1, "{events:?}");
     assert_eq!(of(&events, "autotune_config").len(), 4);
     assert_eq!(of(&events, "compile").len(), 2);
+    assert_every_compile_began(&events);
     assert_eq!(of(&events, "zero_grad").len(), 1);
     assert_late_group_named(&events);
+}
+
+/// Each `compile` line has its `compile_begin`, written before it with the
+/// same kernel and start.
+fn assert_every_compile_began(events: &[serde_json::Value]) {
+    let begun = of(events, "compile_begin");
+    let ended = of(events, "compile");
+    assert_eq!(begun.len(), ended.len(), "{events:?}");
+    for (b, e) in begun.iter().zip(&ended) {
+        assert_eq!(
+            (&b["kernel"], &b["t0"]),
+            (&e["kernel"], &e["t0"]),
+            "{events:?}"
+        );
+    }
+}
+
+/// A process that ends inside a compile (here `os._exit` while the fake
+/// compile stores its binary) leaves the compile's start and no end: what
+/// the account runs to the process's end.
+const EXIT_INSIDE_A_COMPILE: &str = r#"
+import os
+import triton
+from triton.runtime.jit import JITFunction
+
+class Key:
+    def __hash__(self):
+        os._exit(0)
+
+def rowwise_mix(*args, **kwargs):
+    return 0
+
+JITFunction(rowwise_mix)._do_compile(Key())
+"#;
+
+#[test]
+fn a_process_ending_inside_a_compile_leaves_its_start() {
+    let wrappers = PathBuf::from(python().expect("python3 is needed for the shim tests"));
+    let pythons = [
+        python_312("a compile under sys.monitoring").map(|p| ("1", p)),
+        Some(("0", wrappers)),
+    ];
+    for (monitoring, py) in pythons.into_iter().flatten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = [
+            shim_dir(),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/fake_triton"),
+            fake_torch(),
+        ];
+        let out = Command::new(&py)
+            .args(["-c", EXIT_INSIDE_A_COMPILE])
+            .env("PYTHONPATH", std::env::join_paths(path).unwrap())
+            .env("PREWARM_DOCTOR_DIR", dir.path())
+            .env("PREWARM_DOCTOR_SHIM_MONITORING", monitoring)
+            .env("RANK", "0")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = shim_events(dir.path());
+        let begun = of(&events, "compile_begin");
+        assert_eq!(begun.len(), 1, "monitoring={monitoring}: {events:?}");
+        assert_eq!(begun[0]["kernel"], "rowwise_mix");
+        assert!(of(&events, "compile").is_empty(), "{events:?}");
+    }
 }
 
 /// The group whose communicator appeared after the first steps was written

@@ -348,6 +348,9 @@ pub struct CompileEvent {
     pub start_s: f64,
     pub seconds: f64,
     pub cache_hit: Option<bool>,
+    /// Still compiling when the process ended (killed, or died): `seconds`
+    /// runs to the process's end, and whether it hit the cache is unknown.
+    pub unfinished: bool,
 }
 
 /// Something first used after setup: the warmup a user still needs, grouped

@@ -652,6 +652,7 @@ mod tests {
                 start_s: 1.0 + i as f64 * 1e-4,
                 seconds: 1e-4,
                 cache_hit: None,
+                unfinished: false,
             })
             .collect();
         let t = build(

@@ -84,6 +84,12 @@ pub enum ShimEvent {
         #[serde(default)]
         cache_hit: Option<bool>,
     },
+    /// A compile's start, written before it runs: one that never gets its
+    /// `Compile` line was still running when the process ended.
+    CompileBegin {
+        kernel: String,
+        t0: u64,
+    },
     ProcessGroup {
         #[serde(default)]
         backend: String,

@@ -694,9 +694,23 @@ fn compile_and_tightest_lines(o: &mut String, p: &ProcessAccount) {
             .iter()
             .filter(|c| c.cache_hit == Some(false))
             .count();
+        let unfinished: Vec<&str> = p
+            .compiles
+            .iter()
+            .filter(|c| c.unfinished)
+            .map(|c| c.kernel.as_str())
+            .collect();
+        let still = if unfinished.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; still compiling when the process ended: {}",
+                terminal(&unfinished.join(", "))
+            )
+        };
         let _ = writeln!(
             o,
-            "   compiles: {} ({} cache misses), {} in total",
+            "   compiles: {} ({} cache misses), {} in total{still}",
             p.compiles.len(),
             misses,
             seconds(compile_total)

@@ -6,7 +6,9 @@
 * ``autotune_config``: one per candidate benchmarked, with its start/end and
   timing, so device events (local-memory growth, out-of-pool requests) inside
   that window are attributed to the candidate.
-* ``compile``: one per JIT compile, with duration and on-disk cache hit/miss.
+* ``compile``: one per JIT compile, with duration and on-disk cache hit/miss;
+  ``compile_begin`` at its start (one with no ``compile`` line was still
+  running when the process ended).
 
 Triton's public-ish entry points are observed (``Autotuner.run``,
 ``Autotuner._bench``, ``JITFunction._do_compile``, ``knobs.compilation.listener``);
@@ -274,7 +276,11 @@ def _bench_frame(frame):
 def _compile_started(jit_function):
     _local.cache_hit = None
     name = getattr(getattr(jit_function, "fn", None), "__name__", None) or repr(jit_function)
-    return {"kernel": name, "t0": now()}
+    t0 = now()
+    # Written first: a process killed or dying inside a long compile (minutes
+    # for a spilling candidate) still says which kernel it was compiling.
+    emit("compile_begin", kernel=name, t0=t0, t=t0)
+    return {"kernel": name, "t0": t0}
 
 
 def _compile_ended(state, result, exc):

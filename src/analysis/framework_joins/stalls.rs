@@ -41,12 +41,14 @@ pub fn cublas_windows(calls: &[(u64, u64)]) -> Vec<Window> {
 }
 
 impl StallWindows {
-    /// Collects the windows from shim events, NCCL windows, cuBLAS's driver
-    /// calls (`is_cublas` tells a call's library id apart) and module-load calls.
+    /// Collects the windows from shim events (a compile the process ended
+    /// inside runs to `end`), NCCL windows, cuBLAS's driver calls
+    /// (`is_cublas` tells a call's library id apart) and module-load calls.
     pub fn collect(
         r: &ProcessRecords,
         comms: &[CommWindow],
         is_cublas: impl Fn(u32) -> bool,
+        end: u64,
     ) -> StallWindows {
         let mut w = StallWindows::default();
         for e in &r.shim {
@@ -57,6 +59,9 @@ impl StallWindows {
                 }
                 _ => {}
             }
+        }
+        for (_, t0) in super::triton::unfinished_compiles(&r.shim) {
+            w.compile.push((t0, end.max(t0)));
         }
         w.nccl = comms.iter().filter_map(|c| c.window).collect();
         w.module = r

@@ -181,6 +181,7 @@ fn compile(kernel: &str, start_s: f64, seconds: f64) -> CompileEvent {
         start_s,
         seconds,
         cache_hit: Some(false),
+        unfinished: false,
     }
 }
 
@@ -251,4 +252,49 @@ fn wall_clock_maps_onto_the_monotonic_clock() {
         unix_to_mono(1001.5, 1_000_000_000_000, 50_000_000_000),
         51_500_000_000
     );
+}
+
+/// A process killed inside a compile: the shim wrote the compile's start
+/// and no end. It is a compile of the account, unfinished, running to the
+/// process's end (30 s here), and its window holds step 1's time from its
+/// start (12 s) on; the finished compile beside it is as it was.
+#[test]
+fn a_compile_the_process_ended_inside_runs_to_the_process_end() {
+    use crate::load::records::ProcessRecords;
+    use crate::load::shim::ShimEvent;
+    let begin = |kernel: &str, t0: u64| ShimEvent::CompileBegin {
+        kernel: kernel.into(),
+        t0,
+    };
+    let r = ProcessRecords {
+        shim: vec![
+            begin("done", 11 * S),
+            ShimEvent::Compile {
+                kernel: "done".into(),
+                t0: 11 * S,
+                t1: 11 * S + S / 2,
+                cache_hit: Some(true),
+            },
+            begin("rowwise_mix", 12 * S),
+        ],
+        ..Default::default()
+    };
+    let b = four_steps();
+    let compiles = compile_events(&r, &b);
+    assert_eq!(compiles.len(), 2, "{compiles:?}");
+    assert!(!compiles[0].unfinished);
+    assert_eq!(compiles[0].seconds, 0.5);
+    let killed = &compiles[1];
+    assert_eq!(killed.kernel, "rowwise_mix");
+    assert!(killed.unfinished);
+    assert_eq!((killed.seconds, killed.cache_hit), (18.0, None));
+    assert_eq!((killed.phase, killed.step), (Phase::Step1, Some(1)));
+    let windows = StallWindows::collect(&r, &[], |_| false, b.end);
+    assert_eq!(
+        windows.compile,
+        vec![(11 * S, 11 * S + S / 2), (12 * S, 30 * S)]
+    );
+    // Step 1 (10 s to 20 s): 0.5 s of the finished compile, 8 s of the other.
+    let step1 = windows.breakdown(10 * S, 20 * S);
+    assert!((step1.compile_s - 8.5).abs() < 1e-9, "{step1:?}");
 }

@@ -153,9 +153,20 @@ fn interrupted_autotunes(
     out
 }
 
-/// Every JIT compile the shim saw.
+/// Every JIT compile the shim saw, and those it saw start and never end (to
+/// the process's end).
 pub fn compile_events(r: &ProcessRecords, bounds: &Boundaries) -> Vec<CompileEvent> {
-    r.shim
+    let event = |kernel: &str, t0: u64, t1: u64, cache_hit, unfinished| CompileEvent {
+        kernel: kernel.to_string(),
+        phase: bounds.phase_of(t0),
+        step: bounds.step_of(t0),
+        start_s: secs(t0, bounds.start),
+        seconds: t1.saturating_sub(t0) as f64 / 1e9,
+        cache_hit,
+        unfinished,
+    };
+    let mut out: Vec<CompileEvent> = r
+        .shim
         .iter()
         .filter_map(|e| match e {
             ShimEvent::Compile {
@@ -163,15 +174,31 @@ pub fn compile_events(r: &ProcessRecords, bounds: &Boundaries) -> Vec<CompileEve
                 t0,
                 t1,
                 cache_hit,
-            } => Some(CompileEvent {
-                kernel: kernel.clone(),
-                phase: bounds.phase_of(*t0),
-                step: bounds.step_of(*t0),
-                start_s: secs(*t0, bounds.start),
-                seconds: t1.saturating_sub(*t0) as f64 / 1e9,
-                cache_hit: *cache_hit,
-            }),
+            } => Some(event(kernel, *t0, *t1, *cache_hit, false)),
             _ => None,
         })
+        .collect();
+    for (kernel, t0) in unfinished_compiles(&r.shim) {
+        out.push(event(kernel, t0, bounds.end.max(t0), None, true));
+    }
+    out
+}
+
+/// The compiles the shim saw start (`CompileBegin`) and never end: the
+/// process ended inside them. (kernel, start), in the order they began.
+pub fn unfinished_compiles(shim: &[ShimEvent]) -> Vec<(&str, u64)> {
+    let ended: std::collections::HashSet<(&str, u64)> = shim
+        .iter()
+        .filter_map(|e| match e {
+            ShimEvent::Compile { kernel, t0, .. } => Some((kernel.as_str(), *t0)),
+            _ => None,
+        })
+        .collect();
+    shim.iter()
+        .filter_map(|e| match e {
+            ShimEvent::CompileBegin { kernel, t0 } => Some((kernel.as_str(), *t0)),
+            _ => None,
+        })
+        .filter(|begun| !ended.contains(begun))
         .collect()
 }

@@ -221,7 +221,12 @@ fn framework_joins(
         nccl_outside: framework_joins::nccl_outside_comms(&rp.oop_allocs, &plan.alloc_at),
         autotune: framework_joins::autotune_accounts(r, rp, bounds),
         compiles: framework_joins::compile_events(r, bounds),
-        stall_windows: StallWindows::collect(r, comm_windows, |id| cublas_ids.contains(&id)),
+        stall_windows: StallWindows::collect(
+            r,
+            comm_windows,
+            |id| cublas_ids.contains(&id),
+            bounds.end,
+        ),
     }
 }
 
