@@ -1109,24 +1109,20 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
 /// "over" a clause that was never its own.
 #[test]
 fn the_added_time_clause_is_judged_only_on_a_gpu_bound_steady_step() {
-    let h100 = |f: &str| common::repo(&format!("tests/fixtures/h200-overhead/2026-12-06-h100/{f}"));
-    let hf = common::stdout_of_success(&mut summary_of(
-        "hf",
-        "async",
-        &[h100("hf-async-call2.txt")],
-    ));
-    let target = line(&hf, "TARGET", "");
+    let target_of = |workload: &str, file: &str| {
+        let f = common::repo(&format!(
+            "tests/fixtures/h200-overhead/2026-12-06-h100/{file}"
+        ));
+        let out = common::stdout_of_success(&mut summary_of(workload, "async", &[f]));
+        line(&out, "TARGET", "").to_string()
+    };
+    let target = target_of("hf", "hf-async-call2.txt");
     assert!(
         target
             .contains("(<= 30 us: not judged: the clause is for a GPU-bound steady step, and hf's"),
         "{target}"
     );
-    let lazy = common::stdout_of_success(&mut summary_of(
-        "lazy",
-        "async",
-        &[h100("lazy-async-call5.txt")],
-    ));
-    let target = line(&lazy, "TARGET", "");
+    let target = target_of("lazy", "lazy-async-call5.txt");
     assert!(
         target.contains("(<= 30 us: not resolved by 9 rounds"),
         "{target}"

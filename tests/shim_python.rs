@@ -557,18 +557,13 @@ fn a_process_ending_inside_a_compile_leaves_its_start() {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/fake_triton"),
             fake_torch(),
         ];
-        let out = Command::new(&py)
-            .args(["-c", EXIT_INSIDE_A_COMPILE])
-            .env("PYTHONPATH", std::env::join_paths(path).unwrap())
-            .env("PREWARM_DOCTOR_DIR", dir.path())
-            .env("PREWARM_DOCTOR_SHIM_MONITORING", monitoring)
-            .env("RANK", "0")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        common::stdout_of_success(
+            Command::new(&py)
+                .args(["-c", EXIT_INSIDE_A_COMPILE])
+                .env("PYTHONPATH", std::env::join_paths(path).unwrap())
+                .env("PREWARM_DOCTOR_DIR", dir.path())
+                .env("PREWARM_DOCTOR_SHIM_MONITORING", monitoring)
+                .env("RANK", "0"),
         );
         let events = shim_events(dir.path());
         let begun = of(&events, "compile_begin");
