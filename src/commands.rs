@@ -10,8 +10,7 @@ mod exit;
 pub use exit::{DoctorError, Outcome};
 
 use crate::analysis::gate::{Gate, GateResult, Runs, evaluate};
-use crate::capture::matrix::AttemptResult;
-use crate::capture::matrix::Progress;
+use crate::capture::matrix::{AttemptResult, Progress};
 use crate::capture::run::{PreparedRun, RunNotice, RunRequest, VariantFlags, prepare};
 use crate::cli::{
     CacheArg, CheckArgs, Command, DiffArgs, DumpArgs, PrescribeArgs, ReportArgs, RunArgs, TuiArgs,
