@@ -42,9 +42,10 @@ def parse(text):
 
 
 def read(workload, allocator, files):
-    """{(mode, comm): {round: figures}} for the cell's rows."""
+    """{(mode, comm): {(file, round): figures}} for the cell's rows: rounds of
+    different files (calls) are different rounds, so several calls pool."""
     rows = {}
-    for path in files:
+    for index, path in enumerate(files):
         with open(path) as f:
             for n, line in enumerate(f, 1):
                 m = ROW.match(line.rstrip("\n"))
@@ -56,7 +57,7 @@ def read(workload, allocator, files):
                 figures = parse(text)
                 if figures is None:
                     sys.exit(f"{path}:{n}: no `total T (parts)` in NCCL's Init timings text: {text!r}")
-                rows.setdefault((mode, int(comm)), {})[int(rnd)] = figures
+                rows.setdefault((mode, int(comm)), {})[(index, int(rnd))] = figures
     return rows
 
 

@@ -333,6 +333,69 @@ fn nccl_init_timings_are_compared_with_the_plain_run_that_logs_them_too() {
     assert!(paired.ends_with(" total_slower=3/3"), "{paired}");
 }
 
+/// Two calls' files pool their rounds: a call's round 1 is not another call's
+/// round 1 (keyed by round number alone, the second file's rows replaced the
+/// first's and a 9-round pool read as the last call's rounds).
+#[test]
+fn nccl_init_rows_of_two_calls_pool_their_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = |mode: &str, round: u32, total: &str, kernels: &str| {
+        format!(
+            "NCCLINIT workload=fsdp2 allocator=default mode={mode} round={round} comm=0 \
+             ncclCommInitRankConfig: rank 0 nranks 1 total {total} (kernels {kernels}, alloc 0.00)\n"
+        )
+    };
+    let first = dir.path().join("call1.txt");
+    let second = dir.path().join("call2.txt");
+    std::fs::write(
+        &first,
+        [
+            row("doctor", 1, "0.50", "0.40"),
+            row("nccl-log", 1, "0.30", "0.20"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    std::fs::write(
+        &second,
+        [
+            row("doctor", 1, "0.40", "0.30"),
+            row("nccl-log", 1, "0.45", "0.35"),
+            row("doctor", 2, "0.40", "0.30"),
+            row("nccl-log", 2, "0.35", "0.25"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let done = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_nccl_init_summary.py"))
+        .args(["fsdp2", "default"])
+        .args([&first, &second])
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let out = String::from_utf8_lossy(&done.stdout);
+    let paired = out
+        .lines()
+        .find(|l| l.starts_with("NCCL_INIT_PAIRED"))
+        .unwrap_or_else(|| panic!("no NCCL_INIT_PAIRED in {out}"));
+    // Rounds: +200, -50, +50 ms -> median +50, range -50..200, 2 of 3 slower.
+    assert!(
+        paired.contains(" rounds=3 total_added_ms=50 (-50..200) "),
+        "{paired}"
+    );
+    assert!(paired.ends_with(" total_slower=2/3"), "{paired}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("NCCL_INIT ") && l.contains("mode=doctor comm=0 runs=3 ")),
+        "{out}"
+    );
+}
+
 /// NCCL's text the summary cannot read is an error naming the file and line.
 #[test]
 fn an_nccl_init_row_without_its_total_is_an_error_naming_the_line() {
