@@ -1066,7 +1066,13 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
             measured: "2026-12-06",
             folder: "2026-12-06-h100",
             bench: "fsdp2",
-            files: &["fsdp2-default-call8.txt", "fsdp2-default-call9.txt"],
+            files: &[
+                "fsdp2-default-call8.txt",
+                "fsdp2-default-call9.txt",
+                "fsdp2-default-call11.txt",
+                "fsdp2-default-call12.txt",
+                "fsdp2-default-call15.txt",
+            ],
         },
         Row {
             workload: "fsdp2",
