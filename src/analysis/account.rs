@@ -595,11 +595,12 @@ pub struct StepInfo {
     /// steps 2..N holds its first steps' memory snapshots). None when the
     /// shim's lines do not state its time (an older shim, no shim).
     pub steady_shim_s: Option<f64>,
-    /// Every step `steady_shim_s` is over was one of the shim's first
-    /// steps, at whose ends it reads torch's memory statistics and the
-    /// process groups (a short run): a later step pays its end alone, so the
-    /// median overstates what a long run's warm step pays.
-    pub steady_shim_first_steps_only: bool,
+    /// How many of the steps `steady_shim_s` is over were among the shim's
+    /// first steps, at whose ends it reads torch's memory statistics and the
+    /// process groups (a short run): a later step pays its end alone, so
+    /// when they are most of them the median overstates what a long run's
+    /// warm step pays. 0 without `steady_shim_s`.
+    pub steady_shim_first_steps: u32,
     /// The finished steps 2..N that held lazy initialisation: left out of
     /// `steady_step_s` unless every one did.
     pub lazy_steps: Vec<u32>,

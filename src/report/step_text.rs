@@ -154,7 +154,7 @@ mod tests {
             steady_steps: count - 1 - lazy.len() as u32,
             steady_basis: Some(basis),
             steady_shim_s: None,
-            steady_shim_first_steps_only: false,
+            steady_shim_first_steps: 0,
             lazy_steps: lazy.to_vec(),
             died_in_step: None,
         }

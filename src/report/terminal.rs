@@ -866,14 +866,12 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
         // The average holds the first steps' memory snapshots: the median
         // over the steady step's own steps is what a warm step pays.
         if let (Some(m), Some(step)) = (p.steps.steady_shim_s, p.steps.steady_step_s) {
-            // A short run's steady steps can all be the shim's first ones,
-            // whose ends read memory statistics: say that a later step
-            // pays less, rather than let the median stand for it.
-            let first_only = if p.steps.steady_shim_first_steps_only {
-                ", every one of them among its first steps, which read memory statistics at their ends; a later step pays its end alone"
-            } else {
-                ""
-            };
+            // A short run's steady steps can be mostly the shim's first
+            // ones, whose ends read memory statistics, and the median then
+            // is one of theirs: say that a later step pays less, rather
+            // than let the median stand for it.
+            let first_only =
+                first_steps_clause(p.steps.steady_shim_first_steps, p.steps.steady_steps);
             text += &format!(
                 " (median {} of a {} steady step{first_only})",
                 fine_seconds(m),
@@ -904,9 +902,36 @@ fn shim_line(p: &ProcessAccount) -> Option<String> {
     Some(text)
 }
 
+/// The shim line's clause when most of the steady steps its median is over
+/// were its first, detailed ones (empty otherwise).
+fn first_steps_clause(first: u32, steady: u32) -> String {
+    const WHY: &str = "which read memory statistics at their ends; a later step pays its end alone";
+    if first == 0 || 2 * first <= steady {
+        String::new()
+    } else if first >= steady {
+        format!(", every one of them among its first steps, {WHY}")
+    } else {
+        format!(", {first} of its {steady} steps among its first steps, {WHY}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The median of 5 steady steps, 4 of them the shim's detailed first
+    /// ones (a 6-step run: GPU, 2026-12-06), is a detailed step's: said;
+    /// 2 of 5 leave the median a later step's: not said.
+    #[test]
+    fn the_shim_clause_names_first_steps_when_the_median_rests_on_them() {
+        assert!(first_steps_clause(4, 5).starts_with(", 4 of its 5 steps among its first steps, "));
+        assert!(
+            first_steps_clause(3, 3).starts_with(", every one of them among its first steps, ")
+        );
+        assert_eq!(first_steps_clause(2, 5), "");
+        assert_eq!(first_steps_clause(2, 4), "");
+        assert_eq!(first_steps_clause(0, 0), "");
+    }
 
     fn items(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()

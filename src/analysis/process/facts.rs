@@ -193,7 +193,7 @@ pub(super) fn step_checks(readings: &[StepEndReading], states: &[State]) -> Vec<
 /// the setup and step-1 durations, the steady step (over the steps 2..N
 /// without lazy initialisation: `stalls`' windows, `local` growths) and the
 /// step the process died in; the shim's own time in the steady steps (from
-/// its lines' `own_ns`), and whether they all were among its first,
+/// its lines' `own_ns`), and how many of them were among its first,
 /// detailed steps (`detailed_ends`: the ends at which it read memory
 /// statistics).
 pub(super) fn step_info(
@@ -207,10 +207,14 @@ pub(super) fn step_info(
     let steady_shim_s = steady
         .as_ref()
         .and_then(|s| steady_shim_seconds(&s.windows, shim, bounds.start));
-    let steady_shim_first_steps_only = steady_shim_s.is_some()
-        && steady.as_ref().is_some_and(|s| {
-            !s.windows.is_empty() && s.windows.iter().all(|w| detailed_ends.contains(&w.1))
-        });
+    let steady_shim_first_steps = match (&steady, steady_shim_s) {
+        (Some(s), Some(_)) => s
+            .windows
+            .iter()
+            .filter(|w| detailed_ends.contains(&w.1))
+            .count() as u32,
+        _ => 0,
+    };
     StepInfo {
         count: bounds.step_ends.len() as u32,
         rule: bounds.rule.clone(),
@@ -222,7 +226,7 @@ pub(super) fn step_info(
         steady_steps: steady.as_ref().map_or(0, |s| s.steps),
         steady_basis: steady.as_ref().map(|s| s.basis),
         steady_shim_s,
-        steady_shim_first_steps_only,
+        steady_shim_first_steps,
         lazy_steps: steady.map(|s| s.lazy_steps).unwrap_or_default(),
         died_in_step: bounds.died_in_step(),
     }

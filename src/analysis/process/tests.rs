@@ -691,12 +691,13 @@ fn the_shims_steady_time_is_its_median_over_the_steady_steps() {
     let s = step_info(&b, &StallWindows::default(), &[], &shim, &[3_500_000_000]);
     let m = s.steady_shim_s.unwrap();
     assert!((m - 20e-6).abs() < 1e-12, "{m}");
-    // Step 2 alone read memory statistics: the median is a later step's.
-    assert!(!s.steady_shim_first_steps_only);
-    // Every steady step among the shim's detailed first steps: said.
+    // Step 2 alone read memory statistics: one of three steps.
+    assert_eq!(s.steady_shim_first_steps, 1);
+    // Every steady step among the shim's detailed first steps: counted.
     let all = [3_500_000_000, 4_000_000_000, 4_500_000_000];
     let s = step_info(&b, &StallWindows::default(), &[], &shim, &all);
-    assert!(s.steady_shim_first_steps_only);
+    assert_eq!(s.steady_shim_first_steps, 3);
+    assert_eq!(s.steady_steps, 3);
     // Without the shim's time past the last step, nothing is claimed.
     let s = step_info(&b, &StallWindows::default(), &[], &shim[..3], &[]);
     assert_eq!(s.steady_shim_s, None);
