@@ -8,6 +8,7 @@ over the rounds of several:
     python3 benches/gpu_overhead_summary.py lazy async 0 call1/steptimes-lazy-async.txt call2/steptimes-lazy-async.txt
 """
 import json, math, random, statistics, sys
+from exact_interval import median_interval, sign_test_p
 if len(sys.argv) < 5:
     sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
 workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -54,19 +55,6 @@ for key, seen in shapes.items():
         sys.exit(f"the STEPTIMES rows mix runs of different {key}: "
                  + ", ".join(f"{v} ({p})" for v, p in seen.items())
                  + "; pool only calls of one shape")
-def median_interval(values, level=0.90):
-    """An exact distribution-free interval for the median of the rounds:
-    the order statistics (k, n+1-k) with the largest k whose coverage,
-    1 - 2 P(Binomial(n, 1/2) < k), is still at least `level`; with that
-    coverage. None below 5 rounds (no such interval reaches 90%)."""
-    v, n = sorted(values), len(values)
-    best = None
-    for k in range(1, n // 2 + 1):
-        coverage = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
-        if coverage < level:
-            break
-        best = (v[k - 1], v[n - k], coverage)
-    return best
 def paired_values(a, b, key, combine):
     return [combine(r[a][key], r[b][key]) for r in rounds.values() if a in r and b in r]
 def paired(a, b, key, combine=lambda x, y: x / y):
@@ -146,9 +134,7 @@ for mode in rows:
     def sign(key):
         diffs = [d for d in paired_values(mode, "plain", key, lambda x, y: x - y) if d != 0]
         n, slower = len(diffs), sum(d > 0 for d in diffs)
-        tail = min(slower, n - slower)
-        p = min(1.0, 2 * sum(math.comb(n, i) for i in range(tail + 1)) / 2 ** n) if n else float("nan")
-        return f"{slower}/{n}", p
+        return f"{slower}/{n}", sign_test_p(slower, n)
     s1, p1 = sign("step1")
     ss, ps = sign("steady_median")
     print(f"SIGN workload={workload} allocator={allocator} mode={mode} step1_slower={s1} step1_p={p1:.4f} "

@@ -20,7 +20,8 @@
 # .whl) and a first cold compile (minutes) before its rounds.
 #
 # SECTIONS may also name `units` (one launch's cost under each way of taking
-# kernel records) and `contention` (benches/gpu_nvml_contention.py: NVML
+# kernel records), `parts` (step 1's lazy parts one by one under the
+# doctor's modes, benches/gpu_lazy_parts.py) and `contention` (benches/gpu_nvml_contention.py: NVML
 # sampling and a CUPTI subscription against a CPU-bound training step, in
 # one process).
 #
@@ -121,6 +122,19 @@ if has contention; then
     grep -E '^NVML' "$OUT/contention-$a-$TAG.txt" | sed "s/^/$a /" | tee -a "$OUT/summary.txt"
     tail -3 "$OUT/contention-$a-$TAG.txt"
   done
+fi
+
+# Step 1's lazy parts one by one (benches/gpu_lazy_parts.py: CUDA's
+# context, torch's first kernels, new allocator segments, cuBLAS, the first
+# and a further NCCL communicator, FSDP2's collectives, launches), one short
+# process a mode and round: which part the doctor slows. PARTS_MODES picks
+# the modes (the bench's default without), PARTS_ROUNDS the rounds (12).
+if has parts; then
+  LAZY_PARTS_MODES=${PARTS_MODES:-"doctor no-probe no-kernels no-nvml nccl-log"} \
+  LAZY_PARTS_ROWS="$OUT/lazy-parts-$TAG.txt" LAZY_PARTS_DEADLINE_S=$(( $(left) - 40 )) BIN=$BIN \
+    timeout $(( $(left) - 5 )) $PY benches/gpu_lazy_parts.py ${PARTS_ROUNDS:-12} > "$OUT/lazy-parts-out-$TAG.txt" 2>&1
+  grep -E '^(LAZY_PART|DEADLINE)' "$OUT/lazy-parts-out-$TAG.txt" | tee -a "$OUT/summary.txt"
+  tail -3 "$OUT/lazy-parts-out-$TAG.txt"
 fi
 
 # The cells' rounds interleave (round r of every cell before round r+1 of

@@ -1,0 +1,247 @@
+"""Which of step 1's lazy parts does the doctor slow, and by how much?
+
+A whole-run footprint round (benches/gpu_overhead.sh) takes 20-110 s and
+reads step 1 as one number whose process-to-process spread (fsdp2: 1.10 to
+1.81 s on one H100) hides a 0.1 s extra for tens of rounds. This runs one
+short process a mode and round that times step 1's lazy parts one by one,
+each from its start to a device synchronise:
+
+  context         CUDA's context (torch.cuda.init and a first tensor)
+  first_kernels   24 elementwise and reduction ops, each's first call (torch's
+                  kernels, loaded lazily one function at a time)
+  alloc_segments  64 new allocator segments of distinct sizes and their frees
+  cublas          the first bf16 matmul (cuBLAS's handle, workspace, kernels)
+  nccl_first      init_process_group and the first all_reduce: the process's
+                  first NCCL communicator, whose init also loads NCCL's kernels
+                  (the one an FSDP2 step 1 makes)
+  nccl_further    a further group's first all_reduce (its communicator)
+  nccl_gather     the first all_gather_into_tensor and reduce_scatter_tensor
+                  (FSDP2's collectives) on the first communicator
+  launches        5,000 launches of one loaded kernel (the steady cost a launch)
+
+Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
+(`prewarm-doctor run`), `no-probe` (--no-probe), `no-kernels`
+(PREWARM_DOCTOR_KERNEL_RECORDS=0), `kernels-all` (=all), `no-nvml`
+(PREWARM_DOCTOR_NVML_SAMPLING=0), `no-shim` (PREWARM_DOCTOR_SHIM=0),
+`nccl-log` (the plain run with the doctor's NCCL log settings). Default:
+"doctor no-probe no-kernels no-nvml nccl-log". Each round runs every mode
+once, in an order rotated round by round.
+
+Usage, on a GPU machine from the repository root:
+
+  BIN=.gpu/prewarm-doctor python3 benches/gpu_lazy_parts.py [ROUNDS]
+
+(about 6-10 s a process; ROUNDS 8 by default; LAZY_PARTS_DEADLINE_S stops
+starting rounds past that many seconds and says how many ran). Every run's
+row goes to stdout as `LAZYPARTS mode=M round=R {json}` (and to
+LAZY_PARTS_ROWS when set), then the summary. `--summary FILE...` prints the
+summary of stored rows, pooling several calls (a round pairs only runs of
+its own file):
+
+  LAZY_PART mode=M part=P runs=N median_ms=X range_ms=A..B
+  LAZY_PART_PAIRED mode=M part=P against=plain rounds=N added_ms=D
+      added_ms_90=LO..HI (exact, or nan..nan below 5 rounds) coverage=C
+      slower=K/N p=SIGN-TEST-P
+
+LAZY_PARTS_PYTHON names the worker's interpreter (default: this one).
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from exact_interval import median_interval, sign_test_p
+
+PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
+         "nccl_further", "nccl_gather", "launches")
+DEFAULT_MODES = "doctor no-probe no-kernels no-nvml nccl-log"
+DOCTOR_ENV = {
+    "doctor": {},
+    "no-probe": {},
+    "no-kernels": {"PREWARM_DOCTOR_KERNEL_RECORDS": "0"},
+    "kernels-all": {"PREWARM_DOCTOR_KERNEL_RECORDS": "all"},
+    "no-nvml": {"PREWARM_DOCTOR_NVML_SAMPLING": "0"},
+    "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
+}
+LAUNCHES = 5000
+SEGMENTS = 64
+
+
+def worker():
+    """One process's lazy parts, each timed to a device synchronise; prints
+    `RESULT {part: ms}` on stdout."""
+    import torch
+    import torch.distributed as dist
+
+    times = {}
+
+    def timed(part, work):
+        t0 = time.perf_counter()
+        work()
+        torch.cuda.synchronize()
+        times[part] = (time.perf_counter() - t0) * 1e3
+
+    timed("context", lambda: (torch.cuda.init(), torch.empty(1, device="cuda")))
+    x = torch.rand(1 << 16, device="cuda") + 0.5
+    torch.cuda.synchronize()
+    ops = [torch.sin, torch.cos, torch.exp, torch.log1p, torch.sqrt, torch.tanh, torch.sigmoid,
+           torch.relu, torch.nn.functional.gelu, torch.nn.functional.silu,
+           lambda t: torch.softmax(t, 0), lambda t: torch.cumsum(t, 0), lambda t: torch.sort(t),
+           lambda t: torch.topk(t, 10), torch.argmax, torch.mean, torch.var,
+           lambda t: torch.clamp(t, 0.6, 0.9), lambda t: torch.where(t > 1, t, -t),
+           lambda t: torch.flip(t, (0,)), lambda t: torch.roll(t, 3), lambda t: torch.pow(t, 3),
+           lambda t: torch.cat([t, t]), lambda t: t.to(torch.bfloat16)]
+    timed("first_kernels", lambda: [op(x) for op in ops])
+
+    def segments():
+        held = [torch.empty((i + 2) * (2 << 20) + i * 4096, dtype=torch.uint8, device="cuda")
+                for i in range(SEGMENTS)]
+        del held[:]
+        torch.cuda.empty_cache()
+
+    timed("alloc_segments", segments)
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+    timed("cublas", lambda: a @ a)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    torch.cuda.set_device(0)
+    y = torch.ones(1 << 20, device="cuda", dtype=torch.bfloat16)
+    # No device_id: the communicator is made at the first collective, as
+    # an FSDP2 training's step 1 makes it.
+    timed("nccl_first", lambda: (dist.init_process_group("nccl", rank=0, world_size=1), dist.all_reduce(y)))
+    group = dist.new_group([0])
+    timed("nccl_further", lambda: dist.all_reduce(y, group=group))
+    gathered = torch.empty(1 << 20, device="cuda", dtype=torch.bfloat16)
+    scattered = torch.empty(1 << 20, device="cuda", dtype=torch.bfloat16)
+    timed("nccl_gather", lambda: (dist.all_gather_into_tensor(gathered, y),
+                                  dist.reduce_scatter_tensor(scattered, y)))
+    z = torch.zeros(16, device="cuda")
+    timed("launches", lambda: [z.add_(1) for _ in range(LAUNCHES)])
+    print("RESULT " + json.dumps(times), flush=True)
+    dist.destroy_process_group()
+
+
+def command(mode, binary, folder, python):
+    """The run's argv and environment for a mode."""
+    argv = [python, os.path.abspath(__file__), "--worker"]
+    env = dict(os.environ)
+    if mode == "plain":
+        return argv, env
+    if mode == "nccl-log":
+        env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", NCCL_DEBUG_FILE=f"{folder}/nccl.%h.%p.log",
+                   NCCL_DEBUG_TIMESTAMP_FORMAT="[%s.%6f]_", NCCL_DEBUG_TIMESTAMP_LEVELS="ALL")
+        return argv, env
+    if mode not in DOCTOR_ENV:
+        sys.exit(f"LAZY_PARTS_MODES: unknown mode {mode!r} (plain nccl-log {' '.join(DOCTOR_ENV)})")
+    env.update(DOCTOR_ENV[mode])
+    doctor = [binary, "run", "--cache", "user", "--out", f"{folder}/run"]
+    if mode == "no-probe":
+        doctor.append("--no-probe")
+    return doctor + ["--"] + argv, env
+
+
+def run_once(mode, rnd, port, binary, python):
+    """One process of a mode: its parts, or exit naming the mode and the
+    run's stderr."""
+    with tempfile.TemporaryDirectory() as folder:
+        argv, env = command(mode, binary, folder, python)
+        env["MASTER_PORT"] = str(port)
+        out = subprocess.run(argv, env=env, capture_output=True, text=True)
+    lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+    if out.returncode != 0 or not lines:
+        sys.exit(f"mode {mode}, round {rnd}: the worker failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def row_line(mode, rnd, parts):
+    return f"LAZYPARTS mode={mode} round={rnd} {json.dumps(parts, sort_keys=True)}"
+
+
+def read_rows(paths):
+    """{(file, round): {mode: parts}} from stored LAZYPARTS lines; a line
+    that is not one is skipped, a broken one is an error naming its place."""
+    rounds = {}
+    for f, path in enumerate(paths):
+        with open(path) as stored:
+            for n, line in enumerate(stored, 1):
+                if not line.startswith("LAZYPARTS "):
+                    continue
+                try:
+                    head, payload = line[len("LAZYPARTS "):].split(" {", 1)
+                    fields = dict(kv.split("=", 1) for kv in head.split())
+                    parts = json.loads("{" + payload)
+                    rounds.setdefault((f, fields["round"]), {})[fields["mode"]] = parts
+                except (ValueError, KeyError) as e:
+                    sys.exit(f"{path}:{n}: not a LAZYPARTS row (mode=M round=R {{json}}): {e}")
+    return rounds
+
+
+def summarise(rounds):
+    """The LAZY_PART and LAZY_PART_PAIRED lines of the rounds."""
+    lines = []
+    modes = sorted({m for r in rounds.values() for m in r}, key=lambda m: (m != "plain", m))
+    for mode in modes:
+        for part in PARTS:
+            values = [r[mode][part] for r in rounds.values() if mode in r and part in r[mode]]
+            if values:
+                lines.append(f"LAZY_PART mode={mode} part={part} runs={len(values)} "
+                             f"median_ms={statistics.median(values):.2f} "
+                             f"range_ms={min(values):.2f}..{max(values):.2f}")
+    for mode in modes:
+        if mode == "plain":
+            continue
+        for part in PARTS:
+            diffs = [r[mode][part] - r["plain"][part] for r in rounds.values()
+                     if mode in r and "plain" in r and part in r[mode] and part in r["plain"]]
+            if not diffs:
+                continue
+            found = median_interval(diffs)
+            lo, hi, coverage = found if found else (float("nan"), float("nan"), float("nan"))
+            moved = [d for d in diffs if d != 0]
+            slower = sum(d > 0 for d in moved)
+            lines.append(f"LAZY_PART_PAIRED mode={mode} part={part} against=plain rounds={len(diffs)} "
+                         f"added_ms={statistics.median(diffs):.2f} added_ms_90={lo:.2f}..{hi:.2f} "
+                         f"coverage={coverage:.3f} slower={slower}/{len(moved)} "
+                         f"p={sign_test_p(slower, len(moved)):.4f}")
+    return lines
+
+
+def main(argv):
+    if "--summary" in argv:
+        files = argv[argv.index("--summary") + 1:]
+        if not files:
+            sys.exit("usage: gpu_lazy_parts.py --summary FILE...")
+        print("\n".join(summarise(read_rows(files))))
+        return
+    rounds_wanted = int(argv[1]) if len(argv) > 1 else 8
+    binary = os.environ.get("BIN", "target/release/prewarm-doctor")
+    python = os.environ.get("LAZY_PARTS_PYTHON", sys.executable)
+    deadline = float(os.environ.get("LAZY_PARTS_DEADLINE_S", "0"))
+    modes = ["plain"] + [m for m in os.environ.get("LAZY_PARTS_MODES", DEFAULT_MODES).split() if m != "plain"]
+    for mode in modes:
+        if mode not in ("plain", "nccl-log") and mode not in DOCTOR_ENV:
+            sys.exit(f"LAZY_PARTS_MODES: unknown mode {mode!r} (plain nccl-log {' '.join(DOCTOR_ENV)})")
+    store = os.environ.get("LAZY_PARTS_ROWS")
+    start = time.monotonic()
+    rounds = {}
+    for r in range(1, rounds_wanted + 1):
+        if deadline and time.monotonic() - start > deadline:
+            print(f"DEADLINE {r - 1} of {rounds_wanted} rounds ran (LAZY_PARTS_DEADLINE_S={deadline:g})", flush=True)
+            break
+        order = modes[r % len(modes):] + modes[:r % len(modes)]
+        for i, mode in enumerate(order):
+            parts = run_once(mode, r, 29700 + (r * len(modes) + i) % 200, binary, python)
+            rounds.setdefault((0, str(r)), {})[mode] = parts
+            line = row_line(mode, r, parts)
+            print(line, flush=True)
+            if store:
+                with open(store, "a") as f:
+                    f.write(line + "\n")
+    print("\n".join(summarise(rounds)))
+
+
+if __name__ == "__main__":
+    worker() if "--worker" in sys.argv else main(sys.argv)

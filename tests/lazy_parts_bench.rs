@@ -1,0 +1,144 @@
+//! benches/gpu_lazy_parts.py, the bench that times step 1's lazy parts one
+//! by one under each of the doctor's modes, driven with the real
+//! `prewarm-doctor` (its `run` flags must be the binary's) and a stand-in
+//! worker interpreter: each process starts from its own base time (whole
+//! processes differ), and the first communicator takes 30 ms more when the
+//! probe is injected with its kernel records on. The summary must pair
+//! within rounds and find exactly that, and nothing where nothing differs.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+/// The stand-in interpreter: `python3 <bench> --worker` prints the parts.
+/// The base differs from round to round (a process counter over the round's
+/// number of modes), as whole processes drift, and holds within a round, so
+/// only a pairing within rounds reads the 30 ms exactly.
+const WORKER: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+counter = os.path.join(os.environ["STANDIN_DIR"], "count")
+n = int(open(counter).read()) if os.path.exists(counter) else 0
+open(counter, "w").write(str(n + 1))
+with open(os.path.join(os.environ["STANDIN_DIR"], "argv"), "a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\n")
+base = 100.0 + 50.0 * (n // int(os.environ["STANDIN_PER_ROUND"]))
+parts = {p: base for p in ("context", "first_kernels", "alloc_segments", "cublas",
+                           "nccl_first", "nccl_further", "nccl_gather", "launches")}
+probe = os.environ.get("CUDA_INJECTION64_PATH")
+if probe and os.environ.get("PREWARM_DOCTOR_KERNEL_RECORDS") != "0":
+    parts["nccl_first"] += 30.0
+if os.environ.get("NCCL_DEBUG") == "INFO":
+    parts["nccl_further"] += 2.0
+print("RESULT " + json.dumps(parts), flush=True)
+"#;
+
+fn bench(dir: &Path, rounds: &str, modes: &str) -> Command {
+    common::write_executable(dir, "python", WORKER);
+    let mut c = Command::new("python3");
+    c.arg(common::repo("benches/gpu_lazy_parts.py"))
+        .arg(rounds)
+        .env("BIN", assert_cmd::cargo::cargo_bin("prewarm-doctor"))
+        .env("LAZY_PARTS_PYTHON", dir.join("python"))
+        .env("LAZY_PARTS_MODES", modes)
+        .env("LAZY_PARTS_ROWS", dir.join("rows.txt"))
+        .env("STANDIN_DIR", dir)
+        .env(
+            "STANDIN_PER_ROUND",
+            (1 + modes.split_whitespace().count()).to_string(),
+        );
+    c
+}
+
+fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(start) && l.contains(has))
+        .unwrap_or_else(|| panic!("no {start} line with {has:?} in\n{out}"))
+}
+
+/// The probe's 30 ms on the first communicator, found in every round and
+/// in no other part; the doctor without its kernel records or its probe,
+/// and the plain run with NCCL's log, differ where the stand-in made them
+/// differ and nowhere else.
+#[test]
+fn a_part_the_probe_slows_is_found_within_rounds_and_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::stdout_of_success(&mut bench(
+        dir.path(),
+        "5",
+        "doctor no-kernels no-probe nccl-log",
+    ));
+    let paired = line(&out, "LAZY_PART_PAIRED", "mode=doctor part=nccl_first ");
+    assert!(
+        paired.contains(
+            " rounds=5 added_ms=30.00 added_ms_90=30.00..30.00 coverage=0.938 slower=5/5 "
+        ),
+        "{paired}"
+    );
+    for (mode, part) in [
+        ("doctor", "cublas"),
+        ("no-kernels", "nccl_first"),
+        ("no-probe", "nccl_first"),
+        ("nccl-log", "nccl_first"),
+    ] {
+        let l = line(
+            &out,
+            "LAZY_PART_PAIRED",
+            &format!("mode={mode} part={part} "),
+        );
+        assert!(l.contains(" added_ms=0.00 added_ms_90=0.00..0.00 "), "{l}");
+    }
+    // The doctor turns NCCL's INFO log on, and so does `nccl-log`.
+    for mode in ["doctor", "nccl-log"] {
+        let l = line(
+            &out,
+            "LAZY_PART_PAIRED",
+            &format!("mode={mode} part=nccl_further "),
+        );
+        assert!(l.contains(" added_ms=2.00 "), "{l}");
+    }
+    // Unpaired, the rounds' drift: 50 ms a round.
+    let plain = line(&out, "LAZY_PART", "mode=plain part=context ");
+    assert!(
+        plain.contains(" runs=5 median_ms=200.00 range_ms=100.00..300.00"),
+        "{plain}"
+    );
+    // Every process ran the worker, under the doctor as `run -- python3 <bench> --worker`.
+    let argv = std::fs::read_to_string(dir.path().join("argv")).unwrap();
+    assert_eq!(argv.lines().count(), 25, "{argv}");
+    assert!(
+        argv.lines()
+            .all(|l| l.ends_with("gpu_lazy_parts.py --worker")),
+        "{argv}"
+    );
+}
+
+/// Stored rows of two calls pool (a call's round 1 is not another's) and
+/// give the summary the run printed.
+#[test]
+fn stored_rows_of_two_calls_pool_into_one_summary() {
+    let one = tempfile::tempdir().unwrap();
+    let two = tempfile::tempdir().unwrap();
+    common::stdout_of_success(&mut bench(one.path(), "3", "doctor"));
+    common::stdout_of_success(&mut bench(two.path(), "2", "doctor"));
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(common::repo("benches/gpu_lazy_parts.py"))
+            .arg("--summary")
+            .arg(one.path().join("rows.txt"))
+            .arg(two.path().join("rows.txt")),
+    );
+    let paired = line(&out, "LAZY_PART_PAIRED", "mode=doctor part=nccl_first ");
+    assert!(paired.contains(" rounds=5 added_ms=30.00 "), "{paired}");
+}
+
+/// A mode the bench does not know is refused before any run, naming it.
+#[test]
+fn an_unknown_mode_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let done = bench(dir.path(), "1", "doctor no-such").output().unwrap();
+    assert!(!done.status.success());
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(err.contains("unknown mode 'no-such'"), "{err}");
+    assert!(!dir.path().join("count").exists());
+}
