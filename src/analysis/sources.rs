@@ -8,6 +8,19 @@ use std::sync::Arc;
 pub const TORCH_POOL: &str = "torch pool";
 /// Requests whose caller could not be found on the stack.
 pub const UNKNOWN: &str = "unknown caller";
+/// libtorch's own requests beside its pool (cudaMalloc outside the caching
+/// allocator): named apart from the pool where memory is the subject.
+pub const TORCH_OUTSIDE_POOL: &str = "torch (outside pool)";
+
+/// The library a source name is, for lines about code rather than memory
+/// (module loads): libtorch's modules are torch's, not "outside pool".
+pub fn library_of(source: &str) -> &str {
+    if source == TORCH_OUTSIDE_POOL {
+        "torch"
+    } else {
+        source
+    }
+}
 
 /// A source name shared cheaply across millions of events.
 pub type SourceName = Arc<str>;
@@ -33,7 +46,7 @@ pub fn classify(path: &str) -> (String, bool) {
         return named("triton");
     }
     if base.starts_with("libtorch") || base.starts_with("libc10") {
-        return named("torch (outside pool)");
+        return named(TORCH_OUTSIDE_POOL);
     }
     for lib in [
         "libcufft",
@@ -83,6 +96,8 @@ mod tests {
             classify("/x/torch/lib/libtorch_cuda.so").0,
             "torch (outside pool)"
         );
+        assert_eq!(library_of(TORCH_OUTSIDE_POOL), "torch");
+        assert_eq!(library_of("nccl"), "nccl");
         assert_eq!(classify("/usr/lib/libcufft.so.11").0, "cufft");
         assert_eq!(classify("/opt/app/libmyalloc.so.1").0, "myalloc");
         assert_eq!(

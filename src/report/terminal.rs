@@ -554,7 +554,7 @@ fn phase_lines(o: &mut String, p: &ProcessAccount) {
             .map(|x| {
                 format!(
                     "{} {} ({})",
-                    x.source,
+                    crate::analysis::sources::library_of(&x.source),
                     x.module_loads,
                     seconds(x.load_seconds)
                 )
