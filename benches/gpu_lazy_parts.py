@@ -17,6 +17,8 @@ each from its start to a device synchronise:
   nccl_further    a further group's first all_reduce (its communicator)
   nccl_gather     the first all_gather_into_tensor and reduce_scatter_tensor
                   (FSDP2's collectives) on the first communicator
+  nccl_steady     200 more of each (a steady FSDP2 step's collectives: fsdp2's
+                  steady step read 1.075 under the doctor, not resolved)
   launches        5,000 launches of one loaded kernel (the steady cost a launch)
 
 Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
@@ -57,7 +59,7 @@ import time
 from exact_interval import median_interval, sign_test_p
 
 PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
-         "nccl_further", "nccl_gather", "launches")
+         "nccl_further", "nccl_gather", "nccl_steady", "launches")
 DEFAULT_MODES = "doctor no-probe no-kernels no-nvml nccl-log"
 DOCTOR_ENV = {
     "doctor": {},
@@ -68,6 +70,7 @@ DOCTOR_ENV = {
     "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
 }
 LAUNCHES = 5000
+COLLECTIVES = 200
 SEGMENTS = 64
 
 
@@ -116,8 +119,12 @@ def worker():
     timed("nccl_further", lambda: dist.all_reduce(y, group=group))
     gathered = torch.empty(1 << 20, device="cuda", dtype=torch.bfloat16)
     scattered = torch.empty(1 << 20, device="cuda", dtype=torch.bfloat16)
-    timed("nccl_gather", lambda: (dist.all_gather_into_tensor(gathered, y),
-                                  dist.reduce_scatter_tensor(scattered, y)))
+    def gather():
+        dist.all_gather_into_tensor(gathered, y)
+        dist.reduce_scatter_tensor(scattered, y)
+
+    timed("nccl_gather", gather)
+    timed("nccl_steady", lambda: [gather() for _ in range(COLLECTIVES)])
     z = torch.zeros(16, device="cuda")
     timed("launches", lambda: [z.add_(1) for _ in range(LAUNCHES)])
     print("RESULT " + json.dumps(times), flush=True)

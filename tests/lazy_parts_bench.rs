@@ -24,7 +24,8 @@ with open(os.path.join(os.environ["STANDIN_DIR"], "argv"), "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\n")
 base = 100.0 + 50.0 * (n // int(os.environ["STANDIN_PER_ROUND"]))
 parts = {p: base for p in ("context", "first_kernels", "alloc_segments", "cublas",
-                           "nccl_first", "nccl_further", "nccl_gather", "launches")}
+                           "nccl_first", "nccl_further", "nccl_gather", "nccl_steady",
+                           "launches")}
 probe = os.environ.get("CUDA_INJECTION64_PATH")
 if probe and os.environ.get("PREWARM_DOCTOR_KERNEL_RECORDS") != "0":
     parts["nccl_first"] += 30.0
@@ -77,6 +78,7 @@ fn a_part_the_probe_slows_is_found_within_rounds_and_no_other() {
     );
     for (mode, part) in [
         ("doctor", "cublas"),
+        ("doctor", "nccl_steady"),
         ("no-kernels", "nccl_first"),
         ("no-probe", "nccl_first"),
         ("nccl-log", "nccl_first"),
