@@ -24,7 +24,8 @@ each from its start to a device synchronise:
 Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 (`prewarm-doctor run`), `no-probe` (--no-probe), `no-kernels`
 (PREWARM_DOCTOR_KERNEL_RECORDS=0), `kernels-all` (=all), `no-nvml`
-(PREWARM_DOCTOR_NVML_SAMPLING=0), `no-shim` (PREWARM_DOCTOR_SHIM=0),
+(PREWARM_DOCTOR_NVML_SAMPLING=0), `nvml-10ms` (NVML's device query every
+10 ms instead of 1), `no-shim` (PREWARM_DOCTOR_SHIM=0),
 `nccl-log` (the plain run with the doctor's NCCL log settings). Default:
 "doctor no-probe no-kernels no-nvml nccl-log". Each round runs every mode
 once, in an order rotated round by round.
@@ -67,6 +68,7 @@ DOCTOR_ENV = {
     "no-kernels": {"PREWARM_DOCTOR_KERNEL_RECORDS": "0"},
     "kernels-all": {"PREWARM_DOCTOR_KERNEL_RECORDS": "all"},
     "no-nvml": {"PREWARM_DOCTOR_NVML_SAMPLING": "0"},
+    "nvml-10ms": {"PREWARM_DOCTOR_NVML_PERIOD_MS": "10"},
     "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
 }
 LAUNCHES = 5000

@@ -134,6 +134,26 @@ fn stored_rows_of_two_calls_pool_into_one_summary() {
     assert!(paired.contains(" rounds=5 added_ms=30.00 "), "{paired}");
 }
 
+/// Every other mode runs the worker under the real binary, with its
+/// switch as the binary reads it (a switch it refused would be a notice in
+/// the run, not a failure: the rows are what this checks).
+#[test]
+fn every_mode_runs_its_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let modes = "kernels-all no-nvml nvml-10ms no-shim";
+    let out = common::stdout_of_success(&mut bench(dir.path(), "1", modes));
+    for mode in ["plain"].into_iter().chain(modes.split(' ')) {
+        line(&out, "LAZYPARTS", &format!("mode={mode} round=1 "));
+    }
+    // Kernel records on every launch: still the probe with its records.
+    let l = line(
+        &out,
+        "LAZY_PART_PAIRED",
+        "mode=kernels-all part=nccl_first ",
+    );
+    assert!(l.contains(" added_ms=30.00 "), "{l}");
+}
+
 /// A mode the bench does not know is refused before any run, naming it.
 #[test]
 fn an_unknown_mode_is_refused_by_name() {
