@@ -58,6 +58,7 @@ import tempfile
 import time
 
 from exact_interval import median_interval, sign_test_p
+from gpu_nccl_debug_cost import settings as nccl_settings
 
 PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
          "nccl_further", "nccl_gather", "nccl_steady", "launches")
@@ -134,17 +135,14 @@ def worker():
 
 
 def command(mode, binary, folder, python):
-    """The run's argv and environment for a mode."""
+    """The run's argv and environment for a (checked) mode."""
     argv = [python, os.path.abspath(__file__), "--worker"]
     env = dict(os.environ)
     if mode == "plain":
         return argv, env
     if mode == "nccl-log":
-        env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", NCCL_DEBUG_FILE=f"{folder}/nccl.%h.%p.log",
-                   NCCL_DEBUG_TIMESTAMP_FORMAT="[%s.%6f]_", NCCL_DEBUG_TIMESTAMP_LEVELS="ALL")
-        return argv, env
-    if mode not in DOCTOR_ENV:
-        sys.exit(f"LAZY_PARTS_MODES: unknown mode {mode!r} (plain nccl-log {' '.join(DOCTOR_ENV)})")
+        # The doctor's NCCL log settings, as the NCCL log bench sets them.
+        return argv, nccl_settings("doctor", folder)
     env.update(DOCTOR_ENV[mode])
     doctor = [binary, "run", "--cache", "user", "--out", f"{folder}/run"]
     if mode == "no-probe":
