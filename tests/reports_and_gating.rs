@@ -763,3 +763,18 @@ fn the_diffs_noise_is_a_bound_on_the_change_and_says_what_it_is() {
         "{out}"
     );
 }
+
+/// A count of one takes the singular: the H200 transformers recording
+/// loaded one torch module and first launched one kernel in setup, and its
+/// module-loads line says so, naming libtorch's modules "torch".
+#[test]
+fn module_loads_count_one_kernel_in_the_singular() {
+    let text = common::terminal_text(&common::repo(
+        "tests/fixtures/h200-zoo/hf-decoder-first-launch-records",
+    ));
+    assert!(
+        text.contains("module loads in setup: torch 1 (2.5 ms); 1 kernel first launched"),
+        "{text}"
+    );
+    assert!(!text.contains(" 1 kernels "), "{text}");
+}

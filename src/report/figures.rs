@@ -24,6 +24,12 @@ pub fn cu_result_name(code: u32) -> String {
     format!("{name} ({code})")
 }
 
+/// "1 kernel first launched", "3 kernels first launched": a count with its
+/// noun, so no line says "1 kernels".
+pub fn plural(n: u32, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Seconds with sensible precision.
 pub fn seconds(s: f64) -> String {
     if s >= 100.0 {

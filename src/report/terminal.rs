@@ -12,7 +12,7 @@ use super::renderer::{Renderer, ReportError};
 use super::select::Selection;
 use super::step_text::step_label_in;
 use super::text_layout::{print_text, write_table};
-use super::{bytes, fine_seconds, seconds, signed_bytes, step_text};
+use super::{bytes, fine_seconds, plural, seconds, signed_bytes, step_text};
 use crate::analysis::account::{
     ExceptionEvent, Forensic, GapAccount, PhaseAccount, ProcessAccount,
 };
@@ -565,8 +565,12 @@ fn phase_lines(o: &mut String, p: &ProcessAccount) {
             let mut items = loads;
             let last = items.pop().unwrap_or_default();
             items.push(format!(
-                "{last}; {} kernels first launched",
-                ph.kernels_first_launched
+                "{last}; {}",
+                plural(
+                    ph.kernels_first_launched,
+                    "kernel first launched",
+                    "kernels first launched"
+                )
             ));
             print_wrapped(o, &head, &items, ", ");
         }

@@ -3,7 +3,7 @@
 //! its class with the confidence, then evidence lines. Plain text; callers
 //! escape for their format.
 
-use super::{bytes, seconds};
+use super::{bytes, plural, seconds};
 use crate::analysis::account::{
     FailedRequest, Forensic, GapAccount, GapPart, PartSource, PhaseAccount,
 };
@@ -325,10 +325,6 @@ pub fn steps_text(steps: &[u32]) -> String {
         Some((last, [])) => format!("step {last}"),
         Some((last, rest)) => format!("steps {} and {last}", rest.join(", ")),
     }
-}
-
-fn plural(n: u32, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// What a prewarm left after step 1 that it could have moved, as the

@@ -1,6 +1,6 @@
 //! A late warmup (what still lands after setup) in words, for every format.
 
-use super::figures::{KEY_WIDTH, NAME_WIDTH, nccl_seconds, seconds, shorten};
+use super::figures::{KEY_WIDTH, NAME_WIDTH, nccl_seconds, plural, seconds, shorten};
 use crate::units::bytes;
 
 /// A late warmup in words, for any renderer: what to warm, what it cost,
@@ -17,13 +17,6 @@ pub struct WarmupText {
 /// Phrases one late warmup.
 pub fn warmup_text(w: &crate::analysis::account::LateWarmup) -> WarmupText {
     use crate::prewarm::catalog::EventClass;
-    let plural = |n: u32, one: &str, many: &str| {
-        if n == 1 {
-            format!("1 {one}")
-        } else {
-            format!("{n} {many}")
-        }
-    };
     let what = match w.class {
         EventClass::TritonAutotune => {
             let mut t = if w.keys.is_empty() {
