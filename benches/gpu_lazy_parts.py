@@ -17,9 +17,18 @@ each from its start to a device synchronise:
   nccl_further    a further group's first all_reduce (its communicator)
   nccl_gather     the first all_gather_into_tensor and reduce_scatter_tensor
                   (FSDP2's collectives) on the first communicator
-  nccl_steady     200 more of each (a steady FSDP2 step's collectives: fsdp2's
-                  steady step read 1.075 under the doctor, not resolved)
-  launches        5,000 launches of one loaded kernel (the steady cost a launch)
+  nccl_steady     200 more of each (FSDP2's collectives, while the probe
+                  still watches for first launches)
+  launches        5,000 launches of one loaded kernel (the cost a launch while
+                  the probe watches for first launches)
+  nccl_after_watch, launches_after_watch
+                  nccl_steady and launches again once the probe is told what
+                  the shim tells it after a training's third step (step ends,
+                  kernel watch off): a steady step's cost (fsdp2's steady step
+                  reads 1.097 under the doctor over 32 rounds)
+  queries_after_watch
+                  20,000 stream queries after it (a driver call the probe
+                  never traces: what CUPTI's subscription alone costs a call)
 
 Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 (`prewarm-doctor run`), `no-probe` (--no-probe), `no-kernels`
@@ -61,7 +70,8 @@ from exact_interval import median_interval, sign_test_p
 from gpu_nccl_debug_cost import settings as nccl_settings
 
 PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
-         "nccl_further", "nccl_gather", "nccl_steady", "launches")
+         "nccl_further", "nccl_gather", "nccl_steady", "launches",
+         "nccl_after_watch", "launches_after_watch", "queries_after_watch")
 DEFAULT_MODES = "doctor no-probe no-kernels no-nvml nccl-log"
 DOCTOR_ENV = {
     "doctor": {},
@@ -74,7 +84,22 @@ DOCTOR_ENV = {
 }
 LAUNCHES = 5000
 COLLECTIVES = 200
+QUERIES = 20000
 SEGMENTS = 64
+
+
+def end_first_steps():
+    """What the shim tells an injected probe after a training's first steps
+    (its step ends, then the kernel watch off), so that the parts after it
+    are a steady step's; nothing in a process without the probe."""
+    path = os.environ.get("CUDA_INJECTION64_PATH")
+    if not path:
+        return
+    import ctypes
+    lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    for step in (1, 2, 3):
+        lib.prewarm_probe_step_ended(step)
+    lib.prewarm_probe_set_kernel_records(0)
 
 
 def worker():
@@ -130,6 +155,11 @@ def worker():
     timed("nccl_steady", lambda: [gather() for _ in range(COLLECTIVES)])
     z = torch.zeros(16, device="cuda")
     timed("launches", lambda: [z.add_(1) for _ in range(LAUNCHES)])
+    end_first_steps()
+    timed("nccl_after_watch", lambda: [gather() for _ in range(COLLECTIVES)])
+    timed("launches_after_watch", lambda: [z.add_(1) for _ in range(LAUNCHES)])
+    stream = torch.cuda.current_stream()
+    timed("queries_after_watch", lambda: [stream.query() for _ in range(QUERIES)])
     print("RESULT " + json.dumps(times), flush=True)
     dist.destroy_process_group()
 

@@ -164,3 +164,66 @@ fn an_unknown_mode_is_refused_by_name() {
     assert!(err.contains("unknown mode 'no-such'"), "{err}");
     assert!(!dir.path().join("count").exists());
 }
+
+/// The H100 call's stored rows (tests/fixtures/h200-overhead/2026-12-06-h100,
+/// call 16) summarise to exactly what the call printed on the GPU, and rows
+/// of a later bench with more parts pool with them: each part counts the
+/// rounds that timed it.
+#[test]
+fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let rows = folder.join("lazy-parts-call16.txt");
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(common::repo("benches/gpu_lazy_parts.py"))
+            .arg("--summary")
+            .arg(&rows),
+    );
+    let printed = std::fs::read_to_string(folder.join("summary-call16.txt")).unwrap();
+    let summary = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("LAZY_PART"))
+            .map(str::to_string)
+            .collect()
+    };
+    // The call's log holds its summary, then the bench's last lines again.
+    let ours = summary(&out);
+    assert_eq!(ours.len(), 9 * 6 + 9 * 5);
+    assert_eq!(ours, summary(&printed)[..ours.len()]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let newer = dir.path().join("newer.txt");
+    let parts = r#"{"nccl_first": 300.0, "nccl_after_watch": 10.0, "queries_after_watch": 40.0}"#;
+    let doctor = r#"{"nccl_first": 310.0, "nccl_after_watch": 10.5, "queries_after_watch": 42.0}"#;
+    let text: String = (1..=3)
+        .map(|r| {
+            format!(
+                "LAZYPARTS mode=plain round={r} {parts}\nLAZYPARTS mode=doctor round={r} {doctor}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&newer, text).unwrap();
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(common::repo("benches/gpu_lazy_parts.py"))
+            .arg("--summary")
+            .arg(&rows)
+            .arg(&newer),
+    );
+    let first = line(&out, "LAZY_PART_PAIRED", "mode=doctor part=nccl_first ");
+    assert!(first.contains(" rounds=15 "), "{first}");
+    let after = line(
+        &out,
+        "LAZY_PART_PAIRED",
+        "mode=doctor part=queries_after_watch ",
+    );
+    assert!(after.contains(" rounds=3 added_ms=2.00 "), "{after}");
+    assert!(after.contains(" slower=3/3 "), "{after}");
+    // A mode only the older call ran keeps its own 12 rounds.
+    let kernels = line(
+        &out,
+        "LAZY_PART_PAIRED",
+        "mode=no-kernels part=nccl_steady ",
+    );
+    assert!(kernels.contains(" rounds=12 added_ms=1.48 "), "{kernels}");
+}

@@ -1072,6 +1072,7 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
                 "fsdp2-default-call11.txt",
                 "fsdp2-default-call12.txt",
                 "fsdp2-default-call15.txt",
+                "fsdp2-default-call18.txt",
             ],
         },
         Row {
@@ -1081,7 +1082,7 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
             measured: "2026-12-06",
             folder: "2026-12-06-h100",
             bench: "fsdp2",
-            files: &["fsdp2-async-call8.txt"],
+            files: &["fsdp2-async-call8.txt", "fsdp2-async-call17.txt"],
         },
     ];
     assert_eq!(rows.len(), expected.len(), "{rows:#?}");
