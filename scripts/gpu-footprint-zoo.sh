@@ -21,9 +21,11 @@
 #
 # SECTIONS may also name `units` (one launch's cost under each way of taking
 # kernel records), `parts` (step 1's lazy parts one by one under the
-# doctor's modes, benches/gpu_lazy_parts.py) and `contention` (benches/gpu_nvml_contention.py: NVML
+# doctor's modes, benches/gpu_lazy_parts.py), `contention` (benches/gpu_nvml_contention.py: NVML
 # sampling and a CUPTI subscription against a CPU-bound training step, in
-# one process).
+# one process) and `toggles` (benches/gpu_steady_toggles.py: fsdp2's steady
+# step with one piece of the doctor held off and on in one process;
+# TOGGLES_PROCESSES processes, 3).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
@@ -135,6 +137,15 @@ if has parts; then
     timeout $(( $(left) - 5 )) $PY benches/gpu_lazy_parts.py ${PARTS_ROUNDS:-12} > "$OUT/lazy-parts-out-$TAG.txt" 2>&1
   grep -E '^(LAZY_PART|DEADLINE)' "$OUT/lazy-parts-out-$TAG.txt" | tee -a "$OUT/summary.txt"
   tail -3 "$OUT/lazy-parts-out-$TAG.txt"
+fi
+
+# fsdp2's steady step with the probe's callbacks, or the shim's program-wide
+# monitoring event, held off and on in blocks within one process.
+if has toggles; then
+  STEADY_TOGGLES_ROWS="$OUT/steady-toggles-$TAG.txt" STEADY_TOGGLES_DEADLINE_S=$(( $(left) - 90 )) BIN=$BIN \
+    timeout $(( $(left) - 5 )) $PY benches/gpu_steady_toggles.py ${TOGGLES_PROCESSES:-3} > "$OUT/steady-toggles-out-$TAG.txt" 2>&1
+  grep -E '^(TOGGLE_PAIRED|TOGGLE_MISSING|DEADLINE)' "$OUT/steady-toggles-out-$TAG.txt" | tee -a "$OUT/summary.txt"
+  tail -3 "$OUT/steady-toggles-out-$TAG.txt"
 fi
 
 # The cells' rounds interleave (round r of every cell before round r+1 of

@@ -23,6 +23,10 @@ pub struct Cupti {
     pub version: u32,
     pub subscribe: unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> CuptiResult,
     pub enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> CuptiResult,
+    /// `cuptiGetCallbackState(&enabled, subscriber, domain, cbid)`: only the
+    /// bench's hold (hold.rs) asks, so a CUPTI without it still captures.
+    pub callback_state:
+        Option<unsafe extern "C" fn(*mut u32, *mut c_void, u32, u32) -> CuptiResult>,
     pub register_buffers: unsafe extern "C" fn(BufferRequestFn, BufferCompleteFn) -> CuptiResult,
     /// `cuptiActivitySetAttribute(attribute, &value_size, &value)`.
     pub set_attribute: Option<unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> CuptiResult>,
@@ -96,6 +100,8 @@ impl Cupti {
             version,
             subscribe: need!(lib, c"cuptiSubscribe"),
             enable_callback: need!(lib, c"cuptiEnableCallback"),
+            // SAFETY: signature from cupti_callbacks.h.
+            callback_state: unsafe { function(&lib, c"cuptiGetCallbackState") },
             register_buffers: need!(lib, c"cuptiActivityRegisterCallbacks"),
             // SAFETY: signature from cupti_activity.h.
             set_attribute: unsafe { function(&lib, c"cuptiActivitySetAttribute") },

@@ -26,6 +26,7 @@ mod driver_api;
 mod dynlib;
 pub mod env;
 mod guard;
+mod hold;
 mod inflight;
 mod launch_state;
 mod launches;
@@ -89,6 +90,14 @@ pub extern "C" fn prewarm_probe_step_ended(step: u32) {
 #[unsafe(no_mangle)]
 pub extern "C" fn prewarm_probe_flush() {
     let _ = catch_unwind(writer::flush_all);
+}
+
+/// For benches/gpu_steady_toggles.py: hold every callback the probe has on
+/// (1) or release them (0), to time steady steps with and without them in
+/// one process. Returns how many it switched, -1 when it could not.
+#[unsafe(no_mangle)]
+pub extern "C" fn prewarm_probe_hold_callbacks(held: i32) -> i32 {
+    catch_unwind(|| probe().map(|p| hold::hold(p, held != 0)).unwrap_or(-1)).unwrap_or(-1)
 }
 
 /// For `prewarm-doctor check`: 1 when capture is live in this process.

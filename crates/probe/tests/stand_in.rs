@@ -893,3 +893,44 @@ fn a_callback_allocates_nothing_once_its_thread_has_written_a_record() {
         "the probe allocated in steady callbacks (warm-up, steady per thread): {probed:?}"
     );
 }
+
+/// A bench's hold (benches/gpu_steady_toggles.py): every callback the probe
+/// has on goes off and comes back, so an allocation while held is unseen
+/// and one after it is seen; the launch callbacks, off once the watch
+/// ended, are not switched on by the release.
+#[test]
+fn held_callbacks_see_nothing_and_come_back() {
+    let run = support::run(&["hold"], Some(&support::probe_library()));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let field = |name: &str| -> i64 {
+        stdout
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+    };
+    assert!(field("held") > 0, "{stdout}");
+    assert_eq!(field("released"), field("held"), "{stdout}");
+    // cuMemAlloc's callbacks: on at exit, and handed over for two of the
+    // three allocations (enter and exit each); cuLaunchKernel's not on.
+    let deliveries = run.cupti_deliveries();
+    assert_eq!(deliveries.get(&243), Some(&(4, true)), "{deliveries:?}");
+    assert!(deliveries.get(&307).is_none_or(|d| !d.1), "{deliveries:?}");
+    let r = &run.events().records;
+    assert_clean_capture(r);
+    let sizes: Vec<u64> = mem(r)
+        .iter()
+        .filter(|m| m.api == MemApi::MemAlloc)
+        .map(|m| m.bytes)
+        .collect();
+    assert!(
+        sizes.contains(&(3 << 20)) && sizes.contains(&(7 << 20)),
+        "{sizes:?}"
+    );
+    assert!(!sizes.contains(&(5 << 20)), "{sizes:?}");
+}

@@ -71,6 +71,13 @@ int cuptiEnableCallback(uint32_t enable, void *subscriber, uint32_t domain, uint
     return CUPTI_SUCCESS;
 }
 
+int cuptiGetCallbackState(uint32_t *enable, void *subscriber, uint32_t domain, uint32_t cbid) {
+    if (subscriber != &g_subscribed || domain > 3 || cbid >= MAX_CBID || enable == NULL)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *enable = __atomic_load_n(&g_enabled[domain][cbid], __ATOMIC_SEQ_CST);
+    return CUPTI_SUCCESS;
+}
+
 int cuptiActivityRegisterCallbacks(BufferRequestFn request, BufferCompleteFn complete) {
     g_request = request;
     g_complete = complete;

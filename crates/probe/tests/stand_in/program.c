@@ -429,6 +429,22 @@ static int bench_pause(void) {
     return 0;
 }
 
+/* --- hold: a bench holds the probe's callbacks for blocks of steady steps
+ * and releases them; an allocation while held is not seen, one after is. */
+
+static int hold(void) {
+    setup();
+    probe_call("prewarm_probe_set_kernel_records", 0);
+    CUdeviceptr a, b, c;
+    cuMemAlloc_v2(&a, 3 * MiB);
+    int held = probe_call("prewarm_probe_hold_callbacks", 1);
+    cuMemAlloc_v2(&b, 5 * MiB);
+    int released = probe_call("prewarm_probe_hold_callbacks", 0);
+    cuMemAlloc_v2(&c, 7 * MiB);
+    printf("held=%d released=%d\n", held, released);
+    return 0;
+}
+
 /* --- first-launches: kernel records around each function's first launch
  * (the default) or on every launch (PREWARM_DOCTOR_KERNEL_RECORDS=all): the
  * same launches either way, so the same first launches and growth. ------ */
@@ -713,6 +729,8 @@ int main(int argc, char **argv) {
         return async_switch();
     if (!strcmp(scenario, "bench-pause"))
         return bench_pause();
+    if (!strcmp(scenario, "hold"))
+        return hold();
     if (!strcmp(scenario, "first-launches"))
         return first_launches();
     if (!strcmp(scenario, "pool-reads"))

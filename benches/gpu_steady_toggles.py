@@ -1,0 +1,222 @@
+"""Which piece of the doctor costs fsdp2's steady step, inside one process?
+
+fsdp2 (examples/zoo_fsdp2.py --hidden 1024 --batch 8192) reads 1.097 on its
+steady step under the doctor (1.036-1.124, 32 rounds on an H100: +3.5 ms a
+38 ms step), yet the doctor's own accounted time there is a fraction of a
+millisecond. Whole-run modes cannot place it: the plain run's steady step
+spreads 29-46 ms from process to process. This runs zoo_fsdp2's model and
+step under the doctor and, after its first steps, times blocks of steady
+steps with one piece of the doctor switched off and then on again, in the
+same process, so that process-to-process spread cancels:
+
+  none     nothing switched (the same blocks against each other: the floor)
+  probe    every CUPTI callback the probe has on, held off
+           (prewarm_probe_hold_callbacks, crates/probe/src/hold.rs)
+  unwind   the shim's program-wide sys.monitoring event (PY_UNWIND) off
+
+Each pair is one block with the piece on and one with it off, in an order
+that alternates pair by pair; the pieces take turns pair by pair. Per piece
+the summary gives the median over pairs of (on - off) in microseconds a
+step, its exact interval and the sign test; `none` says how wide a nothing
+reads. A piece this process cannot switch (no probe, no shim, Python < 3.12)
+is left out and said.
+
+Usage, on a GPU machine from the repository root:
+
+  BIN=.gpu/prewarm-doctor python3 benches/gpu_steady_toggles.py [PROCESSES]
+
+(PROCESSES 3 by default; STEADY_TOGGLES_PAIRS pairs a piece, 20;
+STEADY_TOGGLES_BLOCK steps a block, 5; STEADY_TOGGLES_DEADLINE_S stops
+starting processes past that many seconds). Every pair's row goes to stdout
+as `TOGGLE process=P piece=X pair=I {json}` (and to STEADY_TOGGLES_ROWS
+when set), then the summary; `--summary FILE...` prints the summary of
+stored rows. STEADY_TOGGLES_PYTHON names the worker's interpreter.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exact_interval import median_interval, sign_test_p
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WARM_STEPS = 6
+SEQ = 1024
+
+
+def switches():
+    """{piece: (off, on)} for the pieces this process can switch, and the
+    names of those it cannot, with why."""
+    found = {"none": (lambda: None, lambda: None)}
+    missing = []
+    path = os.environ.get("CUDA_INJECTION64_PATH")
+    if path:
+        import ctypes
+
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        if hasattr(lib, "prewarm_probe_hold_callbacks"):
+            found["probe"] = (lambda: lib.prewarm_probe_hold_callbacks(1),
+                              lambda: lib.prewarm_probe_hold_callbacks(0))
+        else:
+            missing.append("probe (this probe has no prewarm_probe_hold_callbacks)")
+    else:
+        missing.append("probe (none injected)")
+    tool = getattr(sys.modules.get("prewarm_doctor_monitor"), "_tool", None)
+    if tool not in (None, False) and hasattr(sys, "monitoring"):
+        events = sys.monitoring.get_events(tool)
+        found["unwind"] = (lambda: sys.monitoring.set_events(tool, 0),
+                           lambda: sys.monitoring.set_events(tool, events))
+    else:
+        missing.append("unwind (no shim monitoring tool in this process)")
+    return found, missing
+
+
+def worker():
+    """zoo_fsdp2's model and step, its first steps, then the pairs; prints
+    `TOGGLE` rows on stdout."""
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from zoo_fsdp2 import build
+
+    for key, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"),
+                       ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29650")):
+        os.environ.setdefault(key, value)
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl")
+    model = build(1024, layers=4, vocab=32000)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in model.model.layers:
+        fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(0, 32000, (8192 // SEQ, SEQ), device="cuda")
+
+    def step():
+        out = model(input_ids=tokens, labels=tokens)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        logged = out.loss.detach().clone()
+        dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+        opt.step()
+        opt.zero_grad()
+
+    block_steps = int(os.environ.get("STEADY_TOGGLES_BLOCK", "5"))
+
+    def block():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(block_steps):
+            step()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / block_steps
+
+    for _ in range(WARM_STEPS):
+        step()
+    found, missing = switches()
+    for why in missing:
+        print(f"TOGGLE_MISSING {why}", flush=True)
+    for pair in range(int(os.environ.get("STEADY_TOGGLES_PAIRS", "20"))):
+        for piece, (off, on) in found.items():
+            if pair % 2:
+                off()
+                off_ms = block()
+                on()
+                on_ms = block()
+            else:
+                on_ms = block()
+                off()
+                off_ms = block()
+                on()
+            row = {"on_ms": on_ms, "off_ms": off_ms, "first": "off" if pair % 2 else "on"}
+            print(f"TOGGLE piece={piece} pair={pair} {json.dumps(row)}", flush=True)
+    dist.destroy_process_group()
+
+
+def read_rows(lines, source):
+    """[(piece, on_ms, off_ms)] from TOGGLE rows; a broken one is an error
+    naming its place."""
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.startswith("TOGGLE "):
+            continue
+        try:
+            head, payload = line[len("TOGGLE "):].split(" {", 1)
+            fields = dict(kv.split("=", 1) for kv in head.split())
+            values = json.loads("{" + payload)
+            rows.append((fields["piece"], float(values["on_ms"]), float(values["off_ms"])))
+        except (ValueError, KeyError) as e:
+            sys.exit(f"{source}:{n}: not a TOGGLE row (piece=X pair=I {{json}}): {e}")
+    return rows
+
+
+def summarise(rows):
+    """A TOGGLE_PAIRED line a piece: what it adds to a step, within pairs."""
+    lines = []
+    for piece in sorted({r[0] for r in rows}, key=lambda p: (p != "none", p)):
+        added = [(on - off) * 1e3 for p, on, off in rows if p == piece]
+        steps = [on for p, on, _ in rows if p == piece]
+        found = median_interval(added)
+        lo, hi, coverage = found if found else (float("nan"),) * 3
+        moved = [a for a in added if a != 0]
+        slower = sum(a > 0 for a in moved)
+        lines.append(f"TOGGLE_PAIRED piece={piece} pairs={len(added)} "
+                     f"step_ms={statistics.median(steps):.2f} added_us={statistics.median(added):.1f} "
+                     f"added_us_90={lo:.1f}..{hi:.1f} coverage={coverage:.3f} "
+                     f"slower={slower}/{len(moved)} p={sign_test_p(slower, len(moved)):.4f}")
+    return lines
+
+
+def run_process(number, binary, python):
+    """One worker under the doctor; its stdout lines, or exit naming the
+    process and the run's stderr."""
+    with tempfile.TemporaryDirectory() as folder:
+        env = dict(os.environ, MASTER_PORT=str(29650 + number % 100))
+        argv = [binary, "run", "--cache", "user", "--out", f"{folder}/run", "--",
+                python, os.path.abspath(__file__), "--worker"]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"process {number}: the worker failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+    return [l for l in out.stdout.splitlines() if l.startswith("TOGGLE")]
+
+
+def main(argv):
+    if "--summary" in argv:
+        files = argv[argv.index("--summary") + 1:]
+        if not files:
+            sys.exit("usage: gpu_steady_toggles.py --summary FILE...")
+        rows = []
+        for path in files:
+            with open(path) as stored:
+                rows += read_rows(stored.read().splitlines(), path)
+        print("\n".join(summarise(rows)))
+        return
+    processes = int(argv[1]) if len(argv) > 1 else 3
+    binary = os.environ.get("BIN", "target/release/prewarm-doctor")
+    python = os.environ.get("STEADY_TOGGLES_PYTHON", sys.executable)
+    deadline = float(os.environ.get("STEADY_TOGGLES_DEADLINE_S", "0"))
+    store = os.environ.get("STEADY_TOGGLES_ROWS")
+    start = time.monotonic()
+    rows = []
+    for number in range(1, processes + 1):
+        if deadline and time.monotonic() - start > deadline:
+            print(f"DEADLINE {number - 1} of {processes} processes ran (STEADY_TOGGLES_DEADLINE_S={deadline:g})", flush=True)
+            break
+        for line in run_process(number, binary, python):
+            stored = line.replace("TOGGLE ", f"TOGGLE process={number} ", 1) if line.startswith("TOGGLE ") else line
+            print(stored, flush=True)
+            if store:
+                with open(store, "a") as f:
+                    f.write(stored + "\n")
+            rows += read_rows([stored], f"process {number}")
+    print("\n".join(summarise(rows)))
+
+
+if __name__ == "__main__":
+    worker() if "--worker" in sys.argv else main(sys.argv)
