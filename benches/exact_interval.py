@@ -1,9 +1,11 @@
 """The exact, distribution-free interval for a median of paired rounds,
 shared by the GPU benches' summaries (benches/gpu_overhead_summary.py,
-benches/gpu_lazy_parts.py): a verdict rests on it, so it is one function.
+benches/gpu_lazy_parts.py, benches/gpu_steady_toggles.py): a verdict rests
+on it, so it is one function.
 """
 
 import math
+import statistics
 
 
 def median_interval(values, level=0.90):
@@ -28,3 +30,15 @@ def sign_test_p(slower, n):
     k = max(slower, n - slower)
     tail = sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n
     return min(1.0, 2 * tail)
+
+
+def paired(differences):
+    """What a summary says of paired differences (one a round or pair):
+    (median, interval low, interval high, coverage, slower, moved, p), the
+    interval NaN below 5 and ties left out of the sign test."""
+    found = median_interval(differences)
+    lo, hi, coverage = found if found else (float("nan"),) * 3
+    moved = [d for d in differences if d != 0]
+    slower = sum(d > 0 for d in moved)
+    return (statistics.median(differences), lo, hi, coverage, slower, len(moved),
+            sign_test_p(slower, len(moved)))

@@ -66,7 +66,8 @@ import sys
 import tempfile
 import time
 
-from exact_interval import median_interval, sign_test_p
+import stored_rows
+from exact_interval import paired
 from gpu_nccl_debug_cost import settings as nccl_settings
 
 PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
@@ -207,9 +208,7 @@ def read_rows(paths):
                 if not line.startswith("LAZYPARTS "):
                     continue
                 try:
-                    head, payload = line[len("LAZYPARTS "):].split(" {", 1)
-                    fields = dict(kv.split("=", 1) for kv in head.split())
-                    parts = json.loads("{" + payload)
+                    fields, parts = stored_rows.parse(line, "LAZYPARTS")
                     rounds.setdefault((f, fields["round"]), {})[fields["mode"]] = parts
                 except (ValueError, KeyError) as e:
                     sys.exit(f"{path}:{n}: not a LAZYPARTS row (mode=M round=R {{json}}): {e}")
@@ -235,14 +234,10 @@ def summarise(rounds):
                      if mode in r and "plain" in r and part in r[mode] and part in r["plain"]]
             if not diffs:
                 continue
-            found = median_interval(diffs)
-            lo, hi, coverage = found if found else (float("nan"), float("nan"), float("nan"))
-            moved = [d for d in diffs if d != 0]
-            slower = sum(d > 0 for d in moved)
+            median, lo, hi, coverage, slower, moved, p = paired(diffs)
             lines.append(f"LAZY_PART_PAIRED mode={mode} part={part} against=plain rounds={len(diffs)} "
-                         f"added_ms={statistics.median(diffs):.2f} added_ms_90={lo:.2f}..{hi:.2f} "
-                         f"coverage={coverage:.3f} slower={slower}/{len(moved)} "
-                         f"p={sign_test_p(slower, len(moved)):.4f}")
+                         f"added_ms={median:.2f} added_ms_90={lo:.2f}..{hi:.2f} "
+                         f"coverage={coverage:.3f} slower={slower}/{moved} p={p:.4f}")
     return lines
 
 

@@ -42,7 +42,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exact_interval import median_interval, sign_test_p
+import stored_rows
+from exact_interval import paired
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARM_STEPS = 6
@@ -147,9 +148,7 @@ def read_rows(lines, source):
         if not line.startswith("TOGGLE "):
             continue
         try:
-            head, payload = line[len("TOGGLE "):].split(" {", 1)
-            fields = dict(kv.split("=", 1) for kv in head.split())
-            values = json.loads("{" + payload)
+            fields, values = stored_rows.parse(line, "TOGGLE")
             rows.append((fields["piece"], float(values["on_ms"]), float(values["off_ms"])))
         except (ValueError, KeyError) as e:
             sys.exit(f"{source}:{n}: not a TOGGLE row (piece=X pair=I {{json}}): {e}")
@@ -162,14 +161,11 @@ def summarise(rows):
     for piece in sorted({r[0] for r in rows}, key=lambda p: (p != "none", p)):
         added = [(on - off) * 1e3 for p, on, off in rows if p == piece]
         steps = [on for p, on, _ in rows if p == piece]
-        found = median_interval(added)
-        lo, hi, coverage = found if found else (float("nan"),) * 3
-        moved = [a for a in added if a != 0]
-        slower = sum(a > 0 for a in moved)
+        median, lo, hi, coverage, slower, moved, p = paired(added)
         lines.append(f"TOGGLE_PAIRED piece={piece} pairs={len(added)} "
-                     f"step_ms={statistics.median(steps):.2f} added_us={statistics.median(added):.1f} "
+                     f"step_ms={statistics.median(steps):.2f} added_us={median:.1f} "
                      f"added_us_90={lo:.1f}..{hi:.1f} coverage={coverage:.3f} "
-                     f"slower={slower}/{len(moved)} p={sign_test_p(slower, len(moved)):.4f}")
+                     f"slower={slower}/{moved} p={p:.4f}")
     return lines
 
 

@@ -51,6 +51,16 @@ fn bench(dir: &Path, rounds: &str, modes: &str) -> Command {
     c
 }
 
+/// The bench's summary of stored rows (`--summary FILE...`).
+fn summary_of(files: &[&Path]) -> String {
+    common::stdout_of_success(
+        Command::new("python3")
+            .arg(common::repo("benches/gpu_lazy_parts.py"))
+            .arg("--summary")
+            .args(files),
+    )
+}
+
 fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
     out.lines()
         .find(|l| l.starts_with(start) && l.contains(has))
@@ -123,13 +133,7 @@ fn stored_rows_of_two_calls_pool_into_one_summary() {
     let two = tempfile::tempdir().unwrap();
     common::stdout_of_success(&mut bench(one.path(), "3", "doctor"));
     common::stdout_of_success(&mut bench(two.path(), "2", "doctor"));
-    let out = common::stdout_of_success(
-        Command::new("python3")
-            .arg(common::repo("benches/gpu_lazy_parts.py"))
-            .arg("--summary")
-            .arg(one.path().join("rows.txt"))
-            .arg(two.path().join("rows.txt")),
-    );
+    let out = summary_of(&[&one.path().join("rows.txt"), &two.path().join("rows.txt")]);
     let paired = line(&out, "LAZY_PART_PAIRED", "mode=doctor part=nccl_first ");
     assert!(paired.contains(" rounds=5 added_ms=30.00 "), "{paired}");
 }
@@ -173,12 +177,7 @@ fn an_unknown_mode_is_refused_by_name() {
 fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
     let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
     let rows = folder.join("lazy-parts-call16.txt");
-    let out = common::stdout_of_success(
-        Command::new("python3")
-            .arg(common::repo("benches/gpu_lazy_parts.py"))
-            .arg("--summary")
-            .arg(&rows),
-    );
+    let out = summary_of(&[&rows]);
     let printed = std::fs::read_to_string(folder.join("summary-call16.txt")).unwrap();
     let summary = |text: &str| -> Vec<String> {
         text.lines()
@@ -203,13 +202,7 @@ fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
         })
         .collect();
     std::fs::write(&newer, text).unwrap();
-    let out = common::stdout_of_success(
-        Command::new("python3")
-            .arg(common::repo("benches/gpu_lazy_parts.py"))
-            .arg("--summary")
-            .arg(&rows)
-            .arg(&newer),
-    );
+    let out = summary_of(&[&rows, &newer]);
     let first = line(&out, "LAZY_PART_PAIRED", "mode=doctor part=nccl_first ");
     assert!(first.contains(" rounds=15 "), "{first}");
     let after = line(
