@@ -86,6 +86,14 @@ NVML is sampled at the doctor's rates (docs/footprint.md, 2026-12-06 fourth
 session: FSDP2's step 1, which creates the first communicator, was 18%
 slower under the doctor, and about as slow without its probe).
 
+Unit `fsdp2_step` (NVML_FSDP2_STEP=0 skips it): one training step of
+examples/zoo_fsdp2.py's shape (FSDP2 over NCCL on a 4-layer Mistral, 8 x
+1024 tokens, the logged loss's all_reduce) on the one-rank process group,
+synchronised, HF_REPEATS a block: fsdp2's steady step read 1.097 under the
+doctor over 32 whole-run rounds on an H100 (+3.5 ms a 38 ms step), which
+this places, or not, on NVML sampling, a CUPTI subscription or the shim's
+program-wide hook.
+
 Unit `launch_x100`: 100 launches of a tiny kernel and a synchronize, the
 driver's per-call path (what CUPTI's attachment costs each call shows here).
 Unit `alloc_x100`: 100 small tensors allocated and freed one after another
@@ -339,6 +347,49 @@ def hf_step(torch):
     return step
 
 
+def fsdp2_step(torch):
+    """One training step of examples/zoo_fsdp2.py's shape (FSDP2, bf16
+    parameters and fp32 reduction, on a 4-layer Mistral, hidden 1024, 8 x
+    1024 tokens, AdamW, grad-norm clipping, the logged loss's all_reduce),
+    or None (NVML_FSDP2_STEP=0, or no transformers or NCCL here: said on an
+    NVML_FSDP2 line). Its one-rank process group is the nccl_comm unit's."""
+    if os.environ.get("NVML_FSDP2_STEP") == "0":
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    import torch.distributed as dist
+
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from zoo_fsdp2 import build
+
+        if not dist.is_initialized():
+            dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+        model = build(1024, layers=4, vocab=32000)
+        mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in model.model.layers:
+            fully_shard(layer, mp_policy=mp_policy)
+        fully_shard(model, mp_policy=mp_policy)
+    except Exception as e:  # no transformers or NCCL: the other units go on
+        print("NVML_FSDP2 " + json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+        return None
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(0, 32000, (8, 1024), device="cuda")
+
+    def step():
+        out = model(input_ids=tokens, labels=tokens)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        logged = out.loss.detach().clone()
+        dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+        opt.step()
+        opt.zero_grad()
+        torch.cuda.synchronize()
+
+    for _ in range(5):
+        step()
+    return step
+
+
 def nccl_comm(torch):
     """The `nccl_comm` unit's function, or None (NVML_NCCL=0, or NCCL not
     usable here: said on an NVML_NCCL line): a one-rank process group over
@@ -365,7 +416,7 @@ def nccl_comm(torch):
     return communicator
 
 
-def units(torch, train_step=None, communicator=None):
+def units(torch, train_step=None, communicator=None, fsdp2=None):
     """Each unit's median over REPEATS (a training step's over HF_REPEATS,
     a new communicator's over NCCL_REPEATS), microseconds."""
     def med(fn, repeats=REPEATS):
@@ -403,6 +454,8 @@ def units(torch, train_step=None, communicator=None):
         got["hf_step"] = med(train_step, HF_REPEATS)
     if communicator is not None:
         got["nccl_comm"] = med(communicator, NCCL_REPEATS)
+    if fsdp2 is not None:
+        got["fsdp2_step"] = med(fsdp2, HF_REPEATS)
     return got
 
 
@@ -432,10 +485,11 @@ def open_cupti():
 class Bench:
     """The modes this machine can run, and what each block measured."""
 
-    def __init__(self, torch, train_step, on_async, communicator=None):
+    def __init__(self, torch, train_step, on_async, communicator=None, fsdp2=None):
         self.torch = torch
         self.train_step = train_step
         self.communicator = communicator
+        self.fsdp2 = fsdp2
         self.cupti = open_cupti()
         self.unwind = shim_unwind()
         # `device+process-max`: the doctor's two queries back to back, no
@@ -464,7 +518,7 @@ class Bench:
         self.spawn = mp.get_context("spawn")
 
     def units(self):
-        return units(self.torch, self.train_step, self.communicator)
+        return units(self.torch, self.train_step, self.communicator, self.fsdp2)
 
     def block(self, mode):
         """One block of every unit under `mode`."""
@@ -605,8 +659,9 @@ def main():
     torch.zeros(1, device="cuda")
     train_step = hf_step(torch)
     communicator = nccl_comm(torch)
-    units(torch, train_step, communicator)  # warm
-    bench = Bench(torch, train_step, on_async, communicator)
+    fsdp2 = fsdp2_step(torch)
+    units(torch, train_step, communicator, fsdp2)  # warm
+    bench = Bench(torch, train_step, on_async, communicator, fsdp2)
     print("NVML_SETUP " + json.dumps({"allocator": torch.cuda.get_allocator_backend(), "modes": bench.modes}),
           flush=True)
     for block in range(BLOCKS):
