@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, PART, TARGET, CONTROL and BREAKDOWN lines from the STEPTIMES rows of
+PAIRED, SIGN, ISSUE, PART, TARGET, CONTROL and BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
 over the rounds of several:
@@ -139,6 +139,19 @@ for mode in rows:
     ss, ps = sign("steady_median")
     print(f"SIGN workload={workload} allocator={allocator} mode={mode} step1_slower={s1} step1_p={p1:.4f} "
           f"steady_slower={ss} steady_p={ps:.4f}")
+    # Which side of the steady step the extra is on (rows that time the
+    # step's issue, examples/common.py): the CPU's time to issue it, up to
+    # its closing synchronise, against the whole step. An extra in the
+    # issue time is the training's CPU work slowed; one only in the whole
+    # step, the GPU's (or the wait for it).
+    issue = "steady_issue_median"
+    if all(issue in r for r in rows[mode] + rows["plain"]):
+        iadd, ilo, ihi, _ = paired(mode, "plain", issue, combine=lambda x, y: x - y)
+        si, pi = sign(issue)
+        print(f"ISSUE workload={workload} allocator={allocator} mode={mode} "
+              f"plain_issue_ms={1000 * med('plain', issue):.3f} {mode}_issue_ms={1000 * med(mode, issue):.3f} "
+              f"issue_added_us={1e6 * iadd:.1f} issue_added_us_90={1e6 * ilo:.1f}..{1e6 * ihi:.1f} "
+              f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
     # Step 1 part by part (the lazy workload): where the difference and the
     # noise each sit.
     for part in ("forward", "backward", "clip", "optimizer"):

@@ -82,11 +82,12 @@ def train(args, step_fn, optimizer):
     """`step_fn` returns the step's loss (or None): printed exactly (``repr``
     of the float) as ``LOSS rank step value``, so runs with and without a
     prewarm can be compared bit for bit. With ``EXAMPLE_STEPTIMES=1`` each
-    step is also timed (CUDA-synchronised wall time) and one ``STEPTIMES``
-    line ends the run, as benches/gpu_overhead.py prints: the footprint bench
+    step is also timed (CUDA-synchronised wall time, and the time to issue
+    it, up to the closing synchronise) and one ``STEPTIMES`` line ends the
+    run, as benches/gpu_overhead.py prints: the footprint bench
     (benches/gpu_overhead.sh) runs the examples as its workloads that way."""
     timed = os.environ.get("EXAMPLE_STEPTIMES") == "1"
-    times = []
+    times, issued = [], []
     for step in range(1, args.steps + 1):
         if timed:
             torch.cuda.synchronize()
@@ -95,13 +96,17 @@ def train(args, step_fn, optimizer):
         loss = step_fn(step)
         optimizer.step()
         if timed:
+            # The CPU's part: the step issued, before waiting for the GPU.
+            issued.append(time.perf_counter() - t0)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         crosscheck(step)
         if loss is not None:
             print(f"LOSS {int(os.environ.get('RANK', '0'))} {step} {loss.item()!r}", flush=True)
     if timed:
-        print_steptimes(args, times)
+        import statistics
+
+        print_steptimes(args, times, {"steady_issue_median": statistics.median(issued[STEADY_AFTER:])})
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
 
 

@@ -611,6 +611,51 @@ fn a_breakdown_gives_each_parts_steady_cost_paired_by_round() {
     assert!(part.contains("steady_paired_us_90=251.0..255.0"), "{part}");
 }
 
+/// Rows that time the steady step's issue say which side an extra is on:
+/// here the doctor's steady step is 3.5 ms longer in every round while its
+/// issue time is 0.5 ms longer (round r: +0.5 ms + r µs), so the ISSUE
+/// line reads a median +503 µs of CPU issue within a +3,500 µs step; rows
+/// without the figure (older calls) get no ISSUE line.
+#[test]
+fn the_issue_line_splits_a_steady_extra_into_cpu_issue_and_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("call.txt");
+    let mut rows = String::new();
+    for round in 1..=5u32 {
+        let base = 0.030 + f64::from(round) * 1e-3; // whole processes differ
+        let issue = 0.020 + f64::from(round) * 1e-3;
+        for (mode, steady, issued) in [
+            ("plain", base, issue),
+            (
+                "doctor",
+                base + 3.5e-3,
+                issue + (500.0 + f64::from(round)) * 1e-6,
+            ),
+        ] {
+            rows += &format!(
+                "{mode} round={round} STEPTIMES {{\"step1\": 0.6, \"steady_median\": {steady}, \"steady_issue_median\": {issued}, \"device_used\": 1}}\n"
+            );
+        }
+    }
+    std::fs::write(&file, &rows).unwrap();
+    let out = common::stdout_of_success(&mut summary_of("fsdp2", "default", &[file.clone()]));
+    let issue = line(&out, "ISSUE", "mode=doctor ");
+    assert!(
+        (field(issue, "issue_added_us") - 503.0).abs() < 0.05,
+        "{issue}"
+    );
+    assert!(issue.contains("issue_added_us_90=501.0..505.0"), "{issue}");
+    assert!(issue.contains("issue_slower=5/5 "), "{issue}");
+    assert!(
+        (field(issue, "steady_added_us") - 3500.0).abs() < 0.05,
+        "{issue}"
+    );
+    let older = rows.replace(", \"steady_issue_median\"", ", \"other\"");
+    std::fs::write(&file, older).unwrap();
+    let out = common::stdout_of_success(&mut summary_of("fsdp2", "default", &[file]));
+    assert!(!out.contains("ISSUE "), "{out}");
+}
+
 /// The summary of one call whose rounds each pair a plain step 1 of 1 s
 /// with a doctor's of `ratios[k]` s (steady steps equal).
 fn summary_of_step1_ratios(ratios: &[f64]) -> String {
