@@ -359,16 +359,11 @@ def fsdp2_step(torch):
     import torch.distributed as dist
 
     try:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-        from zoo_fsdp2 import build
+        from zoo_fsdp2 import loss_step, sharded
 
         if not dist.is_initialized():
             dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
-        model = build(1024, layers=4, vocab=32000)
-        mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        for layer in model.model.layers:
-            fully_shard(layer, mp_policy=mp_policy)
-        fully_shard(model, mp_policy=mp_policy)
+        model = sharded(1024)
     except Exception as e:  # no transformers or NCCL: the other units go on
         print("NVML_FSDP2 " + json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return None
@@ -376,11 +371,7 @@ def fsdp2_step(torch):
     tokens = torch.randint(0, 32000, (8, 1024), device="cuda")
 
     def step():
-        out = model(input_ids=tokens, labels=tokens)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        logged = out.loss.detach().clone()
-        dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+        loss_step(model, tokens)
         opt.step()
         opt.zero_grad()
         torch.cuda.synchronize()

@@ -83,28 +83,19 @@ def worker():
     sys.path.insert(0, os.path.join(REPO, "examples"))
     import torch
     import torch.distributed as dist
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    from zoo_fsdp2 import build
+    from zoo_fsdp2 import loss_step, sharded
 
     for key, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"),
                        ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29650")):
         os.environ.setdefault(key, value)
     torch.cuda.set_device(0)
     dist.init_process_group("nccl")
-    model = build(1024, layers=4, vocab=32000)
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for layer in model.model.layers:
-        fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
+    model = sharded(1024)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     tokens = torch.randint(0, 32000, (8192 // SEQ, SEQ), device="cuda")
 
     def step():
-        out = model(input_ids=tokens, labels=tokens)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        logged = out.loss.detach().clone()
-        dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+        loss_step(model, tokens)
         opt.step()
         opt.zero_grad()
 

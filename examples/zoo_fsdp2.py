@@ -37,19 +37,39 @@ def build(hidden, layers, vocab):
     return MistralForCausalLM(cfg).to(device="cuda")
 
 
+def sharded(hidden, layers=4, vocab=32000):
+    """The model built and sharded as main() shards it: FSDP2 on each layer,
+    then on the whole, bf16 parameters and fp32 reduction (benches/ time its
+    steady step in one process the same way)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    model = build(hidden, layers=layers, vocab=vocab)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in model.model.layers:
+        fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    return model
+
+
+def loss_step(model, tokens):
+    """A step before its optimizer: forward, backward, grad-norm clipping,
+    and the mean loss over ranks for the log, as training loops do (the
+    default group's first collective: with one rank FSDP2 runs none)."""
+    out = model(input_ids=tokens, labels=tokens)
+    out.loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    logged = out.loss.detach().clone()
+    dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+    return logged
+
+
 def main():
     args = common.parse(
         __doc__,
         {"cublas": "tiny fwd+bwd per dtype at setup", "nccl_comm": "one all-reduce on the default group at setup"},
     )
     dev = common.init_torchrun(port=29561)
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    model = build(args.hidden if args.hidden != 4096 else 1024, layers=4, vocab=32000)
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for layer in model.model.layers:
-        fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
+    model = sharded(args.hidden if args.hidden != 4096 else 1024)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if args.prewarm_cublas:
         prewarm_cublas(model)
@@ -59,17 +79,7 @@ def main():
     seq = 1024
     tokens = torch.randint(0, 32000, (max(1, args.batch // seq), seq), device=dev, generator=gen)
 
-    def step(n):
-        out = model(input_ids=tokens, labels=tokens)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        # The mean loss over ranks for the log, as training loops do: the
-        # default group's first collective (with one rank FSDP2 runs none).
-        logged = out.loss.detach().clone()
-        dist.all_reduce(logged, op=dist.ReduceOp.AVG)
-        return logged
-
-    common.train(args, step, opt)
+    common.train(args, lambda n: loss_step(model, tokens), opt)
     dist.destroy_process_group()
 
 
