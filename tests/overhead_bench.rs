@@ -638,7 +638,11 @@ fn the_issue_line_splits_a_steady_extra_into_cpu_issue_and_the_rest() {
         }
     }
     std::fs::write(&file, &rows).unwrap();
-    let out = common::stdout_of_success(&mut summary_of("fsdp2", "default", &[file.clone()]));
+    let out = common::stdout_of_success(&mut summary_of(
+        "fsdp2",
+        "default",
+        std::slice::from_ref(&file),
+    ));
     let issue = line(&out, "ISSUE", "mode=doctor ");
     assert!(
         (field(issue, "issue_added_us") - 503.0).abs() < 0.05,
