@@ -13,6 +13,8 @@ same process, so that process-to-process spread cancels:
   probe    every CUPTI callback the probe has on, held off
            (prewarm_probe_hold_callbacks, crates/probe/src/hold.rs)
   unwind   the shim's program-wide sys.monitoring event (PY_UNWIND) off
+  doctor   the doctor's own process stopped (SIGSTOP, then SIGCONT): its
+           NVML sampler, which queries the device every millisecond
 
 Each pair is one block with the piece on and one with it off, in an order
 that alternates pair by pair; the pieces take turns pair by pair. Per piece
@@ -55,26 +57,59 @@ def switches():
     names of those it cannot, with why."""
     found = {"none": (lambda: None, lambda: None)}
     missing = []
-    path = os.environ.get("CUDA_INJECTION64_PATH")
-    if path:
-        import ctypes
-
-        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-        if hasattr(lib, "prewarm_probe_hold_callbacks"):
-            found["probe"] = (lambda: lib.prewarm_probe_hold_callbacks(1),
-                              lambda: lib.prewarm_probe_hold_callbacks(0))
+    for piece in (probe_piece, unwind_piece, doctor_piece):
+        name, switch, why = piece()
+        if switch is None:
+            missing.append(f"{name} ({why})")
         else:
-            missing.append("probe (this probe has no prewarm_probe_hold_callbacks)")
-    else:
-        missing.append("probe (none injected)")
-    tool = getattr(sys.modules.get("prewarm_doctor_monitor"), "_tool", None)
-    if tool not in (None, False) and hasattr(sys, "monitoring"):
-        events = sys.monitoring.get_events(tool)
-        found["unwind"] = (lambda: sys.monitoring.set_events(tool, 0),
-                           lambda: sys.monitoring.set_events(tool, events))
-    else:
-        missing.append("unwind (no shim monitoring tool in this process)")
+            found[name] = switch
     return found, missing
+
+
+def probe_piece():
+    """The probe's callbacks held off and released (its hold export)."""
+    path = os.environ.get("CUDA_INJECTION64_PATH")
+    if not path:
+        return "probe", None, "none injected"
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except OSError:
+        return "probe", None, "CUDA has not loaded it in this process"
+    if not hasattr(lib, "prewarm_probe_hold_callbacks"):
+        return "probe", None, "this probe has no prewarm_probe_hold_callbacks"
+    return "probe", (lambda: lib.prewarm_probe_hold_callbacks(1),
+                     lambda: lib.prewarm_probe_hold_callbacks(0)), None
+
+
+def unwind_piece():
+    """The shim's program-wide sys.monitoring event off and back on."""
+    tool = getattr(sys.modules.get("prewarm_doctor_monitor"), "_tool", None)
+    if tool in (None, False) or not hasattr(sys, "monitoring"):
+        return "unwind", None, "no shim monitoring tool in this process"
+    events = sys.monitoring.get_events(tool)
+    return "unwind", (lambda: sys.monitoring.set_events(tool, 0),
+                      lambda: sys.monitoring.set_events(tool, events)), None
+
+
+def doctor_piece():
+    """The doctor's own process (its NVML sampler, the only thread it runs
+    beside waiting for the training) stopped and continued: SIGSTOP cannot
+    be caught, so the doctor forwards nothing, and the training, its child,
+    runs on."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/comm") as f:
+            name = f.read().strip()
+    except OSError:
+        name = ""
+    if name != "prewarm-doctor":
+        return "doctor", None, f"the parent process is {name or 'unknown'}, not the doctor"
+    import signal
+
+    return "doctor", (lambda: os.kill(parent, signal.SIGSTOP),
+                      lambda: os.kill(parent, signal.SIGCONT)), None
 
 
 def worker():

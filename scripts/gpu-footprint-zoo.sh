@@ -139,8 +139,9 @@ if has parts; then
   tail -3 "$OUT/lazy-parts-out-$TAG.txt"
 fi
 
-# fsdp2's steady step with the probe's callbacks, or the shim's program-wide
-# monitoring event, held off and on in blocks within one process.
+# fsdp2's steady step with the probe's callbacks, the shim's program-wide
+# monitoring event or the doctor's own process (its NVML sampler) held off
+# and on in blocks within one process.
 if has toggles; then
   STEADY_TOGGLES_ROWS="$OUT/steady-toggles-$TAG.txt" STEADY_TOGGLES_DEADLINE_S=$(( $(left) - 90 )) BIN=$BIN \
     timeout $(( $(left) - 5 )) $PY benches/gpu_steady_toggles.py ${TOGGLES_PROCESSES:-3} > "$OUT/steady-toggles-out-$TAG.txt" 2>&1

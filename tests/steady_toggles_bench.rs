@@ -118,3 +118,54 @@ fn a_broken_row_is_refused_by_its_place() {
         "{err}"
     );
 }
+
+/// Under the real binary the worker finds the doctor as its parent, and
+/// the `doctor` piece stops that process and continues it (the training,
+/// its child, runs on); the probe, which CUDA has not loaded on a machine
+/// without a GPU, is said missing with that reason.
+#[test]
+fn under_the_doctor_its_own_process_is_a_piece_that_stops_and_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"
+import os, sys, time
+sys.path.insert(0, {benches:?})
+import gpu_steady_toggles as bench
+found, missing = bench.switches()
+print("FOUND", " ".join(sorted(found)))
+print("MISSING", " | ".join(missing))
+def state():
+    with open(f"/proc/{{os.getppid()}}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+off, on = found["doctor"]
+off()
+for _ in range(100):
+    if state() == "T":
+        break
+    time.sleep(0.01)
+print("STOPPED", state())
+on()
+for _ in range(100):
+    if state() != "T":
+        break
+    time.sleep(0.01)
+print("CONTINUED", state())
+"#,
+        benches = common::repo("benches").display().to_string()
+    );
+    let out = common::stdout_of_success(
+        Command::new(assert_cmd::cargo::cargo_bin("prewarm-doctor"))
+            .args(["run", "--cache", "user", "--out"])
+            .arg(dir.path().join("run"))
+            .args(["--", "python3", "-c", &script]),
+    );
+    assert!(line(&out, "FOUND", "").contains(" doctor"), "{out}");
+    assert!(line(&out, "FOUND", "").contains(" none"), "{out}");
+    line(
+        &out,
+        "MISSING",
+        "probe (CUDA has not loaded it in this process)",
+    );
+    assert_eq!(line(&out, "STOPPED", ""), "STOPPED T", "{out}");
+    assert_ne!(line(&out, "CONTINUED", ""), "CONTINUED T", "{out}");
+}
