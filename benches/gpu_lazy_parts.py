@@ -92,12 +92,16 @@ SEGMENTS = 64
 def end_first_steps():
     """What the shim tells an injected probe after a training's first steps
     (its step ends, then the kernel watch off), so that the parts after it
-    are a steady step's; nothing in a process without the probe."""
+    are a steady step's; nothing in a process without the probe (none
+    named, or named and not loaded: CUDA refused it, so it costs nothing)."""
     path = os.environ.get("CUDA_INJECTION64_PATH")
     if not path:
         return
     import ctypes
-    lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except OSError:
+        return
     for step in (1, 2, 3):
         lib.prewarm_probe_step_ended(step)
     lib.prewarm_probe_set_kernel_records(0)
