@@ -220,3 +220,35 @@ fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
     );
     assert!(kernels.contains(" rounds=12 added_ms=1.48 "), "{kernels}");
 }
+
+/// Call 21 (an H100, 23 rounds of plain, doctor and no-probe, each part
+/// after the watch too): its stored rows give the summary it printed, and
+/// that summary says what the footprint notes rest on — a launch after the
+/// watch ended still slower under the probe, in most rounds, and not with
+/// the probe left out.
+#[test]
+fn the_after_watch_call_rows_give_its_printed_summary() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let out = summary_of(&[&folder.join("lazy-parts-call21.txt")]);
+    let printed = std::fs::read_to_string(folder.join("summary-call21.txt")).unwrap();
+    let ours: Vec<&str> = out.lines().filter(|l| l.starts_with("LAZY_PART")).collect();
+    let theirs: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.starts_with("LAZY_PART"))
+        .collect();
+    assert_eq!(ours.len(), 12 * 3 + 12 * 2);
+    assert_eq!(ours, theirs[..ours.len()]);
+    let doctor = line(
+        &out,
+        "LAZY_PART_PAIRED",
+        "mode=doctor part=launches_after_watch ",
+    );
+    assert!(doctor.contains(" rounds=23 "), "{doctor}");
+    assert!(doctor.contains(" slower=20/23 "), "{doctor}");
+    let without = line(
+        &out,
+        "LAZY_PART_PAIRED",
+        "mode=no-probe part=launches_after_watch ",
+    );
+    assert!(without.contains(" slower=11/23 "), "{without}");
+}

@@ -1122,6 +1122,7 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
                 "fsdp2-default-call12.txt",
                 "fsdp2-default-call15.txt",
                 "fsdp2-default-call18.txt",
+                "fsdp2-default-call20.txt",
             ],
         },
         Row {

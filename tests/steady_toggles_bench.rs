@@ -169,3 +169,38 @@ print("CONTINUED", state())
     assert_eq!(line(&out, "STOPPED", ""), "STOPPED T", "{out}");
     assert_ne!(line(&out, "CONTINUED", ""), "CONTINUED T", "{out}");
 }
+
+/// Call 19 (an H100, three processes of fsdp2's steady step, 20 pairs a
+/// piece each): its stored rows give the summary it printed, every pair
+/// counted.
+#[test]
+fn the_gpu_calls_rows_give_its_printed_summary() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let out = Command::new("python3")
+        .arg(common::repo("benches/gpu_steady_toggles.py"))
+        .arg("--summary")
+        .arg(folder.join("steady-toggles-call19.txt"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let ours = String::from_utf8(out.stdout).unwrap();
+    let printed = std::fs::read_to_string(folder.join("summary-call19.txt")).unwrap();
+    let paired = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("TOGGLE_PAIRED"))
+            .map(str::to_string)
+            .collect()
+    };
+    let ours = paired(&ours);
+    assert_eq!(ours.len(), 4);
+    assert_eq!(ours, paired(&printed)[..4]);
+    for piece in ["none", "probe", "unwind", "doctor"] {
+        let l = line(
+            &ours.join("\n"),
+            "TOGGLE_PAIRED",
+            &format!("piece={piece} "),
+        )
+        .to_string();
+        assert!(l.contains(" pairs=60 "), "{l}");
+    }
+}
