@@ -21,11 +21,14 @@ each from its start to a device synchronise:
                   still watches for first launches)
   launches        5,000 launches of one loaded kernel (the cost a launch while
                   the probe watches for first launches)
+  watch_end       once the probe is told what the shim tells it after a
+                  training's third step (step ends, kernel watch off): one
+                  launch, then 50 ms asleep (under `detach`, CUPTI's detach
+                  and the probe's new subscription happen here)
   nccl_after_watch, launches_after_watch
-                  nccl_steady and launches again once the probe is told what
-                  the shim tells it after a training's third step (step ends,
-                  kernel watch off): a steady step's cost (fsdp2's steady step
-                  reads 1.097 under the doctor over 32 rounds)
+                  nccl_steady and launches again after it: a steady step's
+                  cost (fsdp2's steady step reads 1.081 under the doctor over
+                  39 rounds; a launch here cost 0.83 µs more, 23 rounds)
   queries_after_watch
                   20,000 stream queries after it (a driver call the probe
                   never traces: what CUPTI's subscription alone costs a call)
@@ -34,8 +37,9 @@ Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 (`prewarm-doctor run`), `no-probe` (--no-probe), `no-kernels`
 (PREWARM_DOCTOR_KERNEL_RECORDS=0), `kernels-all` (=all), `no-nvml`
 (PREWARM_DOCTOR_NVML_SAMPLING=0), `nvml-10ms` (NVML's device query every
-10 ms instead of 1), `no-shim` (PREWARM_DOCTOR_SHIM=0),
-`nccl-log` (the plain run with the doctor's NCCL log settings). Default:
+10 ms instead of 1), `no-shim` (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
+CUPTI detached at the watch's end and attached again with the callbacks
+the probe keeps), `nccl-log` (the plain run with the doctor's NCCL log settings). Default:
 "doctor no-probe no-kernels no-nvml nccl-log". Each round runs every mode
 once, in an order rotated round by round.
 
@@ -72,7 +76,7 @@ from gpu_nccl_debug_cost import settings as nccl_settings
 
 PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
          "nccl_further", "nccl_gather", "nccl_steady", "launches",
-         "nccl_after_watch", "launches_after_watch", "queries_after_watch")
+         "watch_end", "nccl_after_watch", "launches_after_watch", "queries_after_watch")
 DEFAULT_MODES = "doctor no-probe no-kernels no-nvml nccl-log"
 DOCTOR_ENV = {
     "doctor": {},
@@ -82,6 +86,7 @@ DOCTOR_ENV = {
     "no-nvml": {"PREWARM_DOCTOR_NVML_SAMPLING": "0"},
     "nvml-10ms": {"PREWARM_DOCTOR_NVML_PERIOD_MS": "10"},
     "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
+    "detach": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "1"},
 }
 LAUNCHES = 5000
 COLLECTIVES = 200
@@ -161,6 +166,7 @@ def worker():
     z = torch.zeros(16, device="cuda")
     timed("launches", lambda: [z.add_(1) for _ in range(LAUNCHES)])
     end_first_steps()
+    timed("watch_end", lambda: (z.add_(1), torch.cuda.synchronize(), time.sleep(0.05)))
     timed("nccl_after_watch", lambda: [gather() for _ in range(COLLECTIVES)])
     timed("launches_after_watch", lambda: [z.add_(1) for _ in range(LAUNCHES)])
     stream = torch.cuda.current_stream()

@@ -31,6 +31,8 @@ if probe and os.environ.get("PREWARM_DOCTOR_KERNEL_RECORDS") != "0":
     parts["nccl_first"] += 30.0
 if os.environ.get("NCCL_DEBUG") == "INFO":
     parts["nccl_further"] += 2.0
+if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "1":
+    parts["cublas"] += 7.0
 print("RESULT " + json.dumps(parts), flush=True)
 "#;
 
@@ -144,7 +146,7 @@ fn stored_rows_of_two_calls_pool_into_one_summary() {
 #[test]
 fn every_mode_runs_its_worker() {
     let dir = tempfile::tempdir().unwrap();
-    let modes = "kernels-all no-nvml nvml-10ms no-shim";
+    let modes = "kernels-all no-nvml nvml-10ms no-shim detach";
     let out = common::stdout_of_success(&mut bench(dir.path(), "1", modes));
     for mode in ["plain"].into_iter().chain(modes.split(' ')) {
         line(&out, "LAZYPARTS", &format!("mode={mode} round=1 "));
@@ -156,6 +158,9 @@ fn every_mode_runs_its_worker() {
         "mode=kernels-all part=nccl_first ",
     );
     assert!(l.contains(" added_ms=30.00 "), "{l}");
+    // The detach switch reaches the training's process through the binary.
+    let l = line(&out, "LAZY_PART_PAIRED", "mode=detach part=cublas ");
+    assert!(l.contains(" added_ms=7.00 "), "{l}");
 }
 
 /// A mode the bench does not know is refused before any run, naming it.

@@ -7,6 +7,7 @@
 use crate::calls;
 use crate::clock::now_ns;
 use crate::cupti::CUPTI_SUCCESS;
+use crate::detach;
 use crate::driver_api::{self, Handling};
 use crate::launch_state::KernelWatch;
 use crate::launches;
@@ -22,6 +23,9 @@ use std::sync::atomic::Ordering;
 /// `all`) or launch tracing (first launches, the default) cost time on
 /// launches, so the shim turns the watch off once the first steps are over.
 pub fn set_kernel_records(p: &Probe, enabled: bool) -> bool {
+    if !enabled && p.kernel_watch != KernelWatch::Off {
+        p.detach.request();
+    }
     let rc = match p.kernel_watch {
         KernelWatch::EveryLaunch => launches::switch_kernel_activity(p, enabled),
         KernelWatch::FirstLaunches => launches::watch(p, enabled),
@@ -99,6 +103,19 @@ pub unsafe extern "C" fn on_callback(
     data: *const c_void,
 ) {
     let Some(p) = probe() else { return };
+    // SAFETY: as CUPTI passed them.
+    unsafe { dispatch(p, domain, cbid, data) };
+    if domain == DOMAIN_DRIVER_API && p.detach.pending() {
+        // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
+        unsafe { detach::at_driver_callback(p, data as *const CUpti_CallbackData, on_callback) };
+    }
+}
+
+/// One callback's work, by domain and id.
+///
+/// # Safety
+/// `data` is what CUPTI passes for `domain`.
+unsafe fn dispatch(p: &'static Probe, domain: u32, cbid: u32, data: *const c_void) {
     if domain == DOMAIN_DRIVER_API
         && let Some(index) = launches::launch_parameter(cbid)
     {

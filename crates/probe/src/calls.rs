@@ -262,7 +262,9 @@ pub fn stop_pool_tracing(p: &Probe) {
     p.pools.stop_counting();
     let subscriber = p.subscriber.load(Ordering::Acquire);
     let mut kept = Vec::new();
-    for cbid in driver_api::stream_ordered_cbids() {
+    // No subscriber: CUPTI is being attached again (detach.rs), which
+    // leaves these off now that counting stopped.
+    for cbid in driver_api::stream_ordered_cbids().filter(|_| !subscriber.is_null()) {
         // SAFETY: the subscriber of this probe, a driver API callback id.
         let rc = unsafe { (p.cupti.enable_callback)(0, subscriber, DOMAIN_DRIVER_API, cbid) };
         if rc != CUPTI_SUCCESS {

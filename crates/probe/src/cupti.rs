@@ -27,6 +27,9 @@ pub struct Cupti {
     /// bench's hold (hold.rs) asks, so a CUPTI without it still captures.
     pub callback_state:
         Option<unsafe extern "C" fn(*mut u32, *mut c_void, u32, u32) -> CuptiResult>,
+    /// `cuptiFinalize()`: only the opt-in detach after the watch
+    /// (detach.rs) calls it, so a CUPTI without it still captures.
+    pub finalize: Option<unsafe extern "C" fn() -> CuptiResult>,
     pub register_buffers: unsafe extern "C" fn(BufferRequestFn, BufferCompleteFn) -> CuptiResult,
     /// `cuptiActivitySetAttribute(attribute, &value_size, &value)`.
     pub set_attribute: Option<unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> CuptiResult>,
@@ -102,6 +105,8 @@ impl Cupti {
             enable_callback: need!(lib, c"cuptiEnableCallback"),
             // SAFETY: signature from cupti_callbacks.h.
             callback_state: unsafe { function(&lib, c"cuptiGetCallbackState") },
+            // SAFETY: signature from cupti.h (`CUptiResult cuptiFinalize(void)`).
+            finalize: unsafe { function(&lib, c"cuptiFinalize") },
             register_buffers: need!(lib, c"cuptiActivityRegisterCallbacks"),
             // SAFETY: signature from cupti_activity.h.
             set_attribute: unsafe { function(&lib, c"cuptiActivitySetAttribute") },

@@ -22,6 +22,12 @@ pub const MODULE_RECORDS: &str = "PREWARM_DOCTOR_MODULE_RECORDS";
 /// first); `all` traces every one (their counts stay known, at ~1.4 us of
 /// CUPTI dispatch per call).
 pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
+/// `1`: once the first-launch watch has ended, CUPTI is detached
+/// (`cuptiFinalize`) and attached again with only the callbacks the probe
+/// still wants (detach.rs). Off by default until measured on a GPU: on an
+/// H100 a launch still cost 0.83 µs more after the watch's callbacks and
+/// records were switched off (docs/footprint.md).
+pub const DETACH_AFTER_WATCH: &str = "PREWARM_DOCTOR_DETACH_AFTER_WATCH";
 /// Milliseconds between the writer thread's ticks while kernel records
 /// are on (default 10): for the overhead breakdown.
 pub const EARLY_TICK_MS: &str = "PREWARM_DOCTOR_EARLY_TICK_MS";

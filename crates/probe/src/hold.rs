@@ -10,11 +10,12 @@
 //! once the first-launch watch ended, the stream-ordered calls once their
 //! tracing stopped. Never used by a training's capture.
 
-use crate::cupti::CUPTI_SUCCESS;
+use crate::cupti::{CUPTI_SUCCESS, CuptiResult};
 use crate::driver_api;
 use crate::guard::lock;
 use crate::launches;
 use crate::state::{DOMAIN_DRIVER_API, DOMAIN_RESOURCE, Probe};
+use std::ffi::c_void;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
@@ -44,26 +45,38 @@ pub fn hold(p: &Probe, held: bool) -> i32 {
         }
         return switched;
     }
-    for domain in [DOMAIN_DRIVER_API, DOMAIN_RESOURCE] {
-        for cbid in 0..MAX_CBID {
-            let mut on = 0u32;
-            // SAFETY: writes one u32; the probe's subscriber.
-            let known = unsafe { state(&mut on, subscriber, domain, cbid) } == CUPTI_SUCCESS;
-            // SAFETY: as above.
-            if known
-                && on != 0
-                && unsafe { (p.cupti.enable_callback)(0, subscriber, domain, cbid) }
-                    == CUPTI_SUCCESS
-            {
-                kept.push((domain, cbid));
-            }
+    for (domain, cbid) in enabled_ids(subscriber, state) {
+        // SAFETY: the probe's subscriber, a domain and id CUPTI reported on.
+        if unsafe { (p.cupti.enable_callback)(0, subscriber, domain, cbid) } == CUPTI_SUCCESS {
+            kept.push((domain, cbid));
         }
     }
     kept.len() as i32
 }
 
-/// Whether the probe still wants a held callback on at release.
-fn still_wanted(p: &Probe, domain: u32, cbid: u32) -> bool {
+/// `cuptiGetCallbackState`'s signature.
+pub(crate) type CallbackState =
+    unsafe extern "C" fn(*mut u32, *mut c_void, u32, u32) -> CuptiResult;
+
+/// The (domain, callback id) pairs CUPTI says are on for `subscriber`, in
+/// the two domains the probe subscribes (also what detach.rs re-enables).
+pub(crate) fn enabled_ids(subscriber: *mut c_void, state: CallbackState) -> Vec<(u32, u32)> {
+    let mut on_ids = Vec::new();
+    for domain in [DOMAIN_DRIVER_API, DOMAIN_RESOURCE] {
+        for cbid in 0..MAX_CBID {
+            let mut on = 0u32;
+            // SAFETY: writes one u32; the probe's subscriber.
+            if unsafe { state(&mut on, subscriber, domain, cbid) } == CUPTI_SUCCESS && on != 0 {
+                on_ids.push((domain, cbid));
+            }
+        }
+    }
+    on_ids
+}
+
+/// Whether the probe still wants a callback on (a held one at release, a
+/// kept one when CUPTI is attached again).
+pub(crate) fn still_wanted(p: &Probe, domain: u32, cbid: u32) -> bool {
     if domain != DOMAIN_DRIVER_API {
         return true;
     }

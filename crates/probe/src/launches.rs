@@ -196,9 +196,10 @@ pub fn pause(p: &Probe, paused: bool) -> bool {
 }
 
 /// Subscribes the launch callbacks when the watch is on and not paused,
-/// else unsubscribes them (a launch then costs nothing).
+/// else unsubscribes them (a launch then costs nothing) — unless a detach
+/// is due (detach.rs): the next launch's exit does it.
 fn subscribe(p: &Probe, w: &mut Watch) -> CuptiResult {
-    let want = w.on && !w.paused;
+    let want = (w.on && !w.paused) || p.detach.pending();
     if want == w.subscribed {
         return CUPTI_SUCCESS;
     }
@@ -217,6 +218,18 @@ fn subscribe(p: &Probe, w: &mut Watch) -> CuptiResult {
     }
     w.subscribed = want;
     first_error
+}
+
+/// The launch callbacks off as the watch's state says (a detach that was
+/// due and did not happen leaves them to this).
+pub fn end_subscription(p: &Probe) {
+    let mut w = lock(&p.launches.state);
+    subscribe(p, &mut w);
+}
+
+/// CUPTI was detached: no launch callback is subscribed any more.
+pub fn forget_subscription(p: &Probe) {
+    lock(&p.launches.state).subscribed = false;
 }
 
 /// CUPTI's own switch for kernel activity records; its result code.

@@ -22,6 +22,7 @@ mod caller;
 mod calls;
 mod clock;
 mod cupti;
+mod detach;
 mod driver_api;
 mod dynlib;
 pub mod env;

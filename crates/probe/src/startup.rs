@@ -230,6 +230,11 @@ fn start(p: &'static Probe) {
         return;
     };
     enable_callbacks(p, subscriber);
+    if var(env::DETACH_AFTER_WATCH).as_deref() == Some("1")
+        && p.kernel_watch != launch_state::KernelWatch::Off
+    {
+        p.detach.want(p);
+    }
     if let Err(why) = p.cupti.promise_zeroed_buffers() {
         p.notice(
             NoticeLevel::Info,

@@ -50,6 +50,8 @@ pub struct Probe {
     pub kernel_watch: KernelWatch,
     /// The first-launch watch (launches.rs), under [`KernelWatch::FirstLaunches`].
     pub launches: FirstLaunches,
+    /// CUPTI detached and attached again after the watch (detach.rs, opt-in).
+    pub detach: crate::detach::Detach,
     /// The kernel watch is on (setup and the first steps), whichever way
     /// records are taken.
     pub kernel_records: AtomicBool,
@@ -108,6 +110,7 @@ pub fn install(
         use_local_v2,
         kernel_watch,
         launches: FirstLaunches::default(),
+        detach: Default::default(),
         kernel_records: AtomicBool::new(false),
         disabled: AtomicBool::new(false),
         callbacks: AtomicU64::new(0),

@@ -934,3 +934,60 @@ fn held_callbacks_see_nothing_and_come_back() {
     );
     assert!(!sizes.contains(&(5 << 20)), "{sizes:?}");
 }
+
+/// PREWARM_DOCTOR_DETACH_AFTER_WATCH=1: the watch's end makes a detach due,
+/// the next launch's exit detaches CUPTI once, the probe subscribes again
+/// with the callbacks it still wants — an allocation after that is traced,
+/// the launch callbacks stay off — and a notice says so. Without the
+/// switch nothing is detached.
+#[test]
+fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
+    let probe = support::probe_library();
+    let detached = support::run_with(
+        &["detach"],
+        Some(&probe),
+        &[("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1")],
+    );
+    let kept = support::run(&["detach"], Some(&probe));
+    for run in [&detached, &kept] {
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&detached.stdout).trim(),
+        "finalized=1 subscribed=1"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&kept.stdout).trim(),
+        "finalized=0 subscribed=1"
+    );
+    for run in [&detached, &kept] {
+        let deliveries = run.cupti_deliveries();
+        // cuMemAlloc on at exit and handed over (enter and exit);
+        // cuLaunchKernel off at exit.
+        assert!(
+            deliveries.get(&243).is_some_and(|d| d.0 >= 2 && d.1),
+            "{deliveries:?}"
+        );
+        assert!(deliveries.get(&307).is_some_and(|d| !d.1), "{deliveries:?}");
+        let r = &run.events().records;
+        assert_clean_capture(r);
+        let sizes: Vec<u64> = mem(r)
+            .iter()
+            .filter(|m| m.api == MemApi::MemAlloc)
+            .map(|m| m.bytes)
+            .collect();
+        assert!(sizes.contains(&(3 << 20)), "{sizes:?}");
+    }
+    let said = |run: &support::Run| {
+        notices(&run.events().records)
+            .into_iter()
+            .filter(|n| n.text.starts_with("CUPTI detached after the first steps"))
+            .count()
+    };
+    assert_eq!(said(&detached), 1);
+    assert_eq!(said(&kept), 0);
+}

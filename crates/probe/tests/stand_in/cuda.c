@@ -468,3 +468,8 @@ void standin_launch_graph(void *graph_exec, const char **kernels, int n) {
 }
 
 void standin_set_cupti_dropped(size_t dropped) { standin_cupti_set_dropped(dropped); }
+
+/* For the program, which does not link the stand-in CUPTI: its detach count
+ * and whether a subscriber is attached. */
+int standin_detaches(void) { return standin_cupti_finalized(); }
+int standin_attached(void) { return standin_cupti_subscribed(); }

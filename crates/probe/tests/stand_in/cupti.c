@@ -55,14 +55,31 @@ int cuptiGetVersion(uint32_t *version) {
 }
 
 int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
-    if (g_subscribed)
+    if (__atomic_load_n(&g_subscribed, __ATOMIC_SEQ_CST))
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-    g_subscribed = 1;
-    g_callback = callback;
     g_user = user;
+    __atomic_store_n(&g_callback, callback, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&g_subscribed, 1, __ATOMIC_SEQ_CST);
     *subscriber = &g_subscribed;
     return CUPTI_SUCCESS;
 }
+
+/* Detaches as CUPTI does: no subscriber, no callback on, no records; a
+ * later cuptiSubscribe attaches again. Counted for the harness. */
+static int g_finalized;
+
+int cuptiFinalize(void) {
+    __atomic_store_n(&g_callback, NULL, __ATOMIC_SEQ_CST);
+    memset(g_enabled, 0, sizeof g_enabled);
+    g_kernel_enabled = 0;
+    __atomic_add_fetch(&g_finalized, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&g_subscribed, 0, __ATOMIC_SEQ_CST);
+    return CUPTI_SUCCESS;
+}
+
+int standin_cupti_finalized(void) { return __atomic_load_n(&g_finalized, __ATOMIC_SEQ_CST); }
+
+int standin_cupti_subscribed(void) { return __atomic_load_n(&g_subscribed, __ATOMIC_SEQ_CST); }
 
 int cuptiEnableCallback(uint32_t enable, void *subscriber, uint32_t domain, uint32_t cbid) {
     if (subscriber != &g_subscribed || domain > 3 || cbid >= MAX_CBID)
@@ -202,7 +219,8 @@ int cuptiGetResultString(int result, const char **text) {
 
 void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const void *params,
                        CUresult *result, CUcontext ctx, uint32_t correlation, uint64_t *correlation_data) {
-    if (g_callback == NULL || cbid >= MAX_CBID || !__atomic_load_n(&g_enabled[1][cbid], __ATOMIC_SEQ_CST))
+    CallbackFn callback = __atomic_load_n(&g_callback, __ATOMIC_SEQ_CST);
+    if (callback == NULL || cbid >= MAX_CBID || !__atomic_load_n(&g_enabled[1][cbid], __ATOMIC_SEQ_CST))
         return;
     __atomic_add_fetch(&g_delivered[cbid], 1, __ATOMIC_SEQ_CST);
     CallbackData data = {
@@ -216,14 +234,15 @@ void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const voi
         .correlationData = correlation_data,
         .correlationId = correlation,
     };
-    g_callback(g_user, 1, cbid, &data);
+    callback(g_user, 1, cbid, &data);
 }
 
 void standin_cupti_resource(uint32_t cbid, CUcontext ctx, void *descriptor) {
-    if (g_callback == NULL || cbid >= MAX_CBID || !__atomic_load_n(&g_enabled[3][cbid], __ATOMIC_SEQ_CST))
+    CallbackFn callback = __atomic_load_n(&g_callback, __ATOMIC_SEQ_CST);
+    if (callback == NULL || cbid >= MAX_CBID || !__atomic_load_n(&g_enabled[3][cbid], __ATOMIC_SEQ_CST))
         return;
     ResourceData data = {.context = ctx, .resourceHandle = 0, .resourceDescriptor = descriptor};
-    g_callback(g_user, 3, cbid, &data);
+    callback(g_user, 3, cbid, &data);
 }
 
 int standin_cupti_kernel_enabled(void) { return g_kernel_enabled; }

@@ -445,6 +445,25 @@ static int hold(void) {
     return 0;
 }
 
+/* --- detach: once the watch has ended, CUPTI is detached at the next
+ * launch's exit and the probe subscribes again from its own thread; an
+ * allocation after that is traced, a launch no longer is. ------------ */
+
+static int detach(void) {
+    setup();
+    standin_launch_kernel("gemm", 0, 0, 32, 0);
+    probe_call("prewarm_probe_set_kernel_records", 0);
+    int before = standin_detaches();
+    standin_launch_kernel("gemm", 0, 0, 32, 0);
+    for (int i = 0; i < 5000 && !standin_attached(); i++)
+        usleep(1000);
+    CUdeviceptr a;
+    cuMemAlloc_v2(&a, 3 * MiB);
+    standin_launch_kernel("later", 0, 0, 32, 0);
+    printf("finalized=%d subscribed=%d\n", standin_detaches() - before, standin_attached());
+    return 0;
+}
+
 /* --- first-launches: kernel records around each function's first launch
  * (the default) or on every launch (PREWARM_DOCTOR_KERNEL_RECORDS=all): the
  * same launches either way, so the same first launches and growth. ------ */
@@ -731,6 +750,8 @@ int main(int argc, char **argv) {
         return bench_pause();
     if (!strcmp(scenario, "hold"))
         return hold();
+    if (!strcmp(scenario, "detach"))
+        return detach();
     if (!strcmp(scenario, "first-launches"))
         return first_launches();
     if (!strcmp(scenario, "pool-reads"))

@@ -106,5 +106,9 @@ int standin_cupti_enabled(uint32_t domain, uint32_t cbid);
 void standin_cupti_kernel_record(const KernelRecord *record);
 uint64_t standin_cupti_now(void);
 void standin_cupti_set_dropped(size_t dropped);
+int standin_cupti_finalized(void);
+int standin_cupti_subscribed(void);
+int standin_detaches(void);
+int standin_attached(void);
 
 #endif

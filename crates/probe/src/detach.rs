@@ -1,0 +1,174 @@
+//! Detaching CUPTI once the first-launch watch has ended, and attaching it
+//! again with only the callbacks the probe still wants — opt-in
+//! (`PREWARM_DOCTOR_DETACH_AFTER_WATCH=1`) until measured on a GPU.
+//!
+//! Why: on an H100 (docs/footprint.md, seventh session) a launch still cost
+//! 0.83 µs more after the watch had switched its launch callbacks and
+//! kernel records off — as much as while it was on, and nothing without
+//! the probe — so switching them off does not take their cost away, and a
+//! steady step of 700 launches pays it all run long. CUPTI's documented
+//! way to take its instrumentation away is to detach with `cuptiFinalize`
+//! from a driver call's exit (where every thread's submitted work is
+//! done); a later `cuptiSubscribe` attaches it anew.
+//!
+//! The watch's end asks for the detach; the launch callbacks stay on until
+//! then, so the next launch's exit (or any traced call's) does it. Which
+//! callbacks are on is asked of CUPTI first (`cuptiGetCallbackState`);
+//! after `cuptiFinalize` a thread of the probe's subscribes again and
+//! switches those back on, less the launch callbacks and whatever the
+//! probe switched off meanwhile. Driver calls between the two are not
+//! traced, and a notice in the event file says how long that was.
+
+use crate::clock::now_ns;
+use crate::cupti::{CUPTI_SUCCESS, CallbackFn};
+use crate::guard::lock;
+use crate::hold;
+use crate::launches;
+use crate::state::{DOMAIN_DRIVER_API, Probe};
+use cudarc::cupti::sys::CUpti_CallbackData;
+use prewarm_events::NoticeLevel;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether a detach was asked for, and whether one is due.
+#[derive(Default)]
+pub struct Detach {
+    wanted: AtomicBool,
+    pending: AtomicBool,
+}
+
+impl Detach {
+    /// The run asked for a detach after the watch and this CUPTI can do
+    /// it; a notice when it cannot.
+    pub fn want(&self, p: &Probe) {
+        if p.cupti.finalize.is_none() || p.cupti.callback_state.is_none() {
+            p.notice(
+                NoticeLevel::Info,
+                "PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 asked for CUPTI to be detached after the first steps, but this CUPTI lacks cuptiFinalize or cuptiGetCallbackState: it stays attached",
+            );
+            return;
+        }
+        self.wanted.store(true, Ordering::Relaxed);
+    }
+
+    /// At the watch's end: a detach becomes due (once).
+    pub fn request(&self) {
+        if self.wanted.swap(false, Ordering::Relaxed) {
+            self.pending.store(true, Ordering::Release);
+        }
+    }
+
+    /// A detach is due: asked at every callback, one atomic load.
+    pub fn pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+}
+
+/// At a driver call's callback while a detach is due: at its exit, CUPTI
+/// is detached and a thread attaches it again with `callback` (the
+/// probe's). Only one callback does it.
+///
+/// # Safety
+/// `data` is null or the `CUpti_CallbackData` CUPTI passes for a driver call.
+pub unsafe fn at_driver_callback(
+    p: &'static Probe,
+    data: *const CUpti_CallbackData,
+    callback: CallbackFn,
+) {
+    // SAFETY: null-checked; from CUPTI for the driver API domain.
+    if data.is_null() || unsafe { (*data).callbackSite as u32 } == crate::calls::SITE_ENTER {
+        return;
+    }
+    if p.detach
+        .pending
+        .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let subscriber = p.subscriber.load(Ordering::Acquire);
+    let (Some(finalize), Some(state)) = (p.cupti.finalize, p.cupti.callback_state) else {
+        return;
+    };
+    let keep: Vec<(u32, u32)> = hold::enabled_ids(subscriber, state)
+        .into_iter()
+        .filter(|&(domain, cbid)| {
+            domain != DOMAIN_DRIVER_API || launches::launch_parameter(cbid).is_none()
+        })
+        .collect();
+    let t0 = now_ns();
+    let rc = {
+        // The writer thread calls into CUPTI (flushes, pool reads) under this.
+        let _writer = lock(&p.writer_calls);
+        p.subscriber.store(std::ptr::null_mut(), Ordering::Release);
+        // SAFETY: at a driver call's exit, as CUPTI asks; records were
+        // flushed when the watch ended.
+        unsafe { finalize() }
+    };
+    if rc != CUPTI_SUCCESS {
+        p.subscriber.store(subscriber, Ordering::Release);
+        launches::end_subscription(p);
+        p.notice(
+            NoticeLevel::Warning,
+            format!(
+                "CUPTI refused to detach after the first steps ({}): it stays attached, launch callbacks off",
+                p.cupti.describe(rc)
+            ),
+        );
+        return;
+    }
+    launches::forget_subscription(p);
+    let attach_again = move || attach(p, keep, callback, t0);
+    if std::thread::Builder::new()
+        .name("prewarm-attach".into())
+        .spawn(attach_again.clone())
+        .is_err()
+    {
+        attach_again();
+    }
+}
+
+/// Subscribes again and switches the kept callbacks back on (those the
+/// probe still wants); capture stops, said why, if CUPTI refuses.
+fn attach(p: &'static Probe, keep: Vec<(u32, u32)>, callback: CallbackFn, detached_at: u64) {
+    let mut subscriber = std::ptr::null_mut();
+    // SAFETY: writes the new subscriber handle; `callback` is the probe's.
+    let rc = unsafe { (p.cupti.subscribe)(&mut subscriber, callback, std::ptr::null_mut()) };
+    if rc != CUPTI_SUCCESS {
+        p.disable(&format!(
+            "CUPTI was detached after the first steps and refused the probe's subscription again ({})",
+            p.cupti.describe(rc)
+        ));
+        return;
+    }
+    p.subscriber.store(subscriber, Ordering::Release);
+    let mut on = 0;
+    let mut refused = Vec::new();
+    for (domain, cbid) in keep {
+        if !hold::still_wanted(p, domain, cbid) {
+            continue;
+        }
+        // SAFETY: the new subscriber, a domain and id CUPTI had on before.
+        let rc = unsafe { (p.cupti.enable_callback)(1, subscriber, domain, cbid) };
+        if rc == CUPTI_SUCCESS {
+            on += 1;
+        } else {
+            refused.push(format!("{domain}/{cbid}: {}", p.cupti.describe(rc)));
+        }
+    }
+    let gap_ms = now_ns().saturating_sub(detached_at) as f64 / 1e6;
+    p.notice(
+        NoticeLevel::Info,
+        format!(
+            "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced"
+        ),
+    );
+    if !refused.is_empty() {
+        p.notice(
+            NoticeLevel::Warning,
+            format!(
+                "after attaching again CUPTI refused these callbacks (not traced from here): {}",
+                refused.join(", ")
+            ),
+        );
+    }
+}
