@@ -53,16 +53,28 @@ LAZY_ARGS=${LAZY_ARGS:---batch 65536}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 $PY -c "import sys, torch, triton, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 
-# One script run under the doctor twice, kernel records taken around each
-# function's first launch (`first`, the default) and on every launch
-# (`all`, PREWARM_DOCTOR_KERNEL_RECORDS=all, the path before): reports,
+# One script run under the doctor with kernel records taken around each
+# function's first launch (`first`, the default) and under each of
+# VERIFY_VARIANTS (default `all`): `all` a record on every launch
+# (PREWARM_DOCTOR_KERNEL_RECORDS=all, the path before), `detach` first
+# launches with CUPTI detached after the watch and attached again
+# (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1). Each against `first`: reports,
 # record lists and their differences, timestamps and correlation ids aside.
+variant_env() { # variant: the environment assignments it runs with
+  case $1 in
+  first) echo PREWARM_DOCTOR_KERNEL_RECORDS=first ;;
+  all) echo PREWARM_DOCTOR_KERNEL_RECORDS=all ;;
+  detach) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 ;;
+  *) echo "unknown VERIFY_VARIANTS entry $1 (all, detach)" >&2; return 2 ;;
+  esac
+}
 verify_one() { # name, command...
   local name=$1; shift
   local V=$OUT/verify/$name W; W=$(mktemp -d); mkdir -p "$V"
   "$@" > "$V/warm.stdout" 2> "$V/warm.stderr"; echo "$name: warm-up plain exit $?"
-  for variant in first all; do
-    PREWARM_DOCTOR_KERNEL_RECORDS=$variant "$BIN" run --cache user --out "$W/$variant" -- "$@" > "$V/$variant.stdout" 2> "$V/$variant.stderr"
+  for variant in first ${VERIFY_VARIANTS:-all}; do
+    local assignments; assignments=$(variant_env "$variant") || return 2
+    env $assignments "$BIN" run --cache user --out "$W/$variant" -- "$@" > "$V/$variant.stdout" 2> "$V/$variant.stderr"
     echo "$name $variant: doctor exit $?"
     "$BIN" report "$W/$variant" > "$V/$variant.report.txt" 2>&1
     "$BIN" report --format json "$W/$variant" > "$V/$variant.report.json" 2>/dev/null
@@ -73,18 +85,21 @@ verify_one() { # name, command...
       > "$V/$variant.kernel-records.txt"
     echo "$name $variant: $(grep -c KernelFirst "$V/$variant.kernel-records.txt") first launches, $(grep -c LocalMemory "$V/$variant.kernel-records.txt") local-memory records, $(grep -c Activity "$V/$variant.kernel-records.txt") switches; $(grep -m1 -o 'activity_records: [0-9]*' <(grep 'Cost' "$V/$variant.dump.txt" | tail -1))"
     grep -E 'STEPTIMES' "$V/$variant.stdout"
+    grep -h -o 'CUPTI detached[^"]*' "$V/$variant.dump.txt" | head -2
   done
   grep -E 'LocalMemory' "$V/first.kernel-records.txt" | head -8
-  diff <(grep -v Activity "$V/all.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) \
-       <(grep -v Activity "$V/first.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) > "$V/all-vs-first.diff"
-  echo "$name kernel records, every launch vs first launches: $(grep -c '^[<>]' "$V/all-vs-first.diff") lines differ"
-  head -20 "$V/all-vs-first.diff"
-  # The reports with every number masked: what they say, not their figures.
-  diff <(sed -E 's/[0-9]+([.,][0-9]+)*/N/g' "$V/all.report.txt") <(sed -E 's/[0-9]+([.,][0-9]+)*/N/g' "$V/first.report.txt") > "$V/report-words.diff"
-  echo "$name reports, numbers masked: $(grep -c '^[<>]' "$V/report-words.diff") lines differ"
-  head -30 "$V/report-words.diff"
+  for variant in ${VERIFY_VARIANTS:-all}; do
+    diff <(grep -v Activity "$V/$variant.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) \
+         <(grep -v Activity "$V/first.kernel-records.txt" | sed -E 's/correlation_id: [0-9]+//' | sort) > "$V/$variant-vs-first.diff"
+    echo "$name kernel records, $variant vs first: $(grep -c '^[<>]' "$V/$variant-vs-first.diff") lines differ"
+    head -20 "$V/$variant-vs-first.diff"
+    # The reports with every number masked: what they say, not their figures.
+    diff <(sed -E 's/[0-9]+([.,][0-9]+)*/N/g' "$V/$variant.report.txt") <(sed -E 's/[0-9]+([.,][0-9]+)*/N/g' "$V/first.report.txt") > "$V/$variant-report-words.diff"
+    echo "$name reports, $variant vs first, numbers masked: $(grep -c '^[<>]' "$V/$variant-report-words.diff") lines differ"
+    head -30 "$V/$variant-report-words.diff"
+  done
   sed -n '1,60p' "$V/first.report.txt"
-  (cd "$W" && find . -type d -name 'cache-*' -prune -exec rm -rf {} + ; tar czf "$V/runs.tar.gz" first all)
+  (cd "$W" && find . -type d -name 'cache-*' -prune -exec rm -rf {} + ; tar czf "$V/runs.tar.gz" first ${VERIFY_VARIANTS:-all})
   echo "$name verify done at $(( $(date +%s) - START )) s"
 }
 
