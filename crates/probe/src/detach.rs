@@ -27,7 +27,19 @@ use crate::launches;
 use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+thread_local! {
+    /// The writer thread calls into CUDA holding `writer_calls`, which the
+    /// detach takes: it never detaches from there.
+    static NOT_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread (the writer's) as one that never detaches.
+pub fn never_from_this_thread() {
+    let _ = NOT_HERE.try_with(|n| n.set(true));
+}
 
 /// Whether a detach was asked for, and whether one is due.
 #[derive(Default)]
@@ -75,7 +87,10 @@ pub unsafe fn at_driver_callback(
     callback: CallbackFn,
 ) {
     // SAFETY: null-checked; from CUPTI for the driver API domain.
-    if data.is_null() || unsafe { (*data).callbackSite as u32 } == crate::calls::SITE_ENTER {
+    if data.is_null()
+        || unsafe { (*data).callbackSite as u32 } == crate::calls::SITE_ENTER
+        || NOT_HERE.try_with(Cell::get).unwrap_or(true)
+    {
         return;
     }
     if p.detach

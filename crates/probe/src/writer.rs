@@ -27,6 +27,7 @@ pub fn spawn(p: &'static Probe) -> bool {
     std::thread::Builder::new()
         .name("prewarm-probe".into())
         .spawn(move || {
+            crate::detach::never_from_this_thread();
             let _ = catch_unwind(AssertUnwindSafe(|| flush_loop(p)));
         })
         .is_ok()
