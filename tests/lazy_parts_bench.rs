@@ -174,26 +174,37 @@ fn an_unknown_mode_is_refused_by_name() {
     assert!(!dir.path().join("count").exists());
 }
 
-/// The H100 call's stored rows (tests/fixtures/h200-overhead/2026-12-06-h100,
-/// call 16) summarise to exactly what the call printed on the GPU, and rows
-/// of a later bench with more parts pool with them: each part counts the
-/// rounds that timed it.
-#[test]
-fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
-    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
-    let rows = folder.join("lazy-parts-call16.txt");
-    let out = summary_of(&[&rows]);
-    let printed = std::fs::read_to_string(folder.join("summary-call16.txt")).unwrap();
+fn h100_folder() -> std::path::PathBuf {
+    common::repo("tests/fixtures/h200-overhead/2026-12-06-h100")
+}
+
+/// A GPU call's stored rows (`lazy-parts-call<N>.txt`) summarised: `lines`
+/// LAZY_PART lines, exactly those its log printed (the log holds the
+/// summary, then the bench's last lines again). The summary.
+fn gpu_call_summary(call: u32, lines: usize) -> String {
+    let folder = h100_folder();
+    let out = summary_of(&[&folder.join(format!("lazy-parts-call{call}.txt"))]);
+    let printed = std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
     let summary = |text: &str| -> Vec<String> {
         text.lines()
             .filter(|l| l.starts_with("LAZY_PART"))
             .map(str::to_string)
             .collect()
     };
-    // The call's log holds its summary, then the bench's last lines again.
     let ours = summary(&out);
-    assert_eq!(ours.len(), 9 * 6 + 9 * 5);
-    assert_eq!(ours, summary(&printed)[..ours.len()]);
+    assert_eq!(ours.len(), lines);
+    assert_eq!(ours, summary(&printed)[..lines]);
+    out
+}
+
+/// The H100 call's stored rows (tests/fixtures/h200-overhead/2026-12-06-h100,
+/// call 16) summarise to exactly what the call printed on the GPU, and rows
+/// of a later bench with more parts pool with them: each part counts the
+/// rounds that timed it.
+#[test]
+fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
+    let rows = h100_folder().join("lazy-parts-call16.txt");
+    gpu_call_summary(16, 9 * 6 + 9 * 5);
 
     let dir = tempfile::tempdir().unwrap();
     let newer = dir.path().join("newer.txt");
@@ -233,16 +244,7 @@ fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
 /// the probe left out.
 #[test]
 fn the_after_watch_call_rows_give_its_printed_summary() {
-    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
-    let out = summary_of(&[&folder.join("lazy-parts-call21.txt")]);
-    let printed = std::fs::read_to_string(folder.join("summary-call21.txt")).unwrap();
-    let ours: Vec<&str> = out.lines().filter(|l| l.starts_with("LAZY_PART")).collect();
-    let theirs: Vec<&str> = printed
-        .lines()
-        .filter(|l| l.starts_with("LAZY_PART"))
-        .collect();
-    assert_eq!(ours.len(), 12 * 3 + 12 * 2);
-    assert_eq!(ours, theirs[..ours.len()]);
+    let out = gpu_call_summary(21, 12 * 3 + 12 * 2);
     let doctor = line(
         &out,
         "LAZY_PART_PAIRED",

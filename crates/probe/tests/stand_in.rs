@@ -66,6 +66,33 @@ fn assert_clean_capture(records: &[Record]) {
     );
 }
 
+/// A scenario under the probe with one switch set, and without it; both
+/// runs succeeded.
+fn switched_and_not(scenario: &str, switch: (&str, &str)) -> (support::Run, support::Run) {
+    let probe = support::probe_library();
+    let switched = support::run_with(&[scenario], Some(&probe), &[switch]);
+    let not = support::run(&[scenario], Some(&probe));
+    for run in [&switched, &not] {
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    (switched, not)
+}
+
+/// The sizes of a clean capture's cuMemAlloc calls, as the probe saw them.
+fn clean_alloc_sizes(run: &support::Run) -> Vec<u64> {
+    let r = &run.events().records;
+    assert_clean_capture(r);
+    mem(r)
+        .iter()
+        .filter(|m| m.api == MemApi::MemAlloc)
+        .map(|m| m.bytes)
+        .collect()
+}
+
 fn count(calls: &[MemCall], api: MemApi, bytes: u64, result: u32) -> usize {
     calls
         .iter()
@@ -534,19 +561,9 @@ const LAUNCH_CBIDS: [u32; 3] = [307, 652, 514];
 
 #[test]
 fn first_launch_tracing_records_what_every_launch_records_from_first_launches_alone() {
-    let probe = support::probe_library();
-    let first = support::run(&["first-launches"], Some(&probe));
-    let every = support::run_with(
-        &["first-launches"],
-        Some(&probe),
-        &[("PREWARM_DOCTOR_KERNEL_RECORDS", "all")],
-    );
+    let (every, first) =
+        switched_and_not("first-launches", ("PREWARM_DOCTOR_KERNEL_RECORDS", "all"));
     for run in [&first, &every] {
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
         assert_eq!(
             String::from_utf8_lossy(&run.stdout).trim(),
             "paused=1 resumed=1"
@@ -921,13 +938,7 @@ fn held_callbacks_see_nothing_and_come_back() {
     let deliveries = run.cupti_deliveries();
     assert_eq!(deliveries.get(&243), Some(&(4, true)), "{deliveries:?}");
     assert!(deliveries.get(&307).is_none_or(|d| !d.1), "{deliveries:?}");
-    let r = &run.events().records;
-    assert_clean_capture(r);
-    let sizes: Vec<u64> = mem(r)
-        .iter()
-        .filter(|m| m.api == MemApi::MemAlloc)
-        .map(|m| m.bytes)
-        .collect();
+    let sizes = clean_alloc_sizes(&run);
     assert!(
         sizes.contains(&(3 << 20)) && sizes.contains(&(7 << 20)),
         "{sizes:?}"
@@ -942,20 +953,7 @@ fn held_callbacks_see_nothing_and_come_back() {
 /// switch nothing is detached.
 #[test]
 fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
-    let probe = support::probe_library();
-    let detached = support::run_with(
-        &["detach"],
-        Some(&probe),
-        &[("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1")],
-    );
-    let kept = support::run(&["detach"], Some(&probe));
-    for run in [&detached, &kept] {
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-    }
+    let (detached, kept) = switched_and_not("detach", ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1"));
     assert_eq!(
         String::from_utf8_lossy(&detached.stdout).trim(),
         "finalized=1 subscribed=1"
@@ -973,13 +971,7 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
             "{deliveries:?}"
         );
         assert!(deliveries.get(&307).is_some_and(|d| !d.1), "{deliveries:?}");
-        let r = &run.events().records;
-        assert_clean_capture(r);
-        let sizes: Vec<u64> = mem(r)
-            .iter()
-            .filter(|m| m.api == MemApi::MemAlloc)
-            .map(|m| m.bytes)
-            .collect();
+        let sizes = clean_alloc_sizes(run);
         assert!(sizes.contains(&(3 << 20)), "{sizes:?}");
     }
     let said = |run: &support::Run| {
