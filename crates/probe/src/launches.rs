@@ -10,7 +10,9 @@
 //! kept, GPU times, local-memory figures and all. Every later launch costs
 //! one callback pair that finds its key in its thread's own set — CUPTI's
 //! dispatch of it about 0.75 µs on an H100, so the per-launch cost shrinks
-//! rather than goes.
+//! rather than goes. Nor does it go when the watch ends: with the launch
+//! callbacks and records off, a launch still cost 0.83 µs more on an H100
+//! (docs/footprint.md, seventh session); detach.rs is the opt-in remedy.
 //!
 //! A graph launch counts by its executable graph: its first launch records
 //! every kernel node it runs. Launch tracing stops when the watch ends (the
@@ -196,7 +198,8 @@ pub fn pause(p: &Probe, paused: bool) -> bool {
 }
 
 /// Subscribes the launch callbacks when the watch is on and not paused,
-/// else unsubscribes them (a launch then costs nothing) — unless a detach
+/// else unsubscribes them (CUPTI's dispatch stops; some cost stays, see the
+/// module's note) — unless a detach
 /// is due (detach.rs): the next launch's exit does it.
 fn subscribe(p: &Probe, w: &mut Watch) -> CuptiResult {
     let want = (w.on && !w.paused) || p.detach.pending();
