@@ -28,7 +28,7 @@ use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 thread_local! {
     /// The writer thread calls into CUDA holding `writer_calls`, which the
@@ -41,38 +41,17 @@ pub fn never_from_this_thread() {
     let _ = NOT_HERE.try_with(|n| n.set(true));
 }
 
-/// Whether a detach was asked for, and whether one is due.
-#[derive(Default)]
-pub struct Detach {
-    wanted: AtomicBool,
-    pending: AtomicBool,
-}
-
-impl Detach {
-    /// The run asked for a detach after the watch and this CUPTI can do
-    /// it; a notice when it cannot.
-    pub fn want(&self, p: &Probe) {
-        if p.cupti.finalize.is_none() || p.cupti.callback_state.is_none() {
-            p.notice(
-                NoticeLevel::Info,
-                "PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 asked for CUPTI to be detached after the first steps, but this CUPTI lacks cuptiFinalize or cuptiGetCallbackState: it stays attached",
-            );
-            return;
-        }
-        self.wanted.store(true, Ordering::Relaxed);
+/// The run asked for a detach after the watch: wanted if this CUPTI can
+/// do it, else a notice says it stays attached.
+pub fn want(p: &Probe) {
+    if p.cupti.finalize.is_none() || p.cupti.callback_state.is_none() {
+        p.notice(
+            NoticeLevel::Info,
+            "PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 asked for CUPTI to be detached after the first steps, but this CUPTI lacks cuptiFinalize or cuptiGetCallbackState: it stays attached",
+        );
+        return;
     }
-
-    /// At the watch's end: a detach becomes due (once).
-    pub fn request(&self) {
-        if self.wanted.swap(false, Ordering::Relaxed) {
-            self.pending.store(true, Ordering::Release);
-        }
-    }
-
-    /// A detach is due: asked at every callback, one atomic load.
-    pub fn pending(&self) -> bool {
-        self.pending.load(Ordering::Relaxed)
-    }
+    p.detach.set_wanted();
 }
 
 /// At a driver call's callback while a detach is due: at its exit, CUPTI
@@ -93,11 +72,7 @@ pub unsafe fn at_driver_callback(
     {
         return;
     }
-    if p.detach
-        .pending
-        .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
-        .is_err()
-    {
+    if !p.detach.take() {
         return;
     }
     let subscriber = p.subscriber.load(Ordering::Acquire);

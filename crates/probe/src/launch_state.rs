@@ -1,11 +1,12 @@
 //! The first-launch watch's data (launches.rs acts on it): which way kernel
-//! records are taken, and the keys seen so far. Below `state`, which holds
-//! it, and `launches`, which reads and changes it.
+//! records are taken, the keys seen so far, and whether CUPTI is to be
+//! detached at its end (detach.rs acts on that). Below `state`, which
+//! holds it, and `launches` and `detach`, which read and change it.
 
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A hasher for pointer pairs (the Fx multiply-rotate): SipHash would be
 /// most of a launch's lookup, and these keys are handles, not attacker input.
@@ -98,5 +99,38 @@ mod tests {
             KernelWatch::from_setting(Some("all")),
             KernelWatch::EveryLaunch
         );
+    }
+}
+
+/// Whether a detach after the watch was asked for, and whether one is due.
+#[derive(Default)]
+pub struct Detach {
+    wanted: AtomicBool,
+    pending: AtomicBool,
+}
+
+impl Detach {
+    /// The run asked for it and this CUPTI can do it.
+    pub fn set_wanted(&self) {
+        self.wanted.store(true, Ordering::Relaxed);
+    }
+
+    /// At the watch's end: a detach becomes due (once).
+    pub fn request(&self) {
+        if self.wanted.swap(false, Ordering::Relaxed) {
+            self.pending.store(true, Ordering::Release);
+        }
+    }
+
+    /// A detach is due: asked at every callback, one atomic load.
+    pub fn pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Takes the due detach: true for exactly one caller.
+    pub fn take(&self) -> bool {
+        self.pending
+            .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
     }
 }

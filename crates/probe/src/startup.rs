@@ -233,7 +233,7 @@ fn start(p: &'static Probe) {
     if var(env::DETACH_AFTER_WATCH).as_deref() == Some("1")
         && p.kernel_watch != launch_state::KernelWatch::Off
     {
-        p.detach.want(p);
+        crate::detach::want(p);
     }
     if let Err(why) = p.cupti.promise_zeroed_buffers() {
         p.notice(

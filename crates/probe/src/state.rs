@@ -10,7 +10,7 @@ use crate::clock::now_ns;
 use crate::cupti::{CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_SUCCESS, Cupti, Driver};
 use crate::guard::{self, lock};
 use crate::inflight::InFlightTable;
-use crate::launch_state::{FirstLaunches, KernelWatch};
+use crate::launch_state::{Detach, FirstLaunches, KernelWatch};
 use crate::pools::Pools;
 use crate::sink::Sink;
 use prewarm_events::*;
@@ -51,7 +51,7 @@ pub struct Probe {
     /// The first-launch watch (launches.rs), under [`KernelWatch::FirstLaunches`].
     pub launches: FirstLaunches,
     /// CUPTI detached and attached again after the watch (detach.rs, opt-in).
-    pub detach: crate::detach::Detach,
+    pub detach: Detach,
     /// The kernel watch is on (setup and the first steps), whichever way
     /// records are taken.
     pub kernel_records: AtomicBool,
