@@ -1002,6 +1002,123 @@ struct Row {
     files: &'static [&'static str],
 }
 
+/// The README table's rows, top to bottom: where each one's rounds are.
+const FOOTPRINT_ROWS: &[Row] = &[
+    Row {
+        workload: "lazy (`benches/gpu_overhead_lazy.py --batch 65536`: Triton autotune, cuBLAS, NCCL in step 1; 20 ms steady step)",
+        allocator: "default",
+        device: "H200",
+        measured: "2026-12-04",
+        folder: "2026-12-04",
+        bench: "lazy",
+        files: &["lazy-default.txt"],
+    },
+    Row {
+        workload: "lazy",
+        allocator: "async",
+        device: "H200",
+        measured: "2026-12-04",
+        folder: "2026-12-04",
+        bench: "lazy",
+        files: &["lazy-async.txt"],
+    },
+    Row {
+        workload: "lazy",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "lazy",
+        files: &["lazy-default-call4.txt"],
+    },
+    Row {
+        workload: "lazy",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "lazy",
+        files: &["lazy-async-call5.txt"],
+    },
+    Row {
+        workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–34 ms steady step)",
+        allocator: "default",
+        device: "H200",
+        measured: "2026-12-06",
+        folder: "2026-12-06",
+        bench: "hf",
+        files: &["hf-default-call1.txt", "hf-default.txt"],
+    },
+    Row {
+        workload: "hf",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "hf",
+        files: &["hf-default-call2.txt", "hf-default-call3.txt"],
+    },
+    Row {
+        workload: "hf",
+        allocator: "async",
+        device: "H200",
+        measured: "2026-12-06",
+        folder: "2026-12-06",
+        bench: "hf",
+        files: &["hf-async.txt", "hf-async-breakdown.txt"],
+    },
+    Row {
+        workload: "hf",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "hf",
+        files: &[
+            "hf-async-call2.txt",
+            "hf-async-call3.txt",
+            "hf-async-call5.txt",
+            "hf-async-call6.txt",
+            "hf-async-call7.txt",
+        ],
+    },
+    Row {
+        workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
+        allocator: "default",
+        device: "H200",
+        measured: "2026-12-04",
+        folder: "2026-12-04",
+        bench: "fsdp2",
+        files: &["fsdp2-default.txt"],
+    },
+    Row {
+        workload: "fsdp2",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "fsdp2",
+        files: &[
+            "fsdp2-default-call8.txt",
+            "fsdp2-default-call9.txt",
+            "fsdp2-default-call11.txt",
+            "fsdp2-default-call12.txt",
+            "fsdp2-default-call15.txt",
+            "fsdp2-default-call18.txt",
+            "fsdp2-default-call20.txt",
+        ],
+    },
+    Row {
+        workload: "fsdp2",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "fsdp2",
+        files: &["fsdp2-async-call8.txt", "fsdp2-async-call17.txt"],
+    },
+];
+
 /// The README's one footprint table (issue 37: workload x allocator; step 1,
 /// steady, rounds, interval) is the summary of the committed GPU rounds
 /// (each row names its device; rounds of two devices are never pooled):
@@ -1020,206 +1137,96 @@ fn the_readmes_footprint_table_is_the_gpu_rounds() {
         .take_while(|l| l.starts_with('|'))
         .skip(2)
         .collect();
-    let expected = [
-        Row {
-            workload: "lazy (`benches/gpu_overhead_lazy.py --batch 65536`: Triton autotune, cuBLAS, NCCL in step 1; 20 ms steady step)",
-            allocator: "default",
-            device: "H200",
-            measured: "2026-12-04",
-            folder: "2026-12-04",
-            bench: "lazy",
-            files: &["lazy-default.txt"],
-        },
-        Row {
-            workload: "lazy",
-            allocator: "async",
-            device: "H200",
-            measured: "2026-12-04",
-            folder: "2026-12-04",
-            bench: "lazy",
-            files: &["lazy-async.txt"],
-        },
-        Row {
-            workload: "lazy",
-            allocator: "default",
-            device: "H100",
-            measured: "2026-12-06",
-            folder: "2026-12-06-h100",
-            bench: "lazy",
-            files: &["lazy-default-call4.txt"],
-        },
-        Row {
-            workload: "lazy",
-            allocator: "async",
-            device: "H100",
-            measured: "2026-12-06",
-            folder: "2026-12-06-h100",
-            bench: "lazy",
-            files: &["lazy-async-call5.txt"],
-        },
-        Row {
-            workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–34 ms steady step)",
-            allocator: "default",
-            device: "H200",
-            measured: "2026-12-06",
-            folder: "2026-12-06",
-            bench: "hf",
-            files: &["hf-default-call1.txt", "hf-default.txt"],
-        },
-        Row {
-            workload: "hf",
-            allocator: "default",
-            device: "H100",
-            measured: "2026-12-06",
-            folder: "2026-12-06-h100",
-            bench: "hf",
-            files: &["hf-default-call2.txt", "hf-default-call3.txt"],
-        },
-        Row {
-            workload: "hf",
-            allocator: "async",
-            device: "H200",
-            measured: "2026-12-06",
-            folder: "2026-12-06",
-            bench: "hf",
-            files: &["hf-async.txt", "hf-async-breakdown.txt"],
-        },
-        Row {
-            workload: "hf",
-            allocator: "async",
-            device: "H100",
-            measured: "2026-12-06",
-            folder: "2026-12-06-h100",
-            bench: "hf",
-            files: &[
-                "hf-async-call2.txt",
-                "hf-async-call3.txt",
-                "hf-async-call5.txt",
-                "hf-async-call6.txt",
-                "hf-async-call7.txt",
-            ],
-        },
-        Row {
-            workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
-            allocator: "default",
-            device: "H200",
-            measured: "2026-12-04",
-            folder: "2026-12-04",
-            bench: "fsdp2",
-            files: &["fsdp2-default.txt"],
-        },
-        Row {
-            workload: "fsdp2",
-            allocator: "default",
-            device: "H100",
-            measured: "2026-12-06",
-            folder: "2026-12-06-h100",
-            bench: "fsdp2",
-            files: &[
-                "fsdp2-default-call8.txt",
-                "fsdp2-default-call9.txt",
-                "fsdp2-default-call11.txt",
-                "fsdp2-default-call12.txt",
-                "fsdp2-default-call15.txt",
-                "fsdp2-default-call18.txt",
-                "fsdp2-default-call20.txt",
-            ],
-        },
-        Row {
-            workload: "fsdp2",
-            allocator: "async",
-            device: "H100",
-            measured: "2026-12-06",
-            folder: "2026-12-06-h100",
-            bench: "fsdp2",
-            files: &["fsdp2-async-call8.txt", "fsdp2-async-call17.txt"],
-        },
-    ];
-    assert_eq!(rows.len(), expected.len(), "{rows:#?}");
-    for (row, want) in rows.iter().zip(expected) {
-        let Row {
-            workload,
-            allocator,
-            device,
-            measured,
-            folder,
-            bench: bench_workload,
-            files,
-        } = want;
-        let files: Vec<PathBuf> = files
-            .iter()
-            .map(|f| common::repo(&format!("tests/fixtures/h200-overhead/{folder}/{f}")))
-            .collect();
-        // Every stored round names its workload (the script, as run) and
-        // its allocator, and they are the row's.
-        let script = match bench_workload {
-            "lazy" => "gpu_overhead_lazy.py",
-            "hf" => "zoo_hf_decoder.py",
-            "fsdp2" => "zoo_fsdp2.py",
-            other => panic!("{other}"),
-        };
-        for file in &files {
-            for row in std::fs::read_to_string(file).unwrap().lines() {
-                let json: serde_json::Value =
-                    serde_json::from_str(row.split(" STEPTIMES ").nth(1).unwrap()).unwrap();
-                let named = json["workload"].as_str().unwrap_or_else(|| panic!("{row}"));
-                assert!(named.starts_with(script), "{row}: {script}");
-                let native = if allocator == "async" {
-                    "cudaMallocAsync"
-                } else {
-                    "native"
-                };
-                assert_eq!(json["allocator"], native, "{row}");
-            }
+    assert_eq!(rows.len(), FOOTPRINT_ROWS.len(), "{rows:#?}");
+    for (row, want) in rows.iter().zip(FOOTPRINT_ROWS) {
+        check_footprint_row(row, want);
+    }
+}
+
+/// One README row against the summary of its stored rounds.
+fn check_footprint_row(row: &str, want: &Row) {
+    let Row {
+        workload,
+        allocator,
+        device,
+        measured,
+        folder,
+        bench: bench_workload,
+        files,
+    } = *want;
+    let files: Vec<PathBuf> = files
+        .iter()
+        .map(|f| common::repo(&format!("tests/fixtures/h200-overhead/{folder}/{f}")))
+        .collect();
+    // Every stored round names its workload (the script, as run) and
+    // its allocator, and they are the row's.
+    let script = match bench_workload {
+        "lazy" => "gpu_overhead_lazy.py",
+        "hf" => "zoo_hf_decoder.py",
+        "fsdp2" => "zoo_fsdp2.py",
+        other => panic!("{other}"),
+    };
+    for file in &files {
+        for row in std::fs::read_to_string(file).unwrap().lines() {
+            let json: serde_json::Value =
+                serde_json::from_str(row.split(" STEPTIMES ").nth(1).unwrap()).unwrap();
+            let named = json["workload"].as_str().unwrap_or_else(|| panic!("{row}"));
+            assert!(named.starts_with(script), "{row}: {script}");
+            let native = if allocator == "async" {
+                "cudaMallocAsync"
+            } else {
+                "native"
+            };
+            assert_eq!(json["allocator"], native, "{row}");
         }
-        let out = common::stdout_of_success(&mut summary_of(bench_workload, allocator, &files));
-        let paired = line(&out, "PAIRED", "mode=doctor ");
-        let target = line(&out, "TARGET", "");
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        // | workload | allocator | device | measured | rounds | step 1 | steady step |
-        assert_eq!(cells[1], workload, "{row}");
-        assert_eq!(cells[2], allocator, "{row}");
-        assert_eq!(cells[3], device, "{row}");
-        assert_eq!(cells[4], measured, "{row}");
-        let rounds = field(paired, "rounds");
+    }
+    let out = common::stdout_of_success(&mut summary_of(bench_workload, allocator, &files));
+    let paired = line(&out, "PAIRED", "mode=doctor ");
+    let target = line(&out, "TARGET", "");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // | workload | allocator | device | measured | rounds | step 1 | steady step |
+    assert_eq!(cells[1], workload, "{row}");
+    assert_eq!(cells[2], allocator, "{row}");
+    assert_eq!(cells[3], device, "{row}");
+    assert_eq!(cells[4], measured, "{row}");
+    let rounds = field(paired, "rounds");
+    assert!(
+        cells[5].starts_with(&format!("{rounds}")),
+        "{row}: {paired}"
+    );
+    for (cell, key, target_key) in [
+        (cells[6], "step1_ratio", "step1="),
+        (cells[7], "steady_ratio", "steady="),
+    ] {
+        let median: f64 = cell.split(' ').next().unwrap().parse().unwrap();
         assert!(
-            cells[5].starts_with(&format!("{rounds}")),
+            (median - field(paired, key)).abs() <= 0.0005 + 1e-9,
             "{row}: {paired}"
         );
-        for (cell, key, target_key) in [
-            (cells[6], "step1_ratio", "step1="),
-            (cells[7], "steady_ratio", "steady="),
-        ] {
-            let median: f64 = cell.split(' ').next().unwrap().parse().unwrap();
-            assert!(
-                (median - field(paired, key)).abs() <= 0.0005 + 1e-9,
-                "{row}: {paired}"
-            );
-            let interval = paired
-                .split(&format!(" {key}_90="))
-                .nth(1)
-                .and_then(|r| r.split(' ').next())
-                .unwrap()
-                .replace('-', "–");
-            // Fewer than 5 rounds have no exact 90% interval.
-            let shown = if interval == "nan–nan" {
-                "no interval".to_string()
-            } else {
-                interval
-            };
-            assert!(cell.contains(&format!("({shown})")), "{row}: {paired}");
-            // The verdict is TARGET's word for it: met, over or not resolved.
-            let verdict = target
-                .split(target_key)
-                .nth(1)
-                .and_then(|r| r.split(')').next())
-                .unwrap();
-            let word = ["met", "over", "not resolved"]
-                .into_iter()
-                .find(|w| verdict.contains(&format!(": {w}")))
-                .unwrap_or_else(|| panic!("{target}"));
-            assert!(cell.ends_with(&format!(": {word}")), "{row}: {target}");
-        }
+        let interval = paired
+            .split(&format!(" {key}_90="))
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap()
+            .replace('-', "–");
+        // Fewer than 5 rounds have no exact 90% interval.
+        let shown = if interval == "nan–nan" {
+            "no interval".to_string()
+        } else {
+            interval
+        };
+        assert!(cell.contains(&format!("({shown})")), "{row}: {paired}");
+        // The verdict is TARGET's word for it: met, over or not resolved.
+        let verdict = target
+            .split(target_key)
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .unwrap();
+        let word = ["met", "over", "not resolved"]
+            .into_iter()
+            .find(|w| verdict.contains(&format!(": {w}")))
+            .unwrap_or_else(|| panic!("{target}"));
+        assert!(cell.ends_with(&format!(": {word}")), "{row}: {target}");
     }
 }
 
