@@ -77,6 +77,8 @@ pub unsafe fn at_driver_callback(
     }
     let subscriber = p.subscriber.load(Ordering::Acquire);
     let (Some(finalize), Some(state)) = (p.cupti.finalize, p.cupti.callback_state) else {
+        // Not reached (`want` checked both); the launch callbacks go off.
+        launches::end_subscription(p);
         return;
     };
     let keep: Vec<(u32, u32)> = hold::enabled_ids(subscriber, state)
