@@ -108,8 +108,11 @@ pub unsafe fn at_driver_callback(
         );
         return;
     }
+    // The training's thread waited for the teardown: the probe's own time.
+    let on_thread_ns = now_ns().saturating_sub(t0);
+    p.callback_ns.fetch_add(on_thread_ns, Ordering::Relaxed);
     launches::forget_subscription(p);
-    let attach_again = move || attach(p, keep, callback, t0);
+    let attach_again = move || attach(p, keep, callback, t0, on_thread_ns);
     if std::thread::Builder::new()
         .name("prewarm-attach".into())
         .spawn(attach_again.clone())
@@ -121,7 +124,13 @@ pub unsafe fn at_driver_callback(
 
 /// Subscribes again and switches the kept callbacks back on (those the
 /// probe still wants); capture stops, said why, if CUPTI refuses.
-fn attach(p: &'static Probe, keep: Vec<(u32, u32)>, callback: CallbackFn, detached_at: u64) {
+fn attach(
+    p: &'static Probe,
+    keep: Vec<(u32, u32)>,
+    callback: CallbackFn,
+    detached_at: u64,
+    finalize_ns: u64,
+) {
     let mut subscriber = std::ptr::null_mut();
     // SAFETY: writes the new subscriber handle; `callback` is the probe's.
     let rc = unsafe { (p.cupti.subscribe)(&mut subscriber, callback, std::ptr::null_mut()) };
@@ -148,10 +157,11 @@ fn attach(p: &'static Probe, keep: Vec<(u32, u32)>, callback: CallbackFn, detach
         }
     }
     let gap_ms = now_ns().saturating_sub(detached_at) as f64 / 1e6;
+    let finalize_ms = finalize_ns as f64 / 1e6;
     p.notice(
         NoticeLevel::Info,
         format!(
-            "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced"
+            "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced"
         ),
     );
     if !refused.is_empty() {
