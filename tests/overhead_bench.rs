@@ -1106,6 +1106,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call15.txt",
             "fsdp2-default-call18.txt",
             "fsdp2-default-call20.txt",
+            "fsdp2-default-call23.txt",
         ],
     },
     Row {
@@ -1315,4 +1316,34 @@ fn the_median_interval_is_the_exact_order_statistic_one() {
         target.contains("not resolved: 4 rounds give no 90% interval (5 at least)"),
         "{target}"
     );
+}
+
+/// Call 23's stored rounds (doctor and detach against plain, fsdp2 default,
+/// 11 rounds) give exactly the PAIRED, SIGN and ISSUE lines the GPU printed,
+/// one of each for both modes (the README's row counts the doctor's).
+#[test]
+fn the_detach_calls_rounds_give_its_printed_summary() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let out = common::stdout_of_success(&mut summary_of(
+        "fsdp2",
+        "default",
+        &[folder.join("fsdp2-default-call23.txt")],
+    ));
+    let printed = std::fs::read_to_string(folder.join("summary-call23.txt")).unwrap();
+    let kept = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                ["PAIRED ", "SIGN ", "ISSUE "]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(kept(&out).len(), 6, "{out}");
+    assert_eq!(kept(&out), kept(&printed));
+    let detach = line(&out, "PAIRED", "mode=detach ");
+    assert!(detach.contains(" rounds=11 "), "{detach}");
+    let doctor = line(&out, "PAIRED", "mode=doctor ");
+    assert!(doctor.contains(" rounds=11 "), "{doctor}");
 }

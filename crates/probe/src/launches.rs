@@ -11,8 +11,10 @@
 //! one callback pair that finds its key in its thread's own set — CUPTI's
 //! dispatch of it about 0.75 µs on an H100, so the per-launch cost shrinks
 //! rather than goes. Nor does it go when the watch ends: with the launch
-//! callbacks and records off, a launch still cost 0.83 µs more on an H100
-//! (docs/footprint.md, seventh session); detach.rs is the opt-in remedy.
+//! callbacks and records off, a launch still cost 0.7–0.83 µs more on an
+//! H100, left by switching records on and off at each first launch
+//! (docs/footprint.md, seventh and eighth sessions); detach.rs is the
+//! opt-in remedy.
 //!
 //! A graph launch counts by its executable graph: its first launch records
 //! every kernel node it runs. Launch tracing stops when the watch ends (the
