@@ -27,8 +27,9 @@ each from its start to a device synchronise:
                   and the probe's new subscription happen here)
   nccl_after_watch, launches_after_watch
                   nccl_steady and launches again after it: a steady step's
-                  cost (fsdp2's steady step reads 1.081 under the doctor over
-                  39 rounds; a launch here cost 0.83 µs more, 23 rounds)
+                  cost (fsdp2's steady step reads 1.047 under the doctor over
+                  50 rounds; a launch here cost 0.7-0.83 µs more, 17 and 23
+                  rounds, 0.2 µs under `detach` or `no-kernels`)
   queries_after_watch
                   20,000 stream queries after it (a driver call the probe
                   never traces: what CUPTI's subscription alone costs a call)
@@ -39,7 +40,8 @@ Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 (PREWARM_DOCTOR_NVML_SAMPLING=0), `nvml-10ms` (NVML's device query every
 10 ms instead of 1), `no-shim` (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
 CUPTI detached at the watch's end and attached again with the callbacks
-the probe keeps), `nccl-log` (the plain run with the doctor's NCCL log settings). Default:
+the probe keeps), `detach-bare` (=bare: detached and not attached again,
+nothing traced after the watch: what is left with CUPTI gone), `nccl-log` (the plain run with the doctor's NCCL log settings). Default:
 "doctor no-probe no-kernels no-nvml nccl-log". Each round runs every mode
 once, in an order rotated round by round.
 
@@ -87,6 +89,7 @@ DOCTOR_ENV = {
     "nvml-10ms": {"PREWARM_DOCTOR_NVML_PERIOD_MS": "10"},
     "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
     "detach": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "1"},
+    "detach-bare": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "bare"},
 }
 LAUNCHES = 5000
 COLLECTIVES = 200

@@ -29,7 +29,8 @@
 # probe injected alone, kernel records off), `doctor-modules` and
 # `probe-modules` (the same with CUPTI's module-loaded callback on), `no-shim`
 # (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
-# CUPTI detached after the first-launch watch and attached again), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
+# CUPTI detached after the first-launch watch and attached again), `detach-bare`
+# (=bare: not attached again, nothing traced after the watch), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
 # would: the doctor leaves NCCL's log alone), `no-nvml` (PREWARM_DOCTOR_NVML_SAMPLING=0),
 # `nvml-10ms` (PREWARM_DOCTOR_NVML_PERIOD_MS=10: NVML's device query every
 # 10 ms instead of every millisecond),
@@ -294,6 +295,7 @@ run_unpinned() {
   probe-kernels) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" "$@" ;;
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   detach) PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  detach-bare) PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nccl-log) NCCL_DEBUG=WARN "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   nvml-10ms) PREWARM_DOCTOR_NVML_PERIOD_MS=10 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
@@ -482,7 +484,7 @@ for cell in $CELLS; do
   fi
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|detach|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
+    doctor|no-kernels|doctor-modules|no-shim|detach|detach-bare|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

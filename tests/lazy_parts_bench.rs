@@ -33,6 +33,8 @@ if os.environ.get("NCCL_DEBUG") == "INFO":
     parts["nccl_further"] += 2.0
 if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "1":
     parts["cublas"] += 7.0
+if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "bare":
+    parts["cublas"] += 11.0
 print("RESULT " + json.dumps(parts), flush=True)
 "#;
 
@@ -146,7 +148,7 @@ fn stored_rows_of_two_calls_pool_into_one_summary() {
 #[test]
 fn every_mode_runs_its_worker() {
     let dir = tempfile::tempdir().unwrap();
-    let modes = "kernels-all no-nvml nvml-10ms no-shim detach";
+    let modes = "kernels-all no-nvml nvml-10ms no-shim detach detach-bare";
     let out = common::stdout_of_success(&mut bench(dir.path(), "1", modes));
     for mode in ["plain"].into_iter().chain(modes.split(' ')) {
         line(&out, "LAZYPARTS", &format!("mode={mode} round=1 "));
@@ -161,6 +163,8 @@ fn every_mode_runs_its_worker() {
     // The detach switch reaches the training's process through the binary.
     let l = line(&out, "LAZY_PART_PAIRED", "mode=detach part=cublas ");
     assert!(l.contains(" added_ms=7.00 "), "{l}");
+    let l = line(&out, "LAZY_PART_PAIRED", "mode=detach-bare part=cublas ");
+    assert!(l.contains(" added_ms=11.00 "), "{l}");
 }
 
 /// A mode the bench does not know is refused before any run, naming it.
@@ -258,4 +262,28 @@ fn the_after_watch_call_rows_give_its_printed_summary() {
         "mode=no-probe part=launches_after_watch ",
     );
     assert!(without.contains(" slower=11/23 "), "{without}");
+}
+
+/// Call 22's rows (four doctor modes, 17 rounds) give what the GPU printed:
+/// under the default probe a launch after the watch is slower in every
+/// round, with CUPTI detached at the watch's end in no more rounds than
+/// chance, and the detach itself is the one part it makes slower.
+#[test]
+fn the_detach_call_rows_give_its_printed_summary() {
+    let out = gpu_call_summary(22, 13 * 5 + 13 * 4);
+    let paired = |mode: &str, part: &str| {
+        line(
+            &out,
+            "LAZY_PART_PAIRED",
+            &format!("mode={mode} part={part} "),
+        )
+        .to_string()
+    };
+    let doctor = paired("doctor", "launches_after_watch");
+    assert!(doctor.contains(" rounds=17 "), "{doctor}");
+    assert!(doctor.contains(" slower=17/17 "), "{doctor}");
+    let detach = paired("detach", "launches_after_watch");
+    assert!(detach.contains(" slower=12/17 "), "{detach}");
+    let watch_end = paired("detach", "watch_end");
+    assert!(watch_end.contains(" slower=17/17 "), "{watch_end}");
 }

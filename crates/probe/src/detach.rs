@@ -1,12 +1,14 @@
 //! Detaching CUPTI once the first-launch watch has ended, and attaching it
 //! again with only the callbacks the probe still wants — opt-in
-//! (`PREWARM_DOCTOR_DETACH_AFTER_WATCH=1`) until measured on a GPU.
+//! (`PREWARM_DOCTOR_DETACH_AFTER_WATCH=1`).
 //!
-//! Why: on an H100 (docs/footprint.md, seventh session) a launch still cost
-//! 0.83 µs more after the watch had switched its launch callbacks and
-//! kernel records off — as much as while it was on, and nothing without
-//! the probe — so switching them off does not take their cost away, and a
-//! steady step of 700 launches pays it all run long. CUPTI's documented
+//! Why: on an H100 (docs/footprint.md, seventh and eighth sessions) a
+//! launch still cost 0.7–0.83 µs more after the watch had switched its
+//! launch callbacks and kernel records off, nothing without the probe:
+//! records switched on and off at each first launch leave it inside CUPTI,
+//! and a steady step of 700 launches pays it all run long. Measured, the
+//! detach takes it away (2.4 ms once, a 16–23 ms untraced gap) but did not
+//! move fsdp2's steady step, so it stays opt-in. CUPTI's documented
 //! way to take its instrumentation away is to detach with `cuptiFinalize`
 //! from a driver call's exit (where every thread's submitted work is
 //! done); a later `cuptiSubscribe` attaches it anew.
@@ -41,17 +43,27 @@ pub fn never_from_this_thread() {
     let _ = NOT_HERE.try_with(|n| n.set(true));
 }
 
+/// What `PREWARM_DOCTOR_DETACH_AFTER_WATCH` asks for: `Some(false)` for
+/// `1` (attached again), `Some(true)` for `bare` (not), `None` otherwise.
+pub fn is_bare(value: &str) -> Option<bool> {
+    match value {
+        "1" => Some(false),
+        "bare" => Some(true),
+        _ => None,
+    }
+}
+
 /// The run asked for a detach after the watch: wanted if this CUPTI can
 /// do it, else a notice says it stays attached.
-pub fn want(p: &Probe) {
+pub fn want(p: &Probe, bare: bool) {
     if p.cupti.finalize.is_none() || p.cupti.callback_state.is_none() {
         p.notice(
             NoticeLevel::Info,
-            "PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 asked for CUPTI to be detached after the first steps, but this CUPTI lacks cuptiFinalize or cuptiGetCallbackState: it stays attached",
+            "PREWARM_DOCTOR_DETACH_AFTER_WATCH asked for CUPTI to be detached after the first steps, but this CUPTI lacks cuptiFinalize or cuptiGetCallbackState: it stays attached",
         );
         return;
     }
-    p.detach.set_wanted();
+    p.detach.set_wanted(bare);
 }
 
 /// At a driver call's callback while a detach is due: at its exit, CUPTI
@@ -112,6 +124,10 @@ pub unsafe fn at_driver_callback(
     let on_thread_ns = now_ns().saturating_sub(t0);
     p.callback_ns.fetch_add(on_thread_ns, Ordering::Relaxed);
     launches::forget_subscription(p);
+    if p.detach.bare() {
+        stay_detached(p, on_thread_ns);
+        return;
+    }
     let attach_again = move || attach(p, keep, callback, t0, on_thread_ns);
     if std::thread::Builder::new()
         .name("prewarm-attach".into())
@@ -120,6 +136,18 @@ pub unsafe fn at_driver_callback(
     {
         attach_again();
     }
+}
+
+/// `bare`: CUPTI stays detached, and the report says that nothing was
+/// traced after the watch (allocations from here are unexplained memory).
+fn stay_detached(p: &Probe, finalize_ns: u64) {
+    p.notice(
+        NoticeLevel::Warning,
+        format!(
+            "CUPTI detached after the first steps and not attached again, {:.1} ms of cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare, a bench setting): no driver call was traced after it",
+            finalize_ns as f64 / 1e6
+        ),
+    );
 }
 
 /// Subscribes again and switches the kept callbacks back on (those the

@@ -24,9 +24,12 @@ pub const MODULE_RECORDS: &str = "PREWARM_DOCTOR_MODULE_RECORDS";
 pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
 /// `1`: once the first-launch watch has ended, CUPTI is detached
 /// (`cuptiFinalize`) and attached again with only the callbacks the probe
-/// still wants (detach.rs). Off by default until measured on a GPU: on an
-/// H100 a launch still cost 0.83 µs more after the watch's callbacks and
-/// records were switched off (docs/footprint.md).
+/// still wants (detach.rs). Off by default: on an H100 it removed the
+/// 0.7 µs a launch that first-launch records leave after the watch but
+/// not fsdp2's steady cost, and it leaves driver calls untraced for
+/// 16–23 ms (docs/footprint.md). `bare`, for the benches: CUPTI is not
+/// attached again, so nothing at all is traced after the watch — what a
+/// run costs with the probe loaded and CUPTI gone.
 pub const DETACH_AFTER_WATCH: &str = "PREWARM_DOCTOR_DETACH_AFTER_WATCH";
 /// Milliseconds between the writer thread's ticks while kernel records
 /// are on (default 10): for the overhead breakdown.

@@ -107,12 +107,21 @@ mod tests {
 pub struct Detach {
     wanted: AtomicBool,
     pending: AtomicBool,
+    /// `bare`: CUPTI is not attached again (a bench setting).
+    bare: AtomicBool,
 }
 
 impl Detach {
-    /// The run asked for it and this CUPTI can do it.
-    pub fn set_wanted(&self) {
+    /// The run asked for it and this CUPTI can do it; `bare`, CUPTI stays
+    /// detached after it.
+    pub fn set_wanted(&self, bare: bool) {
+        self.bare.store(bare, Ordering::Relaxed);
         self.wanted.store(true, Ordering::Relaxed);
+    }
+
+    /// The detach leaves CUPTI detached (`bare`).
+    pub fn bare(&self) -> bool {
+        self.bare.load(Ordering::Relaxed)
     }
 
     /// At the watch's end: a detach becomes due (once).

@@ -230,10 +230,11 @@ fn start(p: &'static Probe) {
         return;
     };
     enable_callbacks(p, subscriber);
-    if var(env::DETACH_AFTER_WATCH).as_deref() == Some("1")
+    let detach = var(env::DETACH_AFTER_WATCH);
+    if let Some(bare) = detach.as_deref().and_then(crate::detach::is_bare)
         && p.kernel_watch != launch_state::KernelWatch::Off
     {
-        crate::detach::want(p);
+        crate::detach::want(p, bare);
     }
     if let Err(why) = p.cupti.promise_zeroed_buffers() {
         p.notice(

@@ -983,3 +983,36 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
     assert_eq!(said(&detached), 1);
     assert_eq!(said(&kept), 0);
 }
+
+/// PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare (a bench setting): CUPTI is
+/// detached once and not attached again, so the allocation after it is
+/// not seen, and a warning says nothing was traced from there.
+#[test]
+fn a_bare_detach_leaves_cupti_detached_and_says_nothing_is_traced_after_it() {
+    let probe = support::probe_library();
+    let run = support::run_with(
+        &["detach"],
+        Some(&probe),
+        &[("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "bare")],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        "finalized=1 subscribed=0"
+    );
+    let sizes: Vec<u64> = mem(&run.events().records).iter().map(|m| m.bytes).collect();
+    assert!(!sizes.contains(&(3 << 20)), "{sizes:?}");
+    let warned: Vec<_> = notices(&run.events().records)
+        .into_iter()
+        .filter(|n| {
+            n.text
+                .starts_with("CUPTI detached after the first steps and not attached again")
+        })
+        .collect();
+    assert_eq!(warned.len(), 1);
+    assert_eq!(warned[0].level, NoticeLevel::Warning);
+}
