@@ -41,7 +41,9 @@ Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 10 ms instead of 1), `no-shim` (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
 CUPTI detached at the watch's end and attached again with the callbacks
 the probe keeps), `detach-bare` (=bare: detached and not attached again,
-nothing traced after the watch: what is left with CUPTI gone), `nccl-log` (the plain run with the doctor's NCCL log settings). Default:
+nothing traced after the watch: what is left with CUPTI gone), `end-cycle`
+(PREWARM_DOCTOR_RECORDS_END_CYCLE=1: kernel records switched on and off
+once more at the watch's end, outside any callback), `nccl-log` (the plain run with the doctor's NCCL log settings). Default:
 "doctor no-probe no-kernels no-nvml nccl-log". Each round runs every mode
 once, in an order rotated round by round.
 
@@ -90,6 +92,7 @@ DOCTOR_ENV = {
     "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
     "detach": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "1"},
     "detach-bare": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "bare"},
+    "end-cycle": {"PREWARM_DOCTOR_RECORDS_END_CYCLE": "1"},
 }
 LAUNCHES = 5000
 COLLECTIVES = 200

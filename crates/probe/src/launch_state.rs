@@ -68,6 +68,9 @@ pub struct FirstLaunches {
     /// First launches whose records CUPTI would not switch on (each one
     /// unrecorded; the first says why in a notice).
     pub refused: AtomicU64,
+    /// `PREWARM_DOCTOR_RECORDS_END_CYCLE=1`: records on and off once more
+    /// at the watch's end (a bench setting).
+    pub end_cycle: AtomicBool,
 }
 
 /// The watch under its lock.

@@ -237,6 +237,16 @@ pub fn forget_subscription(p: &Probe) {
     lock(&p.launches.state).subscribed = false;
 }
 
+/// Kernel records on and off once more, from the caller's thread (the
+/// shim's, outside any driver callback): `PREWARM_DOCTOR_RECORDS_END_CYCLE`,
+/// a bench setting. A launch in between is recorded and, not being a
+/// first launch or a growth, dropped.
+pub fn cycle_kernel_activity(p: &Probe) {
+    if switch_kernel_activity(p, true) == CUPTI_SUCCESS {
+        switch_kernel_activity(p, false);
+    }
+}
+
 /// CUPTI's own switch for kernel activity records; its result code.
 pub fn switch_kernel_activity(p: &Probe, enabled: bool) -> CuptiResult {
     let kind = crate::activity::KIND_CONCURRENT_KERNEL;

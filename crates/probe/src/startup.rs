@@ -230,6 +230,11 @@ fn start(p: &'static Probe) {
         return;
     };
     enable_callbacks(p, subscriber);
+    if var(env::RECORDS_END_CYCLE).as_deref() == Some("1") {
+        p.launches
+            .end_cycle
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let detach = var(env::DETACH_AFTER_WATCH);
     if let Some(bare) = detach.as_deref().and_then(crate::detach::is_bare)
         && p.kernel_watch != launch_state::KernelWatch::Off

@@ -984,6 +984,36 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
     assert_eq!(said(&kept), 0);
 }
 
+/// PREWARM_DOCTOR_RECORDS_END_CYCLE=1 (a bench setting): at the watch's
+/// end, the shim's call switches kernel records on and off once more —
+/// from its own thread, not inside a launch's callback — and leaves them
+/// off; without it the first launches' switches, all inside callbacks,
+/// are the only ones.
+#[test]
+fn the_end_cycle_switches_records_once_more_outside_any_callback() {
+    let (cycled, plain) = switched_and_not("watch-end", ("PREWARM_DOCTOR_RECORDS_END_CYCLE", "1"));
+    assert_eq!(
+        String::from_utf8_lossy(&cycled.stdout).trim(),
+        "on_outside=1 off_outside=1 records_on=0"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout).trim(),
+        "on_outside=0 off_outside=0 records_on=0"
+    );
+    for run in [&cycled, &plain] {
+        let names: Vec<String> = run
+            .events()
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Record::KernelFirst(k) => Some(k.kernel.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, ["gemm", "norm"], "{names:?}");
+    }
+}
+
 /// PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare (a bench setting): CUPTI is
 /// detached once and not attached again, so the allocation after it is
 /// not seen, and a warning says nothing was traced from there.

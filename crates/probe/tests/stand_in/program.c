@@ -467,6 +467,25 @@ static int detach(void) {
     return 0;
 }
 
+/* --- watch-end: first launches switch kernel records on and off inside
+ * their callbacks; at the watch's end (the shim's call) records are off,
+ * and with PREWARM_DOCTOR_RECORDS_END_CYCLE=1 switched on and off once
+ * more from there, outside any callback. ---------------------------- */
+
+static int watch_end(void) {
+    setup();
+    standin_launch_kernel("gemm", 0, 0, 32, 0);
+    standin_launch_kernel("norm", 0, 0, 32, 0);
+    int before_on = standin_kernel_switches_outside(1);
+    int before_off = standin_kernel_switches_outside(0);
+    probe_call("prewarm_probe_set_kernel_records", 0);
+    standin_launch_kernel("late", 0, 0, 32, 0);
+    printf("on_outside=%d off_outside=%d records_on=%d\n",
+           standin_kernel_switches_outside(1) - before_on,
+           standin_kernel_switches_outside(0) - before_off, standin_kernel_records_on());
+    return 0;
+}
+
 /* --- first-launches: kernel records around each function's first launch
  * (the default) or on every launch (PREWARM_DOCTOR_KERNEL_RECORDS=all): the
  * same launches either way, so the same first launches and growth. ------ */
@@ -757,6 +776,8 @@ int main(int argc, char **argv) {
         return detach();
     if (!strcmp(scenario, "first-launches"))
         return first_launches();
+    if (!strcmp(scenario, "watch-end"))
+        return watch_end();
     if (!strcmp(scenario, "pool-reads"))
         return pool_reads();
     if (!strcmp(scenario, "async-steps"))
