@@ -60,7 +60,9 @@ $PY -c "import sys, torch, triton, transformers; print('python', sys.version.spl
 # launches with CUPTI detached after the watch and attached again
 # (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1), `end-cycle` first launches with
 # records switched on and off once more at the watch's end
-# (PREWARM_DOCTOR_RECORDS_END_CYCLE=1). Each against `first`: reports,
+# (PREWARM_DOCTOR_RECORDS_END_CYCLE=1), `linger` records switched once for
+# a burst of first launches (PREWARM_DOCTOR_RECORDS_LINGER_MS=20). Each
+# against `first`: reports,
 # record lists and their differences, timestamps and correlation ids aside.
 variant_env() { # variant: the environment assignments it runs with
   case $1 in
@@ -68,7 +70,8 @@ variant_env() { # variant: the environment assignments it runs with
   all) echo PREWARM_DOCTOR_KERNEL_RECORDS=all ;;
   detach) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 ;;
   end-cycle) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_RECORDS_END_CYCLE=1 ;;
-  *) echo "unknown VERIFY_VARIANTS entry $1 (all, detach, end-cycle)" >&2; return 2 ;;
+  linger) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_RECORDS_LINGER_MS=20 ;;
+  *) echo "unknown VERIFY_VARIANTS entry $1 (all, detach, end-cycle, linger)" >&2; return 2 ;;
   esac
 }
 verify_one() { # name, command...

@@ -235,6 +235,20 @@ fn start(p: &'static Probe) {
             .end_cycle
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    match env::millis(env::RECORDS_LINGER_MS) {
+        Ok(Some(linger)) => p.launches.linger_ns.store(
+            linger.as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        ),
+        Ok(None) => {}
+        Err(bad) => p.notice(
+            NoticeLevel::Info,
+            format!(
+                "{}={bad:?} is not a number of milliseconds; records go off at once",
+                env::RECORDS_LINGER_MS
+            ),
+        ),
+    }
     let detach = var(env::DETACH_AFTER_WATCH);
     if let Some(bare) = detach.as_deref().and_then(crate::detach::is_bare)
         && p.kernel_watch != launch_state::KernelWatch::Off

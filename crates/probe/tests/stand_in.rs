@@ -1014,6 +1014,35 @@ fn the_end_cycle_switches_records_once_more_outside_any_callback() {
     }
 }
 
+/// PREWARM_DOCTOR_RECORDS_LINGER_MS (a bench setting): a burst of first
+/// launches switches kernel records on once, not once per function, the
+/// same first launches are recorded, and once no window has opened for
+/// that long the writer's tick switches them off before the watch ends.
+#[test]
+fn a_linger_switches_records_once_for_a_burst_and_ends_when_quiet() {
+    let (lingered, plain) = switched_and_not("linger", ("PREWARM_DOCTOR_RECORDS_LINGER_MS", "50"));
+    assert_eq!(
+        String::from_utf8_lossy(&lingered.stdout).trim(),
+        "ons=1 on_in_burst=1 on_when_quiet=0 records_on=0"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout).trim(),
+        "ons=3 on_in_burst=0 on_when_quiet=0 records_on=0"
+    );
+    for run in [&lingered, &plain] {
+        let names: Vec<String> = run
+            .events()
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Record::KernelFirst(k) => Some(k.kernel.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, ["a", "b", "c"], "{names:?}");
+    }
+}
+
 /// PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare (a bench setting): CUPTI is
 /// detached once and not attached again, so the allocation after it is
 /// not seen, and a warning says nothing was traced from there.

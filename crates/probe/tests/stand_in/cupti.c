@@ -127,7 +127,9 @@ static void take_buffer(uint8_t *buffer, size_t size) {
  * calls from the shim (the watch's end) rather than from a launch's enter
  * or exit. Counted for the harness. */
 static __thread int t_in_callback;
-static int g_kernel_on_outside, g_kernel_off_outside;
+static int g_kernel_on_outside, g_kernel_off_outside, g_kernel_on_total;
+
+int standin_cupti_kernel_switches_on(void) { return __atomic_load_n(&g_kernel_on_total, __ATOMIC_SEQ_CST); }
 
 int standin_cupti_kernel_switches_outside(int on) {
     return __atomic_load_n(on ? &g_kernel_on_outside : &g_kernel_off_outside, __ATOMIC_SEQ_CST);
@@ -140,6 +142,7 @@ int cuptiActivityEnable(uint32_t kind) {
         return CUPTI_ERROR_INVALID_PARAMETER;
     if (kind == KIND_CONCURRENT_KERNEL) {
         g_kernel_enabled = 1;
+        __atomic_add_fetch(&g_kernel_on_total, 1, __ATOMIC_SEQ_CST);
         if (!t_in_callback)
             __atomic_add_fetch(&g_kernel_on_outside, 1, __ATOMIC_SEQ_CST);
     }

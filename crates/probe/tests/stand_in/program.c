@@ -486,6 +486,27 @@ static int watch_end(void) {
     return 0;
 }
 
+/* --- linger: first launches in a burst; with
+ * PREWARM_DOCTOR_RECORDS_LINGER_MS records go on once and stay on between
+ * them, and the writer's tick switches them off once quiet that long. -- */
+
+static int linger(void) {
+    setup();
+    int before = standin_kernel_switches_on();
+    standin_launch_kernel("a", 0, 0, 32, 0);
+    standin_launch_kernel("b", 0, 0, 32, 0);
+    standin_launch_kernel("a", 0, 0, 32, 0);
+    standin_launch_kernel("c", 0, 0, 32, 0);
+    int on_in_burst = standin_kernel_records_on();
+    int ons = standin_kernel_switches_on() - before;
+    usleep(300 * 1000);
+    int on_when_quiet = standin_kernel_records_on();
+    probe_call("prewarm_probe_set_kernel_records", 0);
+    printf("ons=%d on_in_burst=%d on_when_quiet=%d records_on=%d\n", ons, on_in_burst, on_when_quiet,
+           standin_kernel_records_on());
+    return 0;
+}
+
 /* --- first-launches: kernel records around each function's first launch
  * (the default) or on every launch (PREWARM_DOCTOR_KERNEL_RECORDS=all): the
  * same launches either way, so the same first launches and growth. ------ */
@@ -778,6 +799,8 @@ int main(int argc, char **argv) {
         return first_launches();
     if (!strcmp(scenario, "watch-end"))
         return watch_end();
+    if (!strcmp(scenario, "linger"))
+        return linger();
     if (!strcmp(scenario, "pool-reads"))
         return pool_reads();
     if (!strcmp(scenario, "async-steps"))
