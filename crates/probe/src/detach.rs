@@ -45,7 +45,7 @@ pub fn never_from_this_thread() {
 
 /// What `PREWARM_DOCTOR_DETACH_AFTER_WATCH` asks for: `Some(false)` for
 /// `1` (attached again), `Some(true)` for `bare` (not), `None` otherwise.
-pub fn is_bare(value: &str) -> Option<bool> {
+pub fn bare_from_setting(value: &str) -> Option<bool> {
     match value {
         "1" => Some(false),
         "bare" => Some(true),
