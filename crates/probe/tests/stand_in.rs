@@ -992,25 +992,14 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
 #[test]
 fn the_end_cycle_switches_records_once_more_outside_any_callback() {
     let (cycled, plain) = switched_and_not("watch-end", ("PREWARM_DOCTOR_RECORDS_END_CYCLE", "1"));
-    assert_eq!(
-        String::from_utf8_lossy(&cycled.stdout).trim(),
-        "on_outside=1 off_outside=1 records_on=0"
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&plain.stdout).trim(),
-        "on_outside=0 off_outside=0 records_on=0"
-    );
-    for run in [&cycled, &plain] {
-        let names: Vec<String> = run
-            .events()
-            .records
-            .iter()
-            .filter_map(|r| match r {
-                Record::KernelFirst(k) => Some(k.kernel.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(names, ["gemm", "norm"], "{names:?}");
+    // The scenario's stdout and the first launches both runs recorded.
+    let said = |run: &support::Run| String::from_utf8_lossy(&run.stdout).trim().to_string();
+    for (run, stdout) in [
+        (&cycled, "on_outside=1 off_outside=1 records_on=0"),
+        (&plain, "on_outside=0 off_outside=0 records_on=0"),
+    ] {
+        assert_eq!(said(run), stdout);
+        assert_eq!(first_launch_names(&run.events().records), ["gemm", "norm"]);
     }
 }
 
@@ -1021,25 +1010,17 @@ fn the_end_cycle_switches_records_once_more_outside_any_callback() {
 #[test]
 fn a_linger_switches_records_once_for_a_burst_and_ends_when_quiet() {
     let (lingered, plain) = switched_and_not("linger", ("PREWARM_DOCTOR_RECORDS_LINGER_MS", "50"));
-    assert_eq!(
-        String::from_utf8_lossy(&lingered.stdout).trim(),
-        "ons=1 on_in_burst=1 on_when_quiet=0 records_on=0"
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&plain.stdout).trim(),
-        "ons=3 on_in_burst=0 on_when_quiet=0 records_on=0"
-    );
-    for run in [&lingered, &plain] {
-        let names: Vec<String> = run
-            .events()
-            .records
-            .iter()
-            .filter_map(|r| match r {
-                Record::KernelFirst(k) => Some(k.kernel.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(names, ["a", "b", "c"], "{names:?}");
+    // The scenario's stdout and the first launches both runs recorded.
+    let said = |run: &support::Run| String::from_utf8_lossy(&run.stdout).trim().to_string();
+    for (run, stdout) in [
+        (
+            &lingered,
+            "ons=1 on_in_burst=1 on_when_quiet=0 records_on=0",
+        ),
+        (&plain, "ons=3 on_in_burst=0 on_when_quiet=0 records_on=0"),
+    ] {
+        assert_eq!(said(run), stdout);
+        assert_eq!(first_launch_names(&run.events().records), ["a", "b", "c"]);
     }
 }
 
