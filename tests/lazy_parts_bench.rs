@@ -249,6 +249,15 @@ fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
     assert!(kernels.contains(" rounds=12 added_ms=1.48 "), "{kernels}");
 }
 
+/// The LAZY_PART_PAIRED line of a mode and part in a summary.
+fn paired<'a>(out: &'a str, mode: &str, part: &str) -> &'a str {
+    line(
+        out,
+        "LAZY_PART_PAIRED",
+        &format!("mode={mode} part={part} "),
+    )
+}
+
 /// Call 21 (an H100, 23 rounds of plain, doctor and no-probe, each part
 /// after the watch too): its stored rows give the summary it printed, and
 /// that summary says what the footprint notes rest on — a launch after the
@@ -257,41 +266,25 @@ fn the_gpu_calls_rows_give_its_printed_summary_and_pool_with_newer_parts() {
 #[test]
 fn the_after_watch_call_rows_give_its_printed_summary() {
     let out = gpu_call_summary(21, 12 * 3 + 12 * 2);
-    let doctor = line(
-        &out,
-        "LAZY_PART_PAIRED",
-        "mode=doctor part=launches_after_watch ",
-    );
+    let doctor = paired(&out, "doctor", "launches_after_watch");
     assert!(doctor.contains(" rounds=23 "), "{doctor}");
     assert!(doctor.contains(" slower=20/23 "), "{doctor}");
-    let without = line(
-        &out,
-        "LAZY_PART_PAIRED",
-        "mode=no-probe part=launches_after_watch ",
-    );
+    let without = paired(&out, "no-probe", "launches_after_watch");
     assert!(without.contains(" slower=11/23 "), "{without}");
 }
 
 /// Call 22's rows (four doctor modes, 17 rounds) give what the GPU printed:
 /// under the default probe a launch after the watch is slower in every
 /// round, with CUPTI detached at the watch's end in no more rounds than
-/// chance, and the detach itself is the one part it makes slower.
+/// chance, and the detach's own part (`watch_end`) slower in every round.
 #[test]
 fn the_detach_call_rows_give_its_printed_summary() {
     let out = gpu_call_summary(22, 13 * 5 + 13 * 4);
-    let paired = |mode: &str, part: &str| {
-        line(
-            &out,
-            "LAZY_PART_PAIRED",
-            &format!("mode={mode} part={part} "),
-        )
-        .to_string()
-    };
-    let doctor = paired("doctor", "launches_after_watch");
+    let doctor = paired(&out, "doctor", "launches_after_watch");
     assert!(doctor.contains(" rounds=17 "), "{doctor}");
     assert!(doctor.contains(" slower=17/17 "), "{doctor}");
-    let detach = paired("detach", "launches_after_watch");
+    let detach = paired(&out, "detach", "launches_after_watch");
     assert!(detach.contains(" slower=12/17 "), "{detach}");
-    let watch_end = paired("detach", "watch_end");
+    let watch_end = paired(&out, "detach", "watch_end");
     assert!(watch_end.contains(" slower=17/17 "), "{watch_end}");
 }
