@@ -18,18 +18,21 @@ each from its start to a device synchronise:
   nccl_gather     the first all_gather_into_tensor and reduce_scatter_tensor
                   (FSDP2's collectives) on the first communicator
   nccl_steady     200 more of each (FSDP2's collectives, while the probe
-                  still watches for first launches)
+                  still watches for first launches and the shim for each
+                  group's first collective, as in a training's first steps)
   launches        5,000 launches of one loaded kernel (the cost a launch while
                   the probe watches for first launches)
-  watch_end       once the probe is told what the shim tells it after a
-                  training's third step (step ends, kernel watch off): one
+  watch_end       once the shim and the probe are told what a training's
+                  third step tells them (the shim's collective watch ends;
+                  the probe's step ends, kernel watch off): one
                   launch, then 50 ms asleep (under `detach`, CUPTI's detach
                   and the probe's new subscription happen here)
   nccl_after_watch, launches_after_watch
                   nccl_steady and launches again after it: a steady step's
-                  cost (fsdp2's steady step reads 1.047 under the doctor over
-                  50 rounds; a launch here cost 0.7-0.83 µs more, 17 and 23
-                  rounds, 0.2 µs under `detach` or `no-kernels`)
+                  cost (a launch here cost 0.7-0.83 µs more in calls 21-25,
+                  0.2 µs under `detach` or `no-kernels`, 0.05 under
+                  `detach-bare`; a collective 4 µs more in every mode with
+                  the shim, which calls 21-25 left watching the collectives)
   queries_after_watch
                   20,000 stream queries after it (a driver call the probe
                   never traces: what CUPTI's subscription alone costs a call)
@@ -104,10 +107,18 @@ SEGMENTS = 64
 
 
 def end_first_steps():
-    """What the shim tells an injected probe after a training's first steps
-    (its step ends, then the kernel watch off), so that the parts after it
-    are a steady step's; nothing in a process without the probe (none
-    named, or named and not loaded: CUDA refused it, so it costs nothing)."""
+    """What a training's first three steps end with, as the shim's step
+    tracker does it (its post_step): the shim stops watching the
+    collectives, then the probe is told the steps ended and the kernel
+    watch is off; so that the parts after it are a steady step's. Each
+    only where it is loaded: nothing in a plain process (for the probe:
+    none named, or named and not loaded: CUDA refused it, so it costs
+    nothing). Before 2026-12-06's ninth session the shim's watch was left
+    on: nccl_after_watch of calls 21-25 holds it (4 us a collective)."""
+    prescribe = sys.modules.get("prewarm_doctor_prescribe")
+    if prescribe is not None:
+        for step in (1, 2, 3):
+            prescribe.steps_ended(step)
     path = os.environ.get("CUDA_INJECTION64_PATH")
     if not path:
         return

@@ -108,6 +108,17 @@
 # (16x the matmuls: 20.5 ms a step on the H200, whole processes within 1%),
 # Triton autotune, cuBLAS and NCCL still in step 1.
 set -u
+# CELLS and MODES are scripts/gpu-footprint-zoo.sh's names; this script
+# reads OVERHEAD_CELLS and OVERHEAD_MODES. Given alone they would be
+# ignored and the defaults would run for minutes of GPU time: refuse.
+if [ -z "${1:-}" ] && [ -z "${OVERHEAD_CELLS:-}${OVERHEAD_MODES:-}${OVERHEAD_WORKLOADS:-}" ]; then
+  for name in CELLS MODES; do
+    if [ -n "${!name:-}" ]; then
+      echo "gpu_overhead.sh: $name is scripts/gpu-footprint-zoo.sh's setting; here it is OVERHEAD_$name (or run the zoo script)" >&2
+      exit 2
+    fi
+  done
+fi
 BIN=${BIN:-target/release/prewarm-doctor}
 UNITS=0
 if [ "${1:-}" = units ]; then

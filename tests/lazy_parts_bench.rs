@@ -288,3 +288,60 @@ fn the_detach_call_rows_give_its_printed_summary() {
     let watch_end = paired(&out, "detach", "watch_end");
     assert!(watch_end.contains(" slower=17/17 "), "{watch_end}");
 }
+
+/// Call 25's rows (five modes, 14 rounds) give what the GPU printed, and
+/// what docs/footprint.md's ninth session reads from them: records
+/// switched once more outside any callback (`end-cycle`) or once a burst
+/// (`linger`) leave a launch after the watch as slow as the default does,
+/// in 13 of 14 rounds; with CUPTI detached and not attached again
+/// (`detach-bare`) it is slower in no more rounds than chance, while a
+/// collective pair after the watch stays slower in every round — a cost
+/// that is not CUPTI's — and is not with the doctor's probe and shim left
+/// out (`no-probe`).
+#[test]
+fn the_bare_detach_call_rows_give_its_printed_summary() {
+    let out = gpu_call_summary(25, 13 * 6 + 13 * 5);
+    for mode in ["doctor", "end-cycle", "linger"] {
+        let launches = paired(&out, mode, "launches_after_watch");
+        assert!(launches.contains(" rounds=14 "), "{launches}");
+        assert!(launches.contains(" slower=13/14 "), "{launches}");
+    }
+    let bare = paired(&out, "detach-bare", "launches_after_watch");
+    assert!(bare.contains(" slower=7/14 "), "{bare}");
+    let collectives = paired(&out, "detach-bare", "nccl_after_watch");
+    assert!(collectives.contains(" slower=14/14 "), "{collectives}");
+    let without = paired(&out, "no-probe", "nccl_after_watch");
+    assert!(without.contains(" slower=8/14 "), "{without}");
+}
+
+/// The worker ends the first steps as a training's third step does,
+/// the shim's part included: the real shim's watch on the collectives
+/// (installed on a stand-in `torch.distributed`) is gone after it, so the
+/// parts after the watch hold no shim hook (calls 21-25 left it on).
+#[test]
+fn the_end_of_the_first_steps_ends_the_shims_collective_watch() {
+    let script = r#"
+import sys, types
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import prewarm_doctor_prescribe as prescribe
+import gpu_lazy_parts
+dist = types.ModuleType("stand_in_dist")
+def all_reduce(tensor, op=None, group=None, async_op=False):
+    return None
+dist.all_reduce = all_reduce
+prescribe._watch_collectives(dist)
+prescribe._state["dist"] = dist
+watched = dist.all_reduce is not all_reduce or bool(prescribe._observed)
+gpu_lazy_parts.end_first_steps()
+print("watched", watched, "after", dist.all_reduce is not all_reduce or bool(prescribe._observed))
+"#;
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .args(["-c", script])
+            .arg(common::repo("src/shim"))
+            .arg(common::repo("benches"))
+            .env_remove("CUDA_INJECTION64_PATH")
+            .env("PREWARM_DOCTOR_DIR", tempfile::tempdir().unwrap().path()),
+    );
+    assert_eq!(out.trim(), "watched True after False");
+}

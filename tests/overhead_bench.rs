@@ -1107,6 +1107,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call18.txt",
             "fsdp2-default-call20.txt",
             "fsdp2-default-call23.txt",
+            "fsdp2-default-call28.txt",
         ],
     },
     Row {
@@ -1318,32 +1319,99 @@ fn the_median_interval_is_the_exact_order_statistic_one() {
     );
 }
 
-/// Call 23's stored rounds (doctor and detach against plain, fsdp2 default,
-/// 11 rounds) give exactly the PAIRED, SIGN and ISSUE lines the GPU printed,
-/// one of each for both modes (the README's row counts the doctor's).
-#[test]
-fn the_detach_calls_rounds_give_its_printed_summary() {
+/// A GPU call's stored rounds of one workload and allocator summarised:
+/// exactly the PAIRED, SIGN and ISSUE lines (`lines` of them) the call
+/// printed for that cell (`summary-call<N>.txt`). The summary.
+fn printed_rounds_summary(call: u32, cell: (&str, &str), file: &str, lines: usize) -> String {
     let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
-    let out = common::stdout_of_success(&mut summary_of(
-        "fsdp2",
-        "default",
-        &[folder.join("fsdp2-default-call23.txt")],
-    ));
-    let printed = std::fs::read_to_string(folder.join("summary-call23.txt")).unwrap();
+    let (workload, allocator) = cell;
+    let out = common::stdout_of_success(&mut summary_of(workload, allocator, &[folder.join(file)]));
+    let printed = std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
+    let of_cell = format!(" workload={workload} allocator={allocator} ");
     let kept = |text: &str| -> Vec<String> {
         text.lines()
             .filter(|l| {
                 ["PAIRED ", "SIGN ", "ISSUE "]
                     .iter()
                     .any(|k| l.starts_with(k))
+                    && l.contains(&of_cell)
             })
             .map(str::to_string)
             .collect()
     };
-    assert_eq!(kept(&out).len(), 6, "{out}");
+    assert_eq!(kept(&out).len(), lines, "{out}");
     assert_eq!(kept(&out), kept(&printed));
+    out
+}
+
+/// Call 23's stored rounds (doctor and detach against plain, fsdp2 default,
+/// 11 rounds) give exactly the PAIRED, SIGN and ISSUE lines the GPU printed,
+/// one of each for both modes (the README's row counts the doctor's).
+#[test]
+fn the_detach_calls_rounds_give_its_printed_summary() {
+    let out = printed_rounds_summary(23, ("fsdp2", "default"), "fsdp2-default-call23.txt", 6);
     let detach = line(&out, "PAIRED", "mode=detach ");
     assert!(detach.contains(" rounds=11 "), "{detach}");
     let doctor = line(&out, "PAIRED", "mode=doctor ");
     assert!(doctor.contains(" rounds=11 "), "{doctor}");
+}
+
+/// Call 28's stored rounds (doctor and detach-bare against plain, fsdp2
+/// default, 10 rounds) give what the GPU printed: the doctor's steady step
+/// slower in 9 of 10 rounds, with CUPTI gone after the watch in 4 — the
+/// figures docs/footprint.md's ninth-session table quotes.
+#[test]
+fn the_bare_detach_calls_rounds_give_its_printed_summary() {
+    let out = printed_rounds_summary(28, ("fsdp2", "default"), "fsdp2-default-call28.txt", 6);
+    let doctor = line(&out, "SIGN", "mode=doctor ");
+    assert!(doctor.contains(" steady_slower=9/10 "), "{doctor}");
+    let bare = line(&out, "SIGN", "mode=detach-bare ");
+    assert!(bare.contains(" steady_slower=4/10 "), "{bare}");
+    let paired = line(&out, "PAIRED", "mode=detach-bare ");
+    assert!(paired.contains(" rounds=10 "), "{paired}");
+}
+
+/// Call 27 ran the lazy bench's defaults by mistake (batch 4,096, not the
+/// README rows' 65,536): its stored rounds still give the lines it printed,
+/// 5 rounds on each allocator, and name the shape they hold for.
+#[test]
+fn the_mistaken_lazy_calls_rounds_give_its_printed_summary() {
+    for (allocator, file) in [
+        ("default", "lazy-default-call27.txt"),
+        ("async", "lazy-async-call27.txt"),
+    ] {
+        let out = printed_rounds_summary(27, ("lazy", allocator), file, 2);
+        assert!(line(&out, "PAIRED", "mode=doctor ").contains(" rounds=5 "));
+    }
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let rows = std::fs::read_to_string(folder.join("lazy-default-call27.txt")).unwrap();
+    assert!(rows.lines().all(|l| l.contains(r#""batch": 4096"#)
+        && l.contains(r#""workload": "gpu_overhead_lazy.py --steps 30""#)));
+}
+
+/// CELLS and MODES are the zoo script's settings: given to this bench
+/// alone they are refused by name before anything runs, not ignored for
+/// minutes of the bench's defaults.
+#[test]
+fn the_zoo_scripts_settings_are_refused_by_name() {
+    for name in ["CELLS", "MODES"] {
+        let bench = Bench::new();
+        let out = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead.sh"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("SB", bench.dir.path())
+            .env("BIN", bench.path("prewarm-doctor"))
+            .env("PY", bench.path("py"))
+            .env("OUTDIR", bench.path("out"))
+            .env(name, "fsdp2:default")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("here it is OVERHEAD_{name}")),
+            "{err}"
+        );
+        assert!(bench.log().is_empty(), "nothing ran: {}", bench.log());
+    }
 }
