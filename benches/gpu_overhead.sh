@@ -47,7 +47,11 @@
 # through autotune benchmarks' repetitions, as before it was paused),
 # `kernels-all` (PREWARM_DOCTOR_KERNEL_RECORDS=all: a kernel record for every
 # launch while the first steps are watched, the path before first-launch
-# tracing), `kernels-first` (PREWARM_DOCTOR_KERNEL_RECORDS=first: a record
+# tracing), `watch-all` (--kernel-steps 100000: the first-launch watch, its
+# launch callbacks two a launch, never ends; with `doctor` too, a LAUNCHES
+# line gives the launches of a steady step from the two runs' probe lines,
+# and its PAIRED line what a traced launch call costs this step),
+# `kernels-first` (PREWARM_DOCTOR_KERNEL_RECORDS=first: a record
 # for each function's first launch only, from traced launch calls),
 # `slow-tick` (PREWARM_DOCTOR_EARLY_TICK_MS=100: the writer's tick while kernel
 # records are on), `probe-clock` (PREWARM_DOCTOR_CUPTI_CLOCK=probe: CUPTI calls
@@ -234,6 +238,28 @@ run_rounds() {
 # the probe's threads beside it) and the shim's per steady step, medians
 # over the rounds' run folders of a mode, to hold against its paired step-1
 # difference. `?` where the reports do not say it (a shim before own_ns).
+# The callbacks of round 1's run of a mode (its report's probe line).
+callbacks_of() { # mode tag
+  "$BIN" report "$OUTDIR/$1-$2-1" 2>/dev/null | grep -m1 '^ *probe:' | grep -o '[0-9]* callbacks' | grep -o '[0-9]*'
+}
+
+# Launches a steady step: `watch-all` keeps the launch callbacks (two a
+# launch) on for every step, `doctor` for the first 3 only (the doctor's
+# default --kernel-steps); the difference of their round-1 callbacks, over
+# the steps after the third. Nothing unless both modes ran.
+launches_line() { # tag workload allocator
+  local all doc steps
+  case " $MODES " in *" doctor "*) ;; *) return 0 ;; esac
+  case " $MODES " in *" watch-all "*) ;; *) return 0 ;; esac
+  all=$(callbacks_of watch-all "$1") doc=$(callbacks_of doctor "$1")
+  steps=$(grep -m1 -o '"steps": [0-9]*' "$OUTDIR/steptimes-$1.txt" | grep -o '[0-9]*$')
+  if [ -z "$all" ] || [ -z "$doc" ] || [ -z "$steps" ] || [ "$steps" -le 3 ]; then
+    echo "LAUNCHES workload=$2 allocator=$3 per_steady_step=unknown (a probe line or the step count is missing)"
+    return 0
+  fi
+  echo "LAUNCHES workload=$2 allocator=$3 per_steady_step=$(( (all - doc) / 2 / (steps - 3) )) callbacks_watch_all=$all callbacks_doctor=$doc steps=$steps"
+}
+
 own_line() { # mode tag workload allocator
   local d reports="$OUTDIR/own-$1-$2.json"
   : > "$reports"
@@ -308,6 +334,7 @@ run_unpinned() {
   probe-clock) PREWARM_DOCTOR_CUPTI_CLOCK=probe "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   probe-kernels) mkdir -p "$dir"; CUDA_INJECTION64_PATH="$PROBE" PREWARM_DOCTOR_CUPTI="$CUPTI" PREWARM_DOCTOR_DIR="$dir" "$@" ;;
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  watch-all) "$BIN" run $CACHE --kernel-steps 100000 --out "$dir" -- "$@" 2>/dev/null ;;
   detach) PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   detach-bare) PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   end-cycle) PREWARM_DOCTOR_RECORDS_END_CYCLE=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
@@ -500,10 +527,11 @@ for cell in $CELLS; do
   fi
   for mode in $MODES; do
     case $mode in
-    doctor|no-kernels|doctor-modules|no-shim|detach|detach-bare|end-cycle|linger|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
+    doctor|watch-all|no-kernels|doctor-modules|no-shim|detach|detach-bare|end-cycle|linger|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac
   done
+  launches_line "$tag" "$w" "$alloc"
 done
 echo "ELAPSED seconds=$(( $(date +%s) - STARTED ))"

@@ -13,7 +13,8 @@ use std::process::Command;
 const DOCTOR: &str = r#"#!/usr/bin/env bash
 case $1 in
 check) echo "probe: $SB/probe/libprewarm_probe.so" ;;
-run) shift; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2" && out=$2; shift; done; shift
+run) shift; ks=3; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2" && out=$2; [ "$1" = --kernel-steps ] && ks=$2; shift; done; shift
+     echo "$ks" > "$out/kernel-steps"
      NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$out/nccl.%h.%p.log \
      CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim${PYTHONPATH:+:$PYTHONPATH} exec "$@" ;;
 report) if [ "$3" = --format ]; then
@@ -21,7 +22,10 @@ report) if [ "$3" = --format ]; then
           echo '{"attempts":[{"processes":[{"phases":[{"phase":"setup","probe_s":0.001,"probe_callbacks_s":0.0,"shim_s":null}]},{"steps":{"steady_shim_s":0.000026},"phases":[{"phase":"step1","probe_s":0.0657,"probe_callbacks_s":0.0085,"shim_s":0.0031},{"phase":"steady","steps":19,"shim_s":0.019}]}]}]}'
         else
           echo "   step 1 took 1.5 s; the probe: callbacks 8.5 ms inside step 1's time"
-          echo "   probe: 3 callbacks (1.0 ms)"
+          # The watch never ending: two callbacks a launch, 50 launches
+          # in each of the 17 steps after the third.
+          cb=3; [ "$(cat "$2/kernel-steps" 2>/dev/null)" = 100000 ] && cb=$((3 + 2 * 50 * 17))
+          echo "   probe: $cb callbacks (1.0 ms)"
         fi ;;
 esac
 "#;
@@ -1414,4 +1418,31 @@ fn the_zoo_scripts_settings_are_refused_by_name() {
         );
         assert!(bench.log().is_empty(), "nothing ran: {}", bench.log());
     }
+}
+
+/// With `doctor` and `watch-all` (the watch never ending) in one call, a
+/// LAUNCHES line gives a steady step's launches from the two runs' probe
+/// lines: the stand-in's 50 launches a step after the third, two callbacks
+/// each; without `watch-all` there is no such line.
+#[test]
+fn the_watch_all_mode_counts_a_steady_steps_launches() {
+    let env = [
+        ("OVERHEAD_CELLS", "lazy:default"),
+        ("OVERHEAD_ROUNDS", "1"),
+        ("OVERHEAD_WARMUP", "0"),
+    ];
+    let (bench, out) = Bench::once(
+        &[],
+        &[&env[..], &[("OVERHEAD_MODES", "doctor watch-all")]].concat(),
+    );
+    let launches = line(&out, "LAUNCHES", "workload=lazy allocator=default ");
+    assert!(launches.contains(" per_steady_step=50 "), "{launches}");
+    assert!(
+        launches.contains(" callbacks_watch_all=1703 callbacks_doctor=3 steps=20"),
+        "{launches}"
+    );
+    let runs = bench.log();
+    assert_eq!(runs.matches("worker ").count(), 3, "{runs}");
+    let (_, out) = Bench::once(&[], &[&env[..], &[("OVERHEAD_MODES", "doctor")]].concat());
+    assert!(!out.contains("LAUNCHES"), "{out}");
 }
