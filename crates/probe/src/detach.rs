@@ -7,8 +7,11 @@
 //! launch callbacks and kernel records off, nothing without the probe:
 //! records switched on and off at each first launch leave it inside CUPTI,
 //! and a steady step of 700 launches pays it all run long. Measured, the
-//! detach takes it away (2.4 ms once, a 16–23 ms untraced gap) but did not
-//! move fsdp2's steady step, so it stays opt-in. CUPTI's documented
+//! detach takes it away (2.4 ms once; a 16–23 ms untraced gap before the
+//! training's thread waited for the attach) but did not resolve a change
+//! in fsdp2's steady step (detached and not attached again, the ninth
+//! session's 10 rounds read 0.996 against the doctor's 1.012, the
+//! difference not resolved), so it stays opt-in. CUPTI's documented
 //! way to take its instrumentation away is to detach with `cuptiFinalize`
 //! from a driver call's exit (where every thread's submitted work is
 //! done); a later `cuptiSubscribe` attaches it anew.
@@ -18,8 +21,10 @@
 //! callbacks are on is asked of CUPTI first (`cuptiGetCallbackState`);
 //! after `cuptiFinalize` a thread of the probe's subscribes again and
 //! switches those back on, less the launch callbacks and whatever the
-//! probe switched off meanwhile. Driver calls between the two are not
-//! traced, and a notice in the event file says how long that was.
+//! probe switched off meanwhile. The training's thread waits for that
+//! inside the driver call that detached (at most 200 ms), so its own
+//! calls are all traced; other threads' calls in between are not, and a
+//! notice in the event file says how long that was.
 
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_SUCCESS, CallbackFn};
@@ -31,6 +36,8 @@ use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, TrySendError};
+use std::time::Duration;
 
 thread_local! {
     /// The writer thread calls into CUDA holding `writer_calls`, which the
@@ -128,13 +135,101 @@ pub unsafe fn at_driver_callback(
         stay_detached(p, on_thread_ns);
         return;
     }
-    let attach_again = move || attach(p, keep, callback, t0, on_thread_ns);
+    let (done, attached) = mpsc::sync_channel::<Attached>(1);
+    let attach_again = move || {
+        let outcome = attach(p, keep, callback, t0, on_thread_ns);
+        // Nobody waits any longer: this thread says it (calls were missed).
+        if let Err(TrySendError::Disconnected(outcome)) = done.try_send(outcome) {
+            outcome.tell(p, None);
+        }
+    };
     if std::thread::Builder::new()
         .name("prewarm-attach".into())
         .spawn(attach_again.clone())
         .is_err()
     {
-        attach_again();
+        attach_again(); // its outcome is waiting in the channel
+    }
+    wait_for_attach(p, &attached);
+}
+
+/// How long the training's thread waits, inside the driver call whose exit
+/// detached CUPTI, for the probe's thread to attach it again: its own
+/// driver calls after it are then all traced. A CUPTI that held its
+/// callback's locks through the subscription would cost this once.
+const ATTACH_WAIT: Duration = Duration::from_millis(200);
+
+/// The training's thread waits (at most [`ATTACH_WAIT`]) for the attach and
+/// writes what happened; its wait is the probe's own time.
+fn wait_for_attach(p: &Probe, attached: &mpsc::Receiver<Attached>) {
+    let t0 = now_ns();
+    let outcome = attached.recv_timeout(ATTACH_WAIT);
+    let waited_ns = now_ns().saturating_sub(t0);
+    p.callback_ns.fetch_add(waited_ns, Ordering::Relaxed);
+    match outcome {
+        Ok(outcome) => outcome.tell(p, Some(waited_ns)),
+        Err(_) => p.notice(
+            NoticeLevel::Warning,
+            format!(
+                "CUPTI was detached after the first steps and not attached again within {} ms: the training's thread went on, its driver calls until then not traced",
+                ATTACH_WAIT.as_millis()
+            ),
+        ),
+    }
+}
+
+/// What the attach did, for the notice that whoever learns it writes.
+enum Attached {
+    /// Subscribed again: the callbacks back on, the gap since the detach,
+    /// the finalize's time on the training's thread, those CUPTI refused.
+    Again {
+        on: usize,
+        gap_ns: u64,
+        finalize_ns: u64,
+        refused: Vec<String>,
+    },
+    /// CUPTI refused the subscription (capture stopped, said why).
+    Refused,
+}
+
+impl Attached {
+    /// The notice: `waited_ns` is the training's thread's wait when it
+    /// waited for the attach (its own calls were all traced), `None` when
+    /// it had gone on.
+    fn tell(self, p: &Probe, waited_ns: Option<u64>) {
+        let Attached::Again {
+            on,
+            gap_ns,
+            finalize_ns,
+            refused,
+        } = self
+        else {
+            return;
+        };
+        let gap_ms = gap_ns as f64 / 1e6;
+        let finalize_ms = finalize_ns as f64 / 1e6;
+        let who = match waited_ns {
+            Some(w) => format!(
+                "the training's thread waited {:.1} ms for it (its driver calls all traced); other threads' calls in between were not traced",
+                w as f64 / 1e6
+            ),
+            None => "driver calls in between were not traced".to_string(),
+        };
+        p.notice(
+            NoticeLevel::Info,
+            format!(
+                "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): {who}"
+            ),
+        );
+        if !refused.is_empty() {
+            p.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "after attaching again CUPTI refused these callbacks (not traced from here): {}",
+                    refused.join(", ")
+                ),
+            );
+        }
     }
 }
 
@@ -158,7 +253,7 @@ fn attach(
     callback: CallbackFn,
     detached_at: u64,
     finalize_ns: u64,
-) {
+) -> Attached {
     let mut subscriber = std::ptr::null_mut();
     // SAFETY: writes the new subscriber handle; `callback` is the probe's.
     let rc = unsafe { (p.cupti.subscribe)(&mut subscriber, callback, std::ptr::null_mut()) };
@@ -167,7 +262,7 @@ fn attach(
             "CUPTI was detached after the first steps and refused the probe's subscription again ({})",
             p.cupti.describe(rc)
         ));
-        return;
+        return Attached::Refused;
     }
     p.subscriber.store(subscriber, Ordering::Release);
     let mut on = 0;
@@ -184,21 +279,10 @@ fn attach(
             refused.push(format!("{domain}/{cbid}: {}", p.cupti.describe(rc)));
         }
     }
-    let gap_ms = now_ns().saturating_sub(detached_at) as f64 / 1e6;
-    let finalize_ms = finalize_ns as f64 / 1e6;
-    p.notice(
-        NoticeLevel::Info,
-        format!(
-            "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced"
-        ),
-    );
-    if !refused.is_empty() {
-        p.notice(
-            NoticeLevel::Warning,
-            format!(
-                "after attaching again CUPTI refused these callbacks (not traced from here): {}",
-                refused.join(", ")
-            ),
-        );
+    Attached::Again {
+        on,
+        gap_ns: now_ns().saturating_sub(detached_at),
+        finalize_ns,
+        refused,
     }
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef void (*CallbackFn)(void *user, uint32_t domain, uint32_t cbid, const void *data);
 typedef void (*BufferRequestFn)(uint8_t **buffer, size_t *size, size_t *max_records);
@@ -54,7 +55,14 @@ int cuptiGetVersion(uint32_t *version) {
     return CUPTI_SUCCESS;
 }
 
+static int g_finalized;
+
 int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
+    /* STANDIN_ATTACH_DELAY_MS: a subscription after a detach takes that
+     * long (a CUPTI slow to attach again). */
+    const char *delay = getenv("STANDIN_ATTACH_DELAY_MS");
+    if (delay && __atomic_load_n(&g_finalized, __ATOMIC_SEQ_CST))
+        usleep(atoi(delay) * 1000);
     if (__atomic_load_n(&g_subscribed, __ATOMIC_SEQ_CST))
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     g_user = user;
@@ -66,7 +74,6 @@ int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
 
 /* Detaches as CUPTI does: no subscriber, no callback on, no records; a
  * later cuptiSubscribe attaches again. Counted for the harness. */
-static int g_finalized;
 
 int cuptiFinalize(void) {
     __atomic_store_n(&g_callback, NULL, __ATOMIC_SEQ_CST);

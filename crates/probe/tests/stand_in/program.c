@@ -455,6 +455,9 @@ static int detach(void) {
     probe_call("prewarm_probe_set_kernel_records", 0);
     int before = standin_detaches();
     standin_launch_kernel("gemm", 0, 0, 32, 0);
+    /* Attached again when the launch that detached returned: the probe
+     * waited for it on this thread. */
+    int on_return = standin_attached();
     /* `bare`: nothing attaches again, nothing to wait for. */
     const char *mode = getenv("PREWARM_DOCTOR_DETACH_AFTER_WATCH");
     int bare = mode && strcmp(mode, "bare") == 0;
@@ -463,7 +466,8 @@ static int detach(void) {
     CUdeviceptr a;
     cuMemAlloc_v2(&a, 3 * MiB);
     standin_launch_kernel("later", 0, 0, 32, 0);
-    printf("finalized=%d subscribed=%d\n", standin_detaches() - before, standin_attached());
+    printf("finalized=%d subscribed=%d on_return=%d\n", standin_detaches() - before,
+           standin_attached(), on_return);
     return 0;
 }
 
