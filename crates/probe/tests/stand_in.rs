@@ -987,28 +987,32 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
     assert!(said(&kept).is_empty());
 }
 
+/// The detach scenario run with these settings: it succeeded and printed
+/// `said` (detaches, attached at the end, attached when the detaching
+/// launch returned). The run.
+fn detach_scenario(settings: &[(&str, &str)], said: &str) -> support::Run {
+    let run = support::run_with(&["detach"], Some(&support::probe_library()), settings);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), said);
+    run
+}
+
 /// A CUPTI slow to attach again (the stand-in's subscription after a
 /// detach takes 600 ms): the training's thread waits 200 ms, goes on, and
 /// a warning says its calls until the attach were not traced; the attach
 /// still happens and says so itself.
 #[test]
 fn a_slow_attach_is_waited_for_200_ms_and_said() {
-    let run = support::run_with(
-        &["detach"],
-        Some(&support::probe_library()),
+    let run = detach_scenario(
         &[
             ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1"),
             ("STANDIN_ATTACH_DELAY_MS", "600"),
         ],
-    );
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&run.stdout).trim(),
-        "finalized=1 subscribed=1 on_return=0"
+        "finalized=1 subscribed=1 on_return=0",
     );
     let told: Vec<_> = notices(&run.events().records)
         .into_iter()
@@ -1074,20 +1078,9 @@ fn a_linger_switches_records_once_for_a_burst_and_ends_when_quiet() {
 /// not seen, and a warning says nothing was traced from there.
 #[test]
 fn a_bare_detach_leaves_cupti_detached_and_says_nothing_is_traced_after_it() {
-    let probe = support::probe_library();
-    let run = support::run_with(
-        &["detach"],
-        Some(&probe),
+    let run = detach_scenario(
         &[("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "bare")],
-    );
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&run.stdout).trim(),
-        "finalized=1 subscribed=0 on_return=0"
+        "finalized=1 subscribed=0 on_return=0",
     );
     let sizes: Vec<u64> = mem(&run.events().records).iter().map(|m| m.bytes).collect();
     assert!(!sizes.contains(&(3 << 20)), "{sizes:?}");
