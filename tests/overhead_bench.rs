@@ -1045,7 +1045,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
         files: &["lazy-async-call5.txt"],
     },
     Row {
-        workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; CPU-bound 23–34 ms steady step)",
+        workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; 23–34 ms steady step)",
         allocator: "default",
         device: "H200",
         measured: "2026-12-06",
@@ -1238,7 +1238,7 @@ fn check_footprint_row(row: &str, want: &Row) {
 
 /// The ≤ 30 µs clause is for a GPU-bound steady step: TARGET judges it on
 /// the lazy bench's 20 ms shape (`--batch 65536`) and says it is not judged
-/// on the CPU-bound transformers decoder, instead of calling its 0.24 ms
+/// on the transformers decoder (not known to be GPU-bound), instead of calling its 0.24 ms
 /// "over" a clause that was never its own.
 #[test]
 fn the_added_time_clause_is_judged_only_on_a_gpu_bound_steady_step() {
