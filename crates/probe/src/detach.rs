@@ -36,7 +36,7 @@ use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 thread_local! {
@@ -135,22 +135,20 @@ pub unsafe fn at_driver_callback(
         stay_detached(p, on_thread_ns);
         return;
     }
-    let (done, attached) = mpsc::sync_channel::<Attached>(1);
+    let handoff = Arc::new(Handoff::default());
+    let waiter = Arc::clone(&handoff);
     let attach_again = move || {
         let outcome = attach(p, keep, callback, t0, on_thread_ns);
-        // Nobody waits any longer: this thread says it (calls were missed).
-        if let Err(TrySendError::Disconnected(outcome)) = done.try_send(outcome) {
-            outcome.tell(p, None);
-        }
+        handoff.deliver(p, outcome);
     };
     if std::thread::Builder::new()
         .name("prewarm-attach".into())
         .spawn(attach_again.clone())
         .is_err()
     {
-        attach_again(); // its outcome is waiting in the channel
+        attach_again(); // its outcome is waiting in the handoff
     }
-    wait_for_attach(p, &attached);
+    waiter.wait(p);
 }
 
 /// How long the training's thread waits, inside the driver call whose exit
@@ -159,22 +157,60 @@ pub unsafe fn at_driver_callback(
 /// callback's locks through the subscription would cost this once.
 const ATTACH_WAIT: Duration = Duration::from_millis(200);
 
-/// The training's thread waits (at most [`ATTACH_WAIT`]) for the attach and
-/// writes what happened; its wait is the probe's own time.
-fn wait_for_attach(p: &Probe, attached: &mpsc::Receiver<Attached>) {
-    let t0 = now_ns();
-    let outcome = attached.recv_timeout(ATTACH_WAIT);
-    let waited_ns = now_ns().saturating_sub(t0);
-    p.callback_ns.fetch_add(waited_ns, Ordering::Relaxed);
-    match outcome {
-        Ok(outcome) => outcome.tell(p, Some(waited_ns)),
-        Err(_) => p.notice(
-            NoticeLevel::Warning,
-            format!(
-                "CUPTI was detached after the first steps and not attached again within {} ms: the training's thread went on, its driver calls until then not traced",
-                ATTACH_WAIT.as_millis()
+/// The attach's outcome passed from the probe's thread to the training's,
+/// under one lock, so that exactly one of them writes the notice: the
+/// training's thread while it still waits, the attach thread once it has
+/// stopped waiting.
+#[derive(Default)]
+struct Handoff {
+    state: Mutex<Waiting>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    outcome: Option<Attached>,
+    gave_up: bool,
+}
+
+impl Handoff {
+    /// The attach thread: hands the outcome over, or says it itself when
+    /// the training's thread has gone on (calls were missed).
+    fn deliver(&self, p: &Probe, outcome: Attached) {
+        let mut w = lock(&self.state);
+        if w.gave_up {
+            drop(w);
+            outcome.tell(p, None);
+        } else {
+            w.outcome = Some(outcome);
+            self.ready.notify_one();
+        }
+    }
+
+    /// The training's thread waits (at most [`ATTACH_WAIT`]) and writes
+    /// what happened; its wait is the probe's own time.
+    fn wait(&self, p: &Probe) {
+        let t0 = now_ns();
+        let w = lock(&self.state);
+        let (mut w, _) = self
+            .ready
+            .wait_timeout_while(w, ATTACH_WAIT, |w| w.outcome.is_none())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let outcome = w.outcome.take();
+        w.gave_up = outcome.is_none();
+        drop(w);
+        let waited_ns = now_ns().saturating_sub(t0);
+        p.callback_ns.fetch_add(waited_ns, Ordering::Relaxed);
+        match outcome {
+            Some(outcome) => outcome.tell(p, Some(waited_ns)),
+            None => p.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "CUPTI was detached after the first steps and not attached again within {} ms: the training's thread went on, its driver calls until then not traced",
+                    ATTACH_WAIT.as_millis()
+                ),
             ),
-        ),
+        }
     }
 }
 
