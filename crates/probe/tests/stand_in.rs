@@ -949,19 +949,20 @@ fn held_callbacks_see_nothing_and_come_back() {
 /// PREWARM_DOCTOR_DETACH_AFTER_WATCH=1: the watch's end makes a detach due,
 /// the next launch's exit detaches CUPTI once, the probe subscribes again
 /// with the callbacks it still wants — an allocation after that is traced,
-/// the launch callbacks stay off — and a notice says so. Without the
-/// switch nothing is detached.
+/// the launch callbacks stay off — and a notice says so. The launch that
+/// detached returns only once CUPTI is attached again (the stand-in's
+/// attach takes 50 ms: without the wait it would return first). Without
+/// the switch nothing is detached.
 #[test]
 fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
-    let (detached, kept) = switched_and_not("detach", ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1"));
-    assert_eq!(
-        String::from_utf8_lossy(&detached.stdout).trim(),
-        "finalized=1 subscribed=1 on_return=1"
+    let detached = detach_scenario(
+        &[
+            ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1"),
+            ("STANDIN_ATTACH_DELAY_MS", "50"),
+        ],
+        "finalized=1 subscribed=1 on_return=1",
     );
-    assert_eq!(
-        String::from_utf8_lossy(&kept.stdout).trim(),
-        "finalized=0 subscribed=1 on_return=1"
-    );
+    let kept = detach_scenario(&[], "finalized=0 subscribed=1 on_return=1");
     for run in [&detached, &kept] {
         let deliveries = run.cupti_deliveries();
         // cuMemAlloc on at exit and handed over (enter and exit);
