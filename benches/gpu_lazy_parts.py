@@ -44,11 +44,10 @@ Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 10 ms instead of 1), `no-shim` (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
 CUPTI detached at the watch's end and attached again with the callbacks
 the probe keeps), `detach-bare` (=bare: detached and not attached again,
-nothing traced after the watch: what is left with CUPTI gone), `end-cycle`
-(PREWARM_DOCTOR_RECORDS_END_CYCLE=1: kernel records switched on and off
-once more at the watch's end, outside any callback), `linger`
-(PREWARM_DOCTOR_RECORDS_LINGER_MS=20: records switched once for a burst of
-first launches, not once per function), `nccl-log` (the plain run with the doctor's NCCL log settings). Default:
+nothing traced after the watch: what is left with CUPTI gone), `nccl-log`
+(the plain run with the doctor's NCCL log settings); call 25's stored
+`end-cycle` and `linger` rows measured two probe switches removed since
+(docs/footprint.md, ninth session). Default:
 "doctor no-probe no-kernels no-nvml nccl-log". Each round runs every mode
 once, in an order rotated round by round.
 
@@ -97,8 +96,6 @@ DOCTOR_ENV = {
     "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
     "detach": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "1"},
     "detach-bare": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "bare"},
-    "end-cycle": {"PREWARM_DOCTOR_RECORDS_END_CYCLE": "1"},
-    "linger": {"PREWARM_DOCTOR_RECORDS_LINGER_MS": "20"},
 }
 LAUNCHES = 5000
 COLLECTIVES = 200

@@ -30,10 +30,7 @@
 # `probe-modules` (the same with CUPTI's module-loaded callback on), `no-shim`
 # (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
 # CUPTI detached after the first-launch watch and attached again), `detach-bare`
-# (=bare: not attached again, nothing traced after the watch), `end-cycle`
-# (PREWARM_DOCTOR_RECORDS_END_CYCLE=1: records on and off once more at the
-# watch's end, outside any callback), `linger` (PREWARM_DOCTOR_RECORDS_LINGER_MS=20:
-# records switched once for a burst of first launches), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
+# (=bare: not attached again, nothing traced after the watch), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
 # would: the doctor leaves NCCL's log alone), `no-nvml` (PREWARM_DOCTOR_NVML_SAMPLING=0),
 # `nvml-10ms` (PREWARM_DOCTOR_NVML_PERIOD_MS=10: NVML's device query every
 # 10 ms instead of every millisecond),
@@ -337,8 +334,6 @@ run_unpinned() {
   watch-all) "$BIN" run $CACHE --kernel-steps 100000 --out "$dir" -- "$@" 2>/dev/null ;;
   detach) PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   detach-bare) PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
-  end-cycle) PREWARM_DOCTOR_RECORDS_END_CYCLE=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
-  linger) PREWARM_DOCTOR_RECORDS_LINGER_MS=20 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nccl-log) NCCL_DEBUG=WARN "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   nvml-10ms) PREWARM_DOCTOR_NVML_PERIOD_MS=10 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
@@ -527,7 +522,7 @@ for cell in $CELLS; do
   fi
   for mode in $MODES; do
     case $mode in
-    doctor|watch-all|no-kernels|doctor-modules|no-shim|detach|detach-bare|end-cycle|linger|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
+    doctor|watch-all|no-kernels|doctor-modules|no-shim|detach|detach-bare|no-nvml|nvml-10ms|agent-bare|step-lines|pool-calls|no-pool-reads|bench-records|kernels-all|kernels-first)
       "$BIN" report "$OUTDIR/$mode-$tag-1" 2>/dev/null | grep -m1 '^ *probe:' | sed "s/^ */PROBE workload=$w allocator=$alloc mode=$mode /"
       own_line "$mode" "$tag" "$w" "$alloc" ;;
     esac

@@ -58,20 +58,16 @@ $PY -c "import sys, torch, triton, transformers; print('python', sys.version.spl
 # VERIFY_VARIANTS (default `all`): `all` a record on every launch
 # (PREWARM_DOCTOR_KERNEL_RECORDS=all, the path before), `detach` first
 # launches with CUPTI detached after the watch and attached again
-# (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1), `end-cycle` first launches with
-# records switched on and off once more at the watch's end
-# (PREWARM_DOCTOR_RECORDS_END_CYCLE=1), `linger` records switched once for
-# a burst of first launches (PREWARM_DOCTOR_RECORDS_LINGER_MS=20). Each
-# against `first`: reports,
+# (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1). (Call 25's `end-cycle` and
+# `linger` variants measured two bench switches removed since: see
+# docs/footprint.md, ninth session.) Each against `first`: reports,
 # record lists and their differences, timestamps and correlation ids aside.
 variant_env() { # variant: the environment assignments it runs with
   case $1 in
   first) echo PREWARM_DOCTOR_KERNEL_RECORDS=first ;;
   all) echo PREWARM_DOCTOR_KERNEL_RECORDS=all ;;
   detach) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 ;;
-  end-cycle) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_RECORDS_END_CYCLE=1 ;;
-  linger) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_RECORDS_LINGER_MS=20 ;;
-  *) echo "unknown VERIFY_VARIANTS entry $1 (all, detach, end-cycle, linger)" >&2; return 2 ;;
+  *) echo "unknown VERIFY_VARIANTS entry $1 (all, detach)" >&2; return 2 ;;
   esac
 }
 verify_one() { # name, command...

@@ -35,10 +35,6 @@ if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "1":
     parts["cublas"] += 7.0
 if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "bare":
     parts["cublas"] += 11.0
-if os.environ.get("PREWARM_DOCTOR_RECORDS_END_CYCLE") == "1":
-    parts["cublas"] += 13.0
-if os.environ.get("PREWARM_DOCTOR_RECORDS_LINGER_MS") == "20":
-    parts["cublas"] += 17.0
 print("RESULT " + json.dumps(parts), flush=True)
 "#;
 
@@ -152,7 +148,7 @@ fn stored_rows_of_two_calls_pool_into_one_summary() {
 #[test]
 fn every_mode_runs_its_worker() {
     let dir = tempfile::tempdir().unwrap();
-    let modes = "kernels-all no-nvml nvml-10ms no-shim detach detach-bare end-cycle linger";
+    let modes = "kernels-all no-nvml nvml-10ms no-shim detach detach-bare";
     let out = common::stdout_of_success(&mut bench(dir.path(), "1", modes));
     for mode in ["plain"].into_iter().chain(modes.split(' ')) {
         line(&out, "LAZYPARTS", &format!("mode={mode} round=1 "));
@@ -169,10 +165,6 @@ fn every_mode_runs_its_worker() {
     assert!(l.contains(" added_ms=7.00 "), "{l}");
     let l = line(&out, "LAZY_PART_PAIRED", "mode=detach-bare part=cublas ");
     assert!(l.contains(" added_ms=11.00 "), "{l}");
-    let l = line(&out, "LAZY_PART_PAIRED", "mode=end-cycle part=cublas ");
-    assert!(l.contains(" added_ms=13.00 "), "{l}");
-    let l = line(&out, "LAZY_PART_PAIRED", "mode=linger part=cublas ");
-    assert!(l.contains(" added_ms=17.00 "), "{l}");
 }
 
 /// A mode the bench does not know is refused before any run, naming it.

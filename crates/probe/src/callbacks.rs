@@ -42,12 +42,6 @@ pub fn set_kernel_records(p: &Probe, enabled: bool) -> bool {
         );
         return false;
     }
-    if !enabled
-        && p.kernel_watch == KernelWatch::FirstLaunches
-        && p.launches.end_cycle.load(Ordering::Relaxed)
-    {
-        launches::cycle_kernel_activity(p);
-    }
     if !enabled {
         // Called by the shim at a step end: a pool summary marks it too.
         calls::summarize_pools(p, true);

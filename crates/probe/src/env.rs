@@ -32,18 +32,6 @@ pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
 /// attached again, so nothing at all is traced after the watch — what a
 /// run costs with the probe loaded and CUPTI gone.
 pub const DETACH_AFTER_WATCH: &str = "PREWARM_DOCTOR_DETACH_AFTER_WATCH";
-/// `1`, for the benches: at the first-launch watch's end kernel records
-/// are switched on and off once more from the shim's call, outside any
-/// driver callback — whether the cost a launch keeps after the watch
-/// (left by records switched at first launches, inside their callbacks)
-/// goes with a last switch made outside them.
-pub const RECORDS_END_CYCLE: &str = "PREWARM_DOCTOR_RECORDS_END_CYCLE";
-/// Milliseconds kernel records stay on after the last first launch's
-/// window closed (unset or 0: off at once), for the benches: a burst of
-/// first launches then switches them once, not once per function —
-/// whether the cost a launch keeps after the watch grows with the number
-/// of switches. Ended by the writer's tick, a pause or the watch's end.
-pub const RECORDS_LINGER_MS: &str = "PREWARM_DOCTOR_RECORDS_LINGER_MS";
 /// Milliseconds between the writer thread's ticks while kernel records
 /// are on (default 10): for the overhead breakdown.
 pub const EARLY_TICK_MS: &str = "PREWARM_DOCTOR_EARLY_TICK_MS";

@@ -68,12 +68,6 @@ pub struct FirstLaunches {
     /// First launches whose records CUPTI would not switch on (each one
     /// unrecorded; the first says why in a notice).
     pub refused: AtomicU64,
-    /// `PREWARM_DOCTOR_RECORDS_END_CYCLE=1`: records on and off once more
-    /// at the watch's end (a bench setting).
-    pub end_cycle: AtomicBool,
-    /// `PREWARM_DOCTOR_RECORDS_LINGER_MS`: how long records stay on after
-    /// the last first launch's window closed (0: switched off at once).
-    pub linger_ns: AtomicU64,
 }
 
 /// The watch under its lock.
@@ -87,10 +81,6 @@ pub(crate) struct Watch {
     pub(crate) paused: bool,
     /// Whether the launch callbacks are subscribed now.
     pub(crate) subscribed: bool,
-    /// Records left on after the last window closed (the linger), and when
-    /// that window closed.
-    pub(crate) lingering: bool,
-    pub(crate) last_close_ns: u64,
 }
 
 #[cfg(test)]

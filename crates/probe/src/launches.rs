@@ -12,9 +12,10 @@
 //! dispatch of it about 0.75 µs on an H100, so the per-launch cost shrinks
 //! rather than goes. Nor does it go when the watch ends: with the launch
 //! callbacks and records off, a launch still cost 0.7–0.83 µs more on an
-//! H100, left by switching records on and off at each first launch
-//! (docs/footprint.md, seventh and eighth sessions); detach.rs is the
-//! opt-in remedy.
+//! H100, left by switching records on and off at each first launch — not
+//! by the last switch being inside a callback, nor by the number of
+//! switches (docs/footprint.md, seventh to ninth sessions); detach.rs is
+//! the opt-in remedy.
 //!
 //! A graph launch counts by its executable graph: its first launch records
 //! every kernel node it runs. Launch tracing stops when the watch ends (the
@@ -119,7 +120,7 @@ fn open_window(p: &Probe, key: (usize, usize)) {
     if !w.on || !w.seen.insert(key) {
         return;
     }
-    if w.open == 0 && !w.lingering {
+    if w.open == 0 {
         let rc = switch_kernel_activity(p, true);
         if rc != CUPTI_SUCCESS {
             drop(w);
@@ -127,51 +128,12 @@ fn open_window(p: &Probe, key: (usize, usize)) {
             return;
         }
     }
-    w.lingering = false;
     w.open += 1;
     let generation = p.launches.generation.load(Ordering::Relaxed);
     if OPEN_HERE.try_with(|o| o.set(generation + 1)).is_err() {
         // No way to find this window at the exit: close it now (the launch
         // is not recorded; its key is, so it is not retried).
         w.open -= 1;
-        last_window_closed(p, &mut w);
-    }
-}
-
-/// A window closed: when it was the last one open, records go off — or,
-/// with a linger, stay on until the writer finds no window opened for
-/// that long ([`end_quiet_linger`]), so that a burst of first launches
-/// switches them once instead of once per function.
-fn last_window_closed(p: &Probe, w: &mut Watch) {
-    if w.open != 0 {
-        return;
-    }
-    if p.launches.linger_ns.load(Ordering::Relaxed) > 0 {
-        w.lingering = true;
-        w.last_close_ns = crate::clock::now_ns();
-    } else {
-        switch_kernel_activity(p, false);
-    }
-}
-
-/// Records off if they have lingered long enough with no window open
-/// (the writer thread's tick while the watch is on).
-pub fn end_quiet_linger(p: &Probe) {
-    let linger = p.launches.linger_ns.load(Ordering::Relaxed);
-    if linger == 0 {
-        return;
-    }
-    let mut w = lock(&p.launches.state);
-    if w.lingering && crate::clock::now_ns().saturating_sub(w.last_close_ns) >= linger {
-        w.lingering = false;
-        switch_kernel_activity(p, false);
-    }
-}
-
-/// Records off now if they only linger (the watch pausing or ending).
-fn end_linger(p: &Probe, w: &mut Watch) {
-    if w.lingering {
-        w.lingering = false;
         if w.open == 0 {
             switch_kernel_activity(p, false);
         }
@@ -203,7 +165,9 @@ fn close_window(p: &Probe) {
         return;
     }
     w.open -= 1;
-    last_window_closed(p, &mut w);
+    if w.open == 0 {
+        switch_kernel_activity(p, false);
+    }
 }
 
 /// Starts (`on`) or ends the watch: launch callbacks subscribed while on and
@@ -213,7 +177,6 @@ pub fn watch(p: &Probe, on: bool) -> CuptiResult {
     w.on = on;
     if !on {
         p.launches.generation.fetch_add(1, Ordering::Relaxed);
-        end_linger(p, &mut w);
         if w.open > 0 {
             w.open = 0;
             switch_kernel_activity(p, false);
@@ -233,10 +196,6 @@ pub fn pause(p: &Probe, paused: bool) -> bool {
         return false;
     }
     w.paused = paused;
-    if paused {
-        // An autotune benchmark's repetitions would each be recorded.
-        end_linger(p, &mut w);
-    }
     p.launches.watching.store(!paused, Ordering::Relaxed);
     subscribe(p, &mut w) == CUPTI_SUCCESS
 }
@@ -277,16 +236,6 @@ pub fn end_subscription(p: &Probe) {
 /// CUPTI was detached: no launch callback is subscribed any more.
 pub fn forget_subscription(p: &Probe) {
     lock(&p.launches.state).subscribed = false;
-}
-
-/// Kernel records on and off once more, from the caller's thread (the
-/// shim's, outside any driver callback): `PREWARM_DOCTOR_RECORDS_END_CYCLE`,
-/// a bench setting. A launch in between is recorded and, not being a
-/// first launch or a growth, dropped.
-pub fn cycle_kernel_activity(p: &Probe) {
-    if switch_kernel_activity(p, true) == CUPTI_SUCCESS {
-        switch_kernel_activity(p, false);
-    }
 }
 
 /// CUPTI's own switch for kernel activity records; its result code.

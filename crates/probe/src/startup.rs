@@ -283,27 +283,8 @@ fn subscribe(p: &'static Probe) -> Option<*mut c_void> {
     Some(subscriber)
 }
 
-/// The opt-in ways the first-launch watch ends (a detach, and the benches'
-/// end cycle and linger); a notice for a linger that is not a number.
+/// The opt-in detach after the first-launch watch (detach.rs).
 fn read_watch_end_settings(p: &'static Probe) {
-    use std::sync::atomic::Ordering::Relaxed;
-    if var(env::RECORDS_END_CYCLE).as_deref() == Some("1") {
-        p.launches.end_cycle.store(true, Relaxed);
-    }
-    match env::millis(env::RECORDS_LINGER_MS) {
-        Ok(Some(linger)) => p
-            .launches
-            .linger_ns
-            .store(linger.as_nanos() as u64, Relaxed),
-        Ok(None) => {}
-        Err(bad) => p.notice(
-            NoticeLevel::Info,
-            format!(
-                "{}={bad:?} is not a number of milliseconds; records go off at once",
-                env::RECORDS_LINGER_MS
-            ),
-        ),
-    }
     let detach = var(env::DETACH_AFTER_WATCH);
     if let Some(bare) = detach.as_deref().and_then(crate::detach::bare_from_setting)
         && p.kernel_watch != launch_state::KernelWatch::Off

@@ -140,9 +140,6 @@ fn writer_tick(
             // SAFETY: flushes completed activity buffers.
             unsafe { (p.cupti.flush_all)(0) };
         }
-        if early {
-            crate::launches::end_quiet_linger(p);
-        }
         if p.pools.switch_due() {
             calls::stop_pool_tracing(p);
         }

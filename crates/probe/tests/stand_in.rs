@@ -1034,46 +1034,6 @@ fn a_slow_attach_is_waited_for_200_ms_and_said() {
     );
 }
 
-/// PREWARM_DOCTOR_RECORDS_END_CYCLE=1 (a bench setting): at the watch's
-/// end, the shim's call switches kernel records on and off once more —
-/// from its own thread, not inside a launch's callback — and leaves them
-/// off; without it the first launches' switches, all inside callbacks,
-/// are the only ones.
-#[test]
-fn the_end_cycle_switches_records_once_more_outside_any_callback() {
-    let (cycled, plain) = switched_and_not("watch-end", ("PREWARM_DOCTOR_RECORDS_END_CYCLE", "1"));
-    // The scenario's stdout and the first launches both runs recorded.
-    let said = |run: &support::Run| String::from_utf8_lossy(&run.stdout).trim().to_string();
-    for (run, stdout) in [
-        (&cycled, "on_outside=1 off_outside=1 records_on=0"),
-        (&plain, "on_outside=0 off_outside=0 records_on=0"),
-    ] {
-        assert_eq!(said(run), stdout);
-        assert_eq!(first_launch_names(&run.events().records), ["gemm", "norm"]);
-    }
-}
-
-/// PREWARM_DOCTOR_RECORDS_LINGER_MS (a bench setting): a burst of first
-/// launches switches kernel records on once, not once per function, the
-/// same first launches are recorded, and once no window has opened for
-/// that long the writer's tick switches them off before the watch ends.
-#[test]
-fn a_linger_switches_records_once_for_a_burst_and_ends_when_quiet() {
-    let (lingered, plain) = switched_and_not("linger", ("PREWARM_DOCTOR_RECORDS_LINGER_MS", "50"));
-    // The scenario's stdout and the first launches both runs recorded.
-    let said = |run: &support::Run| String::from_utf8_lossy(&run.stdout).trim().to_string();
-    for (run, stdout) in [
-        (
-            &lingered,
-            "ons=1 on_in_burst=1 on_when_quiet=0 records_on=0",
-        ),
-        (&plain, "ons=3 on_in_burst=0 on_when_quiet=0 records_on=0"),
-    ] {
-        assert_eq!(said(run), stdout);
-        assert_eq!(first_launch_names(&run.events().records), ["a", "b", "c"]);
-    }
-}
-
 /// PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare (a bench setting): CUPTI is
 /// detached once and not attached again, so the allocation after it is
 /// not seen, and a warning says nothing was traced from there.

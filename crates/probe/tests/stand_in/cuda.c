@@ -473,6 +473,3 @@ void standin_set_cupti_dropped(size_t dropped) { standin_cupti_set_dropped(dropp
  * and whether a subscriber is attached. */
 int standin_detaches(void) { return standin_cupti_finalized(); }
 int standin_attached(void) { return standin_cupti_subscribed(); }
-int standin_kernel_switches_outside(int on) { return standin_cupti_kernel_switches_outside(on); }
-int standin_kernel_records_on(void) { return standin_cupti_kernel_enabled(); }
-int standin_kernel_switches_on(void) { return standin_cupti_kernel_switches_on(); }

@@ -130,38 +130,19 @@ static void take_buffer(uint8_t *buffer, size_t size) {
         }
 }
 
-/* Kernel-record switches made on no callback's thread-time: the probe's
- * calls from the shim (the watch's end) rather than from a launch's enter
- * or exit. Counted for the harness. */
-static __thread int t_in_callback;
-static int g_kernel_on_outside, g_kernel_off_outside, g_kernel_on_total;
-
-int standin_cupti_kernel_switches_on(void) { return __atomic_load_n(&g_kernel_on_total, __ATOMIC_SEQ_CST); }
-
-int standin_cupti_kernel_switches_outside(int on) {
-    return __atomic_load_n(on ? &g_kernel_on_outside : &g_kernel_off_outside, __ATOMIC_SEQ_CST);
-}
-
 int cuptiActivityEnable(uint32_t kind) {
     /* STANDIN_CUPTI_REFUSE_KERNELS=1: kernel records cannot be switched on. */
     const char *refuse = getenv("STANDIN_CUPTI_REFUSE_KERNELS");
     if (kind == KIND_CONCURRENT_KERNEL && refuse != NULL && *refuse == '1')
         return CUPTI_ERROR_INVALID_PARAMETER;
-    if (kind == KIND_CONCURRENT_KERNEL) {
+    if (kind == KIND_CONCURRENT_KERNEL)
         g_kernel_enabled = 1;
-        __atomic_add_fetch(&g_kernel_on_total, 1, __ATOMIC_SEQ_CST);
-        if (!t_in_callback)
-            __atomic_add_fetch(&g_kernel_on_outside, 1, __ATOMIC_SEQ_CST);
-    }
     return CUPTI_SUCCESS;
 }
 
 int cuptiActivityDisable(uint32_t kind) {
-    if (kind == KIND_CONCURRENT_KERNEL) {
+    if (kind == KIND_CONCURRENT_KERNEL)
         g_kernel_enabled = 0;
-        if (!t_in_callback)
-            __atomic_add_fetch(&g_kernel_off_outside, 1, __ATOMIC_SEQ_CST);
-    }
     return CUPTI_SUCCESS;
 }
 
@@ -260,9 +241,7 @@ void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const voi
         .correlationData = correlation_data,
         .correlationId = correlation,
     };
-    t_in_callback++;
     callback(g_user, 1, cbid, &data);
-    t_in_callback--;
 }
 
 void standin_cupti_resource(uint32_t cbid, CUcontext ctx, void *descriptor) {

@@ -471,46 +471,6 @@ static int detach(void) {
     return 0;
 }
 
-/* --- watch-end: first launches switch kernel records on and off inside
- * their callbacks; at the watch's end (the shim's call) records are off,
- * and with PREWARM_DOCTOR_RECORDS_END_CYCLE=1 switched on and off once
- * more from there, outside any callback. ---------------------------- */
-
-static int watch_end(void) {
-    setup();
-    standin_launch_kernel("gemm", 0, 0, 32, 0);
-    standin_launch_kernel("norm", 0, 0, 32, 0);
-    int before_on = standin_kernel_switches_outside(1);
-    int before_off = standin_kernel_switches_outside(0);
-    probe_call("prewarm_probe_set_kernel_records", 0);
-    standin_launch_kernel("late", 0, 0, 32, 0);
-    printf("on_outside=%d off_outside=%d records_on=%d\n",
-           standin_kernel_switches_outside(1) - before_on,
-           standin_kernel_switches_outside(0) - before_off, standin_kernel_records_on());
-    return 0;
-}
-
-/* --- linger: first launches in a burst; with
- * PREWARM_DOCTOR_RECORDS_LINGER_MS records go on once and stay on between
- * them, and the writer's tick switches them off once quiet that long. -- */
-
-static int linger(void) {
-    setup();
-    int before = standin_kernel_switches_on();
-    standin_launch_kernel("a", 0, 0, 32, 0);
-    standin_launch_kernel("b", 0, 0, 32, 0);
-    standin_launch_kernel("a", 0, 0, 32, 0);
-    standin_launch_kernel("c", 0, 0, 32, 0);
-    int on_in_burst = standin_kernel_records_on();
-    int ons = standin_kernel_switches_on() - before;
-    usleep(300 * 1000);
-    int on_when_quiet = standin_kernel_records_on();
-    probe_call("prewarm_probe_set_kernel_records", 0);
-    printf("ons=%d on_in_burst=%d on_when_quiet=%d records_on=%d\n", ons, on_in_burst, on_when_quiet,
-           standin_kernel_records_on());
-    return 0;
-}
-
 /* --- first-launches: kernel records around each function's first launch
  * (the default) or on every launch (PREWARM_DOCTOR_KERNEL_RECORDS=all): the
  * same launches either way, so the same first launches and growth. ------ */
@@ -801,10 +761,6 @@ int main(int argc, char **argv) {
         return detach();
     if (!strcmp(scenario, "first-launches"))
         return first_launches();
-    if (!strcmp(scenario, "watch-end"))
-        return watch_end();
-    if (!strcmp(scenario, "linger"))
-        return linger();
     if (!strcmp(scenario, "pool-reads"))
         return pool_reads();
     if (!strcmp(scenario, "async-steps"))

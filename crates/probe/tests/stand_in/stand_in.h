@@ -102,8 +102,6 @@ void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const voi
                        CUresult *result, CUcontext ctx, uint32_t correlation, uint64_t *correlation_data);
 void standin_cupti_resource(uint32_t cbid, CUcontext ctx, void *descriptor);
 int standin_cupti_kernel_enabled(void);
-int standin_cupti_kernel_switches_outside(int on);
-int standin_cupti_kernel_switches_on(void);
 int standin_cupti_enabled(uint32_t domain, uint32_t cbid);
 void standin_cupti_kernel_record(const KernelRecord *record);
 uint64_t standin_cupti_now(void);
@@ -112,8 +110,5 @@ int standin_cupti_finalized(void);
 int standin_cupti_subscribed(void);
 int standin_detaches(void);
 int standin_attached(void);
-int standin_kernel_switches_outside(int on);
-int standin_kernel_records_on(void);
-int standin_kernel_switches_on(void);
 
 #endif
