@@ -7,24 +7,23 @@
 //! launch callbacks and kernel records off, nothing without the probe:
 //! records switched on and off at each first launch leave it inside CUPTI,
 //! and a steady step of 700 launches pays it all run long. Measured, the
-//! detach takes it away (2.4 ms once; a 16–23 ms untraced gap before the
-//! training's thread waited for the attach) but did not resolve a change
-//! in fsdp2's steady step (detached and not attached again, the ninth
-//! session's 10 rounds read 0.996 against the doctor's 1.012, the
-//! difference not resolved), so it stays opt-in. CUPTI's documented
-//! way to take its instrumentation away is to detach with `cuptiFinalize`
-//! from a driver call's exit (where every thread's submitted work is
-//! done); a later `cuptiSubscribe` attaches it anew.
+//! detach takes it away (2.4 ms once, a 16–23 ms untraced gap) but did not
+//! resolve a change in fsdp2's steady step (detached and not attached
+//! again, the ninth session's 10 rounds read 0.996 against the doctor's
+//! 1.012, the difference not resolved), so it stays opt-in. CUPTI's
+//! documented way to take its instrumentation away is to detach with
+//! `cuptiFinalize` from a driver call's exit (where every thread's
+//! submitted work is done); a later `cuptiSubscribe` attaches it anew.
 //!
 //! The watch's end asks for the detach; the launch callbacks stay on until
 //! then, so the next launch's exit (or any traced call's) does it. Which
 //! callbacks are on is asked of CUPTI first (`cuptiGetCallbackState`);
 //! after `cuptiFinalize` a thread of the probe's subscribes again and
 //! switches those back on, less the launch callbacks and whatever the
-//! probe switched off meanwhile. The training's thread waits for that
-//! inside the driver call that detached (at most 200 ms), so its own
-//! calls are all traced; other threads' calls in between are not, and a
-//! notice in the event file says how long that was.
+//! probe switched off meanwhile — only once the detaching callback has
+//! returned: attached again under it, CUPTI crashed the training
+//! ([`Departure`]). Driver calls in the gap are not traced, and a notice in
+//! the event file says how long it was.
 
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_SUCCESS, CallbackFn};
@@ -132,89 +131,78 @@ pub unsafe fn at_driver_callback(
     p.callback_ns.fetch_add(on_thread_ns, Ordering::Relaxed);
     launches::forget_subscription(p);
     if p.detach.bare() {
-        stay_detached(p, on_thread_ns);
+        stay_detached_after(
+            p,
+            on_thread_ns,
+            "PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare, a bench setting",
+        );
         return;
     }
-    let handoff = Arc::new(Handoff::default());
-    let waiter = Arc::clone(&handoff);
+    let departure = Arc::new(Departure::default());
+    let told = Arc::clone(&departure);
     let attach_again = move || {
-        let outcome = attach(p, keep, callback, t0, on_thread_ns);
-        handoff.deliver(p, outcome);
-    };
-    if std::thread::Builder::new()
-        .name("prewarm-attach".into())
-        .spawn(attach_again.clone())
-        .is_err()
-    {
-        attach_again(); // its outcome is waiting in the handoff
-    }
-    waiter.wait(p);
-}
-
-/// How long the training's thread waits, inside the driver call whose exit
-/// detached CUPTI, for the probe's thread to attach it again: its own
-/// driver calls after it are then all traced. A CUPTI that held its
-/// callback's locks through the subscription would cost this once.
-const ATTACH_WAIT: Duration = Duration::from_millis(200);
-
-/// The attach's outcome passed from the probe's thread to the training's,
-/// under one lock, so that exactly one of them writes the notice: the
-/// training's thread while it still waits, the attach thread once it has
-/// stopped waiting.
-#[derive(Default)]
-struct Handoff {
-    state: Mutex<Waiting>,
-    ready: Condvar,
-}
-
-#[derive(Default)]
-struct Waiting {
-    outcome: Option<Attached>,
-    gave_up: bool,
-}
-
-impl Handoff {
-    /// The attach thread: hands the outcome over, or says it itself when
-    /// the training's thread has gone on (calls were missed).
-    fn deliver(&self, p: &Probe, outcome: Attached) {
-        let mut w = lock(&self.state);
-        if w.gave_up {
-            drop(w);
-            outcome.tell(p, None);
+        if told.wait() {
+            std::thread::sleep(AFTER_LEAVING);
+            attach(p, keep, callback, t0, on_thread_ns).tell(p);
         } else {
-            w.outcome = Some(outcome);
-            self.ready.notify_one();
+            stay_detached_after(p, on_thread_ns, "its detaching callback never returned");
         }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("prewarm-attach".into())
+        .spawn(attach_again)
+    {
+        // Attaching from this callback would crash the process (below).
+        stay_detached_after(
+            p,
+            on_thread_ns,
+            &format!("the probe could not start its attach thread ({e})"),
+        );
+    }
+    departure.leave();
+}
+
+/// How long the attach thread waits for the detaching callback to say it
+/// is leaving (it says so right after starting the thread).
+const DEPARTURE_WAIT: Duration = Duration::from_secs(1);
+
+/// After the detaching callback said it is leaving, its thread still
+/// returns through CUPTI's own code, which no hook marks: the attach waits
+/// this much longer (a thousand times that return).
+const AFTER_LEAVING: Duration = Duration::from_millis(2);
+
+/// The detaching callback's departure, told to the attach thread. CUPTI
+/// attached again while a callback from before its detach is still
+/// running crashes the process: on an H100 (CUPTI 13, 2026-12-06, call 29)
+/// every run whose training's thread waited inside that callback for the
+/// attach died with SIGSEGV when it returned. So the attach waits until
+/// the callback is done, and the training's own calls in the gap go
+/// untraced (the notice says how long).
+#[derive(Default)]
+struct Departure {
+    left: Mutex<bool>,
+    told: Condvar,
+}
+
+impl Departure {
+    /// The training's thread, last thing before its callback returns.
+    fn leave(&self) {
+        *lock(&self.left) = true;
+        self.told.notify_one();
     }
 
-    /// The training's thread waits (at most [`ATTACH_WAIT`]) and writes
-    /// what happened; its wait is the probe's own time.
-    fn wait(&self, p: &Probe) {
-        let t0 = now_ns();
-        let w = lock(&self.state);
-        let (mut w, _) = self
-            .ready
-            .wait_timeout_while(w, ATTACH_WAIT, |w| w.outcome.is_none())
+    /// The attach thread: whether the callback left within [`DEPARTURE_WAIT`].
+    fn wait(&self) -> bool {
+        let left = lock(&self.left);
+        let (left, _) = self
+            .told
+            .wait_timeout_while(left, DEPARTURE_WAIT, |left| !*left)
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let outcome = w.outcome.take();
-        w.gave_up = outcome.is_none();
-        drop(w);
-        let waited_ns = now_ns().saturating_sub(t0);
-        p.callback_ns.fetch_add(waited_ns, Ordering::Relaxed);
-        match outcome {
-            Some(outcome) => outcome.tell(p, Some(waited_ns)),
-            None => p.notice(
-                NoticeLevel::Warning,
-                format!(
-                    "CUPTI was detached after the first steps and not attached again within {} ms: the training's thread went on, its driver calls until then not traced",
-                    ATTACH_WAIT.as_millis()
-                ),
-            ),
-        }
+        *left
     }
 }
 
-/// What the attach did, for the notice that whoever learns it writes.
+/// What the attach did, for its notice.
 enum Attached {
     /// Subscribed again: the callbacks back on, the gap since the detach,
     /// the finalize's time on the training's thread, those CUPTI refused.
@@ -229,10 +217,9 @@ enum Attached {
 }
 
 impl Attached {
-    /// The notice: `waited_ns` is the training's thread's wait when it
-    /// waited for the attach (its own calls were all traced), `None` when
-    /// it had gone on.
-    fn tell(self, p: &Probe, waited_ns: Option<u64>) {
+    /// The notice: attached again after a gap in which no driver call was
+    /// traced, and any callbacks CUPTI refused.
+    fn tell(self, p: &Probe) {
         let Attached::Again {
             on,
             gap_ns,
@@ -244,17 +231,10 @@ impl Attached {
         };
         let gap_ms = gap_ns as f64 / 1e6;
         let finalize_ms = finalize_ns as f64 / 1e6;
-        let who = match waited_ns {
-            Some(w) => format!(
-                "the training's thread waited {:.1} ms for it (its driver calls all traced); other threads' calls in between were not traced",
-                w as f64 / 1e6
-            ),
-            None => "driver calls in between were not traced".to_string(),
-        };
         p.notice(
             NoticeLevel::Info,
             format!(
-                "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): {who}"
+                "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced"
             ),
         );
         if !refused.is_empty() {
@@ -269,13 +249,13 @@ impl Attached {
     }
 }
 
-/// `bare`: CUPTI stays detached, and the report says that nothing was
-/// traced after the watch (allocations from here are unexplained memory).
-fn stay_detached(p: &Probe, finalize_ns: u64) {
+/// CUPTI stays detached (`why`: `bare` asked it, or the attach could not
+/// happen): nothing is traced from here, and the report says so.
+fn stay_detached_after(p: &Probe, finalize_ns: u64, why: &str) {
     p.notice(
         NoticeLevel::Warning,
         format!(
-            "CUPTI detached after the first steps and not attached again, {:.1} ms of cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare, a bench setting): no driver call was traced after it",
+            "CUPTI detached after the first steps and not attached again, {:.1} ms of cuptiFinalize on the training's thread: {why}; no driver call was traced after it",
             finalize_ns as f64 / 1e6
         ),
     );

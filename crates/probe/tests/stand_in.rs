@@ -949,10 +949,13 @@ fn held_callbacks_see_nothing_and_come_back() {
 /// PREWARM_DOCTOR_DETACH_AFTER_WATCH=1: the watch's end makes a detach due,
 /// the next launch's exit detaches CUPTI once, the probe subscribes again
 /// with the callbacks it still wants — an allocation after that is traced,
-/// the launch callbacks stay off — and a notice says so. The launch that
-/// detached returns only once CUPTI is attached again (the stand-in's
-/// attach takes 50 ms: without the wait it would return first). Without
-/// the switch nothing is detached.
+/// the launch callbacks stay off — and a notice says so. The subscription
+/// comes only after the detaching callback has returned: the stand-in
+/// CUPTI aborts, as CUPTI 13 crashed on an H100, when one comes while a
+/// callback from before the detach still runs (the probe that waited
+/// inside it for the attach failed so), and the launch that detached
+/// returns before the attach (the stand-in's takes 50 ms). Without the
+/// switch nothing is detached.
 #[test]
 fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
     let detached = detach_scenario(
@@ -960,7 +963,7 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
             ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1"),
             ("STANDIN_ATTACH_DELAY_MS", "50"),
         ],
-        "finalized=1 subscribed=1 on_return=1",
+        "finalized=1 subscribed=1 on_return=0",
     );
     let kept = detach_scenario(&[], "finalized=0 subscribed=1 on_return=1");
     for run in [&detached, &kept] {
@@ -984,7 +987,10 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
     };
     let told = said(&detached);
     assert_eq!(told.len(), 1);
-    assert!(told[0].contains("the training's thread waited"), "{told:?}");
+    assert!(
+        told[0].ends_with("driver calls in between were not traced"),
+        "{told:?}"
+    );
     assert!(said(&kept).is_empty());
 }
 
@@ -1000,38 +1006,6 @@ fn detach_scenario(settings: &[(&str, &str)], said: &str) -> support::Run {
     );
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), said);
     run
-}
-
-/// A CUPTI slow to attach again (the stand-in's subscription after a
-/// detach takes 600 ms): the training's thread waits 200 ms, goes on, and
-/// a warning says its calls until the attach were not traced; the attach
-/// still happens and says so itself.
-#[test]
-fn a_slow_attach_is_waited_for_200_ms_and_said() {
-    let run = detach_scenario(
-        &[
-            ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1"),
-            ("STANDIN_ATTACH_DELAY_MS", "600"),
-        ],
-        "finalized=1 subscribed=1 on_return=0",
-    );
-    let told: Vec<_> = notices(&run.events().records)
-        .into_iter()
-        .filter(|n| n.text.contains("after the first steps"))
-        .map(|n| (n.level, n.text))
-        .collect();
-    assert_eq!(told.len(), 2, "{told:?}");
-    assert_eq!(told[0].0, NoticeLevel::Warning, "{told:?}");
-    assert!(
-        told[0].1.contains("not attached again within 200 ms"),
-        "{told:?}"
-    );
-    assert!(
-        told[1]
-            .1
-            .ends_with("driver calls in between were not traced"),
-        "{told:?}"
-    );
 }
 
 /// PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare (a bench setting): CUPTI is

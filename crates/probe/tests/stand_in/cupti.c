@@ -57,6 +57,24 @@ int cuptiGetVersion(uint32_t *version) {
 
 static int g_finalized;
 
+/* Callbacks running now, and subscriptions made so far. CUPTI attached
+ * again while a callback from before its detach still ran crashed the
+ * process on an H100 (CUPTI 13, 2026-12-06, call 29: SIGSEGV as that
+ * callback returned); the stand-in aborts there the same way, saying so. */
+static int g_in_callback;
+static int g_subscriptions;
+
+static void deliver(CallbackFn callback, uint32_t domain, uint32_t cbid, const void *data) {
+    int before = __atomic_load_n(&g_subscriptions, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&g_in_callback, 1, __ATOMIC_SEQ_CST);
+    callback(g_user, domain, cbid, data);
+    __atomic_sub_fetch(&g_in_callback, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&g_subscriptions, __ATOMIC_SEQ_CST) != before) {
+        fprintf(stderr, "stand-in CUPTI: subscribed again while a callback from before the detach still ran\n");
+        abort();
+    }
+}
+
 int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
     /* STANDIN_ATTACH_DELAY_MS: a subscription after a detach takes that
      * long (a CUPTI slow to attach again). */
@@ -68,6 +86,7 @@ int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
     g_user = user;
     __atomic_store_n(&g_callback, callback, __ATOMIC_SEQ_CST);
     __atomic_store_n(&g_subscribed, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&g_subscriptions, 1, __ATOMIC_SEQ_CST);
     *subscriber = &g_subscribed;
     return CUPTI_SUCCESS;
 }
@@ -241,7 +260,7 @@ void standin_cupti_api(uint32_t cbid, uint32_t site, const char *name, const voi
         .correlationData = correlation_data,
         .correlationId = correlation,
     };
-    callback(g_user, 1, cbid, &data);
+    deliver(callback, 1, cbid, &data);
 }
 
 void standin_cupti_resource(uint32_t cbid, CUcontext ctx, void *descriptor) {
@@ -249,7 +268,7 @@ void standin_cupti_resource(uint32_t cbid, CUcontext ctx, void *descriptor) {
     if (callback == NULL || cbid >= MAX_CBID || !__atomic_load_n(&g_enabled[3][cbid], __ATOMIC_SEQ_CST))
         return;
     ResourceData data = {.context = ctx, .resourceHandle = 0, .resourceDescriptor = descriptor};
-    callback(g_user, 3, cbid, &data);
+    deliver(callback, 3, cbid, &data);
 }
 
 int standin_cupti_kernel_enabled(void) { return g_kernel_enabled; }

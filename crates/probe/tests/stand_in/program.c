@@ -455,8 +455,8 @@ static int detach(void) {
     probe_call("prewarm_probe_set_kernel_records", 0);
     int before = standin_detaches();
     standin_launch_kernel("gemm", 0, 0, 32, 0);
-    /* Attached again when the launch that detached returned: the probe
-     * waited for it on this thread. */
+    /* Attached again when the launch that detached returned? The probe
+     * attaches only after its callback has returned (0 here). */
     int on_return = standin_attached();
     /* `bare`: nothing attaches again, nothing to wait for. */
     const char *mode = getenv("PREWARM_DOCTOR_DETACH_AFTER_WATCH");
