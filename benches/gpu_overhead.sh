@@ -72,7 +72,9 @@
 # spans the target: run more rounds). For the lazy
 # workload a PART line per part of step 1 (forward with the Triton autotune,
 # backward, the clip with the NCCL communicator, the optimizer step) gives
-# each part's medians, spreads and paired ratio with its interval.
+# each part's medians, spreads and paired ratio with its interval. A run
+# that exits non-zero or prints no result row gives a FAILED line (its
+# mode, round, exit status): a mode's missing rounds are said, not dropped.
 # Allocators (OVERHEAD_ALLOCATORS, default `default`): `default` is PyTorch's
 # caching allocator; `async` sets PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 # for the plain and the instrumented runs alike, so every tensor allocation
@@ -154,6 +156,7 @@ OUTDIR=${OUTDIR:-/tmp/pd-overhead}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUTDIR"
 : > "$OUTDIR/nccl-init.txt"
+: > "$OUTDIR/failed.txt"
 # The extracted probe, shim and CUPTI, for the modes that bypass the doctor.
 "$BIN" check > "$OUTDIR/check.txt" 2>&1
 PROBE=$(sed -n 's/^probe: //p' "$OUTDIR/check.txt")
@@ -185,14 +188,22 @@ round_fits() { # seconds the previous round took
 # pattern of the result lines to keep, and the file they go to, each tagged
 # with its mode and round; a WALL line a run).
 run_round() {
-  local r=$1 dirs=$2 pattern=$3 out=$4 label=$5 mode dir t0
+  local r=$1 dirs=$2 pattern=$3 out=$4 label=$5 mode dir t0 rows rc
   shift 5
   for mode in $(round_order "$r"); do
     printf -v dir "$dirs" "$mode" "$r"
     rm -rf "$dir"
     t0=$(date +%s%N)
+    rows=$(wc -l < "$out")
     run_mode "$mode" "$dir" "$@" 2>> "$OUTDIR/stderr.log" \
       | grep "$pattern" | sed "s/^/$mode round=$r /" >> "$out"
+    rc=${PIPESTATUS[0]}
+    # A run that failed or gave no result row is said, never dropped
+    # silently (call 29's five crashed detach runs left no trace).
+    rows=$(( $(wc -l < "$out") - rows ))
+    if [ "$rc" != 0 ] || [ "$rows" = 0 ]; then
+      echo "FAILED $label mode=$mode round=$r exit=$rc rows=$rows" >> "$OUTDIR/failed.txt"
+    fi
     nccl_init_rows "$dir" "$label mode=$mode round=$r"
     # Each run's wall time (start, step 1, teardown and, for the doctor,
     # its report): what a round costs a time-limited call.
@@ -382,6 +393,7 @@ if [ "$UNITS" = 1 ]; then
   run_mode plain "$OUTDIR/units-warm" $PY benches/gpu_unit_costs.py > /dev/null 2>> "$OUTDIR/stderr.log"
   run_rounds units "$OUTDIR/units-%s-%s" '^UNITS ' "$OUTDIR/units.txt" $PY benches/gpu_unit_costs.py
   cat "$OUTDIR/units.txt"
+  grep -h "^FAILED" "$OUTDIR/failed.txt"
   $PY - "$OUTDIR/units.txt" <<'PYEOF'
 import json, statistics, sys
 rows = {}
@@ -528,5 +540,6 @@ for cell in $CELLS; do
     esac
   done
   launches_line "$tag" "$w" "$alloc"
+  grep -h "^FAILED workload=$w allocator=$alloc " "$OUTDIR/failed.txt" 2>/dev/null
 done
 echo "ELAPSED seconds=$(( $(date +%s) - STARTED ))"

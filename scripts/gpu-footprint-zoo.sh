@@ -124,7 +124,7 @@ if has units; then
   OVERHEAD_ROUNDS=${UNITS_ROUNDS:-3} OVERHEAD_MODES="kernels-first kernels-all no-kernels" BIN=$BIN OUTDIR=$D PY=$PY \
     timeout $(( $(left) - 5 )) bash benches/gpu_overhead.sh units > "$D/units-out.txt" 2>&1
   cp "$D/units.txt" "$OUT/units-$TAG.txt" 2>/dev/null
-  grep -E '^(UNIT|ELAPSED)' "$D/units-out.txt" | tee -a "$OUT/summary.txt"
+  grep -E '^(UNIT|FAILED|ELAPSED)' "$D/units-out.txt" | tee -a "$OUT/summary.txt"
   tail -5 "$D/stderr.log" 2>/dev/null | sed "s/^/stderr units: /"
 fi
 
@@ -181,7 +181,7 @@ if has rounds; then
     OVERHEAD_CELLS=$CELLS OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
       OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 10 - 15 * n)) \
       BIN=$BIN OUTDIR=$D PY=$PY timeout $((l - 5)) bash benches/gpu_overhead.sh > "$D/bench.txt" 2>&1
-    grep -E '^(PAIRED|SIGN|ISSUE|TARGET|CONTROL|PART|BREAKDOWN|OWN|PROBE|LAUNCHES|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
+    grep -E '^(PAIRED|SIGN|ISSUE|TARGET|CONTROL|PART|BREAKDOWN|OWN|PROBE|LAUNCHES|FAILED|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
     cp "$D/nccl-init.txt" "$OUT/nccl-init-$TAG.txt" 2>/dev/null
     [ -f "$D/walls.txt" ] && tee -a "$OUT/summary.txt" < "$D/walls.txt"
     for cell in $CELLS; do

@@ -15,6 +15,8 @@ case $1 in
 check) echo "probe: $SB/probe/libprewarm_probe.so" ;;
 run) shift; ks=3; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2" && out=$2; [ "$1" = --kernel-steps ] && ks=$2; shift; done; shift
      echo "$ks" > "$out/kernel-steps"
+     # A training that dies under the detach switch (call 29's exit 139).
+     [ -n "${STANDIN_DETACH_EXIT:-}" ] && [ "${PREWARM_DOCTOR_DETACH_AFTER_WATCH:-}" = 1 ] && exit "$STANDIN_DETACH_EXIT"
      NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$out/nccl.%h.%p.log \
      CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim${PYTHONPATH:+:$PYTHONPATH} exec "$@" ;;
 report) if [ "$3" = --format ]; then
@@ -1445,4 +1447,33 @@ fn the_watch_all_mode_counts_a_steady_steps_launches() {
     assert_eq!(runs.matches("worker ").count(), 3, "{runs}");
     let (_, out) = Bench::once(&[], &[&env[..], &[("OVERHEAD_MODES", "doctor")]].concat());
     assert!(!out.contains("LAUNCHES"), "{out}");
+}
+
+/// A mode whose runs die (the stand-in training exits 139 under the detach
+/// switch, as every detach run of call 29 did) gives a FAILED line for each
+/// round, with its exit status and no rows, and no PAIRED line of its own;
+/// the doctor's rounds beside it are whole and unnamed there.
+#[test]
+fn a_mode_whose_runs_die_is_named_round_by_round() {
+    let (_, out) = Bench::once(
+        &[],
+        &[
+            ("OVERHEAD_CELLS", "lazy:default"),
+            ("OVERHEAD_ROUNDS", "2"),
+            ("OVERHEAD_WARMUP", "0"),
+            ("OVERHEAD_MODES", "doctor detach"),
+            ("STANDIN_DETACH_EXIT", "139"),
+        ],
+    );
+    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAILED")).collect();
+    assert_eq!(
+        failed,
+        [
+            "FAILED workload=lazy allocator=default mode=detach round=1 exit=139 rows=0",
+            "FAILED workload=lazy allocator=default mode=detach round=2 exit=139 rows=0",
+        ],
+        "{out}"
+    );
+    assert!(!out.contains("PAIRED workload=lazy allocator=default mode=detach "), "{out}");
+    line(&out, "PAIRED", "workload=lazy allocator=default mode=doctor ");
 }
