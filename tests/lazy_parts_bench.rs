@@ -306,6 +306,21 @@ fn the_bare_detach_call_rows_give_its_printed_summary() {
     assert!(without.contains(" slower=8/14 "), "{without}");
 }
 
+/// Call 31's rows (doctor, the fixed detach and no probe, 10 rounds on a
+/// machine whose plain parts spread several times call 25's) give what it
+/// printed: the detach's own cost at the watch's end in every round, the
+/// collectives after the watch under the doctor slower in only 7 of 10
+/// now that the bench ends the shim's watch (14 of 14 in call 25).
+#[test]
+fn the_fixed_detach_call_rows_give_its_printed_summary() {
+    let out = gpu_call_summary(31, 13 * 4 + 13 * 3);
+    let detach = paired(&out, "detach", "watch_end");
+    assert!(detach.contains(" rounds=10 "), "{detach}");
+    assert!(detach.contains(" slower=10/10 "), "{detach}");
+    let collectives = paired(&out, "doctor", "nccl_after_watch");
+    assert!(collectives.contains(" slower=7/10 "), "{collectives}");
+}
+
 /// The worker ends the first steps as a training's third step does,
 /// the shim's part included: the real shim's watch on the collectives
 /// (installed on a stand-in `torch.distributed`) is gone after it, so the

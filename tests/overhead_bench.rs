@@ -1062,7 +1062,11 @@ const FOOTPRINT_ROWS: &[Row] = &[
         measured: "2026-12-06",
         folder: "2026-12-06-h100",
         bench: "hf",
-        files: &["hf-default-call2.txt", "hf-default-call3.txt"],
+        files: &[
+            "hf-default-call2.txt",
+            "hf-default-call3.txt",
+            "hf-default-call31.txt",
+        ],
     },
     Row {
         workload: "hf",
@@ -1114,6 +1118,8 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call20.txt",
             "fsdp2-default-call23.txt",
             "fsdp2-default-call28.txt",
+            "fsdp2-default-call29.txt",
+            "fsdp2-default-call30.txt",
         ],
     },
     Row {
@@ -1474,6 +1480,46 @@ fn a_mode_whose_runs_die_is_named_round_by_round() {
         ],
         "{out}"
     );
-    assert!(!out.contains("PAIRED workload=lazy allocator=default mode=detach "), "{out}");
-    line(&out, "PAIRED", "workload=lazy allocator=default mode=doctor ");
+    assert!(
+        !out.contains("PAIRED workload=lazy allocator=default mode=detach "),
+        "{out}"
+    );
+    line(
+        &out,
+        "PAIRED",
+        "workload=lazy allocator=default mode=doctor ",
+    );
+}
+
+/// Call 29's stored rounds hold plain, doctor and watch-all runs only:
+/// every detach run died under the build whose training thread waited
+/// inside the detaching callback (no STEPTIMES row), and the rounds that
+/// remain give exactly what the GPU printed — 5 rounds, no detach line.
+#[test]
+fn the_crashed_detach_calls_rounds_give_its_printed_summary() {
+    let out = printed_rounds_summary(29, ("fsdp2", "default"), "fsdp2-default-call29.txt", 6);
+    assert!(line(&out, "PAIRED", "mode=doctor ").contains(" rounds=5 "));
+    assert!(line(&out, "PAIRED", "mode=watch-all ").contains(" rounds=5 "));
+    assert!(!out.contains("mode=detach"), "{out}");
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let rows = std::fs::read_to_string(folder.join("fsdp2-default-call29.txt")).unwrap();
+    assert!(!rows.lines().any(|l| l.starts_with("detach ")));
+    assert_eq!(rows.lines().count(), 15);
+}
+
+/// Calls 30 and 31 (the fixed detach's build, a noisier machine) give what
+/// the GPU printed: fsdp2's doctor and detach 7 rounds each, hf's doctor
+/// and watch-all 4 (the call's deadline).
+#[test]
+fn the_fixed_detach_calls_rounds_give_their_printed_summaries() {
+    let out = printed_rounds_summary(30, ("fsdp2", "default"), "fsdp2-default-call30.txt", 6);
+    for mode in ["doctor", "detach"] {
+        let paired = line(&out, "PAIRED", &format!("mode={mode} "));
+        assert!(paired.contains(" rounds=7 "), "{paired}");
+    }
+    let out = printed_rounds_summary(31, ("hf", "default"), "hf-default-call31.txt", 6);
+    for mode in ["doctor", "watch-all"] {
+        let paired = line(&out, "PAIRED", &format!("mode={mode} "));
+        assert!(paired.contains(" rounds=4 "), "{paired}");
+    }
 }
