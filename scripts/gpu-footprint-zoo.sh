@@ -25,7 +25,10 @@
 # sampling and a CUPTI subscription against a CPU-bound training step, in
 # one process) and `toggles` (benches/gpu_steady_toggles.py: fsdp2's steady
 # step with one piece of the doctor held off and on in one process;
-# TOGGLES_PROCESSES processes, 3).
+# TOGGLES_PROCESSES processes, 3) and `residual` (benches/gpu_cupti_residual.py:
+# CUPTI alone, no probe, set up one way a process — records switched on
+# and off around a first launch, toggled, inside a launch callback — then
+# a launch timed; RESIDUAL_ROUNDS rounds, 8).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
@@ -164,6 +167,16 @@ if has toggles; then
     timeout $(( $(left) - 5 )) $PY benches/gpu_steady_toggles.py ${TOGGLES_PROCESSES:-3} > "$OUT/steady-toggles-out-$TAG.txt" 2>&1
   grep -E '^(TOGGLE_PAIRED|TOGGLE_MISSING|DEADLINE)' "$OUT/steady-toggles-out-$TAG.txt" | tee -a "$OUT/summary.txt"
   tail -3 "$OUT/steady-toggles-out-$TAG.txt"
+fi
+
+# What CUPTI alone leaves on a launch after kernel records were on: which
+# part of the probe's first-launch pattern makes the 0.8 µs a launch after
+# the watch (docs/footprint.md, tenth session).
+if has residual; then
+  CUPTI_RESIDUAL_ROWS="$OUT/cupti-residual-$TAG.txt" CUPTI_RESIDUAL_DEADLINE_S=$(( $(left) - 40 )) BIN=$BIN \
+    timeout $(( $(left) - 5 )) $PY benches/gpu_cupti_residual.py ${RESIDUAL_ROUNDS:-8} > "$OUT/cupti-residual-out-$TAG.txt" 2>&1
+  grep -E '^(CUPTI_RESIDUAL|FAILED|DEADLINE)' "$OUT/cupti-residual-out-$TAG.txt" | tee -a "$OUT/summary.txt"
+  tail -3 "$OUT/cupti-residual-out-$TAG.txt"
 fi
 
 # The cells' rounds interleave (round r of every cell before round r+1 of
