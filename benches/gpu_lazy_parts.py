@@ -58,7 +58,8 @@ Usage, on a GPU machine from the repository root:
 (about 6-10 s a process; ROUNDS 8 by default; LAZY_PARTS_DEADLINE_S stops
 starting rounds past that many seconds and says how many ran). Every run's
 row goes to stdout as `LAZYPARTS mode=M round=R {json}` (and to
-LAZY_PARTS_ROWS when set), then the summary. `--summary FILE...` prints the
+LAZY_PARTS_ROWS when set), a run that fails as `FAILED mode=M round=R
+exit=N: its last stderr line`, then the summary. `--summary FILE...` prints the
 summary of stored rows, pooling several calls (a round pairs only runs of
 its own file):
 
@@ -209,15 +210,18 @@ def command(mode, binary, folder, python):
 
 
 def run_once(mode, rnd, port, binary, python):
-    """One process of a mode: its parts, or exit naming the mode and the
-    run's stderr."""
+    """One process of a mode: its parts, or None after a FAILED line with
+    its exit and last stderr line (the round goes on without it; one dead
+    worker used to end the whole call)."""
     with tempfile.TemporaryDirectory() as folder:
         argv, env = command(mode, binary, folder, python)
         env["MASTER_PORT"] = str(port)
         out = subprocess.run(argv, env=env, capture_output=True, text=True)
     lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
     if out.returncode != 0 or not lines:
-        sys.exit(f"mode {mode}, round {rnd}: the worker failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+        last = (out.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        print(f"FAILED mode={mode} round={rnd} exit={out.returncode}: {last}", flush=True)
+        return None
     return json.loads(lines[-1][len("RESULT "):])
 
 
@@ -293,6 +297,8 @@ def main(argv):
         order = modes[r % len(modes):] + modes[:r % len(modes)]
         for i, mode in enumerate(order):
             parts = run_once(mode, r, 29700 + (r * len(modes) + i) % 200, binary, python)
+            if parts is None:
+                continue
             rounds.setdefault((0, str(r)), {})[mode] = parts
             line = row_line(mode, r, parts)
             print(line, flush=True)

@@ -155,7 +155,7 @@ if has parts; then
   LAZY_PARTS_MODES=${PARTS_MODES:-"doctor no-probe no-kernels no-nvml nccl-log"} \
   LAZY_PARTS_ROWS="$OUT/lazy-parts-$TAG.txt" LAZY_PARTS_DEADLINE_S=$(( $(left) - 40 )) BIN=$BIN \
     timeout $(( $(left) - 5 )) $PY benches/gpu_lazy_parts.py ${PARTS_ROUNDS:-12} > "$OUT/lazy-parts-out-$TAG.txt" 2>&1
-  grep -E '^(LAZY_PART|DEADLINE)' "$OUT/lazy-parts-out-$TAG.txt" | tee -a "$OUT/summary.txt"
+  grep -E '^(LAZY_PART|FAILED|DEADLINE)' "$OUT/lazy-parts-out-$TAG.txt" | tee -a "$OUT/summary.txt"
   tail -3 "$OUT/lazy-parts-out-$TAG.txt"
 fi
 
@@ -165,7 +165,7 @@ fi
 if has toggles; then
   STEADY_TOGGLES_ROWS="$OUT/steady-toggles-$TAG.txt" STEADY_TOGGLES_DEADLINE_S=$(( $(left) - 90 )) BIN=$BIN \
     timeout $(( $(left) - 5 )) $PY benches/gpu_steady_toggles.py ${TOGGLES_PROCESSES:-3} > "$OUT/steady-toggles-out-$TAG.txt" 2>&1
-  grep -E '^(TOGGLE_PAIRED|TOGGLE_MISSING|DEADLINE)' "$OUT/steady-toggles-out-$TAG.txt" | tee -a "$OUT/summary.txt"
+  grep -E '^(TOGGLE_PAIRED|TOGGLE_MISSING|FAILED|DEADLINE)' "$OUT/steady-toggles-out-$TAG.txt" | tee -a "$OUT/summary.txt"
   tail -3 "$OUT/steady-toggles-out-$TAG.txt"
 fi
 

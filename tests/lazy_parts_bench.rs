@@ -35,6 +35,9 @@ if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "1":
     parts["cublas"] += 7.0
 if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "bare":
     parts["cublas"] += 11.0
+if os.environ.get("PREWARM_DOCTOR_DETACH_AFTER_WATCH") == "1" and os.environ.get("STANDIN_DETACH_DIES"):
+    sys.stderr.write("Segmentation fault\n")
+    sys.exit(139)
 print("RESULT " + json.dumps(parts), flush=True)
 "#;
 
@@ -319,6 +322,28 @@ fn the_fixed_detach_call_rows_give_its_printed_summary() {
     assert!(detach.contains(" slower=10/10 "), "{detach}");
     let collectives = paired(&out, "doctor", "nccl_after_watch");
     assert!(collectives.contains(" slower=7/10 "), "{collectives}");
+}
+
+/// A mode whose worker dies (the detach's, exit 139, as on call 29) is said
+/// round by round, and the rounds go on: the other modes are paired in
+/// every round (one dead worker used to end the whole call).
+#[test]
+fn a_mode_whose_worker_dies_is_named_and_the_rounds_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::stdout_of_success(
+        bench(dir.path(), "3", "doctor detach").env("STANDIN_DETACH_DIES", "1"),
+    );
+    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAILED")).collect();
+    assert_eq!(failed.len(), 3, "{out}");
+    assert!(
+        failed
+            .iter()
+            .all(|l| l.starts_with("FAILED mode=detach round=") && l.contains(" exit=139: ")),
+        "{failed:?}"
+    );
+    let doctor = paired(&out, "doctor", "nccl_first");
+    assert!(doctor.contains(" rounds=3 "), "{doctor}");
+    assert!(!out.contains("LAZY_PART_PAIRED mode=detach "), "{out}");
 }
 
 /// The worker ends the first steps as a training's third step does,

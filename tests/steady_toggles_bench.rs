@@ -15,11 +15,14 @@ use std::process::Command;
 /// worker prints. Its step takes 40 ms plus 5 ms a process (a counter), the
 /// probe piece 0.5 ms more while on; the unwind piece cannot be switched.
 const WORKER: &str = r#"#!/usr/bin/env python3
-import json, os
+import json, os, sys
 counter = os.path.join(os.environ["STANDIN_DIR"], "count")
 n = int(open(counter).read()) if os.path.exists(counter) else 0
 open(counter, "w").write(str(n + 1))
 base = 40.0 + 5.0 * n
+if os.environ.get("STANDIN_DIES") == str(n + 1):
+    sys.stderr.write("Segmentation fault\n")
+    sys.exit(139)
 pieces = {"none": 0.0}
 if os.environ.get("CUDA_INJECTION64_PATH"):
     pieces["probe"] = 0.5
@@ -203,4 +206,22 @@ fn the_gpu_calls_rows_give_its_printed_summary() {
         .to_string();
         assert!(l.contains(" pairs=60 "), "{l}");
     }
+}
+
+/// A process whose worker dies (the second: exit 139) is said with its
+/// exit status and last stderr line, and the processes after it still run:
+/// the pairs are the other two's.
+#[test]
+fn a_dying_process_is_named_and_the_next_still_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::stdout_of_success(bench(dir.path(), "3").env("STANDIN_DIES", "2"));
+    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAILED")).collect();
+    assert_eq!(failed.len(), 1, "{out}");
+    assert!(
+        failed[0].starts_with("FAILED process=2 exit=139: "),
+        "{out}"
+    );
+    let probe = line(&out, "TOGGLE_PAIRED", "piece=probe ");
+    assert!(probe.contains(" pairs=12 "), "{probe}");
+    assert!(probe.contains(" added_us=500.0 "), "{probe}");
 }
