@@ -473,3 +473,6 @@ void standin_set_cupti_dropped(size_t dropped) { standin_cupti_set_dropped(dropp
  * and whether a subscriber is attached. */
 int standin_detaches(void) { return standin_cupti_finalized(); }
 int standin_attached(void) { return standin_cupti_subscribed(); }
+/* Whether cuMemAlloc_v2's callback is on: an attach is done only then (the
+ * subscription comes first, the callbacks after it). */
+int standin_alloc_traced(void) { return standin_cupti_enabled(1, 243); }

@@ -461,7 +461,8 @@ static int detach(void) {
     /* `bare`: nothing attaches again, nothing to wait for. */
     const char *mode = getenv("PREWARM_DOCTOR_DETACH_AFTER_WATCH");
     int bare = mode && strcmp(mode, "bare") == 0;
-    for (int i = 0; i < 5000 && !bare && !standin_attached(); i++)
+    /* Until the attach is done: subscribed, and its callbacks on again. */
+    for (int i = 0; i < 5000 && !bare && !(standin_attached() && standin_alloc_traced()); i++)
         usleep(1000);
     CUdeviceptr a;
     cuMemAlloc_v2(&a, 3 * MiB);

@@ -110,5 +110,6 @@ int standin_cupti_finalized(void);
 int standin_cupti_subscribed(void);
 int standin_detaches(void);
 int standin_attached(void);
+int standin_alloc_traced(void);
 
 #endif
