@@ -21,9 +21,9 @@
 //! after `cuptiFinalize` a thread of the probe's subscribes again and
 //! switches those back on, less the launch callbacks and whatever the
 //! probe switched off meanwhile — only once the detaching callback has
-//! returned: attached again under it, CUPTI crashed the training
-//! ([`Departure`]). Driver calls in the gap are not traced, and a notice in
-//! the event file says how long it was.
+//! returned: attached again under it, CUPTI crashed the training. Driver
+//! calls in the gap are not traced, and a notice in the event file says
+//! how long it was.
 
 use crate::clock::now_ns;
 use crate::cupti::{CUPTI_SUCCESS, CallbackFn};
@@ -35,7 +35,6 @@ use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 thread_local! {
@@ -138,69 +137,33 @@ pub unsafe fn at_driver_callback(
         );
         return;
     }
-    let departure = Arc::new(Departure::default());
-    let told = Arc::clone(&departure);
+    // The attach thread starts last and lets this callback return first:
+    // CUPTI subscribed again while a callback from before its detach still
+    // runs crashes the process (on an H100, CUPTI 13, 2026-12-06, call 29,
+    // every run whose training's thread waited in here for the attach died
+    // with SIGSEGV as it returned). The training's calls in the gap go
+    // untraced; the notice says how long it was.
     let attach_again = move || {
-        if told.wait() {
-            std::thread::sleep(AFTER_LEAVING);
-            attach(p, keep, callback, t0, on_thread_ns).tell(p);
-        } else {
-            stay_detached_after(p, on_thread_ns, "its detaching callback never returned");
-        }
+        std::thread::sleep(AFTER_RETURN);
+        attach(p, keep, callback, t0, on_thread_ns).tell(p);
     };
     if let Err(e) = std::thread::Builder::new()
         .name("prewarm-attach".into())
         .spawn(attach_again)
     {
-        // Attaching from this callback would crash the process (below).
+        // Never attached from this callback (above): CUPTI stays detached.
         stay_detached_after(
             p,
             on_thread_ns,
             &format!("the probe could not start its attach thread ({e})"),
         );
     }
-    departure.leave();
 }
 
-/// How long the attach thread waits for the detaching callback to say it
-/// is leaving (it says so right after starting the thread).
-const DEPARTURE_WAIT: Duration = Duration::from_secs(1);
-
-/// After the detaching callback said it is leaving, its thread still
-/// returns through CUPTI's own code, which no hook marks: the attach waits
-/// this much longer (a thousand times that return).
-const AFTER_LEAVING: Duration = Duration::from_millis(2);
-
-/// The detaching callback's departure, told to the attach thread. CUPTI
-/// attached again while a callback from before its detach is still
-/// running crashes the process: on an H100 (CUPTI 13, 2026-12-06, call 29)
-/// every run whose training's thread waited inside that callback for the
-/// attach died with SIGSEGV when it returned. So the attach waits until
-/// the callback is done, and the training's own calls in the gap go
-/// untraced (the notice says how long).
-#[derive(Default)]
-struct Departure {
-    left: Mutex<bool>,
-    told: Condvar,
-}
-
-impl Departure {
-    /// The training's thread, last thing before its callback returns.
-    fn leave(&self) {
-        *lock(&self.left) = true;
-        self.told.notify_one();
-    }
-
-    /// The attach thread: whether the callback left within [`DEPARTURE_WAIT`].
-    fn wait(&self) -> bool {
-        let left = lock(&self.left);
-        let (left, _) = self
-            .told
-            .wait_timeout_while(left, DEPARTURE_WAIT, |left| !*left)
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *left
-    }
-}
+/// How long the attach thread lets the detaching callback return, through
+/// its last statement and CUPTI's own code, before subscribing: no hook
+/// marks that return, which takes microseconds.
+const AFTER_RETURN: Duration = Duration::from_millis(5);
 
 /// What the attach did, for its notice.
 enum Attached {
