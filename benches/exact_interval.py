@@ -42,3 +42,12 @@ def paired(differences):
     slower = sum(d > 0 for d in moved)
     return (statistics.median(differences), lo, hi, coverage, slower, len(moved),
             sign_test_p(slower, len(moved)))
+
+
+def paired_text(differences, unit, digits):
+    """The words a summary line gives paired differences in `unit` (`ms`,
+    `us`), `digits` after the point: added_<unit>, its interval, the
+    coverage, the sign test."""
+    median, lo, hi, coverage, slower, moved, p = paired(differences)
+    return (f"added_{unit}={median:.{digits}f} added_{unit}_90={lo:.{digits}f}..{hi:.{digits}f} "
+            f"coverage={coverage:.3f} slower={slower}/{moved} p={p:.4f}")

@@ -58,7 +58,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stored_rows
-from exact_interval import paired
+from exact_interval import paired_text
 
 SCENARIOS = ("plain", "subscribed", "once-idle", "timed-on", "other-on", "toggled", "in-callback")
 LAUNCHES = int(os.environ.get("CUPTI_RESIDUAL_LAUNCHES", "5000"))
@@ -222,29 +222,12 @@ def run_once(scenario, rnd, python, cupti):
     env = dict(os.environ, PREWARM_DOCTOR_CUPTI=cupti)
     out = subprocess.run([python, os.path.abspath(__file__), "--worker", scenario],
                          env=env, capture_output=True, text=True)
-    lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-    if out.returncode != 0 or not lines:
-        last = (out.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        print(f"FAILED scenario={scenario} round={rnd} exit={out.returncode}: {last}", flush=True)
-        return None
-    return json.loads(lines[-1][len("RESULT "):])
+    return stored_rows.worker_result(out, f"scenario={scenario} round={rnd}")
 
 
 def read_rows(paths):
-    """{(file, round): {scenario: row}} from stored CUPTIRESIDUAL lines; a
-    broken one is an error naming its place."""
-    rounds = {}
-    for f, path in enumerate(paths):
-        with open(path) as stored:
-            for n, line in enumerate(stored, 1):
-                if not line.startswith("CUPTIRESIDUAL "):
-                    continue
-                try:
-                    fields, row = stored_rows.parse(line, "CUPTIRESIDUAL")
-                    rounds.setdefault((f, fields["round"]), {})[fields["scenario"]] = row
-                except (ValueError, KeyError) as e:
-                    sys.exit(f"{path}:{n}: not a CUPTIRESIDUAL row (scenario=S round=R {{json}}): {e}")
-    return rounds
+    """{(file, round): {scenario: row}} from stored CUPTIRESIDUAL lines."""
+    return stored_rows.read_rounds(paths, "CUPTIRESIDUAL", "scenario")
 
 
 def summarise(rounds):
@@ -266,10 +249,8 @@ def summarise(rounds):
                      if s in r and against in r]
             if not diffs:
                 continue
-            median, lo, hi, coverage, slower, moved, p = paired(diffs)
             lines.append(f"CUPTI_RESIDUAL_PAIRED scenario={s} against={against} rounds={len(diffs)} "
-                         f"added_us={median:.3f} added_us_90={lo:.3f}..{hi:.3f} "
-                         f"coverage={coverage:.3f} slower={slower}/{moved} p={p:.4f}")
+                         + paired_text(diffs, "us", 3))
     return lines
 
 

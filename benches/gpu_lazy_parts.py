@@ -80,7 +80,7 @@ import tempfile
 import time
 
 import stored_rows
-from exact_interval import paired
+from exact_interval import paired_text
 from gpu_nccl_debug_cost import settings as nccl_settings
 
 PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
@@ -217,12 +217,7 @@ def run_once(mode, rnd, port, binary, python):
         argv, env = command(mode, binary, folder, python)
         env["MASTER_PORT"] = str(port)
         out = subprocess.run(argv, env=env, capture_output=True, text=True)
-    lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-    if out.returncode != 0 or not lines:
-        last = (out.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        print(f"FAILED mode={mode} round={rnd} exit={out.returncode}: {last}", flush=True)
-        return None
-    return json.loads(lines[-1][len("RESULT "):])
+    return stored_rows.worker_result(out, f"mode={mode} round={rnd}")
 
 
 def row_line(mode, rnd, parts):
@@ -230,20 +225,8 @@ def row_line(mode, rnd, parts):
 
 
 def read_rows(paths):
-    """{(file, round): {mode: parts}} from stored LAZYPARTS lines; a line
-    that is not one is skipped, a broken one is an error naming its place."""
-    rounds = {}
-    for f, path in enumerate(paths):
-        with open(path) as stored:
-            for n, line in enumerate(stored, 1):
-                if not line.startswith("LAZYPARTS "):
-                    continue
-                try:
-                    fields, parts = stored_rows.parse(line, "LAZYPARTS")
-                    rounds.setdefault((f, fields["round"]), {})[fields["mode"]] = parts
-                except (ValueError, KeyError) as e:
-                    sys.exit(f"{path}:{n}: not a LAZYPARTS row (mode=M round=R {{json}}): {e}")
-    return rounds
+    """{(file, round): {mode: parts}} from stored LAZYPARTS lines."""
+    return stored_rows.read_rounds(paths, "LAZYPARTS", "mode")
 
 
 def summarise(rounds):
@@ -265,10 +248,8 @@ def summarise(rounds):
                      if mode in r and "plain" in r and part in r[mode] and part in r["plain"]]
             if not diffs:
                 continue
-            median, lo, hi, coverage, slower, moved, p = paired(diffs)
             lines.append(f"LAZY_PART_PAIRED mode={mode} part={part} against=plain rounds={len(diffs)} "
-                         f"added_ms={median:.2f} added_ms_90={lo:.2f}..{hi:.2f} "
-                         f"coverage={coverage:.3f} slower={slower}/{moved} p={p:.4f}")
+                         + paired_text(diffs, "ms", 2))
     return lines
 
 

@@ -45,7 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stored_rows
-from exact_interval import paired
+from exact_interval import paired_text
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARM_STEPS = 6
@@ -187,11 +187,8 @@ def summarise(rows):
     for piece in sorted({r[0] for r in rows}, key=lambda p: (p != "none", p)):
         added = [(on - off) * 1e3 for p, on, off in rows if p == piece]
         steps = [on for p, on, _ in rows if p == piece]
-        median, lo, hi, coverage, slower, moved, p = paired(added)
         lines.append(f"TOGGLE_PAIRED piece={piece} pairs={len(added)} "
-                     f"step_ms={statistics.median(steps):.2f} added_us={median:.1f} "
-                     f"added_us_90={lo:.1f}..{hi:.1f} coverage={coverage:.3f} "
-                     f"slower={slower}/{moved} p={p:.4f}")
+                     f"step_ms={statistics.median(steps):.2f} " + paired_text(added, "us", 1))
     return lines
 
 
