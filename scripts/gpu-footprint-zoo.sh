@@ -182,7 +182,9 @@ fi
 # The cells' rounds interleave (round r of every cell before round r+1 of
 # any), so the machine's drift falls on every cell alike and the deadline
 # leaves each the same number of rounds; 15 s a cell are kept for the
-# summaries (the doctor's reports of every run, for the OWN lines).
+# summaries (the doctor's reports of every run, for the OWN lines). The
+# SPREAD lines give the plain runs' own range: a machine whose plain steady
+# step spreads by tens of percent (calls 29-31) resolves no 1% target.
 if has rounds; then
   l=$(left)
   if [ "$l" -lt 90 ]; then
@@ -194,7 +196,7 @@ if has rounds; then
     OVERHEAD_CELLS=$CELLS OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
       OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 10 - 15 * n)) \
       BIN=$BIN OUTDIR=$D PY=$PY timeout $((l - 5)) bash benches/gpu_overhead.sh > "$D/bench.txt" 2>&1
-    grep -E '^(PAIRED|SIGN|ISSUE|TARGET|CONTROL|PART|BREAKDOWN|OWN|PROBE|LAUNCHES|FAILED|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
+    grep -E '^(PAIRED|SPREAD|SIGN|ISSUE|TARGET|CONTROL|PART|BREAKDOWN|OWN|PROBE|LAUNCHES|FAILED|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
     cp "$D/nccl-init.txt" "$OUT/nccl-init-$TAG.txt" 2>/dev/null
     [ -f "$D/walls.txt" ] && tee -a "$OUT/summary.txt" < "$D/walls.txt"
     for cell in $CELLS; do
