@@ -25,6 +25,10 @@ CUPTI up one way, then times LAUNCHES launches of one elementwise kernel
   in-callback  the launch callbacks on; at the timed kernel's first launch
                records on at its entry and off at its exit, inside the
                callback, as the probe's watch does; then the callbacks off
+  finalized    once-idle, then cuptiFinalize and a new subscription, as the
+               probe's opt-in detach does after its watch
+  kernel-kind  once-idle with the serial kernel kind (CUPTI_ACTIVITY_KIND_KERNEL)
+               instead of the concurrent one the probe uses
 
 Each row holds the median over blocks of microseconds a launch and the bytes
 of records CUPTI handed back (records were taken where a scenario says so).
@@ -60,10 +64,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stored_rows
 from exact_interval import paired_text
 
-SCENARIOS = ("plain", "subscribed", "once-idle", "timed-on", "other-on", "toggled", "in-callback")
+SCENARIOS = ("plain", "subscribed", "once-idle", "timed-on", "other-on", "toggled", "in-callback",
+             "finalized", "kernel-kind")
 LAUNCHES = int(os.environ.get("CUPTI_RESIDUAL_LAUNCHES", "5000"))
 BLOCKS = int(os.environ.get("CUPTI_RESIDUAL_BLOCKS", "5"))
 TOGGLES = int(os.environ.get("CUPTI_RESIDUAL_TOGGLES", "100"))
+KIND_KERNEL = 3
 KIND_CONCURRENT_KERNEL = 10
 DOMAIN_DRIVER_API = 1
 SITE_ENTER = 0
@@ -102,8 +108,16 @@ class Cupti:
         self.check("cuptiSubscribe", ctypes.byref(self.subscriber), self.on_callback, None)
         self.check("cuptiActivityRegisterCallbacks", self.on_request, self.on_complete)
 
-    def records(self, on):
-        self.check("cuptiActivityEnable" if on else "cuptiActivityDisable", KIND_CONCURRENT_KERNEL)
+    def records(self, on, kind=KIND_CONCURRENT_KERNEL):
+        self.check("cuptiActivityEnable" if on else "cuptiActivityDisable", kind)
+
+    def detach_and_subscribe(self):
+        """CUPTI torn down (every callback and record kind off) and a new
+        subscriber, no callback on: the detach's state after its watch."""
+        self.flush()
+        self.check("cuptiFinalize")
+        self.subscriber = ctypes.c_void_p()
+        self.subscribe()
 
     def launch_callbacks(self, on):
         for cbid in LAUNCH_CBIDS:
@@ -140,9 +154,12 @@ def set_up(scenario, cupti, timed, other, sync):
     if scenario in ("plain", "subscribed"):
         timed()
         other()
-    elif scenario == "once-idle":
-        cupti.records(True)
-        cupti.records(False)
+    elif scenario in ("once-idle", "finalized", "kernel-kind"):
+        kind = KIND_KERNEL if scenario == "kernel-kind" else KIND_CONCURRENT_KERNEL
+        cupti.records(True, kind)
+        cupti.records(False, kind)
+        if scenario == "finalized":
+            cupti.detach_and_subscribe()
         timed()
         other()
     elif scenario == "timed-on":

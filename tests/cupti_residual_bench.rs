@@ -137,3 +137,50 @@ fn an_unknown_scenario_is_refused_by_name() {
     assert!(err.contains("unknown scenario 'toggeld'"), "{err}");
     assert!(!dir.path().join("count").exists(), "nothing ran");
 }
+
+/// The CUPTI_RESIDUAL lines of `text`, in order.
+fn residual_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("CUPTI_RESIDUAL"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The H200 calls' stored rows (tests/fixtures/h200-overhead/2026-12-06,
+/// calls 32 and 33) summarise to exactly what each call printed on the GPU;
+/// records came back only where a kernel was launched while they were on
+/// (`once-idle` switched them on and off with nothing launched between),
+/// and every scenario ran in every round (no worker failed).
+#[test]
+fn the_h200_calls_rows_give_their_printed_summaries() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06");
+    for (call, rounds, scenarios) in [(32, 8, 7), (33, 24, 4)] {
+        let rows = folder.join(format!("cupti-residual-call{call}.txt"));
+        let stored = common::stdout_of_success(
+            Command::new("python3")
+                .arg(common::repo("benches/gpu_cupti_residual.py"))
+                .arg("--summary")
+                .arg(&rows),
+        );
+        let printed =
+            std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
+        assert_eq!(
+            residual_lines(&stored),
+            residual_lines(&printed),
+            "call {call}"
+        );
+        let text = std::fs::read_to_string(&rows).unwrap();
+        assert_eq!(text.lines().count(), rounds * scenarios, "call {call}");
+        for l in residual_lines(&stored)
+            .iter()
+            .filter(|l| !l.contains("PAIRED"))
+        {
+            assert!(l.contains(&format!(" runs={rounds} ")), "{l}");
+            let took = ["timed-on", "other-on", "toggled", "in-callback"]
+                .iter()
+                .any(|s| l.contains(&format!("scenario={s} ")));
+            let records = if took { "records=yes" } else { "records=no" };
+            assert!(l.ends_with(records), "{l}");
+        }
+    }
+}
