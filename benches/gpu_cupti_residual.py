@@ -29,6 +29,11 @@ CUPTI up one way, then times LAUNCHES launches of one elementwise kernel
                probe's opt-in detach does after its watch
   kernel-kind  once-idle with the serial kernel kind (CUPTI_ACTIVITY_KIND_KERNEL)
                instead of the concurrent one the probe uses
+  early-once   records switched on before CUDA starts (no context yet) and
+               off after every kernel's first launch (`kernels-all`'s
+               pattern, which left 0.2-0.3 us)
+  early-then-once  early-once, then once-idle: whether a switch on a
+               context that had records from its start still leaves it
 
 Each row holds the median over blocks of microseconds a launch and the bytes
 of records CUPTI handed back (records were taken where a scenario says so).
@@ -65,7 +70,7 @@ import stored_rows
 from exact_interval import paired_text
 
 SCENARIOS = ("plain", "subscribed", "once-idle", "timed-on", "other-on", "toggled", "in-callback",
-             "finalized", "kernel-kind")
+             "finalized", "kernel-kind", "early-once", "early-then-once")
 LAUNCHES = int(os.environ.get("CUPTI_RESIDUAL_LAUNCHES", "5000"))
 BLOCKS = int(os.environ.get("CUPTI_RESIDUAL_BLOCKS", "5"))
 TOGGLES = int(os.environ.get("CUPTI_RESIDUAL_TOGGLES", "100"))
@@ -154,6 +159,14 @@ def set_up(scenario, cupti, timed, other, sync):
     if scenario in ("plain", "subscribed"):
         timed()
         other()
+    elif scenario in ("early-once", "early-then-once"):
+        timed()
+        other()
+        sync()
+        cupti.records(False)
+        if scenario == "early-then-once":
+            cupti.records(True)
+            cupti.records(False)
     elif scenario in ("once-idle", "finalized", "kernel-kind"):
         kind = KIND_KERNEL if scenario == "kernel-kind" else KIND_CONCURRENT_KERNEL
         cupti.records(True, kind)
@@ -201,6 +214,8 @@ def worker(scenario):
     if scenario != "plain":
         cupti = Cupti(os.environ["PREWARM_DOCTOR_CUPTI"])
         cupti.subscribe()
+        if scenario.startswith("early-"):
+            cupti.records(True)
     import torch
 
     x = torch.zeros(1, device="cuda")
