@@ -8,6 +8,8 @@ CPU-paced steady step that is about 0.55 ms of its +0.96 ms. The probe
 switches concurrent-kernel records on and off inside the launch callbacks
 of each function's first launch; records on all watch long (one switch on,
 one off) left 0.2-0.3 us. Which part of that pattern leaves the cost?
+(On an H200, docs/footprint.md's eleventh session: any switch on while a
+context runs, once as much as a hundred times; cuptiFinalize takes it.)
 
 This bench asks CUPTI alone, no probe: one short process a scenario and
 round, each subscribed to CUPTI before CUDA starts (as the probe is), sets

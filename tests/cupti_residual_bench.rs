@@ -147,14 +147,16 @@ fn residual_lines(text: &str) -> Vec<String> {
 }
 
 /// The H200 calls' stored rows (tests/fixtures/h200-overhead/2026-12-06,
-/// calls 32 and 33) summarise to exactly what each call printed on the GPU;
+/// calls 32 to 35) summarise to exactly what each call printed on the GPU;
 /// records came back only where a kernel was launched while they were on
-/// (`once-idle` switched them on and off with nothing launched between),
-/// and every scenario ran in every round (no worker failed).
+/// (`once-idle` and `finalized` switched them on and off with nothing
+/// launched between; the `early-` ones had them on as CUDA started), and
+/// every scenario ran in every round (no worker failed; calls 34 and 35
+/// stopped at their deadlines, which they say).
 #[test]
 fn the_h200_calls_rows_give_their_printed_summaries() {
     let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06");
-    for (call, rounds, scenarios) in [(32, 8, 7), (33, 24, 4)] {
+    for (call, rounds, scenarios) in [(32, 8, 7), (33, 24, 4), (34, 12, 6), (35, 11, 5)] {
         let rows = folder.join(format!("cupti-residual-call{call}.txt"));
         let stored = common::stdout_of_success(
             Command::new("python3")
@@ -176,11 +178,44 @@ fn the_h200_calls_rows_give_their_printed_summaries() {
             .filter(|l| !l.contains("PAIRED"))
         {
             assert!(l.contains(&format!(" runs={rounds} ")), "{l}");
-            let took = ["timed-on", "other-on", "toggled", "in-callback"]
-                .iter()
-                .any(|s| l.contains(&format!("scenario={s} ")));
+            let took = [
+                "timed-on",
+                "other-on",
+                "toggled",
+                "in-callback",
+                "early-once",
+                "early-then-once",
+            ]
+            .iter()
+            .any(|s| l.contains(&format!("scenario={s} ")));
             let records = if took { "records=yes" } else { "records=no" };
             assert!(l.ends_with(records), "{l}");
         }
+    }
+}
+
+/// docs/footprint.md quotes the pooled pairings of calls 32 to 35: each
+/// quoted line is what the bench's summary of every stored row prints.
+#[test]
+fn the_footprint_docs_pooled_pairings_are_the_stored_rows() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06");
+    let mut c = Command::new("python3");
+    c.arg(common::repo("benches/gpu_cupti_residual.py"))
+        .arg("--summary");
+    for call in 32..=35 {
+        c.arg(folder.join(format!("cupti-residual-call{call}.txt")));
+    }
+    let pooled = residual_lines(&common::stdout_of_success(&mut c));
+    let docs = std::fs::read_to_string(common::repo("docs/footprint.md")).unwrap();
+    let quoted: Vec<&str> = docs
+        .lines()
+        .filter(|l| l.starts_with("CUPTI_RESIDUAL_PAIRED"))
+        .collect();
+    assert_eq!(quoted.len(), 6, "{quoted:?}");
+    for q in quoted {
+        assert!(
+            pooled.iter().any(|p| p == q),
+            "not in the pooled summary: {q}"
+        );
     }
 }

@@ -5,8 +5,9 @@
 //! Why: on an H100 (docs/footprint.md, seventh and eighth sessions) a
 //! launch still cost 0.7–0.83 µs more after the watch had switched its
 //! launch callbacks and kernel records off, nothing without the probe:
-//! records switched on and off at each first launch leave it inside CUPTI,
-//! and a steady step of 700 launches pays it all run long. Measured, the
+//! kernel records switched on while a context runs leave it inside CUPTI
+//! (once is enough: CUPTI alone on an H200, the eleventh session), and a
+//! steady step of 700 launches pays it all run long. Measured, the
 //! detach takes it away (2.4 ms once, a 16–23 ms untraced gap) but did not
 //! resolve a change in fsdp2's steady step (detached and not attached
 //! again, the ninth session's 10 rounds read 0.996 against the doctor's
