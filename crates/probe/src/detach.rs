@@ -105,6 +105,11 @@ pub unsafe fn at_driver_callback(
             domain != DOMAIN_DRIVER_API || launches::launch_parameter(cbid).is_none()
         })
         .collect();
+    // What the device has in use as CUPTI goes: the attach reads it again,
+    // so that what the untraced gap allocated is at least a number.
+    // SAFETY: `data` was checked non-null above.
+    let context = unsafe { (*data).context } as usize;
+    let used_before = device_used(p, None);
     let t0 = now_ns();
     let rc = {
         // The writer thread calls into CUPTI (flushes, pool reads) under this.
@@ -146,7 +151,9 @@ pub unsafe fn at_driver_callback(
     // untraced; the notice says how long it was.
     let attach_again = move || {
         std::thread::sleep(AFTER_RETURN);
-        attach(p, keep, callback, t0, on_thread_ns).tell(p);
+        let attached = attach(p, keep, callback, t0, on_thread_ns);
+        let used_after = device_used(p, Some(context));
+        attached.tell(p, gap_growth(used_before, used_after));
     };
     if let Err(e) = std::thread::Builder::new()
         .name("prewarm-attach".into())
@@ -166,6 +173,46 @@ pub unsafe fn at_driver_callback(
 /// marks that return, which takes microseconds.
 const AFTER_RETURN: Duration = Duration::from_millis(5);
 
+/// Device bytes in use (total less free, as `cuMemGetInfo` reports them)
+/// with the calling thread's context, or with `context` made current for
+/// the reading (the attach thread has none of its own); None when the
+/// driver could not say.
+fn device_used(p: &Probe, context: Option<usize>) -> Option<u64> {
+    let driver = p.driver.as_ref()?;
+    if let Some(ctx) = context {
+        // SAFETY: the training's context, alive while it makes driver calls.
+        if unsafe { (driver.ctx_push)(ctx as *mut std::ffi::c_void) } != 0 {
+            return None;
+        }
+    }
+    let used = driver
+        .free_total()
+        .map(|(free, total)| total.saturating_sub(free));
+    if context.is_some() {
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: pops the context pushed above.
+        unsafe { (driver.ctx_pop)(&mut popped) };
+    }
+    used
+}
+
+/// The change in device memory in use across the gap, in bytes (None when
+/// either side could not be read).
+fn gap_growth(before: Option<u64>, after: Option<u64>) -> Option<i64> {
+    Some(after? as i64 - before? as i64)
+}
+
+/// The gap's change in device memory in use, as the notice says it.
+fn gap_memory_text(growth: Option<i64>) -> String {
+    match growth {
+        Some(bytes) => format!(
+            "; device memory in use changed by {:+.1} MiB across it (cuMemGetInfo at the detach and after the attach: whatever the gap allocated, untraced, is in that)",
+            bytes as f64 / (1u64 << 20) as f64
+        ),
+        None => "; device memory in use could not be read across it".to_string(),
+    }
+}
+
 /// What the attach did, for its notice.
 enum Attached {
     /// Subscribed again: the callbacks back on, the gap since the detach,
@@ -182,8 +229,9 @@ enum Attached {
 
 impl Attached {
     /// The notice: attached again after a gap in which no driver call was
-    /// traced, and any callbacks CUPTI refused.
-    fn tell(self, p: &Probe) {
+    /// traced (and how device memory in use changed across it), and any
+    /// callbacks CUPTI refused.
+    fn tell(self, p: &Probe, growth: Option<i64>) {
         let Attached::Again {
             on,
             gap_ns,
@@ -198,7 +246,8 @@ impl Attached {
         p.notice(
             NoticeLevel::Info,
             format!(
-                "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced"
+                "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced{}",
+                gap_memory_text(growth)
             ),
         );
         if !refused.is_empty() {

@@ -458,6 +458,13 @@ static int detach(void) {
     /* Attached again when the launch that detached returned? The probe
      * attaches only after its callback has returned (0 here). */
     int on_return = standin_attached();
+    /* STANDIN_ALLOC_IN_GAP_MIB: an allocation while CUPTI is detached (the
+     * attach is slow: STANDIN_ATTACH_DELAY_MS), untraced, kept. */
+    const char *gap = getenv("STANDIN_ALLOC_IN_GAP_MIB");
+    if (gap) {
+        CUdeviceptr g;
+        cuMemAlloc_v2(&g, (size_t)atoi(gap) * MiB);
+    }
     /* `bare`: nothing attaches again, nothing to wait for. */
     const char *mode = getenv("PREWARM_DOCTOR_DETACH_AFTER_WATCH");
     int bare = mode && strcmp(mode, "bare") == 0;
