@@ -36,6 +36,8 @@ CUPTI up one way, then times LAUNCHES launches of one elementwise kernel
                pattern, which left 0.2-0.3 us)
   early-then-once  early-once, then once-idle: whether a switch on a
                context that had records from its start still leaves it
+  context-once once-idle with the switch for the running context only
+               (cuptiActivityEnableContext/DisableContext), not CUPTI-wide
 
 Each row holds the median over blocks of microseconds a launch and the bytes
 of records CUPTI handed back (records were taken where a scenario says so).
@@ -72,7 +74,7 @@ import stored_rows
 from exact_interval import paired_text
 
 SCENARIOS = ("plain", "subscribed", "once-idle", "timed-on", "other-on", "toggled", "in-callback",
-             "finalized", "kernel-kind", "early-once", "early-then-once")
+             "finalized", "kernel-kind", "early-once", "early-then-once", "context-once")
 LAUNCHES = int(os.environ.get("CUPTI_RESIDUAL_LAUNCHES", "5000"))
 BLOCKS = int(os.environ.get("CUPTI_RESIDUAL_BLOCKS", "5"))
 TOGGLES = int(os.environ.get("CUPTI_RESIDUAL_TOGGLES", "100"))
@@ -118,6 +120,15 @@ class Cupti:
     def records(self, on, kind=KIND_CONCURRENT_KERNEL):
         self.check("cuptiActivityEnable" if on else "cuptiActivityDisable", kind)
 
+    def context_records(self, on):
+        """Records switched for the calling thread's current context only."""
+        context = ctypes.c_void_p()
+        rc = ctypes.CDLL("libcuda.so.1").cuCtxGetCurrent(ctypes.byref(context))
+        if rc != 0 or not context:
+            raise RuntimeError(f"cuCtxGetCurrent returned {rc} (no current context)")
+        name = "cuptiActivityEnableContext" if on else "cuptiActivityDisableContext"
+        self.check(name, context, KIND_CONCURRENT_KERNEL)
+
     def detach_and_subscribe(self):
         """CUPTI torn down (every callback and record kind off) and a new
         subscriber, no callback on: the detach's state after its watch."""
@@ -159,6 +170,11 @@ class Cupti:
 def set_up(scenario, cupti, timed, other, sync):
     """CUPTI set up as `scenario` says; every kernel launched once."""
     if scenario in ("plain", "subscribed"):
+        timed()
+        other()
+    elif scenario == "context-once":
+        cupti.context_records(True)
+        cupti.context_records(False)
         timed()
         other()
     elif scenario in ("early-once", "early-then-once"):
