@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 37 on the GPU machine, in one call: (1) `verify`: the kernel-record
-# pause in autotune benchmarks against records kept throughout
-# (PREWARM_DOCTOR_BENCH_RECORDS=1), one doctor run each of the lazy workload
-# (Triton autotune with spilling candidates, the first cuBLAS backward, a
-# new NCCL communicator in step 1; warm caches): their reports and the
-# probe's first-launch and local-memory records, side by side; then (2) the
+# Issue 37 on the GPU machine, in one call: (1) `verify`: each script VERIFY
+# names (lazy — Triton autotune with spilling candidates, the first cuBLAS
+# backward, a new NCCL communicator in step 1 —, hf, fsdp2, compiled;
+# default "lazy hf"; warm caches) once under the doctor's defaults and once
+# under each of VERIFY_VARIANTS (below): their reports and the probe's
+# first-launch and local-memory records, side by side; then (2) the
 # footprint rounds of benches/gpu_overhead.sh (CELLS: workload:allocator
 # pairs, ROUNDS alternated rounds each, interleaved round by round across
 # the cells, one shape for step 1 and the steady state), until the call's
@@ -114,7 +114,9 @@ if has verify; then
     case $w in
     lazy) verify_one lazy $PY benches/gpu_overhead_lazy.py --steps 30 "${extra[@]}" ;;
     hf) verify_one hf $PY examples/zoo_hf_decoder.py --steps 30 --hidden 1024 --batch 8192 ;;
+    fsdp2) verify_one fsdp2 $PY examples/zoo_fsdp2.py --steps 30 --hidden 1024 --batch 8192 ;;
     compiled) verify_one compiled $PY examples/zoo_compiled.py ;;
+    *) echo "unknown VERIFY entry $w (lazy, hf, fsdp2, compiled)" >&2 ;;
     esac
   done
 fi
