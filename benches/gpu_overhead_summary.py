@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, ISSUE, PART, TARGET, CONTROL and BREAKDOWN lines from the STEPTIMES rows of
+PAIRED, SIGN, ISSUE, PART, TARGET, CONTROL, DETACH_PAIRED and BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
 over the rounds of several:
@@ -8,7 +8,7 @@ over the rounds of several:
     python3 benches/gpu_overhead_summary.py lazy async 0 call1/steptimes-lazy-async.txt call2/steptimes-lazy-async.txt
 """
 import json, math, random, statistics, sys
-from exact_interval import median_interval, sign_test_p
+from exact_interval import median_interval, paired_text, sign_test_p
 if len(sys.argv) < 5:
     sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
 workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -205,6 +205,16 @@ if "doctor" in rows and "plain-again" in rows:
     steady, _ = between("steady_median")
     print(f"CONTROL workload={workload} allocator={allocator} doctor_vs_plain_again rounds={n} "
           f"step1_ratio={step1} steady_ratio={steady}")
+# The detach against the doctor within each round where both ran: what
+# CUPTI left attached after the watch costs a step (the doctor's step minus
+# the detached one's), exact interval and sign test; `detach` attaches
+# again, `detach-bare` does not.
+for detached in ("detach", "detach-bare"):
+    if "doctor" in rows and detached in rows:
+        for key, unit, scale, digits in (("steady_median", "us", 1e6, 0), ("step1", "ms", 1e3, 2)):
+            diffs = paired_values("doctor", detached, key, lambda x, y: scale * (x - y))
+            print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode={detached} "
+                  f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits))
 # Breakdown: what each part costs step 1 = doctor minus doctor without it
 # (for doctor-modules, which switches a part on: it minus doctor).
 if breakdown == "1" and "doctor" in rows:

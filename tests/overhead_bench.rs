@@ -1523,3 +1523,50 @@ fn the_fixed_detach_calls_rounds_give_their_printed_summaries() {
         assert!(paired.contains(" rounds=4 "), "{paired}");
     }
 }
+
+/// The doctor's step minus the detached one's, round by round: calls 23 and
+/// 30 pooled (both modes in 18 rounds) and call 28's bare detach give the
+/// figures docs/footprint.md's tenth and ninth sessions worked out from
+/// the same rows before the summary printed them (+118 µs, −564..1,004,
+/// 10 of 18; +0.22 ms, −0.11..1.50).
+#[test]
+fn the_detach_is_paired_with_the_doctor_within_rounds() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let out = common::stdout_of_success(&mut summary_of(
+        "fsdp2",
+        "default",
+        &[
+            folder.join("fsdp2-default-call23.txt"),
+            folder.join("fsdp2-default-call30.txt"),
+        ],
+    ));
+    let steady = line(&out, "DETACH_PAIRED", "mode=detach figure=steady_median ");
+    assert!(
+        steady.contains(
+            " rounds=18 added_us=118 added_us_90=-564..1004 coverage=0.904 slower=10/18 "
+        ),
+        "{steady}"
+    );
+    assert!(line(&out, "DETACH_PAIRED", "mode=detach figure=step1 ").contains(" rounds=18 "));
+    let bare = common::stdout_of_success(&mut summary_of(
+        "fsdp2",
+        "default",
+        &[folder.join("fsdp2-default-call28.txt")],
+    ));
+    let steady = line(
+        &bare,
+        "DETACH_PAIRED",
+        "mode=detach-bare figure=steady_median ",
+    );
+    assert!(
+        steady.contains(" rounds=10 added_us=219 added_us_90=-109..1502 "),
+        "{steady}"
+    );
+    // Rows without a detach mode give no such line.
+    let plain = common::stdout_of_success(&mut summary_of(
+        "fsdp2",
+        "default",
+        &[folder.join("fsdp2-default-call18.txt")],
+    ));
+    assert!(!plain.contains("DETACH_PAIRED"), "{plain}");
+}
