@@ -208,13 +208,9 @@ unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {
                             .into_owned();
                     }
                 }
-                // SAFETY: push/pop the new context around one cuMemGetInfo.
-                if unsafe { (dr.ctx_push)(ctx) } == 0 {
-                    if let Some((f, t)) = dr.free_total() {
-                        (free, total) = (f, t);
-                    }
-                    let mut popped = std::ptr::null_mut();
-                    unsafe { (dr.ctx_pop)(&mut popped) };
+                // SAFETY: the context just created, alive in its callback.
+                if let Some((f, t)) = unsafe { dr.free_total_in(ctx) } {
+                    (free, total) = (f, t);
                 }
             }
             p.sink.push(&Record::Context(ContextCreated {

@@ -259,4 +259,21 @@ impl Driver {
         let rc = unsafe { (self.mem_get_info)(&mut free, &mut total) };
         (rc == 0).then_some((free as u64, total as u64))
     }
+
+    /// (free, total) device bytes with `ctx` made current for the reading
+    /// only: for a thread that has no context of its own, or another one.
+    ///
+    /// # Safety
+    /// `ctx` is a live context.
+    pub unsafe fn free_total_in(&self, ctx: *mut c_void) -> Option<(u64, u64)> {
+        // SAFETY: the caller's live context, popped again below.
+        if unsafe { (self.ctx_push)(ctx) } != 0 {
+            return None;
+        }
+        let read = self.free_total();
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: pops the context pushed above.
+        unsafe { (self.ctx_pop)(&mut popped) };
+        read
+    }
 }

@@ -179,21 +179,12 @@ const AFTER_RETURN: Duration = Duration::from_millis(5);
 /// driver could not say.
 fn device_used(p: &Probe, context: Option<usize>) -> Option<u64> {
     let driver = p.driver.as_ref()?;
-    if let Some(ctx) = context {
+    let read = match context {
         // SAFETY: the training's context, alive while it makes driver calls.
-        if unsafe { (driver.ctx_push)(ctx as *mut std::ffi::c_void) } != 0 {
-            return None;
-        }
-    }
-    let used = driver
-        .free_total()
-        .map(|(free, total)| total.saturating_sub(free));
-    if context.is_some() {
-        let mut popped = std::ptr::null_mut();
-        // SAFETY: pops the context pushed above.
-        unsafe { (driver.ctx_pop)(&mut popped) };
-    }
-    used
+        Some(ctx) => unsafe { driver.free_total_in(ctx as *mut std::ffi::c_void) },
+        None => driver.free_total(),
+    };
+    read.map(|(free, total)| total.saturating_sub(free))
 }
 
 /// The change in device memory in use across the gap, in bytes (None when
