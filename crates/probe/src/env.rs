@@ -27,8 +27,9 @@ pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
 /// still wants (detach.rs). Off by default: on an H100 it removed the
 /// 0.7 µs a launch that first-launch records leave after the watch (CUPTI
 /// leaves it once records were switched on while a context ran; only
-/// `cuptiFinalize` takes it away) but no resolved part of fsdp2's steady cost; driver calls between the
-/// detach and the attach (16–29 ms) are not traced (docs/footprint.md). `bare`, for the benches: CUPTI is not
+/// `cuptiFinalize` takes it away) but no resolved part of fsdp2's steady
+/// cost; driver calls between the detach and the attach (16–29 ms) are
+/// not traced (docs/footprint.md). `bare`, for the benches: CUPTI is not
 /// attached again, so nothing at all is traced after the watch — what a
 /// run costs with the probe loaded and CUPTI gone.
 pub const DETACH_AFTER_WATCH: &str = "PREWARM_DOCTOR_DETACH_AFTER_WATCH";
