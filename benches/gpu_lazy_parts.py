@@ -254,10 +254,8 @@ def summarise(rounds):
 
 
 def main(argv):
-    if "--summary" in argv:
-        files = argv[argv.index("--summary") + 1:]
-        if not files:
-            sys.exit("usage: gpu_lazy_parts.py --summary FILE...")
+    files = stored_rows.summary_files(argv, "gpu_lazy_parts.py")
+    if files is not None:
         print("\n".join(summarise(read_rows(files))))
         return
     rounds_wanted = int(argv[1]) if len(argv) > 1 else 8

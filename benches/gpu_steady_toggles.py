@@ -209,10 +209,8 @@ def run_process(number, binary, python):
 
 
 def main(argv):
-    if "--summary" in argv:
-        files = argv[argv.index("--summary") + 1:]
-        if not files:
-            sys.exit("usage: gpu_steady_toggles.py --summary FILE...")
+    files = stored_rows.summary_files(argv, "gpu_steady_toggles.py")
+    if files is not None:
         rows = []
         for path in files:
             with open(path) as stored:

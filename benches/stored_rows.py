@@ -41,3 +41,14 @@ def worker_result(done, label):
         print(f"FAILED {label} exit={done.returncode}: {last}", flush=True)
         return None
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def summary_files(argv, bench):
+    """The files after `--summary` in `argv`, or None when it is not there;
+    exits with the usage line of `bench` when no file follows it."""
+    if "--summary" not in argv:
+        return None
+    files = argv[argv.index("--summary") + 1:]
+    if not files:
+        sys.exit(f"usage: {bench} --summary FILE...")
+    return files

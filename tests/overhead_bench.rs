@@ -1531,15 +1531,16 @@ fn the_fixed_detach_calls_rounds_give_their_printed_summaries() {
 /// 10 of 18; +0.22 ms, −0.11..1.50).
 #[test]
 fn the_detach_is_paired_with_the_doctor_within_rounds() {
-    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
-    let out = common::stdout_of_success(&mut summary_of(
-        "fsdp2",
-        "default",
-        &[
-            folder.join("fsdp2-default-call23.txt"),
-            folder.join("fsdp2-default-call30.txt"),
-        ],
-    ));
+    // The summary of these H100 fsdp2 default calls' stored rows.
+    let fsdp2_calls = |calls: &[u32]| -> String {
+        let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+        let files: Vec<PathBuf> = calls
+            .iter()
+            .map(|c| folder.join(format!("fsdp2-default-call{c}.txt")))
+            .collect();
+        common::stdout_of_success(&mut summary_of("fsdp2", "default", &files))
+    };
+    let out = fsdp2_calls(&[23, 30]);
     let steady = line(&out, "DETACH_PAIRED", "mode=detach figure=steady_median ");
     assert!(
         steady.contains(
@@ -1548,11 +1549,7 @@ fn the_detach_is_paired_with_the_doctor_within_rounds() {
         "{steady}"
     );
     assert!(line(&out, "DETACH_PAIRED", "mode=detach figure=step1 ").contains(" rounds=18 "));
-    let bare = common::stdout_of_success(&mut summary_of(
-        "fsdp2",
-        "default",
-        &[folder.join("fsdp2-default-call28.txt")],
-    ));
+    let bare = fsdp2_calls(&[28]);
     let steady = line(
         &bare,
         "DETACH_PAIRED",
@@ -1563,10 +1560,6 @@ fn the_detach_is_paired_with_the_doctor_within_rounds() {
         "{steady}"
     );
     // Rows without a detach mode give no such line.
-    let plain = common::stdout_of_success(&mut summary_of(
-        "fsdp2",
-        "default",
-        &[folder.join("fsdp2-default-call18.txt")],
-    ));
+    let plain = fsdp2_calls(&[18]);
     assert!(!plain.contains("DETACH_PAIRED"), "{plain}");
 }
