@@ -30,13 +30,15 @@ fn runs_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Every recording: the fixtures, the zoo of models not written for the
-/// tool (tests/fixtures/h200-zoo, with the first-use experiment's runs) and
-/// the bundled matrix.
+/// tool (tests/fixtures/h200-zoo, with the first-use experiment's runs),
+/// the zoo's scripts on an H100 shared with other processes
+/// (tests/fixtures/h100-shared-gpu) and the bundled matrix.
 fn folders() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut f = runs_under(&root.join("tests/fixtures/h200"));
     f.extend(runs_under(&root.join("tests/fixtures/h200-zoo")));
     f.extend(runs_under(&root.join("tests/fixtures/h200-zoo/first-use")));
+    f.extend(runs_under(&root.join("tests/fixtures/h100-shared-gpu")));
     f.push(root.join("reports/h200-matrix"));
     assert!(f.len() >= 40, "{f:?}");
     f
@@ -863,4 +865,26 @@ fn first_launch_records_give_the_account_every_launch_records_give() {
         assert_eq!(pa.health.dropped_cupti_records, 0, "{script}");
         assert_eq!(pb.health.dropped_cupti_records, 0, "{script}");
     }
+}
+
+/// A CUDA context's size depends on the driver and the GPU, not on the
+/// script nor on what other processes on the GPU do meanwhile: the four
+/// H100 recordings on a shared GPU (tests/fixtures/h100-shared-gpu: three
+/// scripts, and a neighbour that grew 56 MiB while `hf-first`'s context came
+/// up) give one context figure, to a 2 MiB device page.
+#[test]
+fn a_context_on_a_shared_gpu_does_not_take_the_neighbours_growth() {
+    let names = ["hf-first", "hf-detach", "lazy-first", "fsdp2-first"];
+    let contexts: Vec<u64> = names
+        .iter()
+        .flat_map(|n| recording(n))
+        .flat_map(|a| &a.processes)
+        .filter_map(|p| p.context_bytes)
+        .collect();
+    assert_eq!(contexts.len(), names.len(), "{contexts:?}");
+    let (lo, hi) = (
+        contexts.iter().min().unwrap(),
+        contexts.iter().max().unwrap(),
+    );
+    assert!(hi - lo <= 2 << 20, "{contexts:?}");
 }

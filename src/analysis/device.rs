@@ -45,6 +45,11 @@ pub struct DeviceView {
     /// The device-wide readings (cuMemGetInfo) are this process's own: it is
     /// alone on its GPU (or there is no NVML to say otherwise).
     pub own_device: bool,
+    /// The other processes on this GPU: the sum of each one's latest NVML
+    /// per-process figure, at each of their samples. Their own change across
+    /// an interval, read without the device-wide figure's lag behind this
+    /// process's samples.
+    pub others_listed: Series,
 }
 
 impl DeviceView {
@@ -56,6 +61,24 @@ impl DeviceView {
             (Some(device), Some(own)) => device.saturating_sub(own),
             _ => 0,
         }
+    }
+
+    /// How much the other processes' own NVML figures grew from `a` to `b`
+    /// (negative: they gave memory back); 0 without their samples.
+    pub fn others_change(&self, a: u64, b: u64) -> i64 {
+        let at = |t| self.others_listed.at(t).unwrap_or(0) as i64;
+        at(b) - at(a)
+    }
+
+    /// No other process's NVML figure changed in [a, b]: a device-wide
+    /// reading pair inside it holds only this process's own change (true
+    /// without other processes).
+    pub fn others_quiet(&self, a: u64, b: u64) -> bool {
+        let points = &self.others_listed.points;
+        let lo = points.partition_point(|p| p.0 < a);
+        let hi = points.partition_point(|p| p.0 <= b);
+        let before = self.others_listed.at(a.saturating_sub(1));
+        points[lo..hi].iter().all(|p| Some(p.1) == before)
     }
 
     /// This process's own device memory, from a device-wide reading of free
@@ -152,6 +175,7 @@ pub fn device_view(
         .filter(|s| s.pid == pid)
         .map(|s| (s.t, s.used))
         .collect();
+    let others_listed = others_listed(host, gpu.as_ref().map(|g| g.index), pid);
     let baseline = gpu.as_ref().map(|g| g.used_before_bytes);
     // Every cuMemGetInfo the probe took: around each call, and as each
     // context came up.
@@ -211,9 +235,37 @@ pub fn device_view(
             cuda_total,
             probe_free: Series { points: probe_free },
             own_device: alone || host.nvml.processes.is_empty(),
+            others_listed,
         },
         baseline,
     )
+}
+
+/// The sum of the latest NVML figure of every process on GPU `gpu` but
+/// `pid`, after each of their samples (the sampler writes a process when its
+/// figure changes, so the latest sample of each stands until its next).
+fn others_listed(host: &HostData, gpu: Option<u32>, pid: u32) -> Series {
+    let Some(gpu) = gpu else {
+        return Series::default();
+    };
+    let mut latest = std::collections::BTreeMap::new();
+    let mut points: Vec<(u64, u64)> = Vec::new();
+    let mut samples: Vec<_> = host
+        .nvml
+        .processes
+        .iter()
+        .filter(|s| s.gpu == gpu && s.pid != pid)
+        .collect();
+    samples.sort_by_key(|s| s.t);
+    for s in samples {
+        latest.insert(s.pid, s.used);
+        let sum = latest.values().sum();
+        match points.last_mut() {
+            Some(last) if last.0 == s.t => last.1 = sum,
+            _ => points.push((s.t, sum)),
+        }
+    }
+    Series { points }
 }
 
 #[cfg(test)]
@@ -230,6 +282,43 @@ mod tests {
         assert_eq!(s.peak(21, 29), Some(5));
         assert_eq!(s.peak(0, 35), Some(5));
         assert_eq!(s.peak(31, 40), Some(2));
+    }
+
+    /// The others' figures stand between their samples (the sampler writes a
+    /// process when it changes), this process and other GPUs do not count,
+    /// and a process that appears counts from its first sample.
+    #[test]
+    fn the_others_change_sums_each_neighbours_latest_figure() {
+        use prewarm_events::NvmlProcessSample;
+        let sample = |t, gpu, pid, used| NvmlProcessSample { t, gpu, pid, used };
+        let host = HostData {
+            dir: Default::default(),
+            meta: None,
+            processes: Vec::new(),
+            nvml: crate::load::NvmlTimeline {
+                devices: Default::default(),
+                processes: vec![
+                    sample(10, 0, 7, 100),
+                    sample(10, 0, 8, 50),
+                    sample(15, 1, 9, 1000),
+                    sample(20, 0, 42, 500),
+                    sample(30, 0, 7, 160),
+                    sample(40, 0, 11, 5),
+                ],
+            },
+            nccl: Vec::new(),
+            problems: Vec::new(),
+        };
+        let listed = others_listed(&host, Some(0), 42);
+        assert_eq!(listed.points, vec![(10, 150), (30, 210), (40, 215)]);
+        let view = DeviceView {
+            others_listed: listed,
+            ..Default::default()
+        };
+        assert_eq!(view.others_change(12, 35), 60);
+        assert_eq!(view.others_change(5, 45), 215);
+        assert_eq!(view.others_change(35, 12), -60);
+        assert_eq!(DeviceView::default().others_change(0, 99), 0);
     }
 
     #[test]

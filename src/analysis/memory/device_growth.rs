@@ -236,6 +236,12 @@ pub(super) fn measured_growth(
 /// else to name the cause.
 const MODULE_INTERVAL_MAX_NS: u64 = 1_000_000_000;
 
+/// How late NVML's per-process samples may show another process's change
+/// (the sampler writes each process when it changes, and at least every
+/// ~110 ms on the H100 recordings): on a shared GPU a pair of device-wide
+/// readings counts only when no other process changed this much around it.
+const NEIGHBOURS_LAG_NS: u64 = 250_000_000;
+
 /// Smallest device growth attributed to module loading (one device page).
 const MODULE_GROWTH_MIN: u64 = 2 << 20;
 
@@ -251,8 +257,9 @@ const MODULE_GROWTH_MIN: u64 = 2 << 20;
 /// in between. Stretches that overlap a local-memory growth (measured on its
 /// own, as is the first module at a context's first launch) or an `exclude` window (the
 /// NCCL communicator spans, whose growth without allocation calls is NCCL's
-/// own inferred figure) are left out, so nothing is counted twice. Only when
-/// the readings are this process's own (alone on its GPU). Returns (when,
+/// own inferred figure) are left out, so nothing is counted twice. On a
+/// shared GPU only pairs around which no other process's NVML figure
+/// changed (the readings are device-wide). Returns (when,
 /// bytes): when = the reading that first shows the growth (the device
 /// timeline the account is checked against shows it no earlier).
 pub(super) fn module_code_growth(
@@ -261,9 +268,6 @@ pub(super) fn module_code_growth(
     known: &KnownAllocations,
     exclude: &[(u64, u64)],
 ) -> Vec<(u64, u64)> {
-    if !device.own_device {
-        return Vec::new();
-    }
     let mut events: Vec<u64> = r
         .modules
         .iter()
@@ -313,6 +317,11 @@ pub(super) fn module_code_growth(
             continue;
         }
         if busy.iter().any(|w| w.0 <= t1 && t0 <= w.1) {
+            continue;
+        }
+        let quiet = device.own_device
+            || device.others_quiet(t0.saturating_sub(NEIGHBOURS_LAG_NS), t1 + NEIGHBOURS_LAG_NS);
+        if !quiet {
             continue;
         }
         let allocated = known.change_at_most(t0, t1);

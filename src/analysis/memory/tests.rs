@@ -121,14 +121,25 @@ fn module_code_is_never_counted_twice_or_guessed() {
     );
     let known = known_allocations(&slow);
     assert!(module_code_growth(&slow, &probe_view(&slow), &known, &[]).is_empty());
-    // Device-wide readings on a shared GPU include other processes.
+    // Device-wide readings on a shared GPU include other processes: a
+    // neighbour whose NVML figure changed within 250 ms of the stretch
+    // (here 500 ms after its start, 200 ms after its end) may be what grew.
     let r = lazy_load();
     let known = known_allocations(&r);
-    let shared = DeviceView {
+    let beside = |points: Vec<(u64, u64)>| DeviceView {
         own_device: false,
+        others_listed: Series { points },
         ..probe_view(&r)
     };
-    assert!(module_code_growth(&r, &shared, &known, &[]).is_empty());
+    let busy = beside(vec![(0, 5 * MIB), (500 * MS, 75 * MIB)]);
+    assert!(module_code_growth(&r, &busy, &known, &[]).is_empty());
+    // A neighbour that stayed as it was (or changed long before) leaves
+    // the readings this process's own change.
+    let quiet = beside(vec![(0, 5 * MIB), (600 * MS, 75 * MIB)]);
+    assert_eq!(
+        module_code_growth(&r, &quiet, &known, &[]),
+        vec![(300 * MS, 70 * MIB)]
+    );
     // Without a module event in the stretch, growth stays unexplained.
     let mut no_load = lazy_load();
     no_load.mem[0].api = MemApi::MemHostAlloc;

@@ -18,6 +18,12 @@ use std::collections::{BTreeMap, HashSet};
 /// at creation, minus what the device held before the call that created it,
 /// or before the run), including the local-memory reservation every context
 /// starts with. None when the probe could not read the device.
+///
+/// On a shared GPU the device-wide difference also holds what the other
+/// processes allocated or freed while the context came up: their own NVML
+/// figures' change across the call is taken out (on an H100 beside a
+/// neighbour that grew 56 MiB across the creation call, that growth had gone
+/// into the context: a setup remainder of -63.6 MiB).
 pub(super) fn context_bytes(
     r: &ProcessRecords,
     device: &DeviceView,
@@ -35,7 +41,13 @@ pub(super) fn context_bytes(
         .min()
         .unwrap_or(c.t);
     let before = device.device_used.at(call_start).or(baseline).unwrap_or(0);
-    Some((c.total - c.free).saturating_sub(before))
+    let grown = (c.total - c.free) as i64 - before as i64;
+    let others = if device.own_device {
+        0
+    } else {
+        device.others_change(call_start, c.t)
+    };
+    Some((grown - others).max(0) as u64)
 }
 
 /// The device's reading of the process at `t` minus everything the replay
