@@ -219,3 +219,51 @@ fn the_footprint_docs_pooled_pairings_are_the_stored_rows() {
         );
     }
 }
+
+/// Call 38 (an H100, tests/fixtures/h200-overhead/2026-12-06-h100) ran the
+/// first rounds of `context-once`: records switched on and off for the
+/// running context only (`cuptiActivityEnableContext`), never for the whole
+/// process. Its stored rows give what the call printed (the zoo's log holds
+/// each pairing twice: its summary and the bench's tail), every scenario
+/// in all 24 rounds, no records taken; and that switch leaves the launch
+/// cost the process-wide one leaves: its interval lies above zero.
+#[test]
+fn switching_records_for_one_context_leaves_the_launch_cost_too() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    let rows = folder.join("cupti-residual-call38.txt");
+    let stored = residual_lines(&common::stdout_of_success(
+        Command::new("python3")
+            .arg(common::repo("benches/gpu_cupti_residual.py"))
+            .arg("--summary")
+            .arg(&rows),
+    ));
+    let mut printed =
+        residual_lines(&std::fs::read_to_string(folder.join("summary-call38.txt")).unwrap());
+    let mut seen = std::collections::HashSet::new();
+    printed.retain(|l| seen.insert(l.clone()));
+    assert_eq!(stored, printed);
+    assert_eq!(
+        std::fs::read_to_string(&rows).unwrap().lines().count(),
+        24 * 4
+    );
+    for l in stored.iter().filter(|l| !l.contains("PAIRED")) {
+        assert!(l.contains(" runs=24 ") && l.ends_with(" records=no"), "{l}");
+    }
+    let context_once = pairing_line(&stored, "context-once");
+    let low: f64 = context_once
+        .split(" added_us_90=")
+        .nth(1)
+        .and_then(|r| r.split("..").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{context_once}"));
+    assert!(low > 0.0, "{context_once}");
+}
+
+/// The pairing of `scenario` against the plain run among summary lines.
+fn pairing_line<'a>(lines: &'a [String], scenario: &str) -> &'a str {
+    let want = format!("CUPTI_RESIDUAL_PAIRED scenario={scenario} against=plain ");
+    lines
+        .iter()
+        .find(|l| l.starts_with(&want))
+        .unwrap_or_else(|| panic!("no {want} in {lines:#?}"))
+}

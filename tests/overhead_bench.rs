@@ -1066,6 +1066,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "hf-default-call2.txt",
             "hf-default-call3.txt",
             "hf-default-call31.txt",
+            "hf-default-call39.txt",
         ],
     },
     Row {
@@ -1120,6 +1121,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call28.txt",
             "fsdp2-default-call29.txt",
             "fsdp2-default-call30.txt",
+            "fsdp2-default-call37.txt",
         ],
     },
     Row {
@@ -1522,6 +1524,21 @@ fn the_fixed_detach_calls_rounds_give_their_printed_summaries() {
         let paired = line(&out, "PAIRED", &format!("mode={mode} "));
         assert!(paired.contains(" rounds=4 "), "{paired}");
     }
+}
+
+/// Calls 37 and 39 (a fresh H100, the build of dea71d2, a noisy machine:
+/// fsdp2's plain steady step 29.7–39.8 ms) give what the GPU printed:
+/// fsdp2's doctor and detach 10 rounds each, hf's doctor 6 (each call's
+/// deadline).
+#[test]
+fn the_twelfth_sessions_rounds_give_their_printed_summaries() {
+    let out = printed_rounds_summary(37, ("fsdp2", "default"), "fsdp2-default-call37.txt", 6);
+    for mode in ["doctor", "detach"] {
+        let paired = line(&out, "PAIRED", &format!("mode={mode} "));
+        assert!(paired.contains(" rounds=10 "), "{paired}");
+    }
+    let out = printed_rounds_summary(39, ("hf", "default"), "hf-default-call39.txt", 3);
+    assert!(line(&out, "PAIRED", "mode=doctor ").contains(" rounds=6 "));
 }
 
 /// The doctor's step minus the detached one's, round by round: calls 23 and
