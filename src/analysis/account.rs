@@ -113,7 +113,18 @@ pub struct GapAccount {
 /// the probe's own memory: shown as not understood (docs/accounting.md).
 pub const NOT_UNDERSTOOD_BYTES: i64 = 64 << 20;
 
+/// A remainder below minus this (eight device pages, the floor of
+/// docs/accounting.md) means the parts add up to more than the device showed:
+/// one of their figures is off, which the report says rather than show a
+/// plain negative number.
+pub const OVER_EXPLAINED_BYTES: i64 = 16 << 20;
+
 impl GapAccount {
+    /// The parts add up to more than the device showed, beyond the floor.
+    pub fn over_explained(&self) -> bool {
+        self.unexplained < -OVER_EXPLAINED_BYTES
+    }
+
     /// The account of `out_of_pool` bytes split into `parts`, with its
     /// remainder and whether that remainder is understood.
     pub fn new(at_s: f64, device_used: u64, pool_reserved: u64, parts: Vec<GapPart>) -> GapAccount {

@@ -279,11 +279,9 @@ fn timeline_block(
                 "{} of {} unexplained{}",
                 signed_bytes(g.unexplained),
                 bytes(g.device_used),
-                if g.not_understood {
-                    " (not understood: device memory that no record explains)"
-                } else {
-                    ""
-                }
+                super::verdict_text::remainder_note(g)
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
             )
         }),
     }))

@@ -135,13 +135,28 @@ pub fn moved_text(v: &Verdict) -> String {
 }
 
 /// The account's remainder as users read it: signed, and where it is above
-/// 64 MiB, said to be not understood (never put into a part).
+/// 64 MiB, said to be not understood (never put into a part); where the
+/// parts exceed the device beyond the floor, said to be over-explained.
 pub fn unexplained_label(g: &GapAccount) -> String {
     let text = format!("unexplained {}", crate::units::signed_bytes(g.unexplained));
+    match remainder_note(g) {
+        Some(note) => format!("{text} ({note})"),
+        None => text,
+    }
+}
+
+/// What a remainder outside its bounds means, in the words every format
+/// uses; None for one within them.
+pub fn remainder_note(g: &GapAccount) -> Option<&'static str> {
     if g.not_understood {
-        format!("{text} (not understood: device memory that no record explains)")
+        Some("not understood: device memory that no record explains")
+    } else if g.over_explained() {
+        Some(
+            "over-explained: the parts add up to more than the device shows, so one of \
+             their figures is off; other processes on the GPU changing their memory can do this",
+        )
     } else {
-        text
+        None
     }
 }
 
@@ -812,6 +827,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Parts over the device beyond the floor are said to be off; a few MiB
+    /// over (NVML's per-process figure on a shared GPU) is shown signed,
+    /// plainly, and a large remainder is not understood.
+    #[test]
+    fn a_remainder_outside_its_bounds_is_worded_as_what_it_means() {
+        let with_parts = |named_mib: u64| {
+            let part = GapPart {
+                source: PartSource::Library("cublas".into()),
+                context: None,
+                bytes: (named_mib << 20) as i64,
+                inferred: false,
+            };
+            GapAccount::new(1.0, 1100 << 20, 500 << 20, vec![part])
+        };
+        let over = unexplained_label(&with_parts(664));
+        assert!(
+            over.starts_with("unexplained -64.0 MiB (over-explained: the parts add up"),
+            "{over}"
+        );
+        assert_eq!(unexplained_label(&with_parts(608)), "unexplained -8.0 MiB");
+        let large = unexplained_label(&with_parts(500));
+        assert!(large.contains("(not understood: "), "{large}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! without allocation calls — down to the unexplained remainder.
 
 use super::{clip, short_bytes};
-use crate::analysis::account::GapAccount;
+use crate::analysis::account::{GapAccount, OVER_EXPLAINED_BYTES};
 use crate::report::verdict_text;
 use crate::tui::shared::Shared;
 use crate::tui::theme::Tone;
@@ -118,8 +118,10 @@ pub fn waterfall(acc: &Parts, width: usize) -> Vec<(String, String, String, Tone
         ));
         at += bytes;
     }
-    let (label, tone) = if acc.not_understood || acc.unexplained < -(16 << 20) {
+    let (label, tone) = if acc.not_understood {
         ("unexplained (not understood)", Tone::Warn)
+    } else if acc.unexplained < -OVER_EXPLAINED_BYTES {
+        ("unexplained (parts over the device)", Tone::Warn)
     } else {
         ("unexplained", Tone::Neutral)
     };
