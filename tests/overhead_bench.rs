@@ -1515,14 +1515,16 @@ fn the_crashed_detach_calls_rounds_give_its_printed_summary() {
 #[test]
 fn the_fixed_detach_calls_rounds_give_their_printed_summaries() {
     let out = printed_rounds_summary(30, ("fsdp2", "default"), "fsdp2-default-call30.txt", 6);
-    for mode in ["doctor", "detach"] {
-        let paired = line(&out, "PAIRED", &format!("mode={mode} "));
-        assert!(paired.contains(" rounds=7 "), "{paired}");
-    }
+    paired_over_rounds(&out, &["doctor", "detach"], 7);
     let out = printed_rounds_summary(31, ("hf", "default"), "hf-default-call31.txt", 6);
-    for mode in ["doctor", "watch-all"] {
-        let paired = line(&out, "PAIRED", &format!("mode={mode} "));
-        assert!(paired.contains(" rounds=4 "), "{paired}");
+    paired_over_rounds(&out, &["doctor", "watch-all"], 4);
+}
+
+/// Each of `modes` is paired with the plain run over `rounds` rounds in `out`.
+fn paired_over_rounds(out: &str, modes: &[&str], rounds: usize) {
+    for mode in modes {
+        let paired = line(out, "PAIRED", &format!("mode={mode} "));
+        assert!(paired.contains(&format!(" rounds={rounds} ")), "{paired}");
     }
 }
 
@@ -1533,12 +1535,9 @@ fn the_fixed_detach_calls_rounds_give_their_printed_summaries() {
 #[test]
 fn the_twelfth_sessions_rounds_give_their_printed_summaries() {
     let out = printed_rounds_summary(37, ("fsdp2", "default"), "fsdp2-default-call37.txt", 6);
-    for mode in ["doctor", "detach"] {
-        let paired = line(&out, "PAIRED", &format!("mode={mode} "));
-        assert!(paired.contains(" rounds=10 "), "{paired}");
-    }
+    paired_over_rounds(&out, &["doctor", "detach"], 10);
     let out = printed_rounds_summary(39, ("hf", "default"), "hf-default-call39.txt", 3);
-    assert!(line(&out, "PAIRED", "mode=doctor ").contains(" rounds=6 "));
+    paired_over_rounds(&out, &["doctor"], 6);
 }
 
 /// The doctor's step minus the detached one's, round by round: calls 23 and
