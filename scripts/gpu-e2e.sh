@@ -32,6 +32,9 @@ run() { # section name, then doctor options, then -- command
   echo "exit=$rc wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"
   grep -h CROSSCHECK "$RUNS/$section-$name.stdout" | head -1
   grep -E "Error|error:|step 1 took|local memory grew|FAILED|out-of-pool in|unexplained" "$RUNS/$section-$name.stderr" | head -20
+  # The account read as a user would: phase ends out of bounds, named.
+  "$BIN" report --format json "$RUNS/$section-$name" > "$RUNS/$section-$name.report.json" 2>/dev/null &&
+    $PY scripts/account_flags.py "$section-$name" "$RUNS/$section-$name.report.json"
   pack "$section"
 }
 

@@ -4,7 +4,8 @@
 # backward, a new NCCL communicator in step 1 —, hf, fsdp2, compiled;
 # default "lazy hf"; warm caches) once under the doctor's defaults and once
 # under each of VERIFY_VARIANTS (below): their reports and the probe's
-# first-launch and local-memory records, side by side; then (2) the
+# first-launch and local-memory records, side by side, and the phase ends
+# whose account is out of bounds (scripts/account_flags.py); then (2) the
 # footprint rounds of benches/gpu_overhead.sh (CELLS: workload:allocator
 # pairs, ROUNDS alternated rounds each, interleaved round by round across
 # the cells, one shape for step 1 and the steady state), until the call's
@@ -83,6 +84,8 @@ verify_one() { # name, command...
     echo "$name $variant: doctor exit $?"
     "$BIN" report "$W/$variant" > "$V/$variant.report.txt" 2>&1
     "$BIN" report --format json "$W/$variant" > "$V/$variant.report.json" 2>/dev/null
+    # The account read as a user would: phase ends out of bounds, named.
+    $PY scripts/account_flags.py "$name-$variant" "$V/$variant.report.json"
     find "$W/$variant" -name '*.events' ! -name nvml.events | sort | while read -r f; do
       "$BIN" dump "$f"
     done > "$V/$variant.dump.txt" 2>&1
