@@ -319,8 +319,9 @@ pub(super) fn module_code_growth(
         if busy.iter().any(|w| w.0 <= t1 && t0 <= w.1) {
             continue;
         }
-        let quiet = device.own_device
-            || device.others_quiet(t0.saturating_sub(NEIGHBOURS_LAG_NS), t1 + NEIGHBOURS_LAG_NS);
+        // Alone on the GPU the others are always quiet.
+        let quiet =
+            device.others_quiet(t0.saturating_sub(NEIGHBOURS_LAG_NS), t1 + NEIGHBOURS_LAG_NS);
         if !quiet {
             continue;
         }

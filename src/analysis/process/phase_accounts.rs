@@ -42,11 +42,8 @@ pub(super) fn context_bytes(
         .unwrap_or(c.t);
     let before = device.device_used.at(call_start).or(baseline).unwrap_or(0);
     let grown = (c.total - c.free) as i64 - before as i64;
-    let others = if device.own_device {
-        0
-    } else {
-        device.others_change(call_start, c.t)
-    };
+    // Alone on the GPU there are no others: their change is 0.
+    let others = device.others_change(call_start, c.t);
     Some((grown - others).max(0) as u64)
 }
 
