@@ -43,7 +43,8 @@ Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 (PREWARM_DOCTOR_NVML_SAMPLING=0), `nvml-10ms` (NVML's device query every
 10 ms instead of 1), `no-shim` (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
 CUPTI detached at the watch's end and attached again with the callbacks
-the probe keeps), `detach-bare` (=bare: detached and not attached again,
+the probe keeps: the doctor's default since 2026-12-07), `attached` (=0:
+CUPTI stays attached, the default before), `detach-bare` (=bare: detached and not attached again,
 nothing traced after the watch: what is left with CUPTI gone), `nccl-log`
 (the plain run with the doctor's NCCL log settings); call 25's stored
 `end-cycle` and `linger` rows measured two probe switches removed since
@@ -97,6 +98,7 @@ DOCTOR_ENV = {
     "no-shim": {"PREWARM_DOCTOR_SHIM": "0"},
     "detach": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "1"},
     "detach-bare": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "bare"},
+    "attached": {"PREWARM_DOCTOR_DETACH_AFTER_WATCH": "0"},
 }
 LAUNCHES = 5000
 COLLECTIVES = 200

@@ -29,7 +29,9 @@
 # probe injected alone, kernel records off), `doctor-modules` and
 # `probe-modules` (the same with CUPTI's module-loaded callback on), `no-shim`
 # (PREWARM_DOCTOR_SHIM=0), `detach` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1:
-# CUPTI detached after the first-launch watch and attached again), `detach-bare`
+# CUPTI detached after the first-launch watch and attached again — the
+# doctor's default since 2026-12-07), `attached` (=0: CUPTI stays attached,
+# the doctor's default before), `detach-bare`
 # (=bare: not attached again, nothing traced after the watch), `no-nccl-log` (NCCL_DEBUG=WARN set as a user
 # would: the doctor leaves NCCL's log alone), `no-nvml` (PREWARM_DOCTOR_NVML_SAMPLING=0),
 # `nvml-10ms` (PREWARM_DOCTOR_NVML_PERIOD_MS=10: NVML's device query every
@@ -344,6 +346,7 @@ run_unpinned() {
   no-shim) PREWARM_DOCTOR_SHIM=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   watch-all) "$BIN" run $CACHE --kernel-steps 100000 --out "$dir" -- "$@" 2>/dev/null ;;
   detach) PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
+  attached) PREWARM_DOCTOR_DETACH_AFTER_WATCH=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   detach-bare) PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nccl-log) NCCL_DEBUG=WARN "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;
   no-nvml) PREWARM_DOCTOR_NVML_SAMPLING=0 "$BIN" run $CACHE --out "$dir" -- "$@" 2>/dev/null ;;

@@ -205,16 +205,19 @@ if "doctor" in rows and "plain-again" in rows:
     steady, _ = between("steady_median")
     print(f"CONTROL workload={workload} allocator={allocator} doctor_vs_plain_again rounds={n} "
           f"step1_ratio={step1} steady_ratio={steady}")
-# The detach against the doctor within each round where both ran: what
-# CUPTI left attached after the watch costs a step (the doctor's step minus
-# the detached one's), exact interval and sign test; `detach` attaches
-# again, `detach-bare` does not.
-for detached in ("detach", "detach-bare"):
-    if "doctor" in rows and detached in rows:
+# The detach against CUPTI left attached within each round where both ran:
+# what CUPTI attached after the watch costs a step (the attached run's step
+# minus the detached one's), exact interval and sign test. Before
+# 2026-12-07 the doctor stayed attached and `detach` (attached again) or
+# `detach-bare` (not) detached; since, the doctor detaches and `attached`
+# (PREWARM_DOCTOR_DETACH_AFTER_WATCH=0) stays attached.
+for attached, detached in (("doctor", "detach"), ("doctor", "detach-bare"), ("attached", "doctor")):
+    if attached in rows and detached in rows:
         for key, unit, scale, digits in (("steady_median", "us", 1e6, 0), ("step1", "ms", 1e3, 2)):
-            diffs = paired_values("doctor", detached, key, lambda x, y: scale * (x - y))
+            diffs = paired_values(attached, detached, key, lambda x, y: scale * (x - y))
             print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode={detached} "
-                  f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits))
+                  f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits)
+                  + f" attached={attached}")
 # Breakdown: what each part costs step 1 = doctor minus doctor without it
 # (for doctor-modules, which switches a part on: it minus doctor).
 if breakdown == "1" and "doctor" in rows:

@@ -197,7 +197,11 @@ def run_process(number, binary, python):
     FAILED line with its exit and last stderr line (the next process
     still runs)."""
     with tempfile.TemporaryDirectory() as folder:
-        env = dict(os.environ, MASTER_PORT=str(29650 + number % 100))
+        # CUPTI stays attached: the pieces held off are the attached probe's
+        # (detached after the watch, the default since 2026-12-07, there is
+        # no `probe` piece left to hold).
+        env = dict(os.environ, MASTER_PORT=str(29650 + number % 100),
+                   PREWARM_DOCTOR_DETACH_AFTER_WATCH="0")
         argv = [binary, "run", "--cache", "user", "--out", f"{folder}/run", "--",
                 python, os.path.abspath(__file__), "--worker"]
         out = subprocess.run(argv, env=env, capture_output=True, text=True)

@@ -62,7 +62,8 @@ $PY -c "import sys, torch, triton, transformers; print('python', sys.version.spl
 # VERIFY_VARIANTS (default `all`): `all` a record on every launch
 # (PREWARM_DOCTOR_KERNEL_RECORDS=all, the path before), `detach` first
 # launches with CUPTI detached after the watch and attached again
-# (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1). (Call 25's `end-cycle` and
+# (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1, the default since 2026-12-07),
+# `attached` CUPTI left attached after it (=0, the default before). (Call 25's `end-cycle` and
 # `linger` variants measured two bench switches removed since: see
 # docs/footprint.md, ninth session.) Each against `first`: reports,
 # record lists and their differences, timestamps and correlation ids aside.
@@ -71,7 +72,8 @@ variant_env() { # variant: the environment assignments it runs with
   first) echo PREWARM_DOCTOR_KERNEL_RECORDS=first ;;
   all) echo PREWARM_DOCTOR_KERNEL_RECORDS=all ;;
   detach) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_DETACH_AFTER_WATCH=1 ;;
-  *) echo "unknown VERIFY_VARIANTS entry $1 (all, detach)" >&2; return 2 ;;
+  attached) echo PREWARM_DOCTOR_KERNEL_RECORDS=first PREWARM_DOCTOR_DETACH_AFTER_WATCH=0 ;;
+  *) echo "unknown VERIFY_VARIANTS entry $1 (all, detach, attached)" >&2; return 2 ;;
   esac
 }
 verify_one() { # name, command...

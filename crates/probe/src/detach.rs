@@ -1,20 +1,22 @@
 //! Detaching CUPTI once the first-launch watch has ended, and attaching it
-//! again with only the callbacks the probe still wants — opt-in
-//! (`PREWARM_DOCTOR_DETACH_AFTER_WATCH=1`).
+//! again with only the callbacks the probe still wants — the default
+//! (`PREWARM_DOCTOR_DETACH_AFTER_WATCH=0` keeps CUPTI attached).
 //!
-//! Why: on an H100 (docs/footprint.md, seventh and eighth sessions) a
-//! launch still cost 0.7–0.83 µs more after the watch had switched its
-//! launch callbacks and kernel records off, nothing without the probe:
-//! kernel records switched on while a context runs leave it inside CUPTI
-//! (once is enough: CUPTI alone on an H200, the eleventh session), and a
-//! steady step of 700 launches pays it all run long. Measured, the
-//! detach takes it away (2.4 ms once, a 16–23 ms untraced gap) but did not
-//! resolve a change in fsdp2's steady step (detached and not attached
-//! again, the ninth session's 10 rounds read 0.996 against the doctor's
-//! 1.012, the difference not resolved), so it stays opt-in. CUPTI's
-//! documented way to take its instrumentation away is to detach with
-//! `cuptiFinalize` from a driver call's exit (where every thread's
-//! submitted work is done); a later `cuptiSubscribe` attaches it anew.
+//! Why: kernel records switched on while a context runs leave a cost inside
+//! CUPTI on every later launch, however and however often they are switched
+//! (CUPTI alone: +0.75 µs a launch on an H200, +0.46 on an H100; records
+//! switched on for one context only, +0.57), and only `cuptiFinalize` takes
+//! it away (the same processes finalized: no slower than without CUPTI;
+//! docs/footprint.md, eleventh and twelfth sessions). With the probe, a
+//! launch after the watch cost 0.7–0.83 µs more attached and nothing that
+//! resolves detached (lazy parts, 5,000 launches, 17 and 14 rounds). A
+//! steady step of 700 launches pays it all run long; the detach pays
+//! 2–3 ms once at the watch's end and opens a 16–35 ms gap in which the
+//! training's driver calls are not traced (a notice gives its length and
+//! the device memory in use that changed across it). CUPTI's documented
+//! way to take its instrumentation away is to detach with `cuptiFinalize`
+//! from a driver call's exit (where every thread's submitted work is
+//! done); a later `cuptiSubscribe` attaches it anew.
 //!
 //! The watch's end asks for the detach; the launch callbacks stay on until
 //! then, so the next launch's exit (or any traced call's) does it. Which
@@ -49,23 +51,25 @@ pub fn never_from_this_thread() {
     let _ = NOT_HERE.try_with(|n| n.set(true));
 }
 
-/// What `PREWARM_DOCTOR_DETACH_AFTER_WATCH` asks for: `Some(false)` for
-/// `1` (attached again), `Some(true)` for `bare` (not), `None` otherwise.
-pub fn bare_from_setting(value: &str) -> Option<bool> {
+/// What `PREWARM_DOCTOR_DETACH_AFTER_WATCH` asks for: `None` for `0` (CUPTI
+/// stays attached), `Some(true)` for `bare` (detached, not attached again: a
+/// bench setting), `Some(false)` — detached and attached again — for
+/// anything else, unset included (the default).
+pub fn bare_from_setting(value: Option<&str>) -> Option<bool> {
     match value {
-        "1" => Some(false),
-        "bare" => Some(true),
-        _ => None,
+        Some("0") => None,
+        Some("bare") => Some(true),
+        _ => Some(false),
     }
 }
 
-/// The run asked for a detach after the watch: wanted if this CUPTI can
-/// do it, else a notice says it stays attached.
+/// A detach after the watch is wanted (the default): if this CUPTI can do
+/// it, else a notice says it stays attached.
 pub fn want(p: &Probe, bare: bool) {
     if p.cupti.finalize.is_none() || p.cupti.callback_state.is_none() {
         p.notice(
             NoticeLevel::Info,
-            "PREWARM_DOCTOR_DETACH_AFTER_WATCH asked for CUPTI to be detached after the first steps, but this CUPTI lacks cuptiFinalize or cuptiGetCallbackState: it stays attached",
+            "CUPTI stays attached after the first steps: this CUPTI lacks cuptiFinalize or cuptiGetCallbackState, so a launch after them may cost about 0.8 µs more than without the doctor (docs/footprint.md)",
         );
         return;
     }
@@ -237,7 +241,7 @@ impl Attached {
         p.notice(
             NoticeLevel::Info,
             format!(
-                "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread (PREWARM_DOCTOR_DETACH_AFTER_WATCH=1): driver calls in between were not traced{}",
+                "CUPTI detached after the first steps and attached again with {on} callbacks in {gap_ms:.1} ms, {finalize_ms:.1} ms of it cuptiFinalize on the training's thread, so that later launches do not pay CUPTI's cost (PREWARM_DOCTOR_DETACH_AFTER_WATCH=0 keeps it attached): driver calls in between were not traced{}",
                 gap_memory_text(growth)
             ),
         );

@@ -22,16 +22,14 @@ pub const MODULE_RECORDS: &str = "PREWARM_DOCTOR_MODULE_RECORDS";
 /// first); `all` traces every one (their counts stay known, at ~1.4 us of
 /// CUPTI dispatch per call).
 pub const POOL_CALLS: &str = "PREWARM_DOCTOR_POOL_CALLS";
-/// `1`: once the first-launch watch has ended, CUPTI is detached
-/// (`cuptiFinalize`) and attached again with only the callbacks the probe
-/// still wants (detach.rs). Off by default: on an H100 it removed the
-/// 0.7 µs a launch that first-launch records leave after the watch (CUPTI
-/// leaves it once records were switched on while a context ran; only
-/// `cuptiFinalize` takes it away) but no resolved part of fsdp2's steady
-/// cost; driver calls between the detach and the attach (16–29 ms) are
-/// not traced (docs/footprint.md). `bare`, for the benches: CUPTI is not
-/// attached again, so nothing at all is traced after the watch — what a
-/// run costs with the probe loaded and CUPTI gone.
+/// Unset (the default) or `1`: once the first-launch watch has ended, CUPTI
+/// is detached (`cuptiFinalize`) and attached again with only the callbacks
+/// the probe still wants (detach.rs): kernel records switched on while a
+/// context runs leave ~0.8 µs on every later launch until CUPTI is
+/// detached; driver calls between the detach and the attach (16–35 ms) are
+/// not traced (docs/footprint.md). `0`: CUPTI stays attached. `bare`, for
+/// the benches: CUPTI is not attached again, so nothing at all is traced
+/// after the watch — what a run costs with the probe loaded and CUPTI gone.
 pub const DETACH_AFTER_WATCH: &str = "PREWARM_DOCTOR_DETACH_AFTER_WATCH";
 /// Milliseconds between the writer thread's ticks while kernel records
 /// are on (default 10): for the overhead breakdown.

@@ -601,14 +601,15 @@ fn first_launch_tracing_records_what_every_launch_records_from_first_launches_al
     assert_eq!(last_cost(b).activity_records, 15);
     // Launch callbacks: enter and exit of each launch outside the pause and
     // before the watch ended (3 gemm, 2 Ex, 2 graph, 2 on the thread, cand,
-    // after_resume, 2 spill), switched off after; never under `all`.
+    // after_resume, 2 spill), and of the first launch after it, whose exit
+    // detaches CUPTI (the default); never under `all`.
     let delivered = first.cupti_deliveries();
     let launches: u64 = LAUNCH_CBIDS
         .iter()
         .filter_map(|c| delivered.get(c))
         .map(|d| d.0)
         .sum();
-    assert_eq!(launches, 2 * 13);
+    assert_eq!(launches, 2 * 13 + 2);
     assert!(
         LAUNCH_CBIDS
             .iter()
@@ -917,7 +918,12 @@ fn a_callback_allocates_nothing_once_its_thread_has_written_a_record() {
 /// ended, are not switched on by the release.
 #[test]
 fn held_callbacks_see_nothing_and_come_back() {
-    let run = support::run(&["hold"], Some(&support::probe_library()));
+    // CUPTI kept attached after the watch, as the bench runs it.
+    let run = support::run_with(
+        &["hold"],
+        Some(&support::probe_library()),
+        &[("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "0")],
+    );
     assert!(
         run.status.success(),
         "{}",
@@ -946,7 +952,7 @@ fn held_callbacks_see_nothing_and_come_back() {
     assert!(!sizes.contains(&(5 << 20)), "{sizes:?}");
 }
 
-/// PREWARM_DOCTOR_DETACH_AFTER_WATCH=1: the watch's end makes a detach due,
+/// The default (PREWARM_DOCTOR_DETACH_AFTER_WATCH unset, or `1`): the watch's end makes a detach due,
 /// the next launch's exit detaches CUPTI once, the probe subscribes again
 /// with the callbacks it still wants — an allocation after that is traced,
 /// the launch callbacks stay off — and a notice says so. The subscription
@@ -956,20 +962,24 @@ fn held_callbacks_see_nothing_and_come_back() {
 /// inside it for the attach failed so), and the launch that detached
 /// returns before the attach (the stand-in's takes 50 ms). The 7 MiB
 /// allocated in that gap is not traced, but the notice gives the device
-/// memory in use that grew across it. Without the switch nothing is
-/// detached.
+/// memory in use that grew across it. `1` does the same; with `0` nothing
+/// is detached.
 #[test]
 fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
-    let detached = detach_scenario(
-        &[
-            ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1"),
-            ("STANDIN_ATTACH_DELAY_MS", "50"),
-            ("STANDIN_ALLOC_IN_GAP_MIB", "7"),
-        ],
+    let gap = [
+        ("STANDIN_ATTACH_DELAY_MS", "50"),
+        ("STANDIN_ALLOC_IN_GAP_MIB", "7"),
+    ];
+    let detached = detach_scenario(&gap, "finalized=1 subscribed=1 on_return=0");
+    let asked = detach_scenario(
+        &[gap[0], gap[1], ("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "1")],
         "finalized=1 subscribed=1 on_return=0",
     );
-    let kept = detach_scenario(&[], "finalized=0 subscribed=1 on_return=1");
-    for run in [&detached, &kept] {
+    let kept = detach_scenario(
+        &[("PREWARM_DOCTOR_DETACH_AFTER_WATCH", "0")],
+        "finalized=0 subscribed=1 on_return=1",
+    );
+    for run in [&detached, &asked, &kept] {
         let deliveries = run.cupti_deliveries();
         // cuMemAlloc on at exit and handed over (enter and exit);
         // cuLaunchKernel off at exit.
@@ -988,15 +998,17 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
             .map(|n| n.text)
             .collect::<Vec<_>>()
     };
-    let told = said(&detached);
-    assert_eq!(told.len(), 1);
-    assert!(
-        told[0].contains(
-            "driver calls in between were not traced; device memory in use changed by +7.0 MiB across it"
-        ),
-        "{told:?}"
-    );
-    assert!(!clean_alloc_sizes(&detached).contains(&(7 << 20)));
+    for run in [&detached, &asked] {
+        let told = said(run);
+        assert_eq!(told.len(), 1);
+        assert!(
+            told[0].contains(
+                "driver calls in between were not traced; device memory in use changed by +7.0 MiB across it"
+            ),
+            "{told:?}"
+        );
+        assert!(!clean_alloc_sizes(run).contains(&(7 << 20)));
+    }
     assert!(said(&kept).is_empty());
 }
 
