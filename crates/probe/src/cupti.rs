@@ -27,7 +27,7 @@ pub struct Cupti {
     /// bench's hold (hold.rs) asks, so a CUPTI without it still captures.
     pub callback_state:
         Option<unsafe extern "C" fn(*mut u32, *mut c_void, u32, u32) -> CuptiResult>,
-    /// `cuptiFinalize()`: only the opt-in detach after the watch
+    /// `cuptiFinalize()`: only the detach after the watch (the default)
     /// (detach.rs) calls it, so a CUPTI without it still captures.
     pub finalize: Option<unsafe extern "C" fn() -> CuptiResult>,
     pub register_buffers: unsafe extern "C" fn(BufferRequestFn, BufferCompleteFn) -> CuptiResult,

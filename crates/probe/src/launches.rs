@@ -15,7 +15,7 @@
 //! H100, left by switching records on and off at each first launch — not
 //! by the last switch being inside a callback, nor by the number of
 //! switches (docs/footprint.md, seventh to ninth sessions); detach.rs is
-//! the opt-in remedy.
+//! the remedy, on by default.
 //!
 //! A graph launch counts by its executable graph: its first launch records
 //! every kernel node it runs. Launch tracing stops when the watch ends (the

@@ -50,7 +50,7 @@ pub struct Probe {
     pub kernel_watch: KernelWatch,
     /// The first-launch watch (launches.rs), under [`KernelWatch::FirstLaunches`].
     pub launches: FirstLaunches,
-    /// CUPTI detached and attached again after the watch (detach.rs, opt-in).
+    /// CUPTI detached and attached again after the watch (detach.rs, on by default).
     pub detach: Detach,
     /// The kernel watch is on (setup and the first steps), whichever way
     /// records are taken.
