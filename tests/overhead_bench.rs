@@ -1125,6 +1125,19 @@ const FOOTPRINT_ROWS: &[Row] = &[
         ],
     },
     Row {
+        workload: "fsdp2, CUPTI detached after the first steps (the default since 2026-12-07)",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "fsdp2",
+        files: &[
+            "fsdp2-default-call40.txt",
+            "fsdp2-default-call41.txt",
+            "fsdp2-default-call42.txt",
+        ],
+    },
+    Row {
         workload: "fsdp2",
         allocator: "async",
         device: "H100",
@@ -1337,7 +1350,18 @@ fn the_median_interval_is_the_exact_order_statistic_one() {
 /// exactly the PAIRED, SIGN and ISSUE lines (`lines` of them) the call
 /// printed for that cell (`summary-call<N>.txt`). The summary.
 fn printed_rounds_summary(call: u32, cell: (&str, &str), file: &str, lines: usize) -> String {
-    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-06-h100");
+    printed_rounds_summary_in("2026-12-06-h100", call, cell, file, lines)
+}
+
+/// [`printed_rounds_summary`] for a call stored in another dated folder.
+fn printed_rounds_summary_in(
+    folder: &str,
+    call: u32,
+    cell: (&str, &str),
+    file: &str,
+    lines: usize,
+) -> String {
+    let folder = common::repo(&format!("tests/fixtures/h200-overhead/{folder}"));
     let (workload, allocator) = cell;
     let out = common::stdout_of_success(&mut summary_of(workload, allocator, &[folder.join(file)]));
     let printed = std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
@@ -1538,6 +1562,124 @@ fn the_twelfth_sessions_rounds_give_their_printed_summaries() {
     paired_over_rounds(&out, &["doctor", "detach"], 10);
     let out = printed_rounds_summary(39, ("hf", "default"), "hf-default-call39.txt", 3);
     paired_over_rounds(&out, &["doctor"], 6);
+}
+
+/// Calls 40–42 (a fresh H100, the build of 45b33a4, whose doctor detaches
+/// CUPTI after the watch; `attached` keeps it attached) give what the GPU
+/// printed: both modes 9, 10 and 4 rounds (each call's deadline).
+#[test]
+fn the_thirteenth_sessions_rounds_give_their_printed_summaries() {
+    for (call, rounds) in [(40, 9), (41, 10), (42, 4)] {
+        let out = printed_rounds_summary_in(
+            "2026-12-07-h100",
+            call,
+            ("fsdp2", "default"),
+            &format!("fsdp2-default-call{call}.txt"),
+            6,
+        );
+        paired_over_rounds(&out, &["doctor", "attached"], rounds);
+    }
+}
+
+/// Each round's steady step (µs) of `attached` less `detached`'s, where a
+/// round of these files has both: worked out here from the rows, apart
+/// from the summary's code.
+fn steady_differences(files: &[PathBuf], attached: &str, detached: &str) -> Vec<f64> {
+    let mut diffs = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let steady = |mode: &str, round: &str| -> Option<f64> {
+            let head = format!("{mode} round={round} STEPTIMES ");
+            let row = text.lines().find_map(|l| l.strip_prefix(head.as_str()))?;
+            let json: serde_json::Value = serde_json::from_str(row).unwrap();
+            json["steady_median"].as_f64()
+        };
+        for l in text.lines() {
+            let Some(rest) = l.strip_prefix(&format!("{attached} round=")) else {
+                continue;
+            };
+            let round = rest.split(' ').next().unwrap();
+            if let (Some(a), Some(d)) = (steady(attached, round), steady(detached, round)) {
+                diffs.push(1e6 * (a - d));
+            }
+        }
+    }
+    diffs
+}
+
+/// The median of `v` and its exact 90% order-statistic interval: the
+/// largest k with 1 − 2·P(Binomial(n, ½) < k) ≥ 0.9 (n ≥ 5).
+fn median_and_exact_interval(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let below = |k: usize| -> f64 {
+        (0..k)
+            .map(|i| (1..=i).fold(1.0, |c, j| c * (n + 1 - j) as f64 / j as f64))
+            .sum::<f64>()
+            / 2f64.powi(n as i32)
+    };
+    let k = (1..=n / 2)
+        .take_while(|&k| 1.0 - 2.0 * below(k) >= 0.9)
+        .last()
+        .unwrap();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    (median, v[k - 1], v[n - k])
+}
+
+/// The detach, now the default, against CUPTI left attached in the same
+/// rounds (calls 40–42, 23 rounds): the attached run's steady step less
+/// the doctor's, +886 µs (62..1,461), as the summary prints it and as the
+/// rows give it apart from the summary; pooled with the 28 rounds of the
+/// opt-in detach against the then-default attached doctor (calls 23, 30,
+/// 37), +886 µs (62..1,400) over 51 — the figures the README and
+/// docs/footprint.md quote.
+#[test]
+fn the_default_detach_takes_a_resolved_part_of_fsdp2s_steady_step() {
+    let folder = |date: &str, calls: &[u32]| -> Vec<PathBuf> {
+        calls
+            .iter()
+            .map(|c| {
+                common::repo(&format!(
+                    "tests/fixtures/h200-overhead/{date}/fsdp2-default-call{c}.txt"
+                ))
+            })
+            .collect()
+    };
+    let new = folder("2026-12-07-h100", &[40, 41, 42]);
+    let out = common::stdout_of_success(&mut summary_of("fsdp2", "default", &new));
+    let printed = line(&out, "DETACH_PAIRED", "mode=doctor figure=steady_median ");
+    assert!(printed.ends_with(" attached=attached"), "{printed}");
+    let diffs = steady_differences(&new, "attached", "doctor");
+    assert_eq!(diffs.len(), 23);
+    let (median, lo, hi) = median_and_exact_interval(diffs.clone());
+    assert!(
+        printed.contains(&format!(
+            " rounds=23 added_us={median:.0} added_us_90={lo:.0}..{hi:.0} "
+        )),
+        "{printed}: {median} {lo} {hi}"
+    );
+    assert_eq!(
+        (median.round(), lo.round(), hi.round()),
+        (886.0, 62.0, 1461.0)
+    );
+    assert_eq!(diffs.iter().filter(|d| **d > 0.0).count(), 16);
+    let mut pooled = steady_differences(
+        &folder("2026-12-06-h100", &[23, 30, 37]),
+        "doctor",
+        "detach",
+    );
+    assert_eq!(pooled.len(), 28);
+    pooled.extend(diffs);
+    let slower = pooled.iter().filter(|d| **d > 0.0).count();
+    let (median, lo, hi) = median_and_exact_interval(pooled);
+    assert_eq!(
+        (median.round(), lo.round(), hi.round(), slower),
+        (886.0, 62.0, 1400.0, 33)
+    );
 }
 
 /// The doctor's step minus the detached one's, round by round: calls 23 and
