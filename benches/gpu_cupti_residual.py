@@ -28,7 +28,7 @@ CUPTI up one way, then times LAUNCHES launches of one elementwise kernel
                records on at its entry and off at its exit, inside the
                callback, as the probe's watch does; then the callbacks off
   finalized    once-idle, then cuptiFinalize and a new subscription, as the
-               probe's opt-in detach does after its watch
+               probe's detach (the default since 2026-12-07) does after its watch
   kernel-kind  once-idle with the serial kernel kind (CUPTI_ACTIVITY_KIND_KERNEL)
                instead of the concurrent one the probe uses
   early-once   records switched on before CUDA starts (no context yet) and

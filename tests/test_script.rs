@@ -318,3 +318,30 @@ fn tests_that_need_a_missing_program_name_it_and_the_opt_out() {
         }
     }
 }
+
+/// Every shell script under scripts/ and benches/ that starts with a
+/// shebang is executable, as its usage line runs it (`scripts/x.sh`, not
+/// `bash scripts/x.sh`): call 40 lost a GPU call to
+/// `scripts/gpu-footprint-zoo.sh: Permission denied`. Scripts meant to be
+/// sourced have no shebang.
+#[test]
+fn every_runnable_shell_script_is_executable() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut checked = 0;
+    for folder in ["scripts", "benches"] {
+        for entry in std::fs::read_dir(repo(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "sh") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            if !text.starts_with("#!") {
+                continue;
+            }
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert!(mode & 0o111 != 0, "{} is not executable", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} scripts found");
+}
