@@ -218,6 +218,20 @@ for attached, detached in (("doctor", "detach"), ("doctor", "detach-bare"), ("at
             print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode={detached} "
                   f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits)
                   + f" attached={attached}")
+# Both kinds of files given at once (builds before 2026-12-07, whose doctor
+# stayed attached, and after, whose doctor detaches): one line over every
+# round, each round's attached run less its detached one — `attached` less
+# the doctor where the round ran `attached`, else the doctor less `detach`.
+if "detach" in rows and "attached" in rows and "doctor" in rows:
+    for key, unit, scale, digits in (("steady_median", "us", 1e6, 0), ("step1", "ms", 1e3, 2)):
+        diffs = []
+        for r in rounds.values():
+            pair = ("attached", "doctor") if "attached" in r else ("doctor", "detach")
+            if all(m in r for m in pair):
+                diffs.append(scale * (r[pair[0]][key] - r[pair[1]][key]))
+        print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode=pooled "
+              f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits)
+              + " attached=either")
 # Breakdown: what each part costs step 1 = doctor minus doctor without it
 # (for doctor-modules, which switches a part on: it minus doctor).
 if breakdown == "1" and "doctor" in rows:

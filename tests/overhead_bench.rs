@@ -1667,11 +1667,8 @@ fn the_default_detach_takes_a_resolved_part_of_fsdp2s_steady_step() {
         (886.0, 62.0, 1461.0)
     );
     assert_eq!(diffs.iter().filter(|d| **d > 0.0).count(), 16);
-    let mut pooled = steady_differences(
-        &folder("2026-12-06-h100", &[23, 30, 37]),
-        "doctor",
-        "detach",
-    );
+    let old = folder("2026-12-06-h100", &[23, 30, 37]);
+    let mut pooled = steady_differences(&old, "doctor", "detach");
     assert_eq!(pooled.len(), 28);
     pooled.extend(diffs);
     let slower = pooled.iter().filter(|d| **d > 0.0).count();
@@ -1679,6 +1676,16 @@ fn the_default_detach_takes_a_resolved_part_of_fsdp2s_steady_step() {
     assert_eq!(
         (median.round(), lo.round(), hi.round(), slower),
         (886.0, 62.0, 1400.0, 33)
+    );
+    // Given both kinds of files, the summary pools them itself.
+    let both: Vec<PathBuf> = old.into_iter().chain(new).collect();
+    let out = common::stdout_of_success(&mut summary_of("fsdp2", "default", &both));
+    let printed = line(&out, "DETACH_PAIRED", "mode=pooled figure=steady_median ");
+    assert!(
+        printed.contains(&format!(
+            " rounds=51 added_us={median:.0} added_us_90={lo:.0}..{hi:.0} "
+        )) && printed.contains(" slower=33/51 "),
+        "{printed}"
     );
 }
 
