@@ -320,8 +320,8 @@ fn tests_that_need_a_missing_program_name_it_and_the_opt_out() {
 }
 
 /// Every shell script under scripts/ and benches/ that starts with a
-/// shebang is executable, as its usage line runs it (`scripts/x.sh`, not
-/// `bash scripts/x.sh`): call 40 lost a GPU call to
+/// shebang is executable, as its usage line runs it (by its path, not
+/// through `bash`): call 40 lost a GPU call to
 /// `scripts/gpu-footprint-zoo.sh: Permission denied`. Scripts meant to be
 /// sourced have no shebang.
 #[test]
