@@ -51,11 +51,11 @@ pub fn never_from_this_thread() {
     let _ = NOT_HERE.try_with(|n| n.set(true));
 }
 
-/// What `PREWARM_DOCTOR_DETACH_AFTER_WATCH` asks for: `None` for `0` (CUPTI
+/// The detach `PREWARM_DOCTOR_DETACH_AFTER_WATCH` asks for: `None` for `0` (CUPTI
 /// stays attached), `Some(true)` for `bare` (detached, not attached again: a
 /// bench setting), `Some(false)` — detached and attached again — for
 /// anything else, unset included (the default).
-pub fn bare_from_setting(value: Option<&str>) -> Option<bool> {
+pub fn detach_from_setting(value: Option<&str>) -> Option<bool> {
     match value {
         Some("0") => None,
         Some("bare") => Some(true),

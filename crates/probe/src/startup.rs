@@ -286,7 +286,7 @@ fn subscribe(p: &'static Probe) -> Option<*mut c_void> {
 /// The detach after the first-launch watch (detach.rs), on unless `0`.
 fn read_watch_end_settings(p: &'static Probe) {
     let detach = var(env::DETACH_AFTER_WATCH);
-    if let Some(bare) = crate::detach::bare_from_setting(detach.as_deref())
+    if let Some(bare) = crate::detach::detach_from_setting(detach.as_deref())
         && p.kernel_watch != launch_state::KernelWatch::Off
     {
         crate::detach::want(p, bare);
