@@ -53,6 +53,12 @@ pub enum PartSource {
     NcclWithoutAllocations,
     /// Device growth at lazy module loading; inferred.
     ModuleCode,
+    /// What the device's use changed by across the stretches the probe
+    /// traced nothing in (CUPTI detached after the first steps and attached
+    /// again), less what the records there show; measured by the probe's
+    /// readings at both ends, not split by library (PyTorch's pool may hold
+    /// some of it). Signed: the training may have freed more than it took.
+    Untraced,
 }
 
 /// The figures that go with the CUDA context part (the report words them).

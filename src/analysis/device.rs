@@ -177,14 +177,19 @@ pub fn device_view(
         .collect();
     let others_listed = others_listed(host, gpu.as_ref().map(|g| g.index), pid);
     let baseline = gpu.as_ref().map(|g| g.used_before_bytes);
-    // Every cuMemGetInfo the probe took: around each call, and as each
-    // context came up.
+    // Every cuMemGetInfo the probe took: around each call, as each context
+    // came up, and at both ends of each untraced stretch.
     let unknown = prewarm_events::UNKNOWN_BYTES;
     let mut probe_free: Vec<(u64, u64)> = r
         .mem
         .iter()
         .flat_map(|m| [(m.t_start, m.free_before), (m.t_end, m.free_after)])
         .chain(r.contexts.iter().map(|c| (c.t, c.free)))
+        .chain(
+            r.untraced
+                .iter()
+                .flat_map(|u| [(u.t_start, u.free_before), (u.t_end, u.free_after)]),
+        )
         .filter(|p| p.1 != unknown)
         .collect();
     probe_free.sort();

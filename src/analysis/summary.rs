@@ -108,8 +108,8 @@ pub enum HeldSource {
     /// Device growth no allocation record explains: NCCL init without
     /// allocation calls (inferred from its init window), module code loaded
     /// lazily (inferred from the readings around loads), what a failed
-    /// launch released beyond the local memory held, plus the account's
-    /// unexplained remainder. One bucket, because where the timing windows
+    /// launch released beyond the local memory held, the change across
+    /// untraced stretches, plus the account's unexplained remainder. One bucket, because where the timing windows
     /// split the two differs between runs holding the same bytes.
     WithoutRecords,
     /// Live allocations of one library (`nccl`, `cublas`, `torch (outside pool)`, ...).
@@ -126,7 +126,8 @@ impl HeldSource {
             Some(
                 PartSource::NcclWithoutAllocations
                 | PartSource::ModuleCode
-                | PartSource::ReleasedAtFailure,
+                | PartSource::ReleasedAtFailure
+                | PartSource::Untraced,
             )
             | None => HeldSource::WithoutRecords,
             Some(PartSource::Library(name)) => HeldSource::Library(name.clone()),

@@ -19,6 +19,9 @@ pub struct ProcessRecords {
     /// Stream-ordered pool summaries (probe 0.2+; older probes wrote MemCalls).
     pub pools: Vec<PoolUse>,
     pub local: Vec<LocalMemoryGrowth>,
+    /// Stretches the probe traced nothing in (CUPTI detached and attached
+    /// again), in time order.
+    pub untraced: Vec<UntracedSpan>,
     pub first_launches: Vec<KernelFirstLaunch>,
     pub contexts: Vec<ContextCreated>,
     pub modules: Vec<ModuleLoad>,
@@ -55,6 +58,10 @@ pub fn read_process(root: &Path, files: &ProcessFiles, exited_normally: bool) ->
                             r.mem.push(m)
                         }
                         Record::Pool(p) => r.pools.push(p),
+                        Record::Untraced(u) => {
+                            r.last_t = r.last_t.max(u.t_end);
+                            r.untraced.push(u)
+                        }
                         Record::LocalMemory(l) => r.local.push(l),
                         Record::KernelFirst(k) => r.first_launches.push(k),
                         Record::Context(c) => r.contexts.push(c),
@@ -82,6 +89,7 @@ pub fn read_process(root: &Path, files: &ProcessFiles, exited_normally: bool) ->
                 // pool summaries (the writer's tick, a callback's, exit's).
                 r.mem.sort_by_key(|m| m.t_end);
                 r.pools.sort_by_key(|p| p.t);
+                r.untraced.sort_by_key(|u| u.t_start);
                 // CUPTI hands kernel records over in buffers whose order is
                 // not launch order either: put each growth where it landed.
                 r.local = growths_in_launch_order(std::mem::take(&mut r.local), &r.first_launches);

@@ -32,6 +32,7 @@ pub(crate) const KIND_DROPPED: u8 = 9;
 pub(crate) const KIND_COST: u8 = 10;
 pub(crate) const KIND_ACTIVITY: u8 = 11;
 pub(crate) const KIND_POOL: u8 = 12;
+pub(crate) const KIND_UNTRACED: u8 = 13;
 pub(crate) const KIND_NVML_DEVICE: u8 = 20;
 pub(crate) const KIND_NVML_PROCESS: u8 = 21;
 
@@ -283,6 +284,7 @@ records! {
         t, pool_id, device, handle, library, allocs, alloc_bytes, frees, failed, reserved,
         reserved_high, used,
     };
+    Untraced(UntracedSpan) = KIND_UNTRACED { t_start, t_end, device, free_before, free_after, total };
     NvmlDevice(NvmlDeviceSample) = KIND_NVML_DEVICE { t, gpu, used, total };
     NvmlProcess(NvmlProcessSample) = KIND_NVML_PROCESS { t, gpu, pid, used };
 }

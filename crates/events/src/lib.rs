@@ -23,5 +23,5 @@ pub use file::{
 pub use record::{
     ActivityState, ContextCreated, KernelFirstLaunch, LibraryName, LocalMemoryGrowth, Marker,
     MemApi, MemCall, MemEffect, ModuleLoad, Notice, NoticeLevel, NvmlDeviceSample,
-    NvmlProcessSample, PoolUse, ProbeCost, Record, RecordsDropped, UNKNOWN_BYTES,
+    NvmlProcessSample, PoolUse, ProbeCost, Record, RecordsDropped, UNKNOWN_BYTES, UntracedSpan,
 };

@@ -404,6 +404,25 @@ pub struct ActivityState {
     pub kernel_records: bool,
 }
 
+/// A stretch in which the probe traced no driver call: CUPTI detached
+/// after the first steps and attached again (crates/probe/src/detach.rs).
+/// The device's free memory read at both ends is all that is known of what
+/// the training allocated or freed in it, so the analysis gives that change
+/// (less what the records do show) its own part of the account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UntracedSpan {
+    /// When tracing stopped (just before `cuptiFinalize`).
+    pub t_start: u64,
+    /// When the free memory after the attach was read.
+    pub t_end: u64,
+    /// CUDA device ordinal of the context the readings are of, or -1.
+    pub device: i32,
+    /// `cuMemGetInfo` at `t_start` and `t_end`, or [`UNKNOWN_BYTES`].
+    pub free_before: u64,
+    pub free_after: u64,
+    pub total: u64,
+}
+
 /// Device-level memory as NVML sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NvmlDeviceSample {
@@ -437,6 +456,7 @@ pub enum Record {
     Cost(ProbeCost),
     Activity(ActivityState),
     Pool(PoolUse),
+    Untraced(UntracedSpan),
     NvmlDevice(NvmlDeviceSample),
     NvmlProcess(NvmlProcessSample),
     /// A record kind from a newer writer; skipped but counted.
@@ -462,6 +482,7 @@ impl Record {
             Record::Cost(r) => Some(r.t),
             Record::Activity(r) => Some(r.t),
             Record::Pool(r) => Some(r.t),
+            Record::Untraced(r) => Some(r.t_start),
             Record::NvmlDevice(r) => Some(r.t),
             Record::NvmlProcess(r) => Some(r.t),
         }

@@ -100,6 +100,14 @@ fn sample_records() -> Vec<Record> {
             reserved_high: 96 << 20,
             used: UNKNOWN_BYTES,
         }),
+        Record::Untraced(UntracedSpan {
+            t_start: 8,
+            t_end: 30_000_008,
+            device: 0,
+            free_before: 70 << 30,
+            free_after: (70 << 30) - (2 << 20),
+            total: 80 << 30,
+        }),
         Record::NvmlDevice(NvmlDeviceSample {
             t: 1,
             gpu: 0,

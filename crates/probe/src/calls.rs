@@ -119,7 +119,8 @@ fn result_of(d: &CUpti_CallbackData) -> u32 {
     }
 }
 
-fn device_of(p: &Probe, context: *mut c_void) -> i32 {
+/// The CUDA device ordinal of `context` (CUPTI's), or -1.
+pub(crate) fn device_of(p: &Probe, context: *mut c_void) -> i32 {
     let mut dev = 0u32;
     // SAFETY: context handle from CUPTI.
     if !context.is_null() && unsafe { (p.cupti.device_id)(context, &mut dev) } == CUPTI_SUCCESS {

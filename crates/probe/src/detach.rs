@@ -35,7 +35,7 @@ use crate::hold;
 use crate::launches;
 use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
-use prewarm_events::NoticeLevel;
+use prewarm_events::{NoticeLevel, Record, UNKNOWN_BYTES, UntracedSpan};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -109,11 +109,12 @@ pub unsafe fn at_driver_callback(
             domain != DOMAIN_DRIVER_API || launches::launch_parameter(cbid).is_none()
         })
         .collect();
-    // What the device has in use as CUPTI goes: the attach reads it again,
-    // so that what the untraced gap allocated is at least a number.
+    // The device's free memory as CUPTI goes: the attach reads it again,
+    // so that what the untraced gap changed is a number the account holds.
     // SAFETY: `data` was checked non-null above.
     let context = unsafe { (*data).context } as usize;
-    let used_before = device_used(p, None);
+    let device = crate::calls::device_of(p, context as *mut std::ffi::c_void);
+    let before = device_free(p, None);
     let t0 = now_ns();
     let rc = {
         // The writer thread calls into CUPTI (flushes, pool reads) under this.
@@ -156,8 +157,11 @@ pub unsafe fn at_driver_callback(
     let attach_again = move || {
         std::thread::sleep(AFTER_RETURN);
         let attached = attach(p, keep, callback, t0, on_thread_ns);
-        let used_after = device_used(p, Some(context));
-        attached.tell(p, gap_growth(used_before, used_after));
+        let after = device_free(p, Some(context));
+        let span = untraced_span((t0, now_ns()), device, before, after);
+        let growth = gap_growth(&span);
+        p.sink.push(&Record::Untraced(span));
+        attached.tell(p, growth);
     };
     if let Err(e) = std::thread::Builder::new()
         .name("prewarm-attach".into())
@@ -177,31 +181,49 @@ pub unsafe fn at_driver_callback(
 /// marks that return, which takes microseconds.
 const AFTER_RETURN: Duration = Duration::from_millis(5);
 
-/// Device bytes in use (total less free, as `cuMemGetInfo` reports them)
-/// with the calling thread's context, or with `context` made current for
-/// the reading (the attach thread has none of its own); None when the
-/// driver could not say.
-fn device_used(p: &Probe, context: Option<usize>) -> Option<u64> {
+/// The device's free and total bytes (`cuMemGetInfo`) with the calling
+/// thread's context, or with `context` made current for the reading (the
+/// attach thread has none of its own); None when the driver could not say.
+fn device_free(p: &Probe, context: Option<usize>) -> Option<(u64, u64)> {
     let driver = p.driver.as_ref()?;
-    let read = match context {
+    match context {
         // SAFETY: the training's context, alive while it makes driver calls.
         Some(ctx) => unsafe { driver.free_total_in(ctx as *mut std::ffi::c_void) },
         None => driver.free_total(),
-    };
-    read.map(|(free, total)| total.saturating_sub(free))
+    }
+}
+
+/// The record of the gap, `(start, end)`, with the readings at both ends
+/// (free, total), unknown where the driver could not say.
+fn untraced_span(
+    (t_start, t_end): (u64, u64),
+    device: i32,
+    before: Option<(u64, u64)>,
+    after: Option<(u64, u64)>,
+) -> UntracedSpan {
+    let free = |r: Option<(u64, u64)>| r.map_or(UNKNOWN_BYTES, |(f, _)| f);
+    UntracedSpan {
+        t_start,
+        t_end,
+        device,
+        free_before: free(before),
+        free_after: free(after),
+        total: after.or(before).map_or(UNKNOWN_BYTES, |(_, t)| t),
+    }
 }
 
 /// The change in device memory in use across the gap, in bytes (None when
 /// either side could not be read).
-fn gap_growth(before: Option<u64>, after: Option<u64>) -> Option<i64> {
-    Some(after? as i64 - before? as i64)
+fn gap_growth(span: &UntracedSpan) -> Option<i64> {
+    (span.free_before != UNKNOWN_BYTES && span.free_after != UNKNOWN_BYTES)
+        .then(|| span.free_before as i64 - span.free_after as i64)
 }
 
 /// The gap's change in device memory in use, as the notice says it.
 fn gap_memory_text(growth: Option<i64>) -> String {
     match growth {
         Some(bytes) => format!(
-            "; device memory in use changed by {:+.1} MiB across it (cuMemGetInfo at the detach and after the attach: whatever the gap allocated, untraced, is in that)",
+            "; device memory in use changed by {:+.1} MiB across it (cuMemGetInfo at the detach and after the attach: the account holds it as its own part)",
             bytes as f64 / (1u64 << 20) as f64
         ),
         None => "; device memory in use could not be read across it".to_string(),

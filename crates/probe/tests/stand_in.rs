@@ -1008,8 +1008,28 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
             "{told:?}"
         );
         assert!(!clean_alloc_sizes(run).contains(&(7 << 20)));
+        // The gap's own record: the stand-in device lost 7 MiB across it.
+        let spans = untraced(&run.events().records);
+        assert_eq!(spans.len(), 1, "{spans:?}");
+        let s = &spans[0];
+        assert_eq!(s.free_before - s.free_after, 7 << 20, "{s:?}");
+        // It spans the stand-in's attach delay (50 ms), on device 0.
+        assert!(s.t_end - s.t_start >= 50_000_000, "{s:?}");
+        assert_eq!(s.device, 0);
     }
     assert!(said(&kept).is_empty());
+    assert!(untraced(&kept.events().records).is_empty());
+}
+
+/// The untraced stretches a run's event file holds.
+fn untraced(records: &[Record]) -> Vec<prewarm_events::UntracedSpan> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Untraced(u) => Some(u.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The detach scenario run with these settings: it succeeded and printed

@@ -255,9 +255,10 @@ const MODULE_GROWTH_MIN: u64 = 2 << 20;
 /// module-load call, a CUPTI module-loaded record or a kernel's first launch
 /// between them, the drop in free memory minus the allocations that completed
 /// in between. Stretches that overlap a local-memory growth (measured on its
-/// own, as is the first module at a context's first launch) or an `exclude` window (the
+/// own, as is the first module at a context's first launch), an `exclude` window (the
 /// NCCL communicator spans, whose growth without allocation calls is NCCL's
-/// own inferred figure) are left out, so nothing is counted twice. On a
+/// own inferred figure) or an untraced stretch (its own part) are left out,
+/// so nothing is counted twice. On a
 /// shared GPU only pairs around which no other process's NVML figure
 /// changed (the readings are device-wide). Returns (when,
 /// bytes): when = the reading that first shows the growth (the device
@@ -300,6 +301,7 @@ pub(super) fn module_code_growth(
                 .iter()
                 .map(|w| (w.0.saturating_sub(GROWTH_WINDOW_NS), w.1)),
         )
+        .chain(r.untraced.iter().map(|u| (u.t_start, u.t_end)))
         .collect();
     busy.sort_unstable();
     let ctx_up = r.contexts.iter().map(|c| c.t).min().unwrap_or(0);

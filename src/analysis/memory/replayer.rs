@@ -13,7 +13,7 @@ use crate::analysis::phases::secs;
 use crate::analysis::phases::{Boundaries, Phase};
 use crate::analysis::sources::{SourceName, UNKNOWN, classify};
 use crate::load::records::ProcessRecords;
-use prewarm_events::{MemApi, MemCall, MemEffect, PoolUse, UNKNOWN_BYTES};
+use prewarm_events::{MemApi, MemCall, MemEffect, PoolUse, UNKNOWN_BYTES, UntracedSpan};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -24,13 +24,15 @@ pub(super) enum Item<'a> {
     Local(usize),
     First,
     ModuleCode(u64),
+    Untraced(&'a UntracedSpan),
     Query(usize),
 }
 
 /// Every record the replay walks and every query, in time order; at one
 /// instant, records before queries (a query sees what happened then) and
 /// records in this order: calls, pool summaries, local-memory records, first
-/// launches, module-code growth. A failed launch (no timestamps) is placed
+/// launches, module-code growth, untraced stretches (at their end, where
+/// the device's reading shows what they changed). A failed launch (no timestamps) is placed
 /// at [`failed_launch_time`].
 pub(super) fn replay_items<'a>(
     r: &'a ProcessRecords,
@@ -64,6 +66,9 @@ pub(super) fn replay_items<'a>(
     }
     for &(t, bytes) in module_code {
         items.push((t, 0, Item::ModuleCode(bytes)));
+    }
+    for u in &r.untraced {
+        items.push((u.t_end, 0, Item::Untraced(u)));
     }
     items.sort_by_key(|x| (x.0, x.1));
     items
@@ -175,6 +180,7 @@ impl<'a> Replayer<'a> {
             Item::Query(i) => self.out.states[*i] = self.state.clone(),
             Item::First => self.out.phases.entry(phase).or_default().first_launches += 1,
             Item::ModuleCode(bytes) => self.module_code(t, *bytes),
+            Item::Untraced(u) => self.untraced(u),
             Item::Local(i) => self.local_memory(t, *i),
             Item::Pool(p) => self.pool_summary(t, p),
             Item::Mem(m) => self.mem_call(t, m),
@@ -267,6 +273,22 @@ impl<'a> Replayer<'a> {
         let phase = self.bounds.phase_of(t);
         self.state.module_code += bytes;
         self.out.phases.entry(phase).or_default().module_code += bytes;
+    }
+
+    /// A stretch the probe traced nothing in: what the device's free memory
+    /// says changed across it, less what the records there show (a pool's
+    /// reading, a call traced as the probe attached again) and less the
+    /// other processes' own change on a shared GPU. Both readings are the
+    /// probe's own cuMemGetInfo; without either, the change stays in the
+    /// remainder.
+    fn untraced(&mut self, u: &UntracedSpan) {
+        if u.free_before == UNKNOWN_BYTES || u.free_after == UNKNOWN_BYTES {
+            return;
+        }
+        let device = u.free_before as i64 - u.free_after as i64;
+        let recorded = self.known.change(u.t_start, u.t_end);
+        let others = self.device.others_change(u.t_start, u.t_end);
+        self.state.untraced += device - recorded - others;
     }
 
     /// Records how exposed a local-memory growth of `grow` bytes was; returns

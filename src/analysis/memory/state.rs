@@ -23,6 +23,10 @@ pub struct State {
     /// Device growth at lazy module loading (inferred; see `module_code_growth`),
     /// the first module's included (measured at the context's first launch).
     pub module_code: u64,
+    /// The device's change across the stretches the probe traced nothing in
+    /// (CUPTI detached and attached again), less what the records show
+    /// there; signed: the training may have freed more than it took.
+    pub untraced: i64,
 }
 
 impl State {

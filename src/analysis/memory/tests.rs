@@ -2,7 +2,7 @@ use super::*;
 use crate::analysis::device::Series;
 use crate::analysis::phases::Phase;
 use crate::analysis::sources::UNKNOWN;
-use prewarm_events::{MemApi, MemCall, PoolUse, UNKNOWN_BYTES};
+use prewarm_events::{MemApi, MemCall, PoolUse, UNKNOWN_BYTES, UntracedSpan};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 const MS: u64 = 1_000_000;
@@ -140,6 +140,13 @@ fn module_code_is_never_counted_twice_or_guessed() {
         module_code_growth(&r, &quiet, &known, &[]),
         vec![(300 * MS, 70 * MIB)]
     );
+    // A stretch the probe traced nothing in is its own part.
+    let mut detached = lazy_load();
+    detached
+        .untraced
+        .push(untraced(100 * MS, 130 * MS, FREE, FREE - 70 * MIB));
+    let known = known_allocations(&detached);
+    assert!(module_code_growth(&detached, &probe_view(&detached), &known, &[]).is_empty());
     // Without a module event in the stretch, growth stays unexplained.
     let mut no_load = lazy_load();
     no_load.mem[0].api = MemApi::MemHostAlloc;
@@ -599,6 +606,7 @@ fn item_label(item: &Item) -> String {
         Item::Local(i) => format!("local{i}"),
         Item::First => "first".into(),
         Item::ModuleCode(b) => format!("code{b}"),
+        Item::Untraced(u) => format!("untraced@{}", u.t_end),
         Item::Query(i) => format!("query{i}"),
     }
 }
@@ -916,4 +924,62 @@ fn queries_first_launches_and_module_code_apply_at_their_instant() {
         (w.out.states[0].module_code, w.out.states[1].module_code),
         (0, 8)
     );
+}
+
+/// A stretch the probe traced nothing in, with its two readings.
+fn untraced(t_start: u64, t_end: u64, free_before: u64, free_after: u64) -> UntracedSpan {
+    UntracedSpan {
+        t_start,
+        t_end,
+        device: 0,
+        free_before,
+        free_after,
+        total: 2 * FREE,
+    }
+}
+
+#[test]
+fn an_untraced_stretch_holds_the_devices_change_less_what_the_records_show() {
+    // Across 210..240 ms the device lost 10 MiB of free memory; a
+    // stream-ordered pool's reading inside it shows 4 MiB of that, and a
+    // neighbour on the GPU grew 1 MiB: 5 MiB are the stretch's own.
+    let mut r = stage_records();
+    r.pools.push(PoolUse {
+        library: 2,
+        ..pool_at(225 * MS, 4 * MIB)
+    });
+    r.untraced.push(untraced(
+        210 * MS,
+        240 * MS,
+        FREE - 64 * MIB,
+        FREE - 74 * MIB,
+    ));
+    let b = stage_bounds();
+    let device = DeviceView {
+        others_listed: series(&[(0, 3 * MIB), (230 * MS, 4 * MIB)]),
+        ..probe_view(&r)
+    };
+    let rp = replay(&r, &b, &device, &[220 * MS, 250 * MS], &[]);
+    assert_eq!(
+        (rp.states[0].untraced, rp.states[1].untraced),
+        (0, 5 * MIB as i64),
+        "counted where its end reading shows it"
+    );
+    // The training freed more than it took while untraced: negative.
+    let mut freed = stage_records();
+    freed.untraced.push(untraced(
+        210 * MS,
+        240 * MS,
+        FREE - 64 * MIB,
+        FREE - 60 * MIB,
+    ));
+    let rp = replay(&freed, &b, &probe_view(&freed), &[250 * MS], &[]);
+    assert_eq!(rp.states[0].untraced, -4 * MIB as i64);
+    // A reading the probe could not take leaves the change in the remainder.
+    let mut unread = stage_records();
+    unread
+        .untraced
+        .push(untraced(210 * MS, 240 * MS, FREE, UNKNOWN_BYTES));
+    let rp = replay(&unread, &b, &probe_view(&unread), &[250 * MS], &[]);
+    assert_eq!(rp.states[0].untraced, 0);
 }

@@ -51,7 +51,9 @@ pub(super) fn context_bytes(
 /// holds then (None without a reading).
 fn remainder(device: &DeviceView, t: u64, state: &State) -> Option<i64> {
     device.used.at(t).map(|u| {
-        u as i64 - (state.pool + state.oop_total() + state.local_growth + state.module_code) as i64
+        u as i64
+            - (state.pool + state.oop_total() + state.local_growth + state.module_code) as i64
+            - state.untraced
     })
 }
 
@@ -236,8 +238,8 @@ pub(super) fn nccl_code_held(
 /// The memory outside PyTorch's pool when the process held `device_used`,
 /// split by what holds it: the context, each
 /// library's live allocations, local-memory growth and what a failed launch
-/// dropped, NCCL's and module loading's inferred growth; the rest is
-/// unexplained.
+/// dropped, NCCL's and module loading's inferred growth, the change across
+/// untraced stretches; the rest is unexplained.
 pub(super) fn gap_account(
     at_s: f64,
     device_used: u64,
@@ -300,6 +302,9 @@ pub(super) fn gap_account(
     }
     if state.module_code > 0 {
         parts.push(part(PartSource::ModuleCode, state.module_code as i64, true));
+    }
+    if state.untraced != 0 {
+        parts.push(part(PartSource::Untraced, state.untraced, true));
     }
     GapAccount::new(at_s, device_used, state.pool, parts)
 }

@@ -393,6 +393,12 @@ fn the_out_of_pool_account_names_every_holder_and_leaves_the_rest_unexplained() 
         (1.5, 600, 400)
     );
     assert_eq!(gap.unexplained, 600 - (500 + 30 + 8 + 20 - 4 + 9 + 3));
+    // What changed while nothing was traced is its own part, signed.
+    s.untraced = -2;
+    let gap = gap_account(1.5, 1_000, &s, 2, Some(500), 9);
+    let last = gap.parts.last().expect("parts");
+    assert_eq!((&last.source, last.bytes), (&PartSource::Untraced, -2));
+    assert_eq!(gap.unexplained, 600 - (500 + 30 + 8 + 20 - 4 + 9 + 3 - 2));
     // Without a context figure and beyond the device's reading.
     let bare = gap_account(0.0, 100, &state(300, &[]), 0, None, 0);
     assert!(bare.parts.is_empty());
