@@ -189,7 +189,7 @@ pub fn part_label(p: &GapPart) -> String {
             "NCCL init without allocation calls (kernel code)".into()
         }
         PartSource::ModuleCode => "module code (lazy loading)".into(),
-        PartSource::Untraced => "changed while CUPTI was detached (untraced, any source)".into(),
+        PartSource::Untraced => "untraced while CUPTI was detached".into(),
     }
 }
 
