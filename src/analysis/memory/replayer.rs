@@ -503,6 +503,7 @@ impl<'a> Replayer<'a> {
             self.out.oop_allocs[i].freed = Some(t);
         }
         let Some((bytes, src, pool)) = self.live.remove(&m.address) else {
+            self.free_of_untraced(m);
             return;
         };
         let phase = self.bounds.phase_of(t);
@@ -515,6 +516,24 @@ impl<'a> Replayer<'a> {
             acc.oop_freed += bytes;
         }
         source_entry(&mut acc.by_source, &src).freed += bytes;
+    }
+
+    /// A free of an address the replay never saw allocated, while an
+    /// untraced stretch holds bytes: what may have been allocated there.
+    /// The device's reading across the free says what it gave back; that
+    /// much (at most what the stretch holds) leaves the stretch's part, so
+    /// the remainder does not drop below zero by it.
+    fn free_of_untraced(&mut self, m: &MemCall) {
+        if self.state.untraced <= 0
+            || m.free_before == UNKNOWN_BYTES
+            || m.free_after == UNKNOWN_BYTES
+        {
+            return;
+        }
+        let given_back = m.free_after as i64 - m.free_before as i64;
+        if given_back > 0 {
+            self.state.untraced -= given_back.min(self.state.untraced);
+        }
     }
 
     /// Records how exposed an out-of-pool allocation call was.

@@ -943,17 +943,21 @@ fn an_untraced_stretch_holds_the_devices_change_less_what_the_records_show() {
     // Across 210..240 ms the device lost 10 MiB of free memory; a
     // stream-ordered pool's reading inside it shows 4 MiB of that, and a
     // neighbour on the GPU grew 1 MiB: 5 MiB are the stretch's own.
-    let mut r = stage_records();
-    r.pools.push(PoolUse {
-        library: 2,
-        ..pool_at(225 * MS, 4 * MIB)
-    });
-    r.untraced.push(untraced(
-        210 * MS,
-        240 * MS,
-        FREE - 64 * MIB,
-        FREE - 74 * MIB,
-    ));
+    let stretch = || {
+        let mut r = stage_records();
+        r.pools.push(PoolUse {
+            library: 2,
+            ..pool_at(225 * MS, 4 * MIB)
+        });
+        r.untraced.push(untraced(
+            210 * MS,
+            240 * MS,
+            FREE - 64 * MIB,
+            FREE - 74 * MIB,
+        ));
+        r
+    };
+    let r = stretch();
     let b = stage_bounds();
     let device = DeviceView {
         others_listed: series(&[(0, 3 * MIB), (230 * MS, 4 * MIB)]),
@@ -975,6 +979,29 @@ fn an_untraced_stretch_holds_the_devices_change_less_what_the_records_show() {
     ));
     let rp = replay(&freed, &b, &probe_view(&freed), &[250 * MS], &[]);
     assert_eq!(rp.states[0].untraced, -4 * MIB as i64);
+    // A later free of an address the replay never saw allocated gives back
+    // what the device shows it freed, at most what the stretch holds: the
+    // first 3 of its 5 MiB, then the other 2 of a 4 MiB free.
+    let mut later = stretch();
+    let unseen_free = |t: u64, freed: u64| MemCall {
+        address: 0xdead_0000 + t,
+        ..call(
+            t,
+            MemApi::MemFree,
+            0,
+            FREE - 74 * MIB,
+            FREE - 74 * MIB + freed,
+        )
+    };
+    later.mem = vec![
+        unseen_free(260 * MS, 3 * MIB),
+        unseen_free(280 * MS, 4 * MIB),
+    ];
+    let rp = replay(&later, &b, &device, &[270 * MS, 290 * MS], &[]);
+    assert_eq!(
+        (rp.states[0].untraced, rp.states[1].untraced),
+        (2 * MIB as i64, 0)
+    );
     // A reading the probe could not take leaves the change in the remainder.
     let mut unread = stage_records();
     unread
