@@ -32,13 +32,15 @@ fn runs_under(dir: &Path) -> Vec<PathBuf> {
 /// Every recording: the fixtures, the zoo of models not written for the
 /// tool (tests/fixtures/h200-zoo, with the first-use experiment's runs),
 /// the zoo's scripts on an H100 shared with other processes
-/// (tests/fixtures/h100-shared-gpu) and the bundled matrix.
+/// (tests/fixtures/h100-shared-gpu) and with CUPTI detached after the first
+/// steps (tests/fixtures/h100-detached), and the bundled matrix.
 fn folders() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut f = runs_under(&root.join("tests/fixtures/h200"));
     f.extend(runs_under(&root.join("tests/fixtures/h200-zoo")));
     f.extend(runs_under(&root.join("tests/fixtures/h200-zoo/first-use")));
     f.extend(runs_under(&root.join("tests/fixtures/h100-shared-gpu")));
+    f.extend(runs_under(&root.join("tests/fixtures/h100-detached")));
     f.push(root.join("reports/h200-matrix"));
     assert!(f.len() >= 40, "{f:?}");
     f
@@ -887,4 +889,70 @@ fn a_context_on_a_shared_gpu_does_not_take_the_neighbours_growth() {
         contexts.iter().max().unwrap(),
     );
     assert!(hi - lo <= 2 << 20, "{contexts:?}");
+}
+
+/// The probe's untraced stretches in one recording's event files: (device
+/// bytes that went into use across each, per its own readings).
+fn untraced_growths(run: &str) -> Vec<i64> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/h100-detached")
+        .join(run)
+        .join("default/1/vm");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "events") || path.ends_with("nvml.events") {
+            continue;
+        }
+        let file = prewarm_events::read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        for r in file.records {
+            if let prewarm_events::Record::Untraced(u) = r {
+                out.push(u.free_before as i64 - u.free_after as i64);
+            }
+        }
+    }
+    out
+}
+
+/// The bytes of the untraced part at each phase end of a recording's one
+/// process (0 where it has none).
+fn untraced_part(run: &str) -> Vec<(Phase, i64)> {
+    let p = &recording(run)[0].processes[0];
+    p.phases
+        .iter()
+        .filter_map(|ph| {
+            let g = ph.gap_end.as_ref()?;
+            let part = g.parts.iter().find(|x| x.source == PartSource::Untraced);
+            Some((ph.phase, part.map_or(0, |x| x.bytes)))
+        })
+        .collect()
+}
+
+/// CUPTI detached after the first steps (the default since 2026-12-07):
+/// what the device's use changed by across the stretch nothing was traced
+/// in is a part of its own, from the phase end after it on, equal to the
+/// probe's own readings at the stretch's ends (hf with PyTorch's default
+/// allocator: no pool reading inside it, alone on its GPU); a run that
+/// stayed attached has no stretch and no such part, and one whose stretch
+/// changed nothing has none either.
+#[test]
+fn the_stretch_cupti_was_detached_is_its_own_part() {
+    let growths = untraced_growths("hf-detached");
+    assert_eq!(growths.len(), 1, "{growths:?}");
+    assert!(
+        growths[0] > 0,
+        "a recording whose gap allocated: {growths:?}"
+    );
+    let parts = untraced_part("hf-detached");
+    for (phase, bytes) in &parts {
+        let expected = match phase {
+            Phase::Setup | Phase::Step1 => 0,
+            _ => growths[0],
+        };
+        assert_eq!(*bytes, expected, "{phase:?}: {parts:?}");
+    }
+    assert!(untraced_growths("hf-attached").is_empty());
+    assert!(untraced_part("hf-attached").iter().all(|p| p.1 == 0));
+    assert_eq!(untraced_growths("fsdp2-detached"), [0]);
+    assert!(untraced_part("fsdp2-detached").iter().all(|p| p.1 == 0));
 }

@@ -1070,6 +1070,15 @@ const FOOTPRINT_ROWS: &[Row] = &[
         ],
     },
     Row {
+        workload: "hf, CUPTI detached after the first steps (the default since 2026-12-07)",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "hf",
+        files: &["hf-default-call44.txt", "hf-default-call45.txt"],
+    },
+    Row {
         workload: "hf",
         allocator: "async",
         device: "H200",
@@ -1575,6 +1584,17 @@ fn the_thirteenth_sessions_rounds_give_their_printed_summaries() {
             call,
             ("fsdp2", "default"),
             &format!("fsdp2-default-call{call}.txt"),
+            6,
+        );
+        paired_over_rounds(&out, &["doctor", "attached"], rounds);
+    }
+    // The fourteenth session's hf rounds under the default build.
+    for (call, rounds) in [(44, 11), (45, 3)] {
+        let out = printed_rounds_summary_in(
+            "2026-12-07-h100",
+            call,
+            ("hf", "default"),
+            &format!("hf-default-call{call}.txt"),
             6,
         );
         paired_over_rounds(&out, &["doctor", "attached"], rounds);
