@@ -1574,27 +1574,26 @@ fn the_twelfth_sessions_rounds_give_their_printed_summaries() {
 }
 
 /// Calls 40–42 (a fresh H100, the build of 45b33a4, whose doctor detaches
-/// CUPTI after the watch; `attached` keeps it attached) give what the GPU
-/// printed: both modes 9, 10 and 4 rounds (each call's deadline).
+/// CUPTI after the watch; `attached` keeps it attached) and 44–45 (hf, the
+/// build of 8a34342, the same default) give what the GPU printed: both
+/// modes 9, 10, 4, 11 and 3 rounds (each call's deadline).
 #[test]
-fn the_thirteenth_sessions_rounds_give_their_printed_summaries() {
-    for (call, rounds) in [(40, 9), (41, 10), (42, 4)] {
+fn the_default_detach_builds_rounds_give_their_printed_summaries() {
+    // fsdp2 (thirteenth session), then hf under the same default build
+    // (fourteenth session, calls 44 and 45).
+    let calls = [
+        ("fsdp2", 40, 9),
+        ("fsdp2", 41, 10),
+        ("fsdp2", 42, 4),
+        ("hf", 44, 11),
+        ("hf", 45, 3),
+    ];
+    for (workload, call, rounds) in calls {
         let out = printed_rounds_summary_in(
             "2026-12-07-h100",
             call,
-            ("fsdp2", "default"),
-            &format!("fsdp2-default-call{call}.txt"),
-            6,
-        );
-        paired_over_rounds(&out, &["doctor", "attached"], rounds);
-    }
-    // The fourteenth session's hf rounds under the default build.
-    for (call, rounds) in [(44, 11), (45, 3)] {
-        let out = printed_rounds_summary_in(
-            "2026-12-07-h100",
-            call,
-            ("hf", "default"),
-            &format!("hf-default-call{call}.txt"),
+            (workload, "default"),
+            &format!("{workload}-default-call{call}.txt"),
             6,
         );
         paired_over_rounds(&out, &["doctor", "attached"], rounds);
