@@ -38,6 +38,8 @@ fn every_recording_matches_the_schema() {
         "tests/fixtures/h200",
         "tests/fixtures/h200-zoo",
         "tests/fixtures/h200-zoo/first-use",
+        "tests/fixtures/h100-shared-gpu",
+        "tests/fixtures/h100-detached",
     ] {
         for e in std::fs::read_dir(common::repo(dir)).unwrap() {
             let p = e.unwrap().path();

@@ -226,6 +226,10 @@ pub struct PhaseAccount {
     /// driver calls, so the training waited for it (the rest ran on the
     /// probe's and CUPTI's threads beside it).
     pub probe_callbacks_s: f64,
+    /// Of `probe_callbacks_s`, the first-launch watch's, the module loads'
+    /// and the free-memory readings' (absent for probes before 0.2.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_callbacks_split: Option<crate::analysis::own_time::CallbackSplit>,
     /// The shim's own time in this phase: its hooks on the training's
     /// threads (inside the training's time, like the probe's callbacks).
     /// None for a shim that did not time itself or a phase past its last line.

@@ -23,6 +23,21 @@ fn in_callbacks(c: &ProbeCost) -> u64 {
     c.callback_ns
 }
 
+/// Where the probe's callbacks' time in a window went (probe 0.2.2 on):
+/// the parts the step-1 cost is looked for in.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct CallbackSplit {
+    /// The launch callbacks: the first-launch watch, kernel records
+    /// switched around each function's first launch.
+    pub launches_s: f64,
+    /// The module and library load and unload calls' callbacks.
+    pub module_loads_s: f64,
+    /// The probe's `cuMemGetInfo` readings (two around each traced
+    /// allocation, free and module load; inside the callbacks above and
+    /// the others).
+    pub readings_s: f64,
+}
+
 /// The doctor's own time inside a window.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct OwnTime {
@@ -30,6 +45,9 @@ pub struct OwnTime {
     pub total_s: f64,
     /// Of `total_s`, its callbacks: inside the training's calls.
     pub callbacks_s: f64,
+    /// Of `callbacks_s`, its parts; None for a probe that did not count
+    /// them (before 0.2.2).
+    pub callback_split: Option<CallbackSplit>,
     /// The shim's hooks, on the training's threads; None when no line of
     /// the shim's says its time at or after the window's end (an older
     /// shim, no shim, or a window past its last line).
@@ -50,9 +68,17 @@ pub fn own_time_between(
     };
     let shim_known = shim.last().is_some_and(|last| last.t >= b);
     let shim_samples: Vec<(u64, u64)> = shim.iter().map(|s| (s.t, s.own_ns)).collect();
+    let split_counted = costs
+        .iter()
+        .any(|c| c.launch_ns > 0 || c.module_ns > 0 || c.reading_ns > 0);
     OwnTime {
         total_s: probe(spent),
         callbacks_s: probe(in_callbacks),
+        callback_split: split_counted.then(|| CallbackSplit {
+            launches_s: probe(|c| c.launch_ns),
+            module_loads_s: probe(|c| c.module_ns),
+            readings_s: probe(|c| c.reading_ns),
+        }),
         shim_s: shim_known.then(|| seconds_between(&shim_samples, origin, a, b)),
     }
 }
@@ -184,6 +210,9 @@ mod tests {
             activity_buffer_bytes: 0,
             bytes_written: 0,
             flush_ns,
+            launch_ns: 0,
+            module_ns: 0,
+            reading_ns: 0,
         }
     }
 
@@ -206,6 +235,33 @@ mod tests {
         let c = |a, b| own_time_between(&costs, &[], 0, a, b).callbacks_s;
         assert!((c(0, 100) - 0.008).abs() < 1e-12);
         assert!((c(100, 200) - 0.012).abs() < 1e-12);
+        // A probe before 0.2.2 counted no parts of its callbacks: not zeros.
+        assert_eq!(
+            own_time_between(&costs, &[], 0, 0, 200).callback_split,
+            None
+        );
+    }
+
+    #[test]
+    fn the_callbacks_parts_are_read_off_their_own_counters() {
+        let with = |t, launch_ns, module_ns, reading_ns| ProbeCost {
+            launch_ns,
+            module_ns,
+            reading_ns,
+            ..cost(t, 9_000_000, 0)
+        };
+        // By t=100: 1 ms of launches, 2 of module loads, 3 of readings;
+        // by t=200: 4, 2 and 7.
+        let costs = [
+            with(100, 1_000_000, 2_000_000, 3_000_000),
+            with(200, 4_000_000, 2_000_000, 7_000_000),
+        ];
+        let split = own_time_between(&costs, &[], 0, 100, 200)
+            .callback_split
+            .expect("counted");
+        assert!((split.launches_s - 0.003).abs() < 1e-12);
+        assert_eq!(split.module_loads_s, 0.0);
+        assert!((split.readings_s - 0.004).abs() < 1e-12);
     }
 
     #[test]

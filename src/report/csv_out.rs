@@ -199,6 +199,15 @@ fn phase_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount, ph:
         ph.probe_callbacks_s,
         "s",
     );
+    if let Some(s) = &ph.probe_callbacks_split {
+        for (k, v) in [
+            ("callbacks_launches", s.launches_s),
+            ("callbacks_module_loads", s.module_loads_s),
+            ("readings", s.readings_s),
+        ] {
+            rows.row(p, &name, "probe_time", k, v, "s");
+        }
+    }
     if let Some(shim) = ph.shim_s {
         rows.row(p, &name, "shim_time", "hooks", shim, "s");
     }

@@ -777,6 +777,14 @@ pub fn doctor_in_step1(ph: &PhaseAccount) -> String {
         "the probe: callbacks {} inside step 1's time",
         seconds(ph.probe_callbacks_s)
     );
+    if let Some(s) = &ph.probe_callbacks_split {
+        text += &format!(
+            " (first-launch watch {}, module loads {}; free-memory readings {} across them)",
+            seconds(s.launches_s),
+            seconds(s.module_loads_s),
+            seconds(s.readings_s)
+        );
+    }
     let beside = ph.probe_s - ph.probe_callbacks_s;
     if beside >= 0.5e-3 {
         text += &format!(", {} on its threads beside the training", seconds(beside));

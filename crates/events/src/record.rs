@@ -359,6 +359,16 @@ pub struct ProbeCost {
     /// it; files before prewarm-probe 0.2.1 also counted here the buffers
     /// drained by the writer's flush.
     pub flush_ns: u64,
+    /// Of `callback_ns`, the launch callbacks' (the first-launch watch:
+    /// kernel records switched around each function's first launch) and
+    /// the module and library load and unload calls' (lazy loading's own
+    /// callbacks). 0 in files before probe 0.2.2.
+    pub launch_ns: u64,
+    pub module_ns: u64,
+    /// Time inside the probe's `cuMemGetInfo` readings, on any thread
+    /// (nearly all inside callbacks: two around each traced allocation,
+    /// free and module load). 0 in files before probe 0.2.2.
+    pub reading_ns: u64,
 }
 
 /// Stream-ordered allocations (`cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,

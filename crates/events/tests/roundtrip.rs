@@ -81,6 +81,9 @@ fn sample_records() -> Vec<Record> {
             activity_buffer_bytes: 6,
             bytes_written: 7,
             flush_ns: 8,
+            launch_ns: 2,
+            module_ns: 1,
+            reading_ns: 3,
         }),
         Record::Activity(ActivityState {
             t: 4,

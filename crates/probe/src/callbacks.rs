@@ -133,9 +133,10 @@ unsafe fn dispatch(p: &'static Probe, domain: u32, cbid: u32, data: *const c_voi
         if outcome.is_err() {
             p.internal_error("launch callback");
         }
+        let spent = now_ns().saturating_sub(t0);
         p.callbacks.fetch_add(1, Ordering::Relaxed);
-        p.callback_ns
-            .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+        p.callback_ns.fetch_add(spent, Ordering::Relaxed);
+        p.launch_ns.fetch_add(spent, Ordering::Relaxed);
         return;
     }
     ensure_alt_stack();
@@ -169,9 +170,12 @@ unsafe fn dispatch(p: &'static Probe, domain: u32, cbid: u32, data: *const c_voi
     if outcome.is_err() {
         p.internal_error("allocation callback");
     }
+    let spent = now_ns().saturating_sub(t0);
     p.callbacks.fetch_add(1, Ordering::Relaxed);
-    p.callback_ns
-        .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
+    p.callback_ns.fetch_add(spent, Ordering::Relaxed);
+    if tracked.is_some_and(|(api, _)| api.effect() == MemEffect::Module) {
+        p.module_ns.fetch_add(spent, Ordering::Relaxed);
+    }
 }
 
 unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {

@@ -179,6 +179,10 @@ pub struct Driver {
     pub device_get_mem_pool: Option<unsafe extern "C" fn(*mut *mut c_void, i32) -> u32>,
     /// `cuMemPoolGetAttribute` (CUDA 11.2+).
     pub mem_pool_get_attribute: Option<unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> u32>,
+    /// Nanoseconds spent in [`Driver::free_total`] (cumulative, every
+    /// thread): the free-memory readings are most of a traced call's
+    /// callback, so the probe's cost records say how much.
+    pub reading_ns: std::sync::atomic::AtomicU64,
 }
 
 /// `CUmemPool_attribute` values the probe reads (cuda.h).
@@ -209,6 +213,7 @@ impl Driver {
             device_get_mem_pool: unsafe { function(&lib, c"cuDeviceGetMemPool") },
             // SAFETY: as above.
             mem_pool_get_attribute: unsafe { function(&lib, c"cuMemPoolGetAttribute") },
+            reading_ns: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -255,8 +260,13 @@ impl Driver {
     /// (free, total) device bytes for the current context, if there is one.
     pub fn free_total(&self) -> Option<(u64, u64)> {
         let (mut free, mut total) = (0usize, 0usize);
+        let t0 = crate::clock::now_ns();
         // SAFETY: writes two usize values.
         let rc = unsafe { (self.mem_get_info)(&mut free, &mut total) };
+        self.reading_ns.fetch_add(
+            crate::clock::now_ns().saturating_sub(t0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         (rc == 0).then_some((free as u64, total as u64))
     }
 

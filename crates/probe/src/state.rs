@@ -63,6 +63,11 @@ pub struct Probe {
     pub(crate) callback_ns: AtomicU64,
     /// The writer thread's own time per tick (see [`ProbeCost::flush_ns`]).
     pub(crate) flush_ns: AtomicU64,
+    /// Of `callback_ns`, the launch callbacks' (the first-launch watch) and
+    /// the module and library load and unload calls' (see
+    /// [`ProbeCost::launch_ns`]).
+    pub(crate) launch_ns: AtomicU64,
+    pub(crate) module_ns: AtomicU64,
     activity_records: AtomicU64,
     activity_ns: AtomicU64,
     buffers_out: AtomicU64,
@@ -116,6 +121,8 @@ pub fn install(
         callbacks: AtomicU64::new(0),
         callback_ns: AtomicU64::new(0),
         flush_ns: AtomicU64::new(0),
+        launch_ns: AtomicU64::new(0),
+        module_ns: AtomicU64::new(0),
         activity_records: AtomicU64::new(0),
         activity_ns: AtomicU64::new(0),
         buffers_out: AtomicU64::new(0),
@@ -200,6 +207,12 @@ impl Probe {
                 .saturating_mul(BUFFER_BYTES as u64),
             bytes_written: self.sink.written(),
             flush_ns: self.flush_ns.load(Ordering::Relaxed),
+            launch_ns: self.launch_ns.load(Ordering::Relaxed),
+            module_ns: self.module_ns.load(Ordering::Relaxed),
+            reading_ns: self
+                .driver
+                .as_ref()
+                .map_or(0, |d| d.reading_ns.load(Ordering::Relaxed)),
         }));
         self.sink.push(&Record::Dropped(RecordsDropped {
             t,

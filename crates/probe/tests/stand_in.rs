@@ -309,6 +309,14 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
     // A record for each function's first launch only: gemm, spill, huge
     // (failed) and late, not gemm's second and third.
     assert_eq!(cost.activity_records, 4);
+    // Where the callbacks' time went: the launch callbacks and the library
+    // loads are parts of it, each counted; the free-memory readings too.
+    assert!(cost.launch_ns > 0 && cost.module_ns > 0, "{cost:?}");
+    assert!(
+        cost.launch_ns + cost.module_ns <= cost.callback_ns,
+        "{cost:?}"
+    );
+    assert!(cost.reading_ns > 0, "{cost:?}");
     let dropped = last_dropped(r);
     assert_eq!(dropped.probe_events, 0);
     assert_eq!(dropped.cupti_records, 3);
@@ -599,6 +607,9 @@ fn first_launch_tracing_records_what_every_launch_records_from_first_launches_al
     // records both its nodes), against one per launch outside the pause.
     assert_eq!(last_cost(a).activity_records, 8);
     assert_eq!(last_cost(b).activity_records, 15);
+    // Launch callbacks cost time only where they are on.
+    assert!(last_cost(a).launch_ns > 0);
+    assert_eq!(last_cost(b).launch_ns, 0);
     // Launch callbacks: enter and exit of each launch outside the pause and
     // before the watch ended (3 gemm, 2 Ex, 2 graph, 2 on the thread, cand,
     // after_resume, 2 spill), and of the first launch after it, whose exit

@@ -187,6 +187,7 @@ pub(super) fn phase_account(
         stall: inp.stall_windows.breakdown(a, b),
         probe_s: own.total_s,
         probe_callbacks_s: own.callbacks_s,
+        probe_callbacks_split: own.callback_split,
         shim_s: own.shim_s,
         gap_end,
     }
