@@ -132,6 +132,10 @@ pub(super) struct Replayer<'a> {
     pub(super) state: State,
     /// Live allocations by address: (bytes, source, in PyTorch's pool).
     live: HashMap<u64, (u64, SourceName, bool)>,
+    /// Every address an allocation produced, live or freed since: a free
+    /// of one of them (NCCL releases a handle twice) is never memory an
+    /// untraced stretch allocated.
+    ever_allocated: HashSet<u64>,
     /// Where each live out-of-pool allocation is in `out.oop_allocs`.
     oop_index: HashMap<u64, usize>,
     /// Per context, its initial local-memory reservation once seen.
@@ -161,6 +165,7 @@ impl<'a> Replayer<'a> {
             libraries: Libraries::of(r),
             state: State::default(),
             live: HashMap::with_capacity(1024),
+            ever_allocated: HashSet::new(),
             oop_index: HashMap::new(),
             first_local: HashMap::new(),
             max_local: HashMap::new(),
@@ -473,6 +478,7 @@ impl<'a> Replayer<'a> {
     pub(super) fn allocation(&mut self, t: u64, m: &MemCall, (source, in_pool, library): &Caller) {
         self.live
             .insert(m.address, (m.bytes, source.clone(), *in_pool));
+        self.ever_allocated.insert(m.address);
         let phase = self.bounds.phase_of(t);
         if *in_pool {
             self.state.pool += m.bytes;
@@ -518,8 +524,9 @@ impl<'a> Replayer<'a> {
         source_entry(&mut acc.by_source, &src).freed += bytes;
     }
 
-    /// A free of an address the replay never saw allocated, while an
-    /// untraced stretch holds bytes: what may have been allocated there.
+    /// A free of an address the replay never saw allocated (not one freed
+    /// before: NCCL releases a handle twice), while an untraced stretch
+    /// holds bytes: what may have been allocated there.
     /// The device's reading across the free says what it gave back; that
     /// much (at most what the stretch holds) leaves the stretch's part, so
     /// the remainder does not drop below zero by it.
@@ -527,6 +534,7 @@ impl<'a> Replayer<'a> {
         if self.state.untraced <= 0
             || m.free_before == UNKNOWN_BYTES
             || m.free_after == UNKNOWN_BYTES
+            || self.ever_allocated.contains(&m.address)
         {
             return;
         }

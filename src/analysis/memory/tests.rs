@@ -1002,6 +1002,31 @@ fn an_untraced_stretch_holds_the_devices_change_less_what_the_records_show() {
         (rp.states[0].untraced, rp.states[1].untraced),
         (2 * MIB as i64, 0)
     );
+    // A handle released a second time (NCCL at teardown: the device gives
+    // its memory back at one of the two) was allocated where the probe saw
+    // it: the stretch keeps its bytes.
+    let mut twice = stretch();
+    let mut create = call(
+        250 * MS,
+        MemApi::MemCreate,
+        2 * MIB,
+        FREE - 74 * MIB,
+        FREE - 76 * MIB,
+    );
+    create.address = 0xbeef;
+    let release = |t: u64, freed: u64| MemCall {
+        address: 0xbeef,
+        ..call(
+            t,
+            MemApi::MemRelease,
+            0,
+            FREE - 76 * MIB,
+            FREE - 76 * MIB + freed,
+        )
+    };
+    twice.mem = vec![create, release(260 * MS, 0), release(270 * MS, 2 * MIB)];
+    let rp = replay(&twice, &b, &device, &[290 * MS], &[]);
+    assert_eq!(rp.states[0].untraced, 5 * MIB as i64);
     // A reading the probe could not take leaves the change in the remainder.
     let mut unread = stage_records();
     unread
