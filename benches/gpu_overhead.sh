@@ -304,12 +304,20 @@ def med(values):
 step1 = [r["step1"] for r in runs]
 steady = [r.get("steady") for r in runs]
 per_step = [s["shim_s"] / s["steps"] if s and s.get("shim_s") is not None and s.get("steps") else None for s in steady]
+# The callbacks' parts (probe 0.2.2 on), said only where a report has them.
+split = [p.get("probe_callbacks_split") for p in step1]
+parts = ""
+if any(split):
+    part = lambda key: med(s.get(key) if s else None for s in split)
+    parts = (f" step1_probe_launches_ms={part('launches_s')} "
+             f"step1_probe_module_loads_ms={part('module_loads_s')} "
+             f"step1_probe_readings_ms={part('readings_s')}")
 if runs:
     print(f"OWN workload={workload} allocator={allocator} mode={mode} runs={len(runs)} "
           f"step1_probe_callbacks_ms={med(p['probe_callbacks_s'] for p in step1)} "
           f"step1_probe_beside_ms={med(p['probe_s'] - p['probe_callbacks_s'] for p in step1)} "
           f"step1_shim_ms={med(p.get('shim_s') for p in step1)} steady_shim_ms_per_step={med(per_step)} "
-          f"shim_ms_steady_step_median={med(warm)}")
+          f"shim_ms_steady_step_median={med(warm)}{parts}")
 PYEOF
 }
 
