@@ -162,11 +162,14 @@ pub unsafe fn at_driver_callback(
         let growth = gap_growth(&span);
         p.sink.push(&Record::Untraced(span));
         attached.tell(p, growth);
+        p.detach.set_attaching(false);
     };
+    p.detach.set_attaching(true);
     if let Err(e) = std::thread::Builder::new()
         .name("prewarm-attach".into())
         .spawn(attach_again)
     {
+        p.detach.set_attaching(false);
         // Never attached from this callback (above): CUPTI stays detached.
         stay_detached_after(
             p,
@@ -223,7 +226,7 @@ fn gap_growth(span: &UntracedSpan) -> Option<i64> {
 fn gap_memory_text(growth: Option<i64>) -> String {
     match growth {
         Some(bytes) => format!(
-            "; device memory in use changed by {:+.1} MiB across it (cuMemGetInfo at the detach and after the attach: the account holds it as its own part)",
+            "; device memory in use changed by {:+.1} MiB across it (cuMemGetInfo at the detach and after the attach: the account holds what no traced call explains as its own part)",
             bytes as f64 / (1u64 << 20) as f64
         ),
         None => "; device memory in use could not be read across it".to_string(),

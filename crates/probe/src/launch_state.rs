@@ -109,6 +109,9 @@ pub struct Detach {
     pending: AtomicBool,
     /// `bare`: CUPTI is not attached again (a bench setting).
     bare: AtomicBool,
+    /// The attach thread is at work: its record and notice are not written
+    /// yet (the exit waits for them, a while).
+    attaching: AtomicBool,
 }
 
 impl Detach {
@@ -134,6 +137,21 @@ impl Detach {
     /// A detach is due: asked at every callback, one atomic load.
     pub fn pending(&self) -> bool {
         self.pending.load(Ordering::Relaxed)
+    }
+
+    /// The attach thread starts (`true`) or has written what it found.
+    pub fn set_attaching(&self, attaching: bool) {
+        self.attaching.store(attaching, Ordering::Release);
+    }
+
+    /// Waits up to `limit` for an attach under way to finish, so that a
+    /// process exiting inside the gap still writes the gap's record and
+    /// notice; returns at once when none is.
+    pub fn wait_for_attach(&self, limit: std::time::Duration) {
+        let start = std::time::Instant::now();
+        while self.attaching.load(Ordering::Acquire) && start.elapsed() < limit {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Takes the due detach: true for exactly one caller.

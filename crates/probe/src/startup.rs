@@ -360,12 +360,19 @@ fn flush_from_signal() {
     }
 }
 
+/// Longest wait at exit for an attach under way (it takes 16–35 ms on a
+/// GPU): bounded, so that an attach stuck in CUPTI never holds up the exit.
+const ATTACH_AT_EXIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The process is exiting (registered with atexit when capture starts): write
 /// everything, then switch the sink to writing each record at once, because
 /// callbacks keep arriving after this (other exit handlers, destructors).
 extern "C" fn at_exit() {
     let _ = catch_unwind(|| {
         if let Some(p) = probe() {
+            // An exit inside the detach's gap: the attach's record and
+            // notice come through the write-through sink once written.
+            p.detach.wait_for_attach(ATTACH_AT_EXIT);
             writer::flush_all();
             p.sink.write_through();
             p.wait_for_writer_calls();

@@ -1030,6 +1030,25 @@ fn after_the_watch_cupti_is_detached_once_and_allocations_are_traced_again() {
     }
     assert!(said(&kept).is_empty());
     assert!(untraced(&kept.events().records).is_empty());
+    // The attach's reading is slow (200 ms): the program allocates 3 MiB,
+    // traced again, and exits while the attach is under way. The exit waits
+    // for the gap's record and notice; the record's span holds the traced
+    // allocation too (10 MiB across it), which the replay takes out.
+    let slow = detach_scenario(
+        &[gap[0], gap[1], ("STANDIN_CTX_PUSH_DELAY_MS", "200")],
+        "finalized=1 subscribed=1 on_return=0",
+    );
+    let records = &slow.events().records;
+    assert_eq!(said(&slow).len(), 1);
+    let spans = untraced(records);
+    assert_eq!(spans.len(), 1, "{spans:?}");
+    let s = &spans[0];
+    assert_eq!(s.free_before - s.free_after, 10 << 20, "{s:?}");
+    let traced_inside = mem(records)
+        .into_iter()
+        .filter(|m| m.bytes == 3 << 20 && s.t_start < m.t_end && m.t_end <= s.t_end)
+        .count();
+    assert_eq!(traced_inside, 1);
 }
 
 /// The untraced stretches a run's event file holds.

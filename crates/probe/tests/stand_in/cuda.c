@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GiB (1024ull * 1024 * 1024)
 #define MiB (1024ull * 1024)
@@ -192,6 +193,11 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, int device) {
 }
 
 CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+    /* STANDIN_CTX_PUSH_DELAY_MS: a slow push (the attach thread's reading
+     * after it subscribed again), so the program exits meanwhile. */
+    const char *delay = getenv("STANDIN_CTX_PUSH_DELAY_MS");
+    if (delay)
+        usleep((useconds_t)atoi(delay) * 1000);
     if (g_pushed_len == 16)
         return CUDA_ERROR_INVALID_VALUE;
     g_pushed[g_pushed_len++] = g_current;
