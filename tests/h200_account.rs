@@ -33,7 +33,8 @@ fn runs_under(dir: &Path) -> Vec<PathBuf> {
 /// tool (tests/fixtures/h200-zoo, with the first-use experiment's runs),
 /// the zoo's scripts on an H100 shared with other processes
 /// (tests/fixtures/h100-shared-gpu) and with CUPTI detached after the first
-/// steps (tests/fixtures/h100-detached), and the bundled matrix.
+/// steps (tests/fixtures/h100-detached, h100-callback-split), and the
+/// bundled matrix.
 fn folders() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut f = runs_under(&root.join("tests/fixtures/h200"));
@@ -41,6 +42,7 @@ fn folders() -> Vec<PathBuf> {
     f.extend(runs_under(&root.join("tests/fixtures/h200-zoo/first-use")));
     f.extend(runs_under(&root.join("tests/fixtures/h100-shared-gpu")));
     f.extend(runs_under(&root.join("tests/fixtures/h100-detached")));
+    f.extend(runs_under(&root.join("tests/fixtures/h100-callback-split")));
     f.push(root.join("reports/h200-matrix"));
     assert!(f.len() >= 40, "{f:?}");
     f
@@ -955,4 +957,75 @@ fn the_stretch_cupti_was_detached_is_its_own_part() {
     assert!(untraced_part("hf-attached").iter().all(|p| p.1 == 0));
     assert_eq!(untraced_growths("fsdp2-detached"), [0]);
     assert!(untraced_part("fsdp2-detached").iter().all(|p| p.1 == 0));
+}
+
+/// The probe's own counters at the end of a recording's event files:
+/// (callbacks, first-launch watch, module loads, readings), in ns, read
+/// from its last cost record.
+fn last_cost_counters(run: &str) -> (u64, u64, u64, u64) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/h100-callback-split")
+        .join(run)
+        .join("default/1/vm");
+    let mut last = None;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "events") || path.ends_with("nvml.events") {
+            continue;
+        }
+        let file = prewarm_events::read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        for r in file.records {
+            if let prewarm_events::Record::Cost(c) = r {
+                last = Some((c.callback_ns, c.launch_ns, c.module_ns, c.reading_ns));
+            }
+        }
+    }
+    last.expect("a cost record")
+}
+
+/// The probe's callbacks' time split (probe 0.2.2: the first-launch watch,
+/// module loads, free-memory readings) on two GPU recordings: each phase's
+/// parts lie inside its callbacks' time (the watch and the module loads
+/// are disjoint callbacks; the readings lie inside callbacks), each part
+/// summed over the phases is the probe's own counter at the end of the run
+/// (read from the event file, apart from the analysis), and step 1 holds
+/// some of each.
+#[test]
+fn the_probes_callback_time_split_adds_up_to_its_own_counters() {
+    for run in ["hf-split", "fsdp2-split"] {
+        let p = &recording(run)[0].processes[0];
+        let (callbacks, launches, modules, readings) = last_cost_counters(run);
+        assert!(
+            launches + modules <= callbacks && readings <= callbacks,
+            "{run}"
+        );
+        let mut sums = [0.0f64; 4];
+        for ph in &p.phases {
+            let whole = ph.probe_callbacks_s;
+            let split = ph.probe_callbacks_split.as_ref().expect("a split");
+            let slack = 1e-9;
+            assert!(
+                split.launches_s + split.module_loads_s <= whole + slack,
+                "{run} {:?}",
+                ph.phase
+            );
+            assert!(split.readings_s <= whole + slack, "{run} {:?}", ph.phase);
+            sums[0] += whole;
+            sums[1] += split.launches_s;
+            sums[2] += split.module_loads_s;
+            sums[3] += split.readings_s;
+            if ph.phase == Phase::Step1 {
+                assert!(
+                    split.launches_s > 0.0 && split.module_loads_s > 0.0 && split.readings_s > 0.0
+                );
+            }
+        }
+        let counters = [callbacks, launches, modules, readings];
+        for (sum, ns) in sums.iter().zip(counters) {
+            assert!(
+                (sum * 1e9 - ns as f64).abs() < 1e3,
+                "{run}: {sums:?} vs {counters:?}"
+            );
+        }
+    }
 }

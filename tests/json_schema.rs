@@ -40,6 +40,7 @@ fn every_recording_matches_the_schema() {
         "tests/fixtures/h200-zoo/first-use",
         "tests/fixtures/h100-shared-gpu",
         "tests/fixtures/h100-detached",
+        "tests/fixtures/h100-callback-split",
     ] {
         for e in std::fs::read_dir(common::repo(dir)).unwrap() {
             let p = e.unwrap().path();

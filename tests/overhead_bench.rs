@@ -1051,6 +1051,24 @@ const FOOTPRINT_ROWS: &[Row] = &[
         files: &["lazy-async-call5.txt"],
     },
     Row {
+        workload: "lazy, CUPTI detached after the first steps (the default since 2026-12-07)",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "lazy",
+        files: &["lazy-default-call47.txt"],
+    },
+    Row {
+        workload: "lazy, CUPTI detached after the first steps",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "lazy",
+        files: &["lazy-async-call47.txt"],
+    },
+    Row {
         workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; 23–34 ms steady step)",
         allocator: "default",
         device: "H200",
@@ -1080,7 +1098,11 @@ const FOOTPRINT_ROWS: &[Row] = &[
         measured: "2026-12-07",
         folder: "2026-12-07-h100",
         bench: "hf",
-        files: &["hf-default-call44.txt", "hf-default-call45.txt"],
+        files: &[
+            "hf-default-call44.txt",
+            "hf-default-call45.txt",
+            "hf-default-call48.txt",
+        ],
     },
     Row {
         workload: "hf",
@@ -1601,6 +1623,25 @@ fn the_default_detach_builds_rounds_give_their_printed_summaries() {
             6,
         );
         paired_over_rounds(&out, &["doctor", "attached"], rounds);
+    }
+}
+
+/// Calls 47 and 48 (fifteenth session: a fresh H100, the build of fe46723,
+/// whose probe splits its callbacks' time) give what the GPU printed: lazy
+/// on both allocators 9 rounds, hf 10 (the deadline's), the doctor alone
+/// (lazy's rows have no issue times, so no ISSUE line).
+#[test]
+fn the_fifteenth_sessions_rounds_give_their_printed_summaries() {
+    let calls = [
+        (("lazy", "default"), 47, 2, 9),
+        (("lazy", "async"), 47, 2, 9),
+        (("hf", "default"), 48, 3, 10),
+    ];
+    for ((workload, allocator), call, lines, rounds) in calls {
+        let file = format!("{workload}-{allocator}-call{call}.txt");
+        let out =
+            printed_rounds_summary_in("2026-12-07-h100", call, (workload, allocator), &file, lines);
+        paired_over_rounds(&out, &["doctor"], rounds);
     }
 }
 

@@ -625,7 +625,7 @@ fn nccl_lines(o: &mut String, p: &ProcessAccount) {
                 format!(" of {}", terminal(&super::comm_text::group_label(g)))
             }),
             c.nranks.map_or("number of ranks not recorded".into(), |n| {
-                format!("{n} ranks")
+                super::plural(n, "rank", "ranks")
             }),
             c.phase
                 .map_or("created at a time not recorded".into(), |ph| {
