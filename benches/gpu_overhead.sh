@@ -304,7 +304,7 @@ def med(values):
 step1 = [r["step1"] for r in runs]
 steady = [r.get("steady") for r in runs]
 per_step = [s["shim_s"] / s["steps"] if s and s.get("shim_s") is not None and s.get("steps") else None for s in steady]
-# The callbacks' parts (probe 0.2.2 on), said only where a report has them.
+# The callbacks' parts (probe 0.2.2 on; caller walks 0.2.3 on), said only where a report has them.
 split = [p.get("probe_callbacks_split") for p in step1]
 parts = ""
 if any(split):
@@ -312,6 +312,8 @@ if any(split):
     parts = (f" step1_probe_launches_ms={part('launches_s')} "
              f"step1_probe_module_loads_ms={part('module_loads_s')} "
              f"step1_probe_readings_ms={part('readings_s')}")
+    if any(s and s.get("caller_walks_s") is not None for s in split):
+        parts += f" step1_probe_walks_ms={part('caller_walks_s')}"
 if runs:
     print(f"OWN workload={workload} allocator={allocator} mode={mode} runs={len(runs)} "
           f"step1_probe_callbacks_ms={med(p['probe_callbacks_s'] for p in step1)} "

@@ -36,6 +36,10 @@ pub struct CallbackSplit {
     /// allocation, free and module load; inside the callbacks above and
     /// the others).
     pub readings_s: f64,
+    /// The probe's caller walks (which library made each traced call;
+    /// inside the allocation and module callbacks); None for a probe that
+    /// did not time them (before 0.2.3).
+    pub caller_walks_s: Option<f64>,
 }
 
 /// The doctor's own time inside a window.
@@ -71,6 +75,7 @@ pub fn own_time_between(
     let split_counted = costs
         .iter()
         .any(|c| c.launch_ns > 0 || c.module_ns > 0 || c.reading_ns > 0);
+    let walks_timed = costs.iter().any(|c| c.walk_ns > 0);
     OwnTime {
         total_s: probe(spent),
         callbacks_s: probe(in_callbacks),
@@ -78,6 +83,7 @@ pub fn own_time_between(
             launches_s: probe(|c| c.launch_ns),
             module_loads_s: probe(|c| c.module_ns),
             readings_s: probe(|c| c.reading_ns),
+            caller_walks_s: walks_timed.then(|| probe(|c| c.walk_ns)),
         }),
         shim_s: shim_known.then(|| seconds_between(&shim_samples, origin, a, b)),
     }
@@ -213,6 +219,9 @@ mod tests {
             launch_ns: 0,
             module_ns: 0,
             reading_ns: 0,
+            walk_ns: 0,
+            slowest_callback_ns: 0,
+            slowest_callback_id: 0,
         }
     }
 
@@ -262,6 +271,22 @@ mod tests {
         assert!((split.launches_s - 0.003).abs() < 1e-12);
         assert_eq!(split.module_loads_s, 0.0);
         assert!((split.readings_s - 0.004).abs() < 1e-12);
+        // A probe before 0.2.3 did not time its caller walks: not zero.
+        assert_eq!(split.caller_walks_s, None);
+        let walked = [
+            ProbeCost {
+                walk_ns: 500_000,
+                ..costs[0].clone()
+            },
+            ProbeCost {
+                walk_ns: 2_500_000,
+                ..costs[1].clone()
+            },
+        ];
+        let split = own_time_between(&walked, &[], 0, 100, 200)
+            .callback_split
+            .expect("counted");
+        assert!((split.caller_walks_s.expect("timed") - 0.002).abs() < 1e-12);
     }
 
     #[test]

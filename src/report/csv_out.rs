@@ -207,6 +207,9 @@ fn phase_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount, ph:
         ] {
             rows.row(p, &name, "probe_time", k, v, "s");
         }
+        if let Some(w) = s.caller_walks_s {
+            rows.row(p, &name, "probe_time", "caller_walks", w, "s");
+        }
     }
     if let Some(shim) = ph.shim_s {
         rows.row(p, &name, "shim_time", "hooks", shim, "s");

@@ -278,7 +278,7 @@ records! {
     Cost(ProbeCost) = KIND_COST {
         t, callbacks, callback_ns, activity_records, activity_ns, activity_buffer_bytes,
         bytes_written,
-    } trailing { flush_ns, launch_ns, module_ns, reading_ns };
+    } trailing { flush_ns, launch_ns, module_ns, reading_ns, walk_ns, slowest_callback_ns, slowest_callback_id };
     Activity(ActivityState) = KIND_ACTIVITY { t, kernel_records };
     Pool(PoolUse) = KIND_POOL {
         t, pool_id, device, handle, library, allocs, alloc_bytes, frees, failed, reserved,

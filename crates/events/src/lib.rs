@@ -23,5 +23,6 @@ pub use file::{
 pub use record::{
     ActivityState, ContextCreated, KernelFirstLaunch, LibraryName, LocalMemoryGrowth, Marker,
     MemApi, MemCall, MemEffect, ModuleLoad, Notice, NoticeLevel, NvmlDeviceSample,
-    NvmlProcessSample, PoolUse, ProbeCost, Record, RecordsDropped, UNKNOWN_BYTES, UntracedSpan,
+    NvmlProcessSample, PoolUse, ProbeCost, Record, RecordsDropped, SLOWEST_RESOURCE, UNKNOWN_BYTES,
+    UntracedSpan,
 };

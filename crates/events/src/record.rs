@@ -369,7 +369,23 @@ pub struct ProbeCost {
     /// (nearly all inside callbacks: two around each traced allocation,
     /// free and module load). 0 in files before probe 0.2.2.
     pub reading_ns: u64,
+    /// Time inside the probe's caller walks (which library made a traced
+    /// call: the stack walk and, for an address seen for the first time,
+    /// its loaded-object lookup), inside callbacks. 0 in files before probe
+    /// 0.2.3.
+    pub walk_ns: u64,
+    /// The longest single callback since the previous cost record, and
+    /// which: CUPTI's driver API callback id, or a resource callback's id
+    /// plus [`SLOWEST_RESOURCE`]; both 0 when none ran (and in files before
+    /// probe 0.2.3). Pins a rare slow callback that the cumulative counters
+    /// spread over a 10 ms tick.
+    pub slowest_callback_ns: u64,
+    pub slowest_callback_id: u64,
 }
+
+/// Added to a resource-domain callback id in
+/// [`ProbeCost::slowest_callback_id`], telling it from a driver API id.
+pub const SLOWEST_RESOURCE: u64 = 0x8000;
 
 /// Stream-ordered allocations (`cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
 /// `cuMemFreeAsync`: PyTorch's `backend:cudaMallocAsync`, RAPIDS) from one

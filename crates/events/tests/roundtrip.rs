@@ -84,6 +84,9 @@ fn sample_records() -> Vec<Record> {
             launch_ns: 2,
             module_ns: 1,
             reading_ns: 3,
+            walk_ns: 5,
+            slowest_callback_ns: 9,
+            slowest_callback_id: 20,
         }),
         Record::Activity(ActivityState {
             t: 4,

@@ -137,6 +137,7 @@ unsafe fn dispatch(p: &'static Probe, domain: u32, cbid: u32, data: *const c_voi
         p.callbacks.fetch_add(1, Ordering::Relaxed);
         p.callback_ns.fetch_add(spent, Ordering::Relaxed);
         p.launch_ns.fetch_add(spent, Ordering::Relaxed);
+        p.note_callback(spent, u64::from(cbid));
         return;
     }
     ensure_alt_stack();
@@ -176,6 +177,12 @@ unsafe fn dispatch(p: &'static Probe, domain: u32, cbid: u32, data: *const c_voi
     if tracked.is_some_and(|(api, _)| api.effect() == MemEffect::Module) {
         p.module_ns.fetch_add(spent, Ordering::Relaxed);
     }
+    let id = if domain == DOMAIN_RESOURCE {
+        SLOWEST_RESOURCE + u64::from(cbid)
+    } else {
+        u64::from(cbid)
+    };
+    p.note_callback(spent, id);
 }
 
 unsafe fn resource(p: &Probe, cbid: u32, data: *const CUpti_ResourceData) {

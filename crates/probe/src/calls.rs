@@ -132,7 +132,10 @@ pub(crate) fn device_of(p: &Probe, context: *mut c_void) -> i32 {
 
 /// The calling library (walking the stack), interning a newly seen one.
 fn caller(p: &Probe) -> u32 {
+    let t0 = now_ns();
     let (library, new_library) = p.callers.caller();
+    p.walk_ns
+        .fetch_add(now_ns().saturating_sub(t0), Ordering::Relaxed);
     if let Some(lib) = new_library {
         p.sink.push(&Record::Library(LibraryName {
             id: lib.id,

@@ -27,6 +27,9 @@ pub(crate) const DOMAIN_RESOURCE: u32 = 3;
 pub const CBID_CONTEXT_CREATED: u32 = 1;
 /// CUPTI resource callback: a module was loaded (image size).
 pub const CBID_MODULE_LOADED: u32 = 6;
+/// Bits of the id in [`Probe`]'s packed slowest-callback figure (driver
+/// API ids are below 1,000; resource ids carry [`SLOWEST_RESOURCE`]).
+const SLOWEST_ID_BITS: u32 = 16;
 
 /// Everything the callbacks share.
 pub struct Probe {
@@ -68,6 +71,12 @@ pub struct Probe {
     /// [`ProbeCost::launch_ns`]).
     pub(crate) launch_ns: AtomicU64,
     pub(crate) module_ns: AtomicU64,
+    /// Time in caller walks (see [`ProbeCost::walk_ns`]).
+    pub(crate) walk_ns: AtomicU64,
+    /// The longest callback since the last cost record: its time in the
+    /// high bits, its id in the low [`SLOWEST_ID_BITS`] (one atomic, so a
+    /// time and its id are never torn apart).
+    slowest: AtomicU64,
     activity_records: AtomicU64,
     activity_ns: AtomicU64,
     buffers_out: AtomicU64,
@@ -123,6 +132,8 @@ pub fn install(
         flush_ns: AtomicU64::new(0),
         launch_ns: AtomicU64::new(0),
         module_ns: AtomicU64::new(0),
+        walk_ns: AtomicU64::new(0),
+        slowest: AtomicU64::new(0),
         activity_records: AtomicU64::new(0),
         activity_ns: AtomicU64::new(0),
         buffers_out: AtomicU64::new(0),
@@ -192,9 +203,18 @@ impl Probe {
         self.buffers_out.load(Ordering::Relaxed)
     }
 
+    /// Notes one callback's time: the longest since the last cost record
+    /// is kept with its id (see [`ProbeCost::slowest_callback_id`]).
+    pub(crate) fn note_callback(&self, spent_ns: u64, id: u64) {
+        let packed = (spent_ns.min(u64::MAX >> SLOWEST_ID_BITS) << SLOWEST_ID_BITS)
+            | (id & ((1 << SLOWEST_ID_BITS) - 1));
+        self.slowest.fetch_max(packed, Ordering::Relaxed);
+    }
+
     /// Self-cost and drop counters as records.
     pub fn push_counters(&self) {
         let t = now_ns();
+        let slowest = self.slowest.swap(0, Ordering::Relaxed);
         self.sink.push(&Record::Cost(ProbeCost {
             t,
             callbacks: self.callbacks.load(Ordering::Relaxed),
@@ -213,6 +233,9 @@ impl Probe {
                 .driver
                 .as_ref()
                 .map_or(0, |d| d.reading_ns.load(Ordering::Relaxed)),
+            walk_ns: self.walk_ns.load(Ordering::Relaxed),
+            slowest_callback_ns: slowest >> SLOWEST_ID_BITS,
+            slowest_callback_id: slowest & ((1 << SLOWEST_ID_BITS) - 1),
         }));
         self.sink.push(&Record::Dropped(RecordsDropped {
             t,

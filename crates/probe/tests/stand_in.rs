@@ -317,6 +317,11 @@ fn threads_every_call_kind_and_kernel_records_are_captured() {
         "{cost:?}"
     );
     assert!(cost.reading_ns > 0, "{cost:?}");
+    // The caller walks too (one at each traced call's exit), inside them.
+    assert!(
+        cost.walk_ns > 0 && cost.walk_ns <= cost.callback_ns,
+        "{cost:?}"
+    );
     let dropped = last_dropped(r);
     assert_eq!(dropped.probe_events, 0);
     assert_eq!(dropped.cupti_records, 3);
@@ -1096,4 +1101,38 @@ fn a_bare_detach_leaves_cupti_detached_and_says_nothing_is_traced_after_it() {
         .collect();
     assert_eq!(warned.len(), 1);
     assert_eq!(warned[0].level, NoticeLevel::Warning);
+}
+
+/// One slow callback among thousands (its free-memory reading held up 40
+/// ms) is pinned: exactly one cost record names a callback that long (the
+/// longest is kept per record and starts again after it), a traced driver
+/// call's, and no other record's longest comes near it.
+#[test]
+fn the_slowest_callback_of_each_tick_is_named() {
+    let run = run_both_with(&["basic"], &[("STANDIN_SLOW_READING", "12:40")]);
+    let r = &run.events().records;
+    assert_clean_capture(r);
+    let costs: Vec<ProbeCost> = all(r, |rec| match rec {
+        Record::Cost(c) => Some(c.clone()),
+        _ => None,
+    });
+    let slow: Vec<&ProbeCost> = costs
+        .iter()
+        .filter(|c| c.slowest_callback_ns >= 40_000_000)
+        .collect();
+    assert_eq!(slow.len(), 1, "{costs:#?}");
+    let id = slow[0].slowest_callback_id;
+    assert!(
+        id > 0 && id < prewarm_events::SLOWEST_RESOURCE,
+        "{:?}",
+        slow[0]
+    );
+    assert!(
+        costs
+            .iter()
+            .filter(|c| c.slowest_callback_ns < 40_000_000)
+            .all(|c| c.slowest_callback_ns < 20_000_000),
+        "{costs:#?}"
+    );
+    assert!(slow[0].reading_ns >= 40_000_000, "{:?}", slow[0]);
 }

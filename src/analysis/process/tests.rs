@@ -603,6 +603,9 @@ fn probe_health_is_what_the_probe_counted_and_zero_without() {
             launch_ns: 0,
             module_ns: 0,
             reading_ns: 0,
+            walk_ns: 0,
+            slowest_callback_ns: 0,
+            slowest_callback_id: 0,
         }),
         dropped: Some(RecordsDropped {
             t: 0,

@@ -215,6 +215,14 @@ CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    /* STANDIN_SLOW_READING="N:MS": the N-th reading (from 1) takes MS ms,
+     * so one callback is far slower than the rest. */
+    static int readings;
+    const char *slow = getenv("STANDIN_SLOW_READING");
+    int nth = 0, ms = 0;
+    if (slow && sscanf(slow, "%d:%d", &nth, &ms) == 2
+        && __atomic_add_fetch(&readings, 1, __ATOMIC_RELAXED) == nth)
+        usleep((useconds_t)ms * 1000);
     uint64_t used = __atomic_load_n(&g_device_used, __ATOMIC_RELAXED);
     *free_bytes = DEVICE_TOTAL - used;
     *total = DEVICE_TOTAL;
