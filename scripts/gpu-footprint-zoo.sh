@@ -96,6 +96,9 @@ verify_one() { # name, command...
     echo "$name $variant: $(grep -c KernelFirst "$V/$variant.kernel-records.txt") first launches, $(grep -c LocalMemory "$V/$variant.kernel-records.txt") local-memory records, $(grep -c Activity "$V/$variant.kernel-records.txt") switches; $(grep -m1 -o 'activity_records: [0-9]*' <(grep 'Cost' "$V/$variant.dump.txt" | tail -1))"
     grep -E 'STEPTIMES' "$V/$variant.stdout"
     grep -h -o 'CUPTI detached[^"]*' "$V/$variant.dump.txt" | head -2
+    # The longest single callbacks of the run (probe 0.2.3 on): time, id.
+    echo "$name $variant: slowest callbacks (ns, CUPTI id): $(grep -o 'slowest_callback_ns: [0-9]*, slowest_callback_id: [0-9]*' "$V/$variant.dump.txt" \
+      | sed -E 's/slowest_callback_ns: ([0-9]+), slowest_callback_id: ([0-9]+)/\1:\2/' | sort -t: -k1 -n | tail -3 | tr '\n' ' ')"
   done
   grep -E 'LocalMemory' "$V/first.kernel-records.txt" | head -8
   for variant in ${VERIFY_VARIANTS:-all}; do
