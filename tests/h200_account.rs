@@ -893,27 +893,36 @@ fn a_context_on_a_shared_gpu_does_not_take_the_neighbours_growth() {
     assert!(hi - lo <= 2 << 20, "{contexts:?}");
 }
 
-/// The probe's untraced stretches in one recording's event files: (device
-/// bytes that went into use across each, per its own readings).
-fn untraced_growths(run: &str) -> Vec<i64> {
+/// The probe's records in one stored recording's event files (its one
+/// host folder, NVML's file aside), read apart from the analysis.
+fn probe_records(folder: &str, run: &str) -> Vec<prewarm_events::Record> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/h100-detached")
+        .join("tests/fixtures")
+        .join(folder)
         .join(run)
         .join("default/1/vm");
-    let mut out = Vec::new();
+    let mut records = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "events") || path.ends_with("nvml.events") {
             continue;
         }
         let file = prewarm_events::read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
-        for r in file.records {
-            if let prewarm_events::Record::Untraced(u) = r {
-                out.push(u.free_before as i64 - u.free_after as i64);
-            }
-        }
+        records.extend(file.records);
     }
-    out
+    records
+}
+
+/// The probe's untraced stretches in one recording's event files: (device
+/// bytes that went into use across each, per its own readings).
+fn untraced_growths(run: &str) -> Vec<i64> {
+    probe_records("h100-detached", run)
+        .into_iter()
+        .filter_map(|r| match r {
+            prewarm_events::Record::Untraced(u) => Some(u.free_before as i64 - u.free_after as i64),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The bytes of the untraced part at each phase end of a recording's one
@@ -963,24 +972,16 @@ fn the_stretch_cupti_was_detached_is_its_own_part() {
 /// (callbacks, first-launch watch, module loads, readings), in ns, read
 /// from its last cost record.
 fn last_cost_counters(run: &str) -> (u64, u64, u64, u64) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/h100-callback-split")
-        .join(run)
-        .join("default/1/vm");
-    let mut last = None;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "events") || path.ends_with("nvml.events") {
-            continue;
-        }
-        let file = prewarm_events::read_file_bytes(&std::fs::read(&path).unwrap()).unwrap();
-        for r in file.records {
-            if let prewarm_events::Record::Cost(c) = r {
-                last = Some((c.callback_ns, c.launch_ns, c.module_ns, c.reading_ns));
+    probe_records("h100-callback-split", run)
+        .into_iter()
+        .rev()
+        .find_map(|r| match r {
+            prewarm_events::Record::Cost(c) => {
+                Some((c.callback_ns, c.launch_ns, c.module_ns, c.reading_ns))
             }
-        }
-    }
-    last.expect("a cost record")
+            _ => None,
+        })
+        .expect("a cost record")
 }
 
 /// The probe's callbacks' time split (probe 0.2.2: the first-launch watch,
