@@ -107,7 +107,14 @@ pub unsafe extern "C" fn on_callback(
     unsafe { dispatch(p, domain, cbid, data) };
     if domain == DOMAIN_DRIVER_API && p.detach.pending() {
         // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
-        unsafe { detach::at_driver_callback(p, data as *const CUpti_CallbackData, on_callback) };
+        let detached = unsafe {
+            detach::at_driver_callback(p, data as *const CUpti_CallbackData, on_callback)
+        };
+        if detached {
+            // The last statement of the callback that detached: the attach
+            // thread waits for it (detach.rs).
+            p.detach.mark_returned();
+        }
     }
 }
 

@@ -78,7 +78,9 @@ pub fn want(p: &Probe, bare: bool) {
 
 /// At a driver call's callback while a detach is due: at its exit, CUPTI
 /// is detached and a thread attaches it again with `callback` (the
-/// probe's). Only one callback does it.
+/// probe's). Only one callback does it. True when that thread started: the
+/// caller then marks its own last statement (`Detach::mark_returned`),
+/// which the thread waits for before it subscribes.
 ///
 /// # Safety
 /// `data` is null or the `CUpti_CallbackData` CUPTI passes for a driver call.
@@ -86,22 +88,22 @@ pub unsafe fn at_driver_callback(
     p: &'static Probe,
     data: *const CUpti_CallbackData,
     callback: CallbackFn,
-) {
+) -> bool {
     // SAFETY: null-checked; from CUPTI for the driver API domain.
     if data.is_null()
         || unsafe { (*data).callbackSite as u32 } == crate::calls::SITE_ENTER
         || NOT_HERE.try_with(Cell::get).unwrap_or(true)
     {
-        return;
+        return false;
     }
     if !p.detach.take() {
-        return;
+        return false;
     }
     let subscriber = p.subscriber.load(Ordering::Acquire);
     let (Some(finalize), Some(state)) = (p.cupti.finalize, p.cupti.callback_state) else {
         // Not reached (`want` checked both); the launch callbacks go off.
         launches::end_subscription(p);
-        return;
+        return false;
     };
     let keep: Vec<(u32, u32)> = hold::enabled_ids(subscriber, state)
         .into_iter()
@@ -134,7 +136,7 @@ pub unsafe fn at_driver_callback(
                 p.cupti.describe(rc)
             ),
         );
-        return;
+        return false;
     }
     // The training's thread waited for the teardown: the probe's own time.
     let on_thread_ns = now_ns().saturating_sub(t0);
@@ -146,15 +148,27 @@ pub unsafe fn at_driver_callback(
             on_thread_ns,
             "PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare, a bench setting",
         );
-        return;
+        return false;
     }
     // The attach thread starts last and lets this callback return first:
     // CUPTI subscribed again while a callback from before its detach still
     // runs crashes the process (on an H100, CUPTI 13, 2026-12-06, call 29,
     // every run whose training's thread waited in here for the attach died
-    // with SIGSEGV as it returned). The training's calls in the gap go
+    // with SIGSEGV as it returned). It waits for the callback's last
+    // statement (the caller's `mark_returned`), then a margin for CUPTI's
+    // own return: a training's thread preempted between the two (a busy
+    // host) is waited for, not raced. The training's calls in the gap go
     // untraced; the notice says how long it was.
     let attach_again = move || {
+        if !p.detach.wait_returned(RETURN_LIMIT) {
+            stay_detached_after(
+                p,
+                on_thread_ns,
+                "the training's thread had not left the detaching callback after 2 s, and attaching under it could crash the process",
+            );
+            p.detach.set_attaching(false);
+            return;
+        }
         std::thread::sleep(AFTER_RETURN);
         let attached = attach(p, keep, callback, t0, on_thread_ns);
         let after = device_free(p, Some(context));
@@ -176,13 +190,19 @@ pub unsafe fn at_driver_callback(
             on_thread_ns,
             &format!("the probe could not start its attach thread ({e})"),
         );
+        return false;
     }
+    true
 }
 
-/// How long the attach thread lets the detaching callback return, through
-/// its last statement and CUPTI's own code, before subscribing: no hook
+/// How long the attach thread lets the detaching callback return after its
+/// last statement, through CUPTI's own code, before subscribing: no hook
 /// marks that return, which takes microseconds.
 const AFTER_RETURN: Duration = Duration::from_millis(5);
+
+/// The longest the attach thread waits for the detaching callback's last
+/// statement before it gives up attaching (CUPTI stays detached, said).
+const RETURN_LIMIT: Duration = Duration::from_secs(2);
 
 /// The device's free and total bytes (`cuMemGetInfo`) with the calling
 /// thread's context, or with `context` made current for the reading (the

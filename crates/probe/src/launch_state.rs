@@ -88,6 +88,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_attach_waits_for_the_detaching_callbacks_last_statement() {
+        let d = std::sync::Arc::new(Detach::default());
+        let limit = std::time::Duration::from_millis(30);
+        // Never marked: given up after the limit, not before.
+        let start = std::time::Instant::now();
+        assert!(!d.wait_returned(limit));
+        assert!(start.elapsed() >= limit);
+        // Marked from the training's thread while the attach thread waits.
+        let marker = std::sync::Arc::clone(&d);
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            marker.mark_returned();
+        });
+        assert!(d.wait_returned(std::time::Duration::from_secs(5)));
+        t.join().unwrap();
+    }
+
+    #[test]
     fn the_setting_names_the_watch() {
         assert_eq!(KernelWatch::from_setting(None), KernelWatch::FirstLaunches);
         assert_eq!(
@@ -112,6 +130,9 @@ pub struct Detach {
     /// The attach thread is at work: its record and notice are not written
     /// yet (the exit waits for them, a while).
     attaching: AtomicBool,
+    /// The callback that detached has run its last statement: the attach
+    /// thread subscribes only after it (see [`Detach::wait_returned`]).
+    returned: AtomicBool,
 }
 
 impl Detach {
@@ -152,6 +173,26 @@ impl Detach {
         while self.attaching.load(Ordering::Acquire) && start.elapsed() < limit {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// The detaching callback's last statement: from here only CUPTI's own
+    /// return path (microseconds) is left to it.
+    pub fn mark_returned(&self) {
+        self.returned.store(true, Ordering::Release);
+    }
+
+    /// Waits up to `limit` for [`Detach::mark_returned`]; false when it did
+    /// not come (the training's thread held up that long), so the attach
+    /// thread never subscribes under a callback still running.
+    pub fn wait_returned(&self, limit: std::time::Duration) -> bool {
+        let start = std::time::Instant::now();
+        while !self.returned.load(Ordering::Acquire) {
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
     }
 
     /// Takes the due detach: true for exactly one caller.
