@@ -173,12 +173,15 @@ impl Callers {
         if sp == 0 || !self.cached_walks.load(Ordering::Relaxed) {
             return self.unwind(sp);
         }
-        let Some(id) = self.cached_walk(ip, sp) else {
+        let Some((id, new)) = self.cached_walk(ip, sp) else {
             return self.unwind(sp);
         };
-        if !n.is_multiple_of(VERIFY_EVERY) {
+        // A walk that met a library first is not checked now: the check's
+        // own walk would not say the library is new, and its name record
+        // would be lost.
+        if new.is_some() || !n.is_multiple_of(VERIFY_EVERY) {
             self.cached.fetch_add(1, Ordering::Relaxed);
-            return (id, None);
+            return (id, new);
         }
         let checked = self.unwind(sp);
         if checked.0 != id {
@@ -203,16 +206,25 @@ impl Callers {
     }
 
     /// The walk by cached rules; None wherever one is missing or the stack
-    /// would be left.
-    fn cached_walk(&self, mut ip: usize, mut sp: usize) -> Option<u32> {
+    /// would be left. A return address seen for the first time is
+    /// classified by the loaded objects' ranges alone: where the plumbing's
+    /// frames below it are known, a new caller (a library's first call, a
+    /// new call site) never sends the unwinder into the caller's own code,
+    /// whose call-frame information a large library may have the unwinder
+    /// sort first (hf's first call from libcublasLt held 8–18 ms of
+    /// callback time on the H100: docs/footprint.md, fifteenth session).
+    fn cached_walk(&self, mut ip: usize, mut sp: usize) -> Option<(u32, Option<NewLibrary>)> {
         let (low, high) = stack_bounds()?;
         if sp < low || sp >= high {
             return None;
         }
         for _ in 0..MAX_FRAMES {
-            let id = self.fast.get(ip)?;
+            let (id, new) = match self.fast.get(ip) {
+                Some(id) => (id, None),
+                None => self.id_of(ip),
+            };
             if id != SKIP {
-                return Some(id);
+                return Some((id, new));
             }
             let size = self.rules.get(ip).filter(|&k| k != VARIABLE)? as usize;
             let cfa = sp.checked_add(size)?;
@@ -545,17 +557,50 @@ mod tests {
         cache.fast.put(a, SKIP);
         cache.fast.put(b, SKIP);
         cache.fast.put(c, 7);
-        assert_eq!(cache.cached_walk(a, sp), None, "no rules yet");
+        let id = |walk: Option<(u32, Option<NewLibrary>)>| walk.map(|w| w.0);
+        assert_eq!(id(cache.cached_walk(a, sp)), None, "no rules yet");
         cache.learn(a, 32);
         cache.learn(b, 48);
         assert_eq!(std::hint::black_box(&stack)[0], 0);
-        assert_eq!(cache.cached_walk(a, sp), Some(7));
+        assert_eq!(id(cache.cached_walk(a, sp)), Some(7));
         // The same size again changes nothing; another one retires the rule.
         cache.learn(b, 48);
-        assert_eq!(cache.cached_walk(a, sp), Some(7));
+        assert_eq!(id(cache.cached_walk(a, sp)), Some(7));
         cache.learn(b, 56);
-        assert_eq!(cache.cached_walk(a, sp), None);
+        assert_eq!(id(cache.cached_walk(a, sp)), None);
         // Outside this thread's stack: never read.
-        assert_eq!(cache.cached_walk(a, 8), None);
+        assert_eq!(id(cache.cached_walk(a, 8)), None);
+    }
+
+    /// A return address never seen, past frames whose sizes are known: the
+    /// walk classifies it by the loaded objects (a caller's code: its
+    /// library, said new the first time) without the unwinder; an address
+    /// in no loaded object, or in the plumbing, needs a rule it lacks.
+    #[test]
+    fn a_new_caller_past_known_frames_is_classified_without_the_unwinder() {
+        let cache = Callers::new("");
+        // A frame of 32 bytes at return address `a` (known plumbing), whose
+        // caller's return address is in this test binary's code.
+        let a = 0x1000_0010usize;
+        let caller_code =
+            a_new_caller_past_known_frames_is_classified_without_the_unwinder as fn() as usize + 1;
+        let mut stack = [0usize; 8];
+        stack[3] = caller_code;
+        let sp = stack.as_ptr() as usize;
+        cache.fast.put(a, SKIP);
+        cache.learn(a, 32);
+        let (id, new) = cache.cached_walk(a, sp).expect("classified");
+        assert_eq!(id, 1);
+        assert!(new.is_some_and(|n| n.id == 1 && !n.path.is_empty()));
+        // The second time it is known: no name record again.
+        let (again, new) = cache.cached_walk(a, sp).expect("known");
+        assert_eq!((again, new.is_none()), (1, true));
+        // An address in no loaded object: plumbing without a rule, the unwinder.
+        stack[3] = 0x10;
+        assert!(cache.cached_walk(a, sp).is_none());
+        // Code of the C library (plumbing) without a rule: the unwinder too.
+        stack[3] = libc::malloc as *const () as usize + 1;
+        assert!(cache.cached_walk(a, sp).is_none());
+        assert_eq!(std::hint::black_box(&stack)[0], 0);
     }
 }
