@@ -209,19 +209,9 @@ mod tests {
     fn cost(t: u64, callback_ns: u64, flush_ns: u64) -> ProbeCost {
         ProbeCost {
             t,
-            callbacks: 0,
             callback_ns,
-            activity_records: 0,
-            activity_ns: 0,
-            activity_buffer_bytes: 0,
-            bytes_written: 0,
             flush_ns,
-            launch_ns: 0,
-            module_ns: 0,
-            reading_ns: 0,
-            walk_ns: 0,
-            slowest_callback_ns: 0,
-            slowest_callback_id: 0,
+            ..ProbeCost::default()
         }
     }
 

@@ -342,7 +342,7 @@ pub struct RecordsDropped {
 }
 
 /// Cumulative self-cost of the probe, written periodically and at exit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProbeCost {
     pub t: u64,
     pub callbacks: u64,

@@ -600,12 +600,7 @@ fn probe_health_is_what_the_probe_counted_and_zero_without() {
             activity_buffer_bytes: 8,
             bytes_written: 9,
             flush_ns: 1,
-            launch_ns: 0,
-            module_ns: 0,
-            reading_ns: 0,
-            walk_ns: 0,
-            slowest_callback_ns: 0,
-            slowest_callback_id: 0,
+            ..ProbeCost::default()
         }),
         dropped: Some(RecordsDropped {
             t: 0,
