@@ -11,13 +11,15 @@
 //! slow cache, which also holds the library paths and the objects' ranges.
 //!
 //! The walk itself (libgcc's unwinder: about 140 ns per frame, parsing each
-//! frame's DWARF call-frame information) is the bulk of a callback's cost,
-//! so on x86-64 a walk first tries cached rules: for each return address the
+//! frame's DWARF call-frame information) is the bulk of a callback's cost, so
+//! on x86-64 a walk first tries cached rules: for each return address the
 //! unwinder has walked through before, the distance from the frame's stack
 //! pointer to its canonical frame address (CFA, where the caller's frame
-//! begins; the return address sits just below it). Such a walk reads one
-//! word per frame. It only ever follows addresses it has rules for and
-//! stays inside the thread's stack; anything else falls back to the
+//! begins; the return address sits just below it). Such a walk reads one word
+//! per frame. It only ever steps past frames it has rules for and stays
+//! inside the thread's stack; a return address it meets for the first time is
+//! classified by the loaded objects (a caller's first call needs no unwinding
+//! into the caller's code); a plumbing frame without a rule falls back to the
 //! unwinder, which also learns the rules. A rule seen with two different
 //! distances (a frame of variable size) is never used, and one walk in
 //! [`VERIFY_EVERY`] is repeated with the unwinder: a disagreement switches
