@@ -208,7 +208,12 @@ impl Probe {
     pub(crate) fn note_callback(&self, spent_ns: u64, id: u64) {
         let packed = (spent_ns.min(u64::MAX >> SLOWEST_ID_BITS) << SLOWEST_ID_BITS)
             | (id & ((1 << SLOWEST_ID_BITS) - 1));
-        self.slowest.fetch_max(packed, Ordering::Relaxed);
+        // A plain load first: most callbacks are not the longest, and a
+        // read-modify-write on every launch callback would bounce this line
+        // between the training's threads.
+        if packed > self.slowest.load(Ordering::Relaxed) {
+            self.slowest.fetch_max(packed, Ordering::Relaxed);
+        }
     }
 
     /// Self-cost and drop counters as records.
