@@ -1102,6 +1102,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "hf-default-call44.txt",
             "hf-default-call45.txt",
             "hf-default-call48.txt",
+            "hf-default-call50.txt",
         ],
     },
     Row {
@@ -1170,6 +1171,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call40.txt",
             "fsdp2-default-call41.txt",
             "fsdp2-default-call42.txt",
+            "fsdp2-default-call51.txt",
         ],
     },
     Row {
@@ -1641,6 +1643,21 @@ fn the_fifteenth_sessions_rounds_give_their_printed_summaries() {
         let file = format!("{workload}-{allocator}-call{call}.txt");
         let out =
             printed_rounds_summary_in("2026-12-07-h100", call, (workload, allocator), &file, lines);
+        paired_over_rounds(&out, &["doctor"], rounds);
+    }
+}
+
+/// Calls 50 and 51 (sixteenth session: a fresh H100, the build of
+/// fc29b6a, probe 0.2.3) give what the GPU printed: hf 17 rounds and fsdp2
+/// 8 (both the deadline's), the doctor alone.
+#[test]
+fn the_sixteenth_sessions_rounds_give_their_printed_summaries() {
+    for ((workload, allocator), call, rounds) in
+        [(("hf", "default"), 50, 17), (("fsdp2", "default"), 51, 8)]
+    {
+        let file = format!("{workload}-{allocator}-call{call}.txt");
+        let out =
+            printed_rounds_summary_in("2026-12-07-h100", call, (workload, allocator), &file, 3);
         paired_over_rounds(&out, &["doctor"], rounds);
     }
 }

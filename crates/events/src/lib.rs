@@ -23,6 +23,6 @@ pub use file::{
 pub use record::{
     ActivityState, ContextCreated, KernelFirstLaunch, LibraryName, LocalMemoryGrowth, Marker,
     MemApi, MemCall, MemEffect, ModuleLoad, Notice, NoticeLevel, NvmlDeviceSample,
-    NvmlProcessSample, PoolUse, ProbeCost, Record, RecordsDropped, SLOWEST_RESOURCE, UNKNOWN_BYTES,
-    UntracedSpan,
+    NvmlProcessSample, PoolUse, ProbeCost, Record, RecordsDropped, SLOWEST_DETACH_TEARDOWN,
+    SLOWEST_RESOURCE, SLOWEST_WATCH_PAUSE, UNKNOWN_BYTES, UntracedSpan,
 };

@@ -375,9 +375,11 @@ pub struct ProbeCost {
     /// 0.2.3.
     pub walk_ns: u64,
     /// The longest single callback since the previous cost record, and
-    /// which: CUPTI's driver API callback id, or a resource callback's id
-    /// plus [`SLOWEST_RESOURCE`]; both 0 when none ran (and in files before
-    /// probe 0.2.3). Pins a rare slow callback that the cumulative counters
+    /// which: CUPTI's driver API callback id, a resource callback's id
+    /// plus [`SLOWEST_RESOURCE`], or the probe's own work counted as
+    /// callback time ([`SLOWEST_DETACH_TEARDOWN`], [`SLOWEST_WATCH_PAUSE`],
+    /// from probe 0.2.4); both 0 when none ran (and in files before probe
+    /// 0.2.3). Pins a rare slow callback that the cumulative counters
     /// spread over a 10 ms tick.
     pub slowest_callback_ns: u64,
     pub slowest_callback_id: u64,
@@ -386,6 +388,16 @@ pub struct ProbeCost {
 /// Added to a resource-domain callback id in
 /// [`ProbeCost::slowest_callback_id`], telling it from a driver API id.
 pub const SLOWEST_RESOURCE: u64 = 0x8000;
+
+/// [`ProbeCost::slowest_callback_id`] of the detach's teardown
+/// (`cuptiFinalize` on the training's thread, inside the driver callback
+/// that detached): counted as callback time, so named where it is longest.
+pub const SLOWEST_DETACH_TEARDOWN: u64 = 0xC001;
+
+/// [`ProbeCost::slowest_callback_id`] of a pause or resume of the
+/// first-launch watch around an autotune benchmark (the shim asks for it on
+/// the training's thread): counted as callback time.
+pub const SLOWEST_WATCH_PAUSE: u64 = 0xC002;
 
 /// Stream-ordered allocations (`cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
 /// `cuMemFreeAsync`: PyTorch's `backend:cudaMallocAsync`, RAPIDS) from one

@@ -85,6 +85,7 @@ pub fn pause_kernel_records(p: &Probe, paused: bool) -> bool {
     p.callbacks.fetch_add(1, Ordering::Relaxed);
     p.callback_ns
         .fetch_add(t1.saturating_sub(t0), Ordering::Relaxed);
+    p.note_callback(t1.saturating_sub(t0), SLOWEST_WATCH_PAUSE);
     if !switched {
         return false;
     }
@@ -158,7 +159,7 @@ unsafe fn dispatch(p: &'static Probe, domain: u32, cbid: u32, data: *const c_voi
         let handling = driver_api::handling(api);
         if handling != Handling::Full {
             // SAFETY: CUPTI passes CUpti_CallbackData for the driver API domain.
-            unsafe { calls::pool_callback(p, api, layout, handling, data) };
+            unsafe { calls::pool_callback(p, cbid, api, layout, handling, data) };
             return;
         }
     }

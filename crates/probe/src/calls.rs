@@ -23,9 +23,11 @@ const POOL_TIMING_SAMPLE: u64 = 16;
 /// A stream-ordered call's callback: nothing at entry, counters at exit.
 ///
 /// # Safety
-/// `data` is CUPTI's callback data for a call with this `api` and `layout`.
+/// `data` is CUPTI's callback data for a call with this `api` and `layout`
+/// (CUPTI's id for it: `cbid`).
 pub(crate) unsafe fn pool_callback(
     p: &Probe,
+    cbid: u32,
     api: MemApi,
     layout: driver_api::Layout,
     handling: Handling,
@@ -55,6 +57,7 @@ pub(crate) unsafe fn pool_callback(
         let spent = now_ns().saturating_sub(t0);
         p.callback_ns
             .fetch_add(spent.saturating_mul(POOL_TIMING_SAMPLE), Ordering::Relaxed);
+        p.note_callback(spent, u64::from(cbid));
     }
 }
 

@@ -35,7 +35,7 @@ use crate::hold;
 use crate::launches;
 use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
-use prewarm_events::{NoticeLevel, Record, UNKNOWN_BYTES, UntracedSpan};
+use prewarm_events::{NoticeLevel, Record, SLOWEST_DETACH_TEARDOWN, UNKNOWN_BYTES, UntracedSpan};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -141,6 +141,7 @@ pub unsafe fn at_driver_callback(
     // The training's thread waited for the teardown: the probe's own time.
     let on_thread_ns = now_ns().saturating_sub(t0);
     p.callback_ns.fetch_add(on_thread_ns, Ordering::Relaxed);
+    p.note_callback(on_thread_ns, SLOWEST_DETACH_TEARDOWN);
     launches::forget_subscription(p);
     if p.detach.bare() {
         stay_detached_after(

@@ -1081,6 +1081,36 @@ fn detach_scenario(settings: &[(&str, &str)], said: &str) -> support::Run {
     run
 }
 
+/// The detach's teardown runs on the training's thread inside the driver
+/// callback that detached, and counts as callback time: where it is the
+/// longest, its cost record names it (probe 0.2.3 left it unnamed, so a
+/// cost record's callback time could exceed its slowest callback times its
+/// count). The stand-in's teardown takes 30 ms.
+#[test]
+fn a_slow_detach_teardown_is_named_as_the_slowest_callback() {
+    let run = detach_scenario(
+        &[("STANDIN_FINALIZE_DELAY_MS", "30")],
+        "finalized=1 subscribed=1 on_return=0",
+    );
+    let costs: Vec<ProbeCost> = all(&run.events().records, |rec| match rec {
+        Record::Cost(c) => Some(c.clone()),
+        _ => None,
+    });
+    let named: Vec<&ProbeCost> = costs
+        .iter()
+        .filter(|c| c.slowest_callback_id == prewarm_events::SLOWEST_DETACH_TEARDOWN)
+        .collect();
+    assert_eq!(named.len(), 1, "{costs:#?}");
+    assert!(named[0].slowest_callback_ns >= 30_000_000, "{:?}", named[0]);
+    for pair in costs.windows(2) {
+        let (count, time) = (
+            pair[1].callbacks - pair[0].callbacks,
+            pair[1].callback_ns - pair[0].callback_ns,
+        );
+        assert!(pair[1].slowest_callback_ns * count >= time, "{pair:#?}");
+    }
+}
+
 /// PREWARM_DOCTOR_DETACH_AFTER_WATCH=bare (a bench setting): CUPTI is
 /// detached once and not attached again, so the allocation after it is
 /// not seen, and a warning says nothing was traced from there.

@@ -92,9 +92,14 @@ int cuptiSubscribe(void **subscriber, CallbackFn callback, void *user) {
 }
 
 /* Detaches as CUPTI does: no subscriber, no callback on, no records; a
- * later cuptiSubscribe attaches again. Counted for the harness. */
+ * later cuptiSubscribe attaches again. Counted for the harness.
+ * STANDIN_FINALIZE_DELAY_MS: the teardown takes that long first (CUPTI's
+ * took 2 ms on an H100). */
 
 int cuptiFinalize(void) {
+    const char *delay = getenv("STANDIN_FINALIZE_DELAY_MS");
+    if (delay)
+        usleep(atoi(delay) * 1000);
     __atomic_store_n(&g_callback, NULL, __ATOMIC_SEQ_CST);
     memset(g_enabled, 0, sizeof g_enabled);
     g_kernel_enabled = 0;
