@@ -1043,6 +1043,15 @@ fn the_probes_callback_time_split_adds_up_to_its_own_counters() {
                     parts[1..4].iter().all(|&x| x > 0.0) && (walks_s > 0.0) == walks_timed,
                     "{run}: {parts:?}"
                 );
+                // The probe that timed its walks also named its longest
+                // callbacks: step 1's is, in these runs, under its total,
+                // and a driver call the probe traces.
+                let longest = split.longest_callback;
+                assert_eq!(longest.is_some(), walks_timed, "{run}");
+                if let Some(l) = longest {
+                    assert!(l.seconds > 0.0 && l.seconds <= whole, "{run}: {l:?}");
+                    assert!(l.name.starts_with("cu"), "{run}: {l:?}");
+                }
             }
         }
         for (sum, ns) in sums.iter().zip(counters) {
@@ -1070,21 +1079,14 @@ fn the_probes_callback_time_split_adds_up_to_its_own_counters() {
 #[test]
 fn the_slowest_callback_of_each_cost_record_is_one_it_counted() {
     for run in ["hf-walks", "fsdp2-walks"] {
-        let records = probe_records("h100-callback-split", run);
-        let costs: Vec<_> = records
-            .iter()
-            .filter_map(|r| match r {
-                prewarm_events::Record::Cost(c) => Some(c),
-                _ => None,
-            })
-            .collect();
-        let untraced: Vec<_> = records
-            .iter()
-            .filter_map(|r| match r {
-                prewarm_events::Record::Untraced(u) => Some(u),
-                _ => None,
-            })
-            .collect();
+        let (mut costs, mut untraced) = (Vec::new(), Vec::new());
+        for record in probe_records("h100-callback-split", run) {
+            match record {
+                prewarm_events::Record::Cost(c) => costs.push(c),
+                prewarm_events::Record::Untraced(u) => untraced.push(u),
+                _ => {}
+            }
+        }
         assert_eq!(untraced.len(), 1, "{run}: one detach");
         let (named, mut over_mean) = (
             costs
@@ -1095,7 +1097,7 @@ fn the_slowest_callback_of_each_cost_record_is_one_it_counted() {
         );
         assert!(named > 3, "{run}: {named} records name a callback");
         for pair in costs.windows(2) {
-            let (before, after) = (pair[0], pair[1]);
+            let (before, after) = (&pair[0], &pair[1]);
             let count = after.callbacks - before.callbacks;
             let time = after.callback_ns - before.callback_ns;
             if after.slowest_callback_ns == 0 {
@@ -1119,7 +1121,7 @@ fn the_slowest_callback_of_each_cost_record_is_one_it_counted() {
             let excess = time.saturating_sub(after.slowest_callback_ns * count);
             if excess > 0 {
                 over_mean += 1;
-                let u = untraced[0];
+                let u = &untraced[0];
                 assert!(
                     (before.t..after.t).contains(&u.t_start) && excess < u.t_end - u.t_start,
                     "{run}: {excess} ns over the mean: {before:?} -> {after:?}, {u:?}"

@@ -40,6 +40,41 @@ pub struct CallbackSplit {
     /// inside the allocation and module callbacks); None for a probe that
     /// did not time them (before 0.2.3).
     pub caller_walks_s: Option<f64>,
+    /// The longest single callback the cost records around the window
+    /// name; None for a probe that did not name them (before 0.2.3) or a
+    /// window no callback ran in.
+    pub longest_callback: Option<LongestCallback>,
+}
+
+/// One callback that took long: a cost record names the longest since the
+/// record before, so a rare slow one is not spread over its 10 ms tick.
+/// It lies in the window or in the tick that reaches into it (10 ms while
+/// the first-launch watch runs, a second after).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LongestCallback {
+    pub seconds: f64,
+    /// The probe's id for it (`slowest_callback_id`: CUPTI's callback id,
+    /// a resource id plus 0x8000, or the probe's own work).
+    pub id: u64,
+    /// What ran: a driver entry point, a resource callback or the probe's
+    /// own work (prewarm_events::callback_ids).
+    pub name: &'static str,
+}
+
+/// The longest callback named by a cost record whose tick (from the record
+/// before, or `origin`) overlaps `a..b`.
+fn longest_callback(costs: &[ProbeCost], origin: u64, a: u64, b: u64) -> Option<LongestCallback> {
+    let starts = std::iter::once(origin).chain(costs.iter().map(|c| c.t));
+    costs
+        .iter()
+        .zip(starts)
+        .filter(|(c, start)| c.slowest_callback_ns > 0 && c.t > a && *start < b)
+        .max_by_key(|(c, _)| c.slowest_callback_ns)
+        .map(|(c, _)| LongestCallback {
+            seconds: c.slowest_callback_ns as f64 / 1e9,
+            id: c.slowest_callback_id,
+            name: prewarm_events::callback_ids::callback_name(c.slowest_callback_id),
+        })
 }
 
 /// The doctor's own time inside a window.
@@ -84,6 +119,7 @@ pub fn own_time_between(
             module_loads_s: probe(|c| c.module_ns),
             readings_s: probe(|c| c.reading_ns),
             caller_walks_s: walks_timed.then(|| probe(|c| c.walk_ns)),
+            longest_callback: longest_callback(costs, origin, a, b),
         }),
         shim_s: shim_known.then(|| seconds_between(&shim_samples, origin, a, b)),
     }
@@ -277,6 +313,39 @@ mod tests {
             .callback_split
             .expect("counted");
         assert!((split.caller_walks_s.expect("timed") - 0.002).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_longest_callback_is_the_longest_named_by_a_tick_reaching_into_the_window() {
+        let named = |t, ns, id| ProbeCost {
+            slowest_callback_ns: ns,
+            slowest_callback_id: id,
+            launch_ns: 1,
+            ..cost(t, 9_000_000, 0)
+        };
+        // Ticks (0,100], (100,200], (200,300], (300,400].
+        let costs = [
+            named(100, 9_000, 307),
+            named(200, 2_000_000, 678),
+            named(300, 0, 0),
+            named(400, 30_000, 386),
+        ];
+        let longest = |a, b| {
+            own_time_between(&costs, &[], 0, a, b)
+                .callback_split
+                .expect("counted")
+                .longest_callback
+        };
+        let l = longest(150, 250).expect("one named");
+        assert_eq!((l.id, l.name), (678, "cuLibraryLoadData"));
+        assert!((l.seconds - 0.002).abs() < 1e-15);
+        // (200,300] named none; (300,400] names cuDevicePrimaryCtxRetain.
+        assert_eq!(longest(210, 290), None);
+        assert_eq!(longest(250, 350).map(|l| l.id), Some(386));
+        // The first tick runs from the process's start.
+        assert_eq!(longest(0, 50).map(|l| l.id), Some(307));
+        // Past the last record nothing is named.
+        assert_eq!(longest(400, 500), None);
     }
 
     #[test]

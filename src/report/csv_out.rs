@@ -210,6 +210,9 @@ fn phase_rows<W: std::io::Write>(rows: &mut Rows<'_, W>, p: &ProcessAccount, ph:
         if let Some(w) = s.caller_walks_s {
             rows.row(p, &name, "probe_time", "caller_walks", w, "s");
         }
+        if let Some(l) = s.longest_callback {
+            rows.row(p, &name, "probe_time", "longest_callback", l.seconds, "s");
+        }
     }
     if let Some(shim) = ph.shim_s {
         rows.row(p, &name, "shim_time", "hooks", shim, "s");

@@ -3,7 +3,7 @@
 //! its class with the confidence, then evidence lines. Plain text; callers
 //! escape for their format.
 
-use super::{bytes, plural, seconds};
+use super::{bytes, fine_seconds, plural, seconds};
 use crate::analysis::account::{
     FailedRequest, Forensic, GapAccount, GapPart, PartSource, PhaseAccount,
 };
@@ -792,13 +792,18 @@ pub fn doctor_in_step1(ph: &PhaseAccount) -> String {
 
 /// The callbacks' parts in words: the watch's and the module loads'
 /// callbacks, then what runs inside callbacks of every kind (the caller
-/// walks only where the probe timed them, 0.2.3 on).
+/// walks only where the probe timed them, 0.2.3 on), then the longest
+/// single callback where the probe named it (0.2.3 on).
 fn callback_split_text(s: &crate::analysis::own_time::CallbackSplit) -> String {
     let walks = s.caller_walks_s.map_or(String::new(), |w| {
         format!(" and caller walks {}", seconds(w))
     });
+    let longest = s.longest_callback.map_or(String::new(), |l| {
+        format!("; the longest one {}, {}", fine_seconds(l.seconds), l.name)
+    });
     format!(
-        " (first-launch watch {}, module loads {}; free-memory readings {}{walks} across them)",
+        " (first-launch watch {}, module loads {}; free-memory readings {}{walks} across \
+         them{longest})",
         seconds(s.launches_s),
         seconds(s.module_loads_s),
         seconds(s.readings_s)
@@ -817,6 +822,7 @@ mod tests {
             module_loads_s: 0.0043,
             readings_s: 0.0039,
             caller_walks_s: None,
+            longest_callback: None,
         };
         assert_eq!(
             callback_split_text(&split),
@@ -827,6 +833,16 @@ mod tests {
             callback_split_text(&split),
             " (first-launch watch 0.7 ms, module loads 4.3 ms; free-memory readings 3.9 ms \
              and caller walks 10.1 ms across them)"
+        );
+        split.longest_callback = Some(crate::analysis::own_time::LongestCallback {
+            seconds: 0.000_762,
+            id: 386,
+            name: "cuDevicePrimaryCtxRetain",
+        });
+        assert_eq!(
+            callback_split_text(&split),
+            " (first-launch watch 0.7 ms, module loads 4.3 ms; free-memory readings 3.9 ms \
+             and caller walks 10.1 ms across them; the longest one 762 µs, cuDevicePrimaryCtxRetain)"
         );
     }
     use crate::analysis::verdict::tests::{arb_case, buckets_verdict, judge_case, phantom_verdict};

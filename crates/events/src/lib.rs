@@ -8,6 +8,7 @@
 //! This crate has two small dependencies (crc32fast, libc) because it is linked
 //! into the probe that runs inside the training process.
 
+pub mod callback_ids;
 pub mod clock;
 mod codec;
 mod file;

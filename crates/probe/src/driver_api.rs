@@ -4,55 +4,47 @@
 use prewarm_events::MemApi;
 use std::ffi::c_void;
 
-/// (CUPTI callback id, entry point, parameter layout)
-pub const TRACKED: &[(u32, MemApi, Layout)] = &[
-    (243, MemApi::MemAlloc, Layout::OutPtrSize),
-    (244, MemApi::MemAllocPitch, Layout::Pitch),
-    (371, MemApi::MemAllocManaged, Layout::OutPtrSize),
-    (598, MemApi::MemAllocAsync, Layout::OutPtrSize),
-    (599, MemApi::MemAllocAsync, Layout::OutPtrSize),
-    (611, MemApi::MemAllocFromPoolAsync, Layout::OutPtrSize),
-    (612, MemApi::MemAllocFromPoolAsync, Layout::OutPtrSize),
-    (549, MemApi::MemCreate, Layout::OutPtrSize),
-    (550, MemApi::MemRelease, Layout::InValue),
-    (551, MemApi::MemMap, Layout::InValueSize),
-    (552, MemApi::MemUnmap, Layout::InValueSize),
-    (245, MemApi::MemFree, Layout::InValue),
-    (600, MemApi::MemFreeAsync, Layout::InValue),
-    (601, MemApi::MemFreeAsync, Layout::InValue),
-    (39, MemApi::MemHostAlloc, Layout::OutPtrSize),
-    (271, MemApi::MemHostAlloc, Layout::OutPtrSize),
-    (294, MemApi::MemAllocHost, Layout::OutPtrSize),
-    (301, MemApi::MemHostRegister, Layout::InValueSize),
-    (379, MemApi::MemHostRegister, Layout::InValueSize),
-    (38, MemApi::MemFreeHost, Layout::InValue),
-    (302, MemApi::MemHostUnregister, Layout::InValue),
-    (18, MemApi::ModuleLoad, Layout::OutPtr),
-    (19, MemApi::ModuleLoadData, Layout::OutPtr),
-    (20, MemApi::ModuleLoadDataEx, Layout::OutPtr),
-    (21, MemApi::ModuleLoadFatBinary, Layout::OutPtr),
-    (678, MemApi::LibraryLoadData, Layout::OutPtr),
-    (679, MemApi::LibraryLoadFromFile, Layout::OutPtr),
-    (22, MemApi::ModuleUnload, Layout::InValue),
-    (680, MemApi::LibraryUnload, Layout::InValue),
-    (10, MemApi::CtxCreate, Layout::OutPtr),
-    (235, MemApi::CtxCreate, Layout::OutPtr),
-    (645, MemApi::CtxCreate, Layout::OutPtr),
-    (757, MemApi::CtxCreate, Layout::OutPtr),
-    (386, MemApi::PrimaryCtxRetain, Layout::OutPtr),
-];
+pub use prewarm_events::callback_ids::{
+    CBID_POOL_CREATE, CBID_POOL_DESTROY, TRACED_DRIVER_CALLS as TRACKED,
+};
 
-/// `cuMemPoolCreate`: traced always (rare), so a pool has its owner.
-pub const CBID_POOL_CREATE: u32 = 607;
-/// `cuMemPoolDestroy`: traced always, so a destroyed pool is never read.
-pub const CBID_POOL_DESTROY: u32 = 608;
+/// How a tracked entry point's parameters start.
+pub const fn layout(api: MemApi) -> Layout {
+    match api {
+        MemApi::MemAllocPitch => Layout::Pitch,
+        MemApi::MemAlloc
+        | MemApi::MemAllocManaged
+        | MemApi::MemAllocAsync
+        | MemApi::MemAllocFromPoolAsync
+        | MemApi::MemCreate
+        | MemApi::MemHostAlloc
+        | MemApi::MemAllocHost => Layout::OutPtrSize,
+        MemApi::MemMap | MemApi::MemUnmap | MemApi::MemHostRegister => Layout::InValueSize,
+        MemApi::MemRelease
+        | MemApi::MemFree
+        | MemApi::MemFreeAsync
+        | MemApi::MemFreeHost
+        | MemApi::MemHostUnregister
+        | MemApi::ModuleUnload
+        | MemApi::LibraryUnload => Layout::InValue,
+        MemApi::ModuleLoad
+        | MemApi::ModuleLoadData
+        | MemApi::ModuleLoadDataEx
+        | MemApi::ModuleLoadFatBinary
+        | MemApi::LibraryLoadData
+        | MemApi::LibraryLoadFromFile
+        | MemApi::CtxCreate
+        | MemApi::PrimaryCtxRetain
+        | MemApi::Unknown(_) => Layout::OutPtr,
+    }
+}
 
 /// Callback ids of the stream-ordered calls (switched off after a while: pools.rs).
 pub fn stream_ordered_cbids() -> impl Iterator<Item = u32> {
     TRACKED
         .iter()
-        .filter(|(_, api, _)| handling(*api) != Handling::Full)
-        .map(|(cbid, _, _)| *cbid)
+        .filter(|(_, api)| handling(*api) != Handling::Full)
+        .map(|(cbid, _)| *cbid)
 }
 
 /// The shape of the first parameters of a tracked call.
@@ -89,8 +81,8 @@ const fn build_index() -> [u8; MAX_CBID] {
 /// The entry for a callback id, if tracked.
 pub fn lookup(cbid: u32) -> Option<(MemApi, Layout)> {
     let row = *INDEX.get(cbid as usize)? as usize;
-    let (_, api, layout) = TRACKED.get(row.checked_sub(1)?)?;
-    Some((*api, *layout))
+    let (_, api) = TRACKED.get(row.checked_sub(1)?)?;
+    Some((*api, layout(*api)))
 }
 
 /// How the probe treats a tracked call.
@@ -228,7 +220,7 @@ mod tests {
         assert_eq!(named_stream_ordered, sorted);
         let mut kept: Vec<u32> = TRACKED
             .iter()
-            .map(|(cbid, _, _)| *cbid)
+            .map(|(cbid, _)| *cbid)
             .filter(|cbid| !stream_ordered.contains(cbid))
             .collect();
         kept.extend([CBID_POOL_CREATE, CBID_POOL_DESTROY]);
@@ -240,8 +232,8 @@ mod tests {
 
     #[test]
     fn the_index_finds_every_tracked_id_and_nothing_else() {
-        for (cbid, api, layout) in TRACKED {
-            assert_eq!(lookup(*cbid), Some((*api, *layout)));
+        for (cbid, api) in TRACKED {
+            assert_eq!(lookup(*cbid), Some((*api, layout(*api))));
         }
         assert_eq!(lookup(0), None);
         assert_eq!(lookup(1023), None);

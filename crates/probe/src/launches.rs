@@ -30,30 +30,16 @@ use crate::launch_state::{HandleSet, Watch};
 use crate::state::{DOMAIN_DRIVER_API, Probe};
 use cudarc::cupti::sys::CUpti_CallbackData;
 use prewarm_events::NoticeLevel;
+use prewarm_events::callback_ids::LAUNCH_CALLS as LAUNCHES;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 
-/// The driver's launch calls: (CUPTI callback id, name, index of the
-/// pointer-sized parameter naming what runs: the `CUfunction`, or the
-/// `CUgraphExec` of a graph launch). Every one's parameter struct starts
-/// with pointer-sized fields (generated_cuda_meta.h); `cuLaunchKernelEx`
-/// passes its launch config first.
-pub const LAUNCHES: &[(u32, &str, usize)] = &[
-    (115, "cuLaunch", 0),
-    (116, "cuLaunchGrid", 0),
-    (117, "cuLaunchGridAsync", 0),
-    (307, "cuLaunchKernel", 0),
-    (442, "cuLaunchKernel_ptsz", 0),
-    (477, "cuLaunchCooperativeKernel", 0),
-    (478, "cuLaunchCooperativeKernel_ptsz", 0),
-    (514, "cuGraphLaunch", 0),
-    (515, "cuGraphLaunch_ptsz", 0),
-    (652, "cuLaunchKernelEx", 1),
-    (653, "cuLaunchKernelEx_ptsz", 1),
-];
-
-/// The parameter index of a launch callback id, or `None` for any other id
-/// (asked at every driver callback: a match, not a search of [`LAUNCHES`]).
+/// The parameter index of a launch callback id — of the pointer-sized
+/// parameter naming what runs: the `CUfunction`, or the `CUgraphExec` of
+/// a graph launch; every one's parameter struct starts with pointer-sized
+/// fields (generated_cuda_meta.h), and `cuLaunchKernelEx` passes its launch
+/// config first — or `None` for any other id (asked at every driver
+/// callback: a match, not a search of [`LAUNCHES`]).
 pub fn launch_parameter(cbid: u32) -> Option<usize> {
     match cbid {
         115 | 116 | 117 | 307 | 442 | 477 | 478 | 514 | 515 => Some(0),
@@ -214,7 +200,7 @@ fn subscribe(p: &Probe, w: &mut Watch) -> CuptiResult {
         return CUPTI_ERROR_NOT_INITIALIZED;
     }
     let mut first_error = CUPTI_SUCCESS;
-    for (cbid, _, _) in LAUNCHES {
+    for (cbid, _) in LAUNCHES {
         // SAFETY: valid subscriber, domain and callback id.
         let rc =
             unsafe { (p.cupti.enable_callback)(want as u32, subscriber, DOMAIN_DRIVER_API, *cbid) };
@@ -256,8 +242,49 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_launch_ids_and_names_are_cuptis() {
+        use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as C;
+        let header = [
+            (C::CUPTI_DRIVER_TRACE_CBID_cuLaunch, "cuLaunch"),
+            (C::CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid, "cuLaunchGrid"),
+            (
+                C::CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+                "cuLaunchGridAsync",
+            ),
+            (C::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"),
+            (
+                C::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                "cuLaunchKernel_ptsz",
+            ),
+            (
+                C::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                "cuLaunchCooperativeKernel",
+            ),
+            (
+                C::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+                "cuLaunchCooperativeKernel_ptsz",
+            ),
+            (C::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch"),
+            (
+                C::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+                "cuGraphLaunch_ptsz",
+            ),
+            (
+                C::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                "cuLaunchKernelEx",
+            ),
+            (
+                C::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                "cuLaunchKernelEx_ptsz",
+            ),
+        ];
+        let from_header: Vec<(u32, &str)> = header.iter().map(|(c, n)| (*c as u32, *n)).collect();
+        assert_eq!(from_header, LAUNCHES);
+    }
+
+    #[test]
     fn every_launch_id_is_known_once_and_graphs_and_ex_read_their_own_parameter() {
-        let mut ids: Vec<u32> = LAUNCHES.iter().map(|(id, _, _)| *id).collect();
+        let mut ids: Vec<u32> = LAUNCHES.iter().map(|(id, _)| *id).collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), LAUNCHES.len());
@@ -265,8 +292,10 @@ mod tests {
         assert_eq!(launch_parameter(652), Some(1));
         assert_eq!(launch_parameter(514), Some(0));
         assert_eq!(launch_parameter(243), None);
-        for (id, _, index) in LAUNCHES {
-            assert_eq!(launch_parameter(*id), Some(*index));
+        for (id, name) in LAUNCHES {
+            // `cuLaunchKernelEx` passes its launch config first.
+            let index = usize::from(name.starts_with("cuLaunchKernelEx"));
+            assert_eq!(launch_parameter(*id), Some(index), "{name}");
         }
         assert_eq!(
             (0..1024).filter_map(launch_parameter).count(),

@@ -297,19 +297,17 @@ fn read_watch_end_settings(p: &'static Probe) {
 /// resource callbacks; a notice names the entry points this CUDA lacks.
 fn enable_callbacks(p: &'static Probe, subscriber: *mut c_void) {
     let mut missing = Vec::new();
-    for (cbid, api, _) in driver_api::TRACKED {
+    for (cbid, api) in driver_api::TRACKED {
         // SAFETY: valid subscriber, domain and callback id.
         let rc = unsafe { (p.cupti.enable_callback)(1, subscriber, 1, *cbid) };
         if rc != CUPTI_SUCCESS {
             missing.push(format!("{}#{cbid}", api.name()));
         }
     }
-    for (cbid, name) in [
-        (driver_api::CBID_POOL_CREATE, "cuMemPoolCreate"),
-        (driver_api::CBID_POOL_DESTROY, "cuMemPoolDestroy"),
-    ] {
+    for cbid in [driver_api::CBID_POOL_CREATE, driver_api::CBID_POOL_DESTROY] {
         // SAFETY: as above.
         if unsafe { (p.cupti.enable_callback)(1, subscriber, 1, cbid) } != CUPTI_SUCCESS {
+            let name = prewarm_events::callback_ids::callback_name(u64::from(cbid));
             missing.push(format!("{name}#{cbid}"));
             // Pools could be destroyed unseen: only read while in use.
             p.pools.keep_tracing();
