@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, ISSUE, PART, TARGET, CONTROL, DETACH_PAIRED and BREAKDOWN lines from the STEPTIMES rows of
+PAIRED, SIGN, ORDER, ISSUE, PART, TARGET, CONTROL, DETACH_PAIRED and BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
 over the rounds of several:
@@ -25,6 +25,7 @@ shapes = {key: {} for key in SHAPE}  # key -> value -> the first file with it
 rows = {}
 rounds = {}  # (file, round) -> mode -> row, for the paired ratios
 first_seen = {}  # a STEPTIMES line -> the file it was first read from
+position = {}  # (file, round) -> mode -> its row's place in the file (the run order)
 for f, path in enumerate(files):
     per_file = {}
     for line in open(path):
@@ -47,6 +48,7 @@ for f, path in enumerate(files):
         # Files without round tags pair by position: the k-th row of each
         # mode. Rounds of different files (calls) never pair with each other.
         rounds.setdefault((f, tag or str(per_file[mode])), {})[mode] = row
+        position.setdefault((f, tag or str(per_file[mode])), {})[mode] = len(first_seen)
 # Pooled rounds must be of one workload shape: a ratio over runs of different
 # step counts, sizes or allocators would compare nothing. (Rows of older
 # files lack hidden/batch: only figures both rows have are compared.)
@@ -73,6 +75,43 @@ def paired_bootstrap(a, b, key, combine=lambda x, y: x / y):
     rng = random.Random(1)
     boot = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(2000))
     return boot[100], boot[1899]
+def rank_sum_p(a, b):
+    """Two-sided p of the Wilcoxon rank-sum (Mann-Whitney) test that a and b
+    come from one distribution, by its normal approximation (ties get
+    their mean rank): NaN with fewer than 2 values on a side."""
+    n1, n2 = len(a), len(b)
+    if n1 < 2 or n2 < 2:
+        return float("nan")
+    ranked = sorted((v, side) for side, vs in ((0, a), (1, b)) for v in vs)
+    ranks, i = [0.0] * len(ranked), 0
+    while i < len(ranked):
+        j = i
+        while j + 1 < len(ranked) and ranked[j + 1][0] == ranked[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        i = j + 1
+    u = sum(r for r, (_, side) in zip(ranks, ranked) if side == 0) - n1 * (n1 + 1) / 2
+    z = (u - n1 * n2 / 2) / math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
+    return math.erfc(abs(z) / math.sqrt(2))
+def order_line(mode):
+    """ORDER: the mode's ratios to plain split by whether it ran before
+    plain in its round (the bench rotates the order; pooled calls need not
+    balance it): the medians of each side and the rank-sum p of their
+    difference, so a step-1 extra that is only the run order shows."""
+    sides = {True: {"step1": [], "steady_median": []}, False: {"step1": [], "steady_median": []}}
+    for key, r in rounds.items():
+        if mode in r and "plain" in r:
+            first = position[key][mode] < position[key]["plain"]
+            for k in sides[first]:
+                sides[first][k].append(r[mode][k] / r["plain"][k])
+    def text(k):
+        b, a = sides[True][k], sides[False][k]
+        m = lambda v: f"{statistics.median(v):.3f}" if v else "nan"
+        return f"{k.split('_')[0]}_before={m(b)} {k.split('_')[0]}_after={m(a)} {k.split('_')[0]}_order_p={rank_sum_p(b, a):.3f}"
+    print(f"ORDER workload={workload} allocator={allocator} mode={mode} "
+          f"before_plain={len(sides[True]['step1'])} after_plain={len(sides[False]['step1'])} "
+          f"{text('step1')} {text('steady_median')}")
 def med(kind, key):
     return statistics.median(r[key] for r in rows[kind])
 for mode in rows:
@@ -139,6 +178,7 @@ for mode in rows:
     ss, ps = sign("steady_median")
     print(f"SIGN workload={workload} allocator={allocator} mode={mode} step1_slower={s1} step1_p={p1:.4f} "
           f"steady_slower={ss} steady_p={ps:.4f}")
+    order_line(mode)
     # Which side of the steady step the extra is on (rows that time the
     # step's issue, examples/common.py): the CPU's time to issue it, up to
     # its closing synchronise, against the whole step. An extra in the

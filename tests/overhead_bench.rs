@@ -683,6 +683,105 @@ fn summary_of_step1_ratios(ratios: &[f64]) -> String {
     common::stdout_of_success(&mut summary("default", &[calls]))
 }
 
+/// A run order that alone makes a step 1 slower (the first run of each
+/// round 10% slower, the doctor itself costing nothing) shows on the ORDER
+/// line: the doctor's ratio is 1.1 where it ran first and 1/1.1 where it
+/// ran second, and the rank-sum test tells the two sides apart; the
+/// rotated order (plain first in odd rounds) balances them, so PAIRED's
+/// median is not pushed either way.
+#[test]
+fn a_step_1_extra_that_is_only_the_run_order_shows_on_the_order_line() {
+    let rows: Vec<(&str, u32, f64)> = (1..=10)
+        .flat_map(|round| {
+            let order = if round % 2 == 1 {
+                ["plain", "doctor"]
+            } else {
+                ["doctor", "plain"]
+            };
+            [(order[0], round, 1.1), (order[1], round, 1.0)]
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("call.txt");
+    std::fs::write(&calls, steptimes(&rows)).unwrap();
+    let out = common::stdout_of_success(&mut summary("default", &[calls]));
+    let order = line(&out, "ORDER", "mode=doctor ");
+    assert!(order.contains(" before_plain=5 after_plain=5 "), "{order}");
+    assert!((field(order, "step1_before") - 1.1).abs() < 1e-9, "{order}");
+    assert!(
+        (field(order, "step1_after") - 1.0 / 1.1).abs() < 1e-3,
+        "{order}"
+    );
+    assert!(field(order, "step1_order_p") < 0.05, "{order}");
+    let paired = line(&out, "PAIRED", "mode=doctor ");
+    let median = field(paired, "step1_ratio");
+    assert!(median > 1.0 / 1.1 && median < 1.1, "{paired}");
+}
+
+/// The ORDER line of the stored hf rounds under the default build (41
+/// rounds, calls 44–50) against the rows read here: which run came first
+/// in each round is the file's order, and the medians of each side are
+/// worked out apart from the summary's code.
+#[test]
+fn the_order_line_splits_the_stored_rounds_by_their_file_order() {
+    let folder = "2026-12-07-h100";
+    let names = [
+        "hf-default-call44.txt",
+        "hf-default-call45.txt",
+        "hf-default-call48.txt",
+        "hf-default-call50.txt",
+    ];
+    let files: Vec<PathBuf> = names
+        .iter()
+        .map(|f| common::repo(&format!("tests/fixtures/h200-overhead/{folder}/{f}")))
+        .collect();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut seen: std::collections::HashMap<String, (String, f64)> = Default::default();
+        for l in text.lines() {
+            let (head, json) = l.split_once(" STEPTIMES ").unwrap();
+            let mut words = head.split(' ');
+            let (mode, round) = (words.next().unwrap(), words.next().unwrap());
+            if mode != "plain" && mode != "doctor" {
+                continue;
+            }
+            let step1 = serde_json::from_str::<serde_json::Value>(json).unwrap()["step1"]
+                .as_f64()
+                .unwrap();
+            match seen.remove(round) {
+                None => {
+                    seen.insert(round.to_string(), (mode.to_string(), step1));
+                }
+                Some((first, s)) if first == "doctor" => before.push(s / step1),
+                Some((_, s)) => after.push(step1 / s),
+            }
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        (v[(n - 1) / 2] + v[n / 2]) / 2.0
+    };
+    let out = common::stdout_of_success(&mut summary_of("hf", "default", &files));
+    let order = line(&out, "ORDER", "mode=doctor ");
+    let counts = format!(
+        " before_plain={} after_plain={} ",
+        before.len(),
+        after.len()
+    );
+    assert!(order.contains(&counts), "{order}: {counts}");
+    assert_eq!(before.len() + after.len(), 41);
+    assert!(
+        (field(order, "step1_before") - median(before)).abs() <= 0.0005,
+        "{order}"
+    );
+    assert!(
+        (field(order, "step1_after") - median(after)).abs() <= 0.0005,
+        "{order}"
+    );
+}
+
 /// Rounds whose interval spans the target: TARGET says so, and how many
 /// rounds the spread would take to resolve it.
 #[test]
