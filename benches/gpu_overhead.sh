@@ -314,6 +314,13 @@ if any(split):
              f"step1_probe_readings_ms={part('readings_s')}")
     if any(s and s.get("caller_walks_s") is not None for s in split):
         parts += f" step1_probe_walks_ms={part('caller_walks_s')}"
+    # The longest single callback in any run's step 1 (probe 0.2.3 on): a
+    # rare slow one shows here, where the medians above would hide it.
+    longest = [s["longest_callback"] for s in split if s and s.get("longest_callback")]
+    if longest:
+        worst = max(longest, key=lambda l: l["seconds"])
+        parts += (f" step1_probe_longest_max_ms={1000 * worst['seconds']:.2f}"
+                  f" step1_probe_longest_max_call={worst['name'].replace(' ', '_')}")
 if runs:
     print(f"OWN workload={workload} allocator={allocator} mode={mode} runs={len(runs)} "
           f"step1_probe_callbacks_ms={med(p['probe_callbacks_s'] for p in step1)} "

@@ -21,7 +21,7 @@ run) shift; ks=3; while [ "$1" != "--" ]; do [ "$1" = --out ] && mkdir -p "$2" &
      CUDA_INJECTION64_PATH=$SB/probe/libprewarm_probe.so PYTHONPATH=$SB/shim${PYTHONPATH:+:$PYTHONPATH} exec "$@" ;;
 report) if [ "$3" = --format ]; then
           # torchrun's agent (no steps) and the worker, as the JSON has them.
-          echo '{"attempts":[{"processes":[{"phases":[{"phase":"setup","probe_s":0.001,"probe_callbacks_s":0.0,"shim_s":null}]},{"steps":{"steady_shim_s":0.000026},"phases":[{"phase":"step1","probe_s":0.0657,"probe_callbacks_s":0.0085,"probe_callbacks_split":{"launches_s":0.0021,"module_loads_s":0.0042,"readings_s":0.0033,"caller_walks_s":0.0012},"shim_s":0.0031},{"phase":"steady","steps":19,"shim_s":0.019}]}]}]}'
+          echo '{"attempts":[{"processes":[{"phases":[{"phase":"setup","probe_s":0.001,"probe_callbacks_s":0.0,"shim_s":null}]},{"steps":{"steady_shim_s":0.000026},"phases":[{"phase":"step1","probe_s":0.0657,"probe_callbacks_s":0.0085,"probe_callbacks_split":{"launches_s":0.0021,"module_loads_s":0.0042,"readings_s":0.0033,"caller_walks_s":0.0012,"longest_callback":{"seconds":0.0021,"id":678,"name":"cuLibraryLoadData"}},"shim_s":0.0031},{"phase":"steady","steps":19,"shim_s":0.019}]}]}]}'
         else
           echo "   step 1 took 1.5 s; the probe: callbacks 8.5 ms inside step 1's time"
           # The watch never ending: two callbacks a launch, 50 launches
@@ -179,7 +179,8 @@ fn a_doctor_that_costs_nothing_meets_the_target() {
             && own.contains(" shim_ms_steady_step_median=0.03 ")
             // The callbacks' parts, where the reports have them.
             && own.ends_with(
-                " step1_probe_launches_ms=2.10 step1_probe_module_loads_ms=4.20 step1_probe_readings_ms=3.30 step1_probe_walks_ms=1.20"
+                " step1_probe_launches_ms=2.10 step1_probe_module_loads_ms=4.20 step1_probe_readings_ms=3.30 step1_probe_walks_ms=1.20 \
+                 step1_probe_longest_max_ms=2.10 step1_probe_longest_max_call=cuLibraryLoadData"
             ),
         "{own}"
     );
