@@ -99,6 +99,16 @@ verify_one() { # name, command...
     # The longest single callbacks of the run (probe 0.2.3 on): time, id.
     echo "$name $variant: slowest callbacks (ns, CUPTI id): $(grep -o 'slowest_callback_ns: [0-9]*, slowest_callback_id: [0-9]*' "$V/$variant.dump.txt" \
       | sed -E 's/slowest_callback_ns: ([0-9]+), slowest_callback_id: ([0-9]+)/\1:\2/' | sort -t: -k1 -n | tail -3 | tr '\n' ' ')"
+    # Step 1's, by name, as the report gives it (longest_callback).
+    $PY -c 'import json, sys
+for a in json.load(open(sys.argv[1])).get("attempts", []):
+    for p in a.get("processes", []):
+        for ph in p.get("phases", []):
+            l = ph.get("phase") == "step1" and (ph.get("probe_callbacks_split") or {}).get("longest_callback")
+            if l:
+                ms, call = 1e3 * l["seconds"], l["name"]
+                print(f"{sys.argv[2]}: step 1 longest callback {ms:.2f} ms, {call}")' \
+      "$V/$variant.report.json" "$name $variant"
   done
   grep -E 'LocalMemory' "$V/first.kernel-records.txt" | head -8
   for variant in ${VERIFY_VARIANTS:-all}; do
