@@ -67,16 +67,21 @@ pub const CBID_POOL_CREATE: u32 = 607;
 /// `cuMemPoolDestroy`: traced always, so a destroyed pool is never read.
 pub const CBID_POOL_DESTROY: u32 = 608;
 
+/// CUPTI resource callback: a context came up (its memory is measured then).
+pub const CBID_CONTEXT_CREATED: u32 = 1;
+/// CUPTI resource callback: a module was loaded (image size).
+pub const CBID_MODULE_LOADED: u32 = 6;
+
 /// Resource callbacks (CUPTI's resource domain) by id: the probe subscribes
 /// to a context's creation and, with module records on, a module's load;
 /// the others are named for a newer probe's records.
 const RESOURCE_CALLBACKS: &[(u32, &str)] = &[
-    (1, "context created"),
+    (CBID_CONTEXT_CREATED, "context created"),
     (2, "context destroy"),
     (3, "stream created"),
     (4, "stream destroy"),
     (5, "cuInit finished"),
-    (6, "module loaded"),
+    (CBID_MODULE_LOADED, "module loaded"),
     (7, "module unload"),
     (8, "module profiled"),
 ];

@@ -23,10 +23,7 @@ use std::sync::{Mutex, OnceLock};
 pub(crate) const DOMAIN_DRIVER_API: u32 = 1;
 /// CUPTI callback domain of resource events (contexts, modules).
 pub(crate) const DOMAIN_RESOURCE: u32 = 3;
-/// CUPTI resource callback: a context came up (its memory is measured then).
-pub const CBID_CONTEXT_CREATED: u32 = 1;
-/// CUPTI resource callback: a module was loaded (image size).
-pub const CBID_MODULE_LOADED: u32 = 6;
+pub use prewarm_events::callback_ids::{CBID_CONTEXT_CREATED, CBID_MODULE_LOADED};
 /// Bits of the id in [`Probe`]'s packed slowest-callback figure (driver
 /// API ids are below 1,000; resource ids carry [`SLOWEST_RESOURCE`]).
 const SLOWEST_ID_BITS: u32 = 16;
