@@ -1131,3 +1131,83 @@ fn the_slowest_callback_of_each_cost_record_is_one_it_counted() {
         assert!(over_mean <= 1, "{run}");
     }
 }
+
+/// Probe 0.2.4 names the probe's own work it counts as callback time: the
+/// detach's teardown and the first-launch watch's pauses. On its GPU
+/// recordings (hf, and lazy, whose Triton autotune pauses the watch) no
+/// cost record holds callback time beyond its slowest callback times its
+/// count any more (0.2.3's did, by the teardown), the record whose window
+/// holds the untraced stretch's start names the teardown, and it took what
+/// the detach's notice says `cuptiFinalize` took on the training's thread
+/// or more (the notice times the finalize alone); the lazy run names the
+/// pauses, one per watch switch around a benchmark at most.
+#[test]
+fn probe_0_2_4_names_its_own_teardown_and_pauses_among_the_callbacks() {
+    use prewarm_events::{Record, SLOWEST_DETACH_TEARDOWN, SLOWEST_WATCH_PAUSE};
+    for (run, pauses_expected) in [("hf-named", false), ("lazy-named", true)] {
+        let records = probe_records("h100-callback-split", run);
+        let costs: Vec<_> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Cost(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        let untraced: Vec<_> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Untraced(u) => Some(u.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(untraced.len(), 1, "{run}: one detach");
+        let u = &untraced[0];
+        let switches = records
+            .iter()
+            .filter(|r| matches!(r, Record::Activity(_)))
+            .count();
+        let (mut teardowns, mut pauses) = (Vec::new(), 0);
+        for pair in costs.windows(2) {
+            let (before, after) = (&pair[0], &pair[1]);
+            let count = after.callbacks - before.callbacks;
+            let time = after.callback_ns - before.callback_ns;
+            assert!(
+                after.slowest_callback_ns <= time
+                    && time <= after.slowest_callback_ns * count.max(1),
+                "{run}: {before:?} -> {after:?}"
+            );
+            match after.slowest_callback_id {
+                SLOWEST_DETACH_TEARDOWN => {
+                    teardowns.push((before.t, after.t, after.slowest_callback_ns))
+                }
+                SLOWEST_WATCH_PAUSE => pauses += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(teardowns.len(), 1, "{run}: {teardowns:?}");
+        let (from, to, teardown_ns) = teardowns[0];
+        assert!(
+            (from..to).contains(&u.t_start),
+            "{run}: {teardowns:?} {u:?}"
+        );
+        let notice = records
+            .iter()
+            .find_map(|r| match r {
+                Record::Notice(n) if n.text.contains("cuptiFinalize") => Some(n.text.clone()),
+                _ => None,
+            })
+            .expect("the detach's notice");
+        let finalize_ms: f64 = notice
+            .split(" ms of it cuptiFinalize")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{run}: {notice}"));
+        assert!(
+            teardown_ns as f64 / 1e6 >= finalize_ms - 0.05,
+            "{run}: teardown {teardown_ns} ns, notice {notice}"
+        );
+        assert_eq!(pauses > 0, pauses_expected, "{run}: {pauses} pauses named");
+        assert!(pauses <= switches, "{run}: {pauses} of {switches}");
+    }
+}

@@ -1157,7 +1157,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
         measured: "2026-12-07",
         folder: "2026-12-07-h100",
         bench: "lazy",
-        files: &["lazy-default-call47.txt"],
+        files: &["lazy-default-call47.txt", "lazy-default-call53.txt"],
     },
     Row {
         workload: "lazy, CUPTI detached after the first steps",
@@ -1166,7 +1166,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
         measured: "2026-12-07",
         folder: "2026-12-07-h100",
         bench: "lazy",
-        files: &["lazy-async-call47.txt"],
+        files: &["lazy-async-call47.txt", "lazy-async-call54.txt"],
     },
     Row {
         workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; 23–34 ms steady step)",
@@ -1272,6 +1272,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call41.txt",
             "fsdp2-default-call42.txt",
             "fsdp2-default-call51.txt",
+            "fsdp2-default-call55.txt",
         ],
     },
     Row {
@@ -1758,6 +1759,23 @@ fn the_sixteenth_sessions_rounds_give_their_printed_summaries() {
         let file = format!("{workload}-{allocator}-call{call}.txt");
         let out =
             printed_rounds_summary_in("2026-12-07-h100", call, (workload, allocator), &file, 3);
+        paired_over_rounds(&out, &["doctor"], rounds);
+    }
+}
+
+/// Calls 53–55 (seventeenth session: a fresh H100, the build of 9ff5fcb,
+/// probe 0.2.4) give what the GPU printed: lazy 20 rounds on each
+/// allocator, fsdp2 14 (the deadline's), the doctor alone.
+#[test]
+fn the_seventeenth_sessions_rounds_give_their_printed_summaries() {
+    for ((workload, allocator), call, rounds, lines) in [
+        (("lazy", "default"), 53, 20, 2),
+        (("lazy", "async"), 54, 20, 2),
+        (("fsdp2", "default"), 55, 14, 3),
+    ] {
+        let file = format!("{workload}-{allocator}-call{call}.txt");
+        let out =
+            printed_rounds_summary_in("2026-12-07-h100", call, (workload, allocator), &file, lines);
         paired_over_rounds(&out, &["doctor"], rounds);
     }
 }
