@@ -22,6 +22,18 @@ each from its start to a device synchronise:
                   group's first collective, as in a training's first steps)
   launches        5,000 launches of one loaded kernel (the cost a launch while
                   the probe watches for first launches)
+  triton_autotune the Triton autotune of the lazy workload's `rowwise_mix`
+                  (examples/triton_spill_autotune.py: 3 configs, one that
+                  spills) on its shape (AUTOTUNE_ROWS x 4096 bf16): the
+                  compiled kernels loaded from Triton's cache, their first
+                  launches (the spilling one grows local memory), and the
+                  candidates' benchmarks, which the shim pauses the probe's
+                  watch through: lazy's step-1 forward, whose extra under
+                  the doctor (1.033, 1.005..1.073, 29 rounds) is mostly not
+                  the probe's own time (docs/footprint.md, seventeenth session)
+  triton_retune   a second key (4096 + 64 columns), the same compiled
+                  kernels: the benchmarks alone, while the watch is on and
+                  CUPTI attached after the first launches' record switches
   watch_end       once the shim and the probe are told what a training's
                   third step tells them (the shim's collective watch ends;
                   the probe's step ends, kernel watch off): one
@@ -36,6 +48,15 @@ each from its start to a device synchronise:
   queries_after_watch
                   20,000 stream queries after it (a driver call the probe
                   never traces: what CUPTI's subscription alone costs a call)
+  triton_retune_after_watch
+                  a third key (4096 + 128 columns) after it: the benchmarks
+                  alone with CUPTI detached and attached again (`doctor`),
+                  left attached (`attached`) or gone (`detach-bare`)
+
+The Triton parts need Triton and a warm compile cache: the bench runs one
+plain process first, not a round (LAZY_PARTS_WARMUP=0 skips it), whose
+compiles fill the cache (the spilling candidate takes minutes cold);
+LAZY_PARTS_TRITON=0 leaves the Triton parts out.
 
 Modes (LAZY_PARTS_MODES, space-separated; `plain` always runs): `doctor`
 (`prewarm-doctor run`), `no-probe` (--no-probe), `no-kernels`
@@ -85,8 +106,9 @@ from exact_interval import paired_text
 from gpu_nccl_debug_cost import settings as nccl_settings
 
 PARTS = ("context", "first_kernels", "alloc_segments", "cublas", "nccl_first",
-         "nccl_further", "nccl_gather", "nccl_steady", "launches",
-         "watch_end", "nccl_after_watch", "launches_after_watch", "queries_after_watch")
+         "nccl_further", "nccl_gather", "nccl_steady", "launches", "triton_autotune",
+         "triton_retune", "watch_end", "nccl_after_watch", "launches_after_watch",
+         "queries_after_watch", "triton_retune_after_watch")
 DEFAULT_MODES = "doctor no-probe no-kernels no-nvml nccl-log"
 DOCTOR_ENV = {
     "doctor": {},
@@ -104,6 +126,25 @@ LAUNCHES = 5000
 COLLECTIVES = 200
 QUERIES = 20000
 SEGMENTS = 64
+# The lazy workload's shape (benches/gpu_overhead_lazy.py --batch 65536,
+# hidden 4096): rows of `rowwise_mix`'s input; each Triton part's key is
+# its column count.
+AUTOTUNE_ROWS = 65536
+AUTOTUNE_COLUMNS = {"triton_autotune": 4096, "triton_retune": 4096 + 64,
+                    "triton_retune_after_watch": 4096 + 128}
+
+
+def triton_inputs():
+    """The autotuned op and one input a Triton part (allocated and filled
+    before any part is timed), or None where LAZY_PARTS_TRITON=0."""
+    if os.environ.get("LAZY_PARTS_TRITON", "1") == "0":
+        return None
+    import torch
+    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
+    sys.path.insert(0, examples)
+    from triton_spill_autotune import Mix
+    return Mix, {part: torch.randn(AUTOTUNE_ROWS, cols, device="cuda", dtype=torch.bfloat16)
+                 for part, cols in AUTOTUNE_COLUMNS.items()}
 
 
 def end_first_steps():
@@ -185,12 +226,23 @@ def worker():
     timed("nccl_steady", lambda: [gather() for _ in range(COLLECTIVES)])
     z = torch.zeros(16, device="cuda")
     timed("launches", lambda: [z.add_(1) for _ in range(LAUNCHES)])
+    triton = triton_inputs()
+    torch.cuda.synchronize()
+
+    def tune(part):
+        if triton is not None:
+            mix, inputs = triton
+            timed(part, lambda: mix.apply(inputs[part]))
+
+    tune("triton_autotune")
+    tune("triton_retune")
     end_first_steps()
     timed("watch_end", lambda: (z.add_(1), torch.cuda.synchronize(), time.sleep(0.05)))
     timed("nccl_after_watch", lambda: [gather() for _ in range(COLLECTIVES)])
     timed("launches_after_watch", lambda: [z.add_(1) for _ in range(LAUNCHES)])
     stream = torch.cuda.current_stream()
     timed("queries_after_watch", lambda: [stream.query() for _ in range(QUERIES)])
+    tune("triton_retune_after_watch")
     print("RESULT " + json.dumps(times), flush=True)
     dist.destroy_process_group()
 
@@ -270,6 +322,10 @@ def main(argv):
             sys.exit(f"LAZY_PARTS_MODES: unknown mode {mode!r} (plain nccl-log {' '.join(DOCTOR_ENV)})")
     store = os.environ.get("LAZY_PARTS_ROWS")
     start = time.monotonic()
+    if os.environ.get("LAZY_PARTS_WARMUP", "1") != "0":
+        # Fills Triton's compile cache (and the page cache): not a round.
+        warm = run_once("plain", "warmup", 29699, binary, python)
+        print(f"WARMUP plain: {'done' if warm is not None else 'failed'} (not a round)", flush=True)
     rounds = {}
     for r in range(1, rounds_wanted + 1):
         if deadline and time.monotonic() - start > deadline:

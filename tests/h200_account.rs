@@ -1146,20 +1146,14 @@ fn probe_0_2_4_names_its_own_teardown_and_pauses_among_the_callbacks() {
     use prewarm_events::{Record, SLOWEST_DETACH_TEARDOWN, SLOWEST_WATCH_PAUSE};
     for (run, pauses_expected) in [("hf-named", false), ("lazy-named", true)] {
         let records = probe_records("h100-callback-split", run);
-        let costs: Vec<_> = records
-            .iter()
-            .filter_map(|r| match r {
-                Record::Cost(c) => Some(c.clone()),
-                _ => None,
-            })
-            .collect();
-        let untraced: Vec<_> = records
-            .iter()
-            .filter_map(|r| match r {
-                Record::Untraced(u) => Some(u.clone()),
-                _ => None,
-            })
-            .collect();
+        let (mut costs, mut untraced) = (Vec::new(), Vec::new());
+        for record in &records {
+            match record {
+                Record::Cost(c) => costs.push(c.clone()),
+                Record::Untraced(u) => untraced.push(u.clone()),
+                _ => {}
+            }
+        }
         assert_eq!(untraced.len(), 1, "{run}: one detach");
         let u = &untraced[0];
         let switches = records

@@ -50,6 +50,7 @@ fn bench(dir: &Path, rounds: &str, modes: &str) -> Command {
         .env("LAZY_PARTS_PYTHON", dir.join("python"))
         .env("LAZY_PARTS_MODES", modes)
         .env("LAZY_PARTS_ROWS", dir.join("rows.txt"))
+        .env("LAZY_PARTS_WARMUP", "0")
         .env("STANDIN_DIR", dir)
         .env(
             "STANDIN_PER_ROUND",
@@ -168,6 +169,29 @@ fn every_mode_runs_its_worker() {
     assert!(l.contains(" added_ms=7.00 "), "{l}");
     let l = line(&out, "LAZY_PART_PAIRED", "mode=detach-bare part=cublas ");
     assert!(l.contains(" added_ms=11.00 "), "{l}");
+}
+
+/// The warm-up (the default: it fills Triton's compile cache for the
+/// Triton parts) is one plain process before the rounds, said on its own
+/// line and in no round: the rounds' rows and their pairing are as
+/// without it.
+#[test]
+fn the_warm_up_process_runs_first_and_is_not_a_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = bench(dir.path(), "2", "doctor");
+    // The stand-in's base moves with each process: one more before the
+    // rounds shifts it, which the pairing within rounds does not see.
+    c.env("LAZY_PARTS_WARMUP", "1");
+    let out = common::stdout_of_success(&mut c);
+    let argv = std::fs::read_to_string(dir.path().join("argv")).unwrap();
+    assert_eq!(argv.lines().count(), 5, "{argv}");
+    let first = out.lines().next().unwrap();
+    assert_eq!(first, "WARMUP plain: done (not a round)", "{out}");
+    let rows = std::fs::read_to_string(dir.path().join("rows.txt")).unwrap();
+    assert_eq!(rows.lines().count(), 4, "{rows}");
+    assert!(!rows.contains("warmup"), "{rows}");
+    let paired = line(&out, "LAZY_PART_PAIRED", "mode=doctor part=nccl_first ");
+    assert!(paired.contains(" rounds=2 added_ms=30.00 "), "{paired}");
 }
 
 /// A mode the bench does not know is refused before any run, naming it.
