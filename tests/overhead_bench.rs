@@ -1117,6 +1117,83 @@ const FOOTPRINT_ROWS: &[Row] = &[
     Row {
         workload: "lazy (`benches/gpu_overhead_lazy.py --batch 65536`: Triton autotune, cuBLAS, NCCL in step 1; 20 ms steady step)",
         allocator: "default",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "lazy",
+        files: &["lazy-default-call47.txt", "lazy-default-call53.txt"],
+    },
+    Row {
+        workload: "lazy",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "lazy",
+        files: &["lazy-async-call47.txt", "lazy-async-call54.txt"],
+    },
+    Row {
+        workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; 23–34 ms steady step)",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "hf",
+        files: &[
+            "hf-default-call44.txt",
+            "hf-default-call45.txt",
+            "hf-default-call48.txt",
+            "hf-default-call50.txt",
+        ],
+    },
+    Row {
+        workload: "hf, CUPTI left attached (builds before 2026-12-07)",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "hf",
+        files: &[
+            "hf-async-call2.txt",
+            "hf-async-call3.txt",
+            "hf-async-call5.txt",
+            "hf-async-call6.txt",
+            "hf-async-call7.txt",
+        ],
+    },
+    Row {
+        workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
+        allocator: "default",
+        device: "H100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
+        bench: "fsdp2",
+        files: &[
+            "fsdp2-default-call40.txt",
+            "fsdp2-default-call41.txt",
+            "fsdp2-default-call42.txt",
+            "fsdp2-default-call51.txt",
+            "fsdp2-default-call55.txt",
+        ],
+    },
+    Row {
+        workload: "fsdp2, CUPTI left attached (builds before 2026-12-07)",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "fsdp2",
+        files: &["fsdp2-async-call8.txt", "fsdp2-async-call17.txt"],
+    },
+];
+
+/// The rows of earlier builds and of the H200 in docs/footprint.md, top to
+/// bottom (the README's table held them before 2026-12-07's seventeenth
+/// session).
+const EARLIER_ROWS: &[Row] = &[
+    Row {
+        workload: "lazy (`benches/gpu_overhead_lazy.py --batch 65536`: Triton autotune, cuBLAS, NCCL in step 1; 20 ms steady step)",
+        allocator: "default",
         device: "H200",
         measured: "2026-12-04",
         folder: "2026-12-04",
@@ -1151,24 +1228,6 @@ const FOOTPRINT_ROWS: &[Row] = &[
         files: &["lazy-async-call5.txt"],
     },
     Row {
-        workload: "lazy, CUPTI detached after the first steps (the default since 2026-12-07)",
-        allocator: "default",
-        device: "H100",
-        measured: "2026-12-07",
-        folder: "2026-12-07-h100",
-        bench: "lazy",
-        files: &["lazy-default-call47.txt", "lazy-default-call53.txt"],
-    },
-    Row {
-        workload: "lazy, CUPTI detached after the first steps",
-        allocator: "async",
-        device: "H100",
-        measured: "2026-12-07",
-        folder: "2026-12-07-h100",
-        bench: "lazy",
-        files: &["lazy-async-call47.txt", "lazy-async-call54.txt"],
-    },
-    Row {
         workload: "hf (`examples/zoo_hf_decoder.py --hidden 1024 --batch 8192`: transformers Qwen3, 4 layers; 23–34 ms steady step)",
         allocator: "default",
         device: "H200",
@@ -1192,20 +1251,6 @@ const FOOTPRINT_ROWS: &[Row] = &[
         ],
     },
     Row {
-        workload: "hf, CUPTI detached after the first steps (the default since 2026-12-07)",
-        allocator: "default",
-        device: "H100",
-        measured: "2026-12-07",
-        folder: "2026-12-07-h100",
-        bench: "hf",
-        files: &[
-            "hf-default-call44.txt",
-            "hf-default-call45.txt",
-            "hf-default-call48.txt",
-            "hf-default-call50.txt",
-        ],
-    },
-    Row {
         workload: "hf",
         allocator: "async",
         device: "H200",
@@ -1213,21 +1258,6 @@ const FOOTPRINT_ROWS: &[Row] = &[
         folder: "2026-12-06",
         bench: "hf",
         files: &["hf-async.txt", "hf-async-breakdown.txt"],
-    },
-    Row {
-        workload: "hf",
-        allocator: "async",
-        device: "H100",
-        measured: "2026-12-06",
-        folder: "2026-12-06-h100",
-        bench: "hf",
-        files: &[
-            "hf-async-call2.txt",
-            "hf-async-call3.txt",
-            "hf-async-call5.txt",
-            "hf-async-call6.txt",
-            "hf-async-call7.txt",
-        ],
     },
     Row {
         workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
@@ -1260,53 +1290,39 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call37.txt",
         ],
     },
-    Row {
-        workload: "fsdp2, CUPTI detached after the first steps (the default since 2026-12-07)",
-        allocator: "default",
-        device: "H100",
-        measured: "2026-12-07",
-        folder: "2026-12-07-h100",
-        bench: "fsdp2",
-        files: &[
-            "fsdp2-default-call40.txt",
-            "fsdp2-default-call41.txt",
-            "fsdp2-default-call42.txt",
-            "fsdp2-default-call51.txt",
-            "fsdp2-default-call55.txt",
-        ],
-    },
-    Row {
-        workload: "fsdp2",
-        allocator: "async",
-        device: "H100",
-        measured: "2026-12-06",
-        folder: "2026-12-06-h100",
-        bench: "fsdp2",
-        files: &["fsdp2-async-call8.txt", "fsdp2-async-call17.txt"],
-    },
 ];
 
 /// The README's one footprint table (issue 37: workload x allocator; step 1,
 /// steady, rounds, interval) is the summary of the committed GPU rounds
 /// (each row names its device; rounds of two devices are never pooled):
 /// per row the rounds, each median (to its three decimals), each 90%
-/// interval and whether TARGET calls it met.
+/// interval and whether TARGET calls it met. So is docs/footprint.md's
+/// table of the earlier builds' and the H200's rows.
 #[test]
 fn the_readmes_footprint_table_is_the_gpu_rounds() {
-    let readme = std::fs::read_to_string(common::repo("README.md")).unwrap();
-    let table = readme
-        .split("## The tool's own footprint")
-        .nth(1)
-        .expect("the README has a footprint section");
-    let rows: Vec<&str> = table
-        .lines()
-        .skip_while(|l| !l.starts_with("| workload"))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .collect();
-    assert_eq!(rows.len(), FOOTPRINT_ROWS.len(), "{rows:#?}");
-    for (row, want) in rows.iter().zip(FOOTPRINT_ROWS) {
-        check_footprint_row(row, want);
+    for (file, section, want) in [
+        ("README.md", "## The tool's own footprint", FOOTPRINT_ROWS),
+        (
+            "docs/footprint.md",
+            "## Rows of earlier builds and of the H200",
+            EARLIER_ROWS,
+        ),
+    ] {
+        let text = std::fs::read_to_string(common::repo(file)).unwrap();
+        let table = text
+            .split(section)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{file} has no {section:?}"));
+        let rows: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with("| workload"))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .collect();
+        assert_eq!(rows.len(), want.len(), "{file}: {rows:#?}");
+        for (row, want) in rows.iter().zip(want) {
+            check_footprint_row(row, want);
+        }
     }
 }
 
