@@ -115,15 +115,19 @@ fn every_rank_is_captured_with_its_own_communicator_accounts() {
             .expect("a module-code part");
         assert!(module.inferred);
         assert_eq!(s1.module_code_bytes, 70 * MIB);
-        // Before it, in setup, the first module's code: what PyTorch's first
-        // kernel adds on the H200 by the first-use experiment's own reading
-        // (tests/fixtures/h200-zoo/first-use: 92 MiB, no doctor).
+        // Before it, in setup, the local-memory reservation growing at
+        // PyTorch's first kernel: what that kernel adds on the H200 by the
+        // first-use experiment's own reading (tests/fixtures/h200-zoo/first-use:
+        // 92 MiB, no doctor), no module code.
         let setup = p.phases.iter().find(|x| x.phase == Phase::Setup).unwrap();
         let first = common::first_use("torch plain default LAZY", "first_kernel")["delta_mib"]
             .as_f64()
             .unwrap() as u64;
-        assert_eq!(setup.module_code_bytes, first * MIB);
-        assert_eq!(module.bytes, ((first + 70) * MIB) as i64);
+        assert_eq!(
+            (setup.local_memory_growth, setup.module_code_bytes),
+            (first * MIB, 0)
+        );
+        assert_eq!(module.bytes, (70 * MIB) as i64);
         assert!(g.unexplained.unsigned_abs() <= 8 * MIB, "{}", g.unexplained);
         for ph in &p.phases {
             let g = ph.gap_end.as_ref().unwrap();

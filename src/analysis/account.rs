@@ -64,11 +64,13 @@ pub enum PartSource {
 /// The figures that go with the CUDA context part (the report words them).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct ContextDetail {
-    /// The local-memory reservation every context starts with (CUPTI), read
-    /// at its first kernel launch; 0 when none was seen (no kernel launched
-    /// while kernel records were on): not known, not zero. Already on the
-    /// device when the context came up (the H200 experiment in
-    /// docs/accounting.md): the context's own figure holds it.
+    /// The local-memory reservation every context starts with: CUPTI's
+    /// total at its first kernel launch, less what the device gained at
+    /// that launch when below it (the reservation grew there); 0 when none
+    /// was seen (no kernel launched while kernel records were on): not
+    /// known, not zero. Already on the device when the context came up (the
+    /// H200 experiment in docs/accounting.md): the context's own figure
+    /// holds it.
     pub initial_local_memory: u64,
 }
 

@@ -359,9 +359,10 @@ pub(super) fn released_by_failure(
 /// Shares a window's measured device growth among its local-memory records.
 /// A reservation growth is new device memory, so the growing records are
 /// served first, in proportion to CUPTI's reservation increases and never
-/// beyond them; a context's initial reservation (`initial`) gets only what
-/// they leave: the first module's code at the first launch is device growth that no
-/// other record in the window explains.
+/// beyond them; a context's first record (`initial`) gets only what they
+/// leave, up to its total: device growth at the first launch that no other
+/// record in the window explains (the reservation growing there, or the
+/// first module's code: the replay tells them apart).
 pub(super) fn split_growth(
     r: &ProcessRecords,
     cluster: &[usize],

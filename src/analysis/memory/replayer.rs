@@ -223,6 +223,15 @@ impl<'a> Replayer<'a> {
                 .flatten()
                 .unwrap_or(reserved_grow)
         };
+        self.growth(t, i, cur, grow);
+    }
+
+    /// One growth of a context's reservation from `before` to the record's
+    /// total, `grow` bytes on the device (or a launch that failed to grow
+    /// it): its event, its exposure, and the account's part.
+    fn growth(&mut self, t: u64, i: usize, before: u64, grow: u64) {
+        let l = &self.r.local[i];
+        let failed = l.t_start == 0;
         let free = self.growth_exposure(t, i, grow);
         let (phase, step) = (self.bounds.phase_of(t), self.bounds.step_of(t));
         self.out.local_events.push(LocalMemoryEvent {
@@ -230,7 +239,7 @@ impl<'a> Replayer<'a> {
             phase,
             step,
             kernel: kernel_display(&l.kernel),
-            before: cur,
+            before,
             after: l.total_after,
             device_growth: grow,
             registers: l.registers,
@@ -248,29 +257,42 @@ impl<'a> Replayer<'a> {
         }
     }
 
-    /// The reservation every context starts with (default stack), seen at its
-    /// first launch: already on the device when the context came up, so part
-    /// of the context's own figure. What the device gains at that launch,
-    /// beyond the records growing in its window, is the first module's code
-    /// (with lazy loading the driver loads it for this launch): on the H200 a
-    /// driver-only first launch of a kernel from a loaded module gained
-    /// nothing, and PyTorch's first kernel gains nothing under
-    /// `CUDA_MODULE_LOADING=EAGER` (docs/accounting.md). Counted as module
-    /// code from a few device pages on.
+    /// A context's first kernel record: CUPTI reports the reservation after
+    /// the launch, not the one the context came up with. What the device
+    /// gains in that launch's window (from a few device pages on), when no
+    /// more than CUPTI's total, is the reservation growing for the module
+    /// loaded for it; the rest of the total was on the device with the
+    /// context, part of its own figure. Contexts of one GPU model start with
+    /// one reservation whatever the script (on an H100 and an H200, 148.5
+    /// MiB), where the first record's total is 148.5 MiB in one script and
+    /// 239.2 MiB in another: the first launch of a kernel of a newly loaded
+    /// module grows it, as a later one does (docs/accounting.md, *What the
+    /// first-use experiment showed*). A context never starts from an empty
+    /// reservation, so a gain as large as the total (the measurement caps
+    /// it there) holds module code the reservation cannot (with
+    /// `CUDA_MODULE_LOADING=EAGER`, every module's): the two are not told
+    /// apart there, and the gain is module code, the total the context's.
     fn initial_reservation(&mut self, t: u64, i: usize) {
         let l = &self.r.local[i];
-        self.first_local.insert(l.context_id, l.total_after);
-        self.max_local.insert(l.context_id, l.total_after);
-        self.out.initial_local += l.total_after;
-        // Below a few device pages this is sampling noise, not a module.
-        let first_module = self
+        // Below a few device pages this is sampling noise.
+        let gained = self
             .measured
             .get(i)
             .copied()
             .flatten()
             .filter(|&g| g >= FIRST_MODULE_MIN)
             .unwrap_or(0);
-        self.module_code(t, first_module);
+        let grown = if gained < l.total_after { gained } else { 0 };
+        let initial = l.total_after - grown;
+        self.first_local.insert(l.context_id, initial);
+        self.max_local.insert(l.context_id, initial);
+        self.out.initial_local += initial;
+        if grown > 0 {
+            self.growth(t, i, initial, grown);
+        } else {
+            self.max_local.insert(l.context_id, l.total_after);
+        }
+        self.module_code(t, gained - grown);
     }
 
     /// Module code the device gained at `t` (inferred or measured).

@@ -21,7 +21,8 @@ pub struct State {
     /// named: see `PartSource::ReleasedAtFailure`).
     pub released_other: u64,
     /// Device growth at lazy module loading (inferred; see `module_code_growth`),
-    /// the first module's included (measured at the context's first launch).
+    /// the first module's included where a context's first launch gained as
+    /// much as its reservation (below it, the reservation grew there).
     pub module_code: u64,
     /// The device's change across the stretches the probe traced nothing in
     /// (CUPTI detached and attached again), less what the records show

@@ -528,11 +528,15 @@ fn live_only(live: Series) -> KnownAllocations {
 
 /// Synthetic samplings (not a recording): the context comes up at 0 ms
 /// holding 500 MiB, and NVML shows it only from its 30 ms sample. The
-/// context's first launch at 10 ms is measured on the probe's own
-/// readings (the context's, and one after the launch), so the lag is
-/// never read as the first module's code; a real first module still is.
+/// context's first launch at 10 ms (CUPTI: 148 MiB reserved) is measured on
+/// the probe's own readings (the context's, and one after the launch), so
+/// the lag is never read as growth. A real gain below the reservation is
+/// the reservation growing at that launch (what the context came up with
+/// is the rest); one as large as it holds module code the reservation
+/// cannot, and counts as module code (the measurement caps it at the
+/// reservation), the whole reservation the context's.
 #[test]
-fn the_first_module_is_measured_on_the_probe_readings() {
+fn the_first_launchs_gain_is_measured_on_the_probe_readings() {
     let first_module_of = |drop: u64| {
         let total = 2 * FREE;
         let after = total - 500 * MIB - drop;
@@ -562,10 +566,13 @@ fn the_first_module_is_measured_on_the_probe_readings() {
             died: None,
         };
         let out = replay(&r, &bounds, &device, &[], &[]);
-        out.phases.values().map(|p| p.module_code).sum::<u64>()
+        let code = out.phases.values().map(|p| p.module_code).sum::<u64>();
+        let grown = out.phases.values().map(|p| p.local_growth).sum::<u64>();
+        (code, grown, out.initial_local)
     };
-    assert_eq!(first_module_of(0), 0);
-    assert_eq!(first_module_of(92 * MIB), 92 * MIB);
+    assert_eq!(first_module_of(0), (0, 0, 148 * MIB));
+    assert_eq!(first_module_of(92 * MIB), (0, 92 * MIB, 56 * MIB));
+    assert_eq!(first_module_of(200 * MIB), (148 * MIB, 0, 148 * MIB));
 }
 
 // ---- The replay's stages, each on its own.
