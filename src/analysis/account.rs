@@ -252,7 +252,9 @@ pub struct LocalMemoryEvent {
     /// What the device actually gained (measured on the device timeline).
     pub device_growth: u64,
     pub registers: u16,
-    /// Local memory per thread the kernel needs (its spills), from CUPTI.
+    /// Local memory per thread, as CUPTI's record gives it: 0 in every
+    /// record on the drivers recorded here, spilling kernels included, so 0
+    /// is not "no spills".
     pub per_thread: u32,
     /// The launch failed: the driver could not grow the reservation.
     pub failed: bool,
