@@ -273,7 +273,7 @@ impl<'a> Replayer<'a> {
     /// `CUDA_MODULE_LOADING=EAGER`, every module's): the two are not told
     /// apart there, and the gain is module code, the total the context's.
     fn initial_reservation(&mut self, t: u64, i: usize) {
-        let l = &self.r.local[i];
+        let (context, total) = (self.r.local[i].context_id, self.r.local[i].total_after);
         // Below a few device pages this is sampling noise.
         let gained = self
             .measured
@@ -282,16 +282,14 @@ impl<'a> Replayer<'a> {
             .flatten()
             .filter(|&g| g >= FIRST_MODULE_MIN)
             .unwrap_or(0);
-        let grown = if gained < l.total_after { gained } else { 0 };
-        let initial = l.total_after - grown;
-        self.first_local.insert(l.context_id, initial);
-        self.max_local.insert(l.context_id, initial);
+        let grown = if gained < total { gained } else { 0 };
+        let initial = total - grown;
+        self.first_local.insert(context, initial);
         self.out.initial_local += initial;
         if grown > 0 {
             self.growth(t, i, initial, grown);
-        } else {
-            self.max_local.insert(l.context_id, l.total_after);
         }
+        self.max_local.insert(context, total);
         self.module_code(t, gained - grown);
     }
 
