@@ -39,7 +39,9 @@ pub enum PartSource {
     Context,
     /// Live allocations of one library (`nccl`, `cublas`, `torch (outside pool)`, ...).
     Library(String),
-    /// Local-memory growth from spilling kernels (never given back).
+    /// The local-memory reservation growing at a launch, for what a kernel
+    /// or its newly loaded module needs (spills, stacks, local arrays);
+    /// never given back.
     LocalMemoryGrowth,
     /// Reservation the driver dropped when a launch failed (negative bytes),
     /// at most the local memory the account held then.

@@ -178,7 +178,7 @@ pub fn part_label(p: &GapPart) -> String {
             )
         }
         PartSource::Library(name) => name.clone(),
-        PartSource::LocalMemoryGrowth => "local-memory growth (spills)".into(),
+        PartSource::LocalMemoryGrowth => "local-memory growth".into(),
         PartSource::LocalMemoryDropped => {
             "local-memory reservation dropped by the failed launch".into()
         }
