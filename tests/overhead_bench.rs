@@ -1147,19 +1147,13 @@ const FOOTPRINT_ROWS: &[Row] = &[
         ],
     },
     Row {
-        workload: "hf, CUPTI left attached (builds before 2026-12-07)",
+        workload: "hf",
         allocator: "async",
         device: "H100",
-        measured: "2026-12-06",
-        folder: "2026-12-06-h100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
         bench: "hf",
-        files: &[
-            "hf-async-call2.txt",
-            "hf-async-call3.txt",
-            "hf-async-call5.txt",
-            "hf-async-call6.txt",
-            "hf-async-call7.txt",
-        ],
+        files: &["hf-async-call57.txt"],
     },
     Row {
         workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
@@ -1177,13 +1171,13 @@ const FOOTPRINT_ROWS: &[Row] = &[
         ],
     },
     Row {
-        workload: "fsdp2, CUPTI left attached (builds before 2026-12-07)",
+        workload: "fsdp2",
         allocator: "async",
         device: "H100",
-        measured: "2026-12-06",
-        folder: "2026-12-06-h100",
+        measured: "2026-12-07",
+        folder: "2026-12-07-h100",
         bench: "fsdp2",
-        files: &["fsdp2-async-call8.txt", "fsdp2-async-call17.txt"],
+        files: &["fsdp2-async-call58.txt"],
     },
 ];
 
@@ -1260,6 +1254,21 @@ const EARLIER_ROWS: &[Row] = &[
         files: &["hf-async.txt", "hf-async-breakdown.txt"],
     },
     Row {
+        workload: "hf",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "hf",
+        files: &[
+            "hf-async-call2.txt",
+            "hf-async-call3.txt",
+            "hf-async-call5.txt",
+            "hf-async-call6.txt",
+            "hf-async-call7.txt",
+        ],
+    },
+    Row {
         workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
         allocator: "default",
         device: "H200",
@@ -1289,6 +1298,15 @@ const EARLIER_ROWS: &[Row] = &[
             "fsdp2-default-call30.txt",
             "fsdp2-default-call37.txt",
         ],
+    },
+    Row {
+        workload: "fsdp2",
+        allocator: "async",
+        device: "H100",
+        measured: "2026-12-06",
+        folder: "2026-12-06-h100",
+        bench: "fsdp2",
+        files: &["fsdp2-async-call8.txt", "fsdp2-async-call17.txt"],
     },
 ];
 
@@ -1780,14 +1798,18 @@ fn the_sixteenth_sessions_rounds_give_their_printed_summaries() {
 }
 
 /// Calls 53–55 (seventeenth session: a fresh H100, the build of 9ff5fcb,
-/// probe 0.2.4) give what the GPU printed: lazy 20 rounds on each
-/// allocator, fsdp2 14 (the deadline's), the doctor alone.
+/// probe 0.2.4) and 57–58 (eighteenth: another H100, 63553fe, the same
+/// probe) give what the GPU printed: lazy 20 rounds on each allocator,
+/// fsdp2 default 14, hf async 14, fsdp2 async 12 (the deadlines'), the
+/// doctor alone.
 #[test]
 fn the_seventeenth_sessions_rounds_give_their_printed_summaries() {
     for ((workload, allocator), call, rounds, lines) in [
         (("lazy", "default"), 53, 20, 2),
         (("lazy", "async"), 54, 20, 2),
         (("fsdp2", "default"), 55, 14, 3),
+        (("hf", "async"), 57, 14, 3),
+        (("fsdp2", "async"), 58, 12, 3),
     ] {
         let file = format!("{workload}-{allocator}-call{call}.txt");
         let out =
