@@ -193,8 +193,9 @@ for mode in rows:
               f"issue_added_us={1e6 * iadd:.1f} issue_added_us_90={1e6 * ilo:.1f}..{1e6 * ihi:.1f} "
               f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
     # Step 1 part by part (the lazy workload): where the difference and the
-    # noise each sit.
-    for part in ("forward", "backward", "clip", "optimizer"):
+    # noise each sit. The forward's two halves only where every row has them
+    # (rounds before 2026-12-07's eighteenth session stored it whole).
+    for part in ("forward", "forward_net", "forward_mix", "backward", "clip", "optimizer"):
         key = "step1_" + part
         if all(key in r for r in rows[mode] + rows["plain"]):
             ratio, lo, hi, _ = paired(mode, "plain", key)

@@ -53,7 +53,7 @@ exec python3 - <<'EOF'
 import json, os, random
 f = float(os.environ.get("STANDIN_SLOWDOWN", "1")) if os.environ.get("CUDA_INJECTION64_PATH") else 1.0
 n = lambda: 1 + random.uniform(-0.001, 0.001)
-parts = {"forward": 1.0, "backward": 0.08, "clip": 0.37, "optimizer": 0.05}
+parts = {"forward": 1.0, "forward_net": 0.3, "forward_mix": 0.7, "backward": 0.08, "clip": 0.37, "optimizer": 0.05}
 log = os.environ.get("NCCL_DEBUG_FILE") if os.environ.get("NCCL_DEBUG") == "INFO" else None
 if log:
     # NCCL's account of one communicator (seconds, two decimals), as NCCL
@@ -157,8 +157,10 @@ fn a_doctor_ten_percent_slower_is_over_the_target_and_the_a_a_control_is_not() {
         (field(control, "step1_ratio") - 1.10).abs() < 0.005,
         "{control}"
     );
-    let part = line(&out, "PART", "mode=doctor part=clip");
-    assert!((field(part, "paired_ratio") - 1.10).abs() < 0.005, "{part}");
+    for part in ["clip", "forward_net", "forward_mix"] {
+        let part = line(&out, "PART", &format!("mode=doctor part={part} "));
+        assert!((field(part, "paired_ratio") - 1.10).abs() < 0.005, "{part}");
+    }
 }
 
 #[test]
