@@ -1,15 +1,23 @@
-//! Every example compiles (to bytecode, in memory), and every name it takes from a
-//! sibling example module exists there, checked on the syntax tree: the
-//! examples need torch, Triton and GPUs to run, which this machine may lack;
-//! the GPU script (scripts/gpu-layouts.sh) runs them.
+//! Every Python file of examples/, benches/ and scripts/ compiles (to
+//! bytecode, in memory), and every name it takes from a sibling module (one
+//! of those folders: benches put examples/ on their path) exists there,
+//! checked on the syntax tree; every shell script there parses (`bash -n`).
+//! They need torch, Triton and GPUs to run, which this machine may lack; the
+//! GPU scripts (scripts/gpu-layouts.sh, scripts/gpu-footprint-zoo.sh) run
+//! them, so a slip there would otherwise first show on the GPU.
 
 use std::path::Path;
 use std::process::Command;
 
 const CHECK: &str = r#"
 import ast, os, sys
-root = sys.argv[1]
-mods = {f[:-3]: os.path.join(root, f) for f in os.listdir(root) if f.endswith(".py")}
+mods = {}
+for root in sys.argv[1:]:
+    for f in sorted(os.listdir(root)):
+        if f.endswith(".py"):
+            if f[:-3] in mods:
+                sys.exit(f"two modules named {f[:-3]}: {mods[f[:-3]]} and {os.path.join(root, f)}")
+            mods[f[:-3]] = os.path.join(root, f)
 defs = {}
 for name, path in mods.items():
     tree = ast.parse(open(path).read(), path)
@@ -30,30 +38,94 @@ print("\n".join(bad) if bad else f"ok {len(mods)}")
 sys.exit(1 if bad else 0)
 "#;
 
-#[test]
-fn every_example_compiles_and_its_local_imports_exist() {
-    let Some(py) = ["python3", "python"].into_iter().find(|p| {
-        Command::new(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }) else {
-        panic!("python3 is needed for the example checks");
-    };
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let out = Command::new(py)
+fn python() -> &'static str {
+    ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("python3 is needed for the example checks")
+}
+
+/// The check's verdict on these folders: (passed, what it printed).
+fn check_python(dirs: &[&Path]) -> (bool, String) {
+    let out = Command::new(python())
         .arg("-c")
         .arg(CHECK)
-        .arg(&dir)
+        .args(dirs)
         .output()
         .unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
+    (out.status.success(), text)
+}
+
+fn repo_dir(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(name)
+}
+
+#[test]
+fn every_example_compiles_and_its_local_imports_exist() {
+    let dirs = ["examples", "benches", "scripts"].map(repo_dir);
+    let (passed, text) = check_python(&dirs.each_ref().map(|d| d.as_path()));
+    assert!(passed, "{text}");
     for f in ["moe_dp_ep", "pipeline_pp", "context_parallel"] {
-        assert!(dir.join(format!("{f}.py")).exists(), "{f}");
+        assert!(dirs[0].join(format!("{f}.py")).exists(), "{f}");
     }
     assert!(text.starts_with("ok "), "{text}");
+    let count: usize = text.trim()[3..].parse().unwrap();
+    let on_disk = dirs
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("py".as_ref()))
+        .count();
+    assert_eq!(count, on_disk);
+}
+
+/// The check is not blind: a bench taking a name its sibling lacks, and a
+/// file that does not parse, each fail it, named.
+#[test]
+fn the_python_check_names_a_missing_import_and_a_syntax_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rows.py"), "def read(): pass\n").unwrap();
+    std::fs::write(dir.path().join("bench.py"), "from rows import reed\n").unwrap();
+    let (passed, text) = check_python(&[dir.path()]);
+    assert!(!passed);
+    assert!(text.contains("bench: rows.reed"), "{text}");
+    std::fs::write(dir.path().join("bench.py"), "def f(:\n").unwrap();
+    let (passed, text) = check_python(&[dir.path()]);
+    assert!(!passed);
+    assert!(text.contains("bench.py"), "{text}");
+}
+
+/// Every shell script of scripts/ and benches/ parses: most run only on the
+/// GPU machine.
+#[test]
+fn every_shell_script_parses() {
+    let mut checked = 0;
+    for dir in ["scripts", "benches", ".ci"].map(repo_dir) {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let is_shell = path.extension() == Some("sh".as_ref())
+                || std::fs::read_to_string(&path)
+                    .is_ok_and(|t| t.starts_with("#!/usr/bin/env bash"));
+            if !path.is_file() || !is_shell {
+                continue;
+            }
+            let out = Command::new("bash").arg("-n").arg(&path).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "{checked}");
 }
 
 fn layouts_script() -> std::path::PathBuf {
