@@ -7,7 +7,8 @@
  * anonymous mappings, promised zeroed with CUPTI_ACTIVITY_ATTR_ZEROED_OUT_
  * ACTIVITY_BUFFER, as the probe hands out). No CUPTI header needed:
  * the few entry points are declared here, resolved with dlopen from
- * PREWARM_DOCTOR_CUPTI (the libcupti the doctor found). Build on the GPU
+ * PREWARM_DOCTOR_CUPTI (the libcupti the doctor found). bare_cupti_function
+ * (below) hands its callbacks to a bench that subscribes itself. Build on the GPU
  * machine: gcc -shared -fPIC -O2 -o bare_cupti.so benches/bare_cupti.c -ldl */
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -47,6 +48,21 @@ static void completed(void *ctx, uint32_t stream, uint8_t *buffer, size_t size, 
     munmap(buffer, BUFFER_BYTES);
   else
     free(buffer);
+}
+
+/* For a bench that drives CUPTI from Python in one process
+ * (benches/gpu_cupti_module_loads.py, through ctypes): the do-nothing
+ * callback (0), the buffer request (1) and completion (2) as C function
+ * pointers, so that no Python runs inside CUPTI's callbacks. Buffers then
+ * come from fresh mappings: promise CUPTI they are zeroed. */
+void *bare_cupti_function(int which) {
+  mapped = 1;
+  switch (which) {
+  case 0: return (void *)nothing;
+  case 1: return (void *)requested;
+  case 2: return (void *)completed;
+  default: return NULL;
+  }
 }
 
 int InitializeInjection(void) {

@@ -26,7 +26,9 @@
 # sampling and a CUPTI subscription against a CPU-bound training step, in
 # one process) and `toggles` (benches/gpu_steady_toggles.py: fsdp2's steady
 # step with one piece of the doctor held off and on in one process;
-# TOGGLES_PROCESSES processes, 3) and `residual` (benches/gpu_cupti_residual.py:
+# TOGGLES_PROCESSES processes, 3), `modules` (benches/gpu_cupti_module_loads.py:
+# CUPTI alone, one process, module loads and first launches under each
+# CUPTI state; MODULES_PROCESSES processes, 3) and `residual` (benches/gpu_cupti_residual.py:
 # CUPTI alone, no probe, set up one way a process — records switched on
 # and off around a first launch, toggled, inside a launch callback — then
 # a launch timed; RESIDUAL_ROUNDS rounds, 8).
@@ -187,6 +189,17 @@ if has toggles; then
     timeout $(( $(left) - 5 )) $PY benches/gpu_steady_toggles.py ${TOGGLES_PROCESSES:-3} > "$OUT/steady-toggles-out-$TAG.txt" 2>&1
   grep -E '^(TOGGLE_PAIRED|TOGGLE_MISSING|FAILED|DEADLINE)' "$OUT/steady-toggles-out-$TAG.txt" | tee -a "$OUT/summary.txt"
   tail -3 "$OUT/steady-toggles-out-$TAG.txt"
+fi
+
+# CUPTI alone, in one process, on module loads and first launches (a cubin
+# loaded again and again, blocks under each CUPTI state in ABBA order):
+# whether CUPTI attached slows step 1's first-use work beyond the probe's
+# own callbacks.
+if has modules; then
+  CUPTI_MODULES_ROWS="$OUT/modloads-$TAG.txt" CUPTI_MODULES_DEADLINE_S=$(( $(left) - 60 )) BIN=$BIN \
+    timeout $(( $(left) - 5 )) $PY benches/gpu_cupti_module_loads.py ${MODULES_PROCESSES:-3} > "$OUT/modloads-out-$TAG.txt" 2>&1
+  grep -E '^(MODLOADS_|FAILED|DEADLINE)' "$OUT/modloads-out-$TAG.txt" | tee -a "$OUT/summary.txt"
+  tail -3 "$OUT/modloads-out-$TAG.txt"
 fi
 
 # What CUPTI alone leaves on a launch after kernel records were on: which
