@@ -7,8 +7,9 @@ in its forward (cuBLAS's first use, first kernels, Triton's loads), where the
 parts bench's one-process-a-mode rounds spread +-50 ms (docs/footprint.md,
 eighteenth session). This asks CUPTI alone, no probe, inside one process,
 where process-to-process spread cancels: one cubin of FUNCTIONS kernels
-(built with nvcc, once) is loaded MODULES times a block (cuModuleLoadData:
-a new module each time, its functions loaded lazily at their first use, as
+(built with nvcc, once) is loaded MODULES times a block (cuLibraryLoadData,
+as the CUDA runtime loads torch's kernels, or cuModuleLoadData: a new
+library each time, its functions loaded lazily at their first launch, as
 the driver loads torch's), each function launched once (its first launch)
 and again; the blocks take turns through CUPTI's states, in an ABBA order
 (up, then down: a linear drift cancels):
@@ -21,8 +22,8 @@ and again; the blocks take turns through CUPTI's states, in an ABBA order
   records    callbacks, and concurrent-kernel records on through the block
              (buffers from fresh mappings, as the probe hands CUPTI)
 
-A block's row holds microseconds a module load, a first launch (with
-cuModuleGetFunction: the function's lazy load) and a later launch. The
+A block's row holds microseconds a load, a first launch (with the
+kernel's lookup: its lazy load) and a later launch. The
 summary pairs each state with `detached` (and `records` with `callbacks`)
 within the process's rounds: median added microseconds, its exact
 interval, the sign test. A worker that fails gives a FAILED line and the
@@ -34,7 +35,8 @@ Usage, on a GPU machine from the repository root (needs nvcc and gcc):
 
 (PROCESSES 3; CUPTI_MODULES_ROUNDS rounds a process, 10, each one block a
 state; CUPTI_MODULES_MODULES loads a block, 8; CUPTI_MODULES_FUNCTIONS
-kernels a module, 64; CUPTI_MODULES_DEADLINE_S stops starting processes past
+kernels a module, 64; CUPTI_MODULES_API `library` (default) or `module`,
+the driver API that loads them; CUPTI_MODULES_DEADLINE_S stops starting processes past
 that many seconds; CUPTI_MODULES_NVCC names nvcc; the libcupti is
 PREWARM_DOCTOR_CUPTI, else the one `$BIN check` names). Every row goes to
 stdout as `MODLOADS state=S round=P.R {json}` (and to CUPTI_MODULES_ROWS
@@ -132,14 +134,37 @@ class Cupti:
 
 
 class Modules:
-    """The cubin loaded again and again, each module's functions launched."""
+    """The cubin loaded again and again, each module's functions launched:
+    through the library API (cuLibraryLoadData, cuLibraryGetKernel: what
+    the CUDA runtime does for torch's kernels under lazy loading) or the
+    module API (cuModuleLoadData, cuModuleGetFunction)."""
 
-    def __init__(self, image, functions, pointer):
+    def __init__(self, image, functions, pointer, api="library"):
+        if api not in ("library", "module"):
+            raise ValueError(f"CUPTI_MODULES_API: {api!r} is neither library nor module")
         self.cuda = ctypes.CDLL("libcuda.so.1")
+        self.api = api
         self.image = image
         self.names = [f"k{i}".encode() for i in range(functions)]
         self.arg = ctypes.c_void_p(pointer)
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.arg))
+
+    def load(self):
+        handle = ctypes.c_void_p()
+        if self.api == "library":
+            self.check("cuLibraryLoadData", ctypes.byref(handle), self.image, None, None, 0, None, None, 0)
+        else:
+            self.check("cuModuleLoadData", ctypes.byref(handle), self.image)
+        return handle
+
+    def function(self, handle, name):
+        f = ctypes.c_void_p()
+        self.check("cuLibraryGetKernel" if self.api == "library" else "cuModuleGetFunction",
+                   ctypes.byref(f), handle, name)
+        return f
+
+    def unload(self, handle):
+        self.check("cuLibraryUnload" if self.api == "library" else "cuModuleUnload", handle)
 
     def check(self, name, *args):
         rc = getattr(self.cuda, name)(*args)
@@ -156,15 +181,10 @@ class Modules:
         spent = [0, 0, 0]
         loaded = []
         for _ in range(modules):
-            module = ctypes.c_void_p()
             t0 = time.perf_counter_ns()
-            self.check("cuModuleLoadData", ctypes.byref(module), self.image)
+            module = self.load()
             t1 = time.perf_counter_ns()
-            functions = []
-            for name in self.names:
-                f = ctypes.c_void_p()
-                self.check("cuModuleGetFunction", ctypes.byref(f), module, name)
-                functions.append(f)
+            functions = [self.function(module, name) for name in self.names]
             self.launch_all(functions)
             t2 = time.perf_counter_ns()
             self.launch_all(functions)
@@ -173,11 +193,11 @@ class Modules:
                 spent[i] += b - a
             loaded.append(module)
         for module in loaded:
-            self.check("cuModuleUnload", module)
+            self.unload(module)
         launches = modules * len(self.names)
         return {"load_us": spent[0] / modules / 1e3, "first_launch_us": spent[1] / launches / 1e3,
                 "again_launch_us": spent[2] / launches / 1e3, "modules": modules,
-                "functions": len(self.names)}
+                "functions": len(self.names), "api": self.api}
 
 
 def worker(process):
@@ -191,7 +211,8 @@ def worker(process):
     torch.cuda.synchronize()
     with open(os.environ["CUPTI_MODULES_CUBIN"], "rb") as f:
         image = f.read()
-    modules = Modules(image, int(os.environ["CUPTI_MODULES_FUNCTIONS"]), buffer.data_ptr())
+    modules = Modules(image, int(os.environ["CUPTI_MODULES_FUNCTIONS"]), buffer.data_ptr(),
+                      os.environ.get("CUPTI_MODULES_API", "library"))
     count = int(os.environ["CUPTI_MODULES_MODULES"])
     modules.block(count)  # the first loads of the process, not a round
     for r in range(1, int(os.environ["CUPTI_MODULES_ROUNDS"]) + 1):

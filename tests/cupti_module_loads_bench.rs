@@ -226,6 +226,15 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
            && params && *(uintptr_t *)params[0] == 0x1000;
   note(ok ? "cuLaunchKernel" : "launch: wrong arguments"); return 0;
 }
+int cuLibraryLoadData(void **l, const void *image, void *jo, void **jv, unsigned nj, void *lo, void **lv,
+                      unsigned nl) {
+  int ok = image && *(const char *)image == 'c' && !jo && !jv && !nj && !lo && !lv && !nl;
+  note(ok ? "cuLibraryLoadData" : "load: wrong arguments"); *l = (void *)++modules; return 0;
+}
+int cuLibraryGetKernel(void **k, void *l, const char *name) {
+  note(l && name[0] == 'k' ? "cuLibraryGetKernel" : "function: wrong"); *k = (void *)0x7; return 0;
+}
+int cuLibraryUnload(void *l) { note(l ? "cuLibraryUnload" : "unload: null"); return 0; }
 int cuCtxSynchronize(void) { note("cuCtxSynchronize"); return 0; }
 int cuModuleUnload(void *m) { note(m ? "cuModuleUnload" : "unload: null"); return 0; }
 "#;
@@ -244,107 +253,119 @@ class cuda:
 "#;
 
 /// The real worker against stand-in CUPTI and driver libraries (and a fake
-/// torch): CUPTI is subscribed before CUDA starts, finalised each time the
-/// ABBA order reaches `detached` and subscribed again after it, the
-/// probe's callbacks switched on and off as a set, records on once a visit
-/// to `records`; every block loads, launches (twice each function, with
-/// the buffer as argument) and unloads its modules; every row is printed.
+/// torch), through each driver API it can load with: CUPTI is subscribed
+/// before CUDA starts, finalised each time the ABBA order reaches
+/// `detached` and subscribed again after it, the probe's callbacks
+/// switched on and off as a set, records on once a visit to `records`;
+/// every block loads, launches (twice each function, with the buffer as
+/// argument) and unloads its modules; every row is printed.
 #[test]
 fn the_worker_moves_cupti_through_its_states_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("libs.c"), LIBS).unwrap();
     let lib = d.join("libcuda.so.1");
-    let cc = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(d.join("libs.c"))
-        .output()
-        .unwrap();
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
     let helper = d.join("bare_cupti.so");
-    let cc = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&helper)
-        .arg(common::repo("benches/bare_cupti.c"))
-        .arg("-ldl")
-        .output()
-        .unwrap();
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    for (out, source) in [
+        (&lib, d.join("libs.c")),
+        (&helper, common::repo("benches/bare_cupti.c")),
+    ] {
+        let cc = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(out)
+            .arg(source)
+            .arg("-ldl")
+            .output()
+            .unwrap();
+        assert!(
+            cc.status.success(),
+            "{}",
+            String::from_utf8_lossy(&cc.stderr)
+        );
+    }
     std::fs::write(d.join("torch.py"), FAKE_TORCH).unwrap();
     std::fs::write(d.join("kernels.cubin"), "cubin").unwrap();
-    let log = d.join("calls.log");
-    let (rounds, modules, functions) = (3, 2, 5);
-    let out = common::stdout_of_success(
-        Command::new("python3")
-            .arg(common::repo("benches/gpu_cupti_module_loads.py"))
-            .args(["--worker", "7"])
-            .env("PYTHONPATH", d)
-            .env("LD_LIBRARY_PATH", d)
-            .env("PREWARM_DOCTOR_CUPTI", &lib)
-            .env("CUPTI_MODULES_HELPER", &helper)
-            .env("CUPTI_MODULES_CUBIN", d.join("kernels.cubin"))
-            .env("CUPTI_MODULES_ROUNDS", rounds.to_string())
-            .env("CUPTI_MODULES_MODULES", modules.to_string())
-            .env("CUPTI_MODULES_FUNCTIONS", functions.to_string())
-            .env("STANDIN_LOG", &log),
-    );
-    let states: Vec<String> = out
-        .lines()
-        .map(|l| {
-            let fields: Vec<&str> = l.split(' ').take(3).collect();
-            format!("{} {}", fields[1], fields[2])
-        })
-        .collect();
-    let want: Vec<String> = [(1, true), (2, false), (3, true)]
-        .iter()
-        .flat_map(|&(round, up)| {
-            let mut order = ["detached", "subscribed", "callbacks", "records"];
-            if !up {
-                order.reverse();
-            }
-            order.map(|s| format!("state={s} round=7.{round}"))
-        })
-        .collect();
-    assert_eq!(states, want);
-    assert!(out.contains("\"enabled_callbacks\": 47"), "{out}");
-
-    let calls = std::fs::read_to_string(&log).unwrap();
-    let count = |name: &str| calls.lines().filter(|l| *l == name).count();
-    assert!(
-        !calls
+    for (api, load, lookup, unload) in [
+        (
+            "library",
+            "cuLibraryLoadData",
+            "cuLibraryGetKernel",
+            "cuLibraryUnload",
+        ),
+        (
+            "module",
+            "cuModuleLoadData",
+            "cuModuleGetFunction",
+            "cuModuleUnload",
+        ),
+    ] {
+        let log = d.join(format!("calls-{api}.log"));
+        let (rounds, modules, functions) = (3, 2, 5);
+        let out = common::stdout_of_success(
+            Command::new("python3")
+                .arg(common::repo("benches/gpu_cupti_module_loads.py"))
+                .args(["--worker", "7"])
+                .env("PYTHONPATH", d)
+                .env("LD_LIBRARY_PATH", d)
+                .env("PREWARM_DOCTOR_CUPTI", &lib)
+                .env("CUPTI_MODULES_HELPER", &helper)
+                .env("CUPTI_MODULES_CUBIN", d.join("kernels.cubin"))
+                .env("CUPTI_MODULES_API", api)
+                .env("CUPTI_MODULES_ROUNDS", rounds.to_string())
+                .env("CUPTI_MODULES_MODULES", modules.to_string())
+                .env("CUPTI_MODULES_FUNCTIONS", functions.to_string())
+                .env("STANDIN_LOG", &log),
+        );
+        let states: Vec<String> = out
             .lines()
-            .any(|l| l.contains(": ") || l.ends_with("without callback")),
-        "{calls}"
-    );
-    // Subscribed before CUDA, then once after each finalise.
-    assert_eq!(count("cuptiSubscribe"), 3);
-    assert_eq!(count("cuptiActivityRegisterCallbacks"), 3);
-    assert_eq!(count("cuptiFinalize"), 2);
-    assert_eq!(count("cuptiActivityEnable"), 2);
-    assert_eq!(count("cuptiActivityDisable"), 1);
-    // The probe's set (36 traced calls and pools, 11 launches) a switch.
-    let ids = 36 + 11;
-    assert_eq!(count("cuptiEnableCallback 1"), 2 * ids);
-    assert_eq!(count("cuptiEnableCallback 0"), ids);
-    let loads = modules * (1 + 4 * rounds);
-    assert_eq!(count("cuModuleLoadData"), loads);
-    assert_eq!(count("cuModuleUnload"), loads);
-    assert_eq!(count("cuModuleGetFunction"), loads * functions);
-    assert_eq!(count("cuLaunchKernel"), 2 * loads * functions);
-    let first = calls.lines().position(|l| l == "cuModuleLoadData").unwrap();
-    assert!(calls.lines().position(|l| l == "cuptiSubscribe").unwrap() < first);
-    let finalize = calls.lines().position(|l| l == "cuptiFinalize").unwrap();
-    assert_eq!(
-        calls.lines().nth(finalize - 1),
-        Some("cuptiActivityFlushAll")
-    );
+            .map(|l| {
+                let fields: Vec<&str> = l.split(' ').take(3).collect();
+                format!("{} {}", fields[1], fields[2])
+            })
+            .collect();
+        let want: Vec<String> = [(1, true), (2, false), (3, true)]
+            .iter()
+            .flat_map(|&(round, up)| {
+                let mut order = ["detached", "subscribed", "callbacks", "records"];
+                if !up {
+                    order.reverse();
+                }
+                order.map(|s| format!("state={s} round=7.{round}"))
+            })
+            .collect();
+        assert_eq!(states, want);
+        assert!(out.contains("\"enabled_callbacks\": 47"), "{out}");
+        assert!(out.contains(&format!("\"api\": \"{api}\"")), "{out}");
+
+        let calls = std::fs::read_to_string(&log).unwrap();
+        let count = |name: &str| calls.lines().filter(|l| *l == name).count();
+        assert!(
+            !calls
+                .lines()
+                .any(|l| l.contains(": ") || l.ends_with("without callback")),
+            "{calls}"
+        );
+        // Subscribed before CUDA, then once after each finalise.
+        assert_eq!(count("cuptiSubscribe"), 3);
+        assert_eq!(count("cuptiActivityRegisterCallbacks"), 3);
+        assert_eq!(count("cuptiFinalize"), 2);
+        assert_eq!(count("cuptiActivityEnable"), 2);
+        assert_eq!(count("cuptiActivityDisable"), 1);
+        // The probe's set (36 traced calls and pools, 11 launches) a switch.
+        let ids = 36 + 11;
+        assert_eq!(count("cuptiEnableCallback 1"), 2 * ids);
+        assert_eq!(count("cuptiEnableCallback 0"), ids);
+        let loads = modules * (1 + 4 * rounds);
+        assert_eq!(count(load), loads);
+        assert_eq!(count(unload), loads);
+        assert_eq!(count(lookup), loads * functions);
+        assert_eq!(count("cuLaunchKernel"), 2 * loads * functions);
+        let first = calls.lines().position(|l| l == load).unwrap();
+        assert!(calls.lines().position(|l| l == "cuptiSubscribe").unwrap() < first);
+        let finalize = calls.lines().position(|l| l == "cuptiFinalize").unwrap();
+        assert_eq!(
+            calls.lines().nth(finalize - 1),
+            Some("cuptiActivityFlushAll")
+        );
+    }
 }
