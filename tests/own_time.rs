@@ -161,7 +161,9 @@ fn the_report_gives_the_shims_hooks_per_phase() {
     let text = common::terminal_text(&run);
     let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        words.contains("inside step 1's time; the shim: hooks "),
+        words.contains(
+            "inside step 1's time, CUPTI's own work in the driver not counted; the shim: hooks "
+        ),
         "{text}"
     );
     // Beside the probe's line, the run's whole and a steady step's share

@@ -770,8 +770,10 @@ pub fn note_texts(notes: &[MatrixNote]) -> Vec<String> {
 /// callbacks and the shim's hooks run inside the training's calls, so they
 /// are inside step 1's time and its parts (the training waited for them),
 /// not a part of their own; the rest of the probe's ran on its threads
-/// beside the training (said from 0.5 ms on). CUPTI's own tracing is in
-/// neither. The shim's is said where its lines give it.
+/// beside the training (said from 0.5 ms on). CUPTI's own work in the
+/// driver is in neither and no record times it, so the line says so: on an
+/// H100 the doctor's whole step-1 cost measured several times these
+/// (docs/footprint.md). The shim's is said where its lines give it.
 pub fn doctor_in_step1(ph: &PhaseAccount) -> String {
     let mut text = format!(
         "the probe: callbacks {} inside step 1's time",
@@ -784,6 +786,7 @@ pub fn doctor_in_step1(ph: &PhaseAccount) -> String {
     if beside >= 0.5e-3 {
         text += &format!(", {} on its threads beside the training", seconds(beside));
     }
+    text += ", CUPTI's own work in the driver not counted";
     if let Some(shim) = ph.shim_s {
         text += &format!("; the shim: hooks {} inside step 1's time", seconds(shim));
     }
