@@ -86,20 +86,24 @@ impl Bench {
         self.dir.path().join(name)
     }
 
+    /// The bench with these variables, on the stand-ins.
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new("bash");
+        c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead.sh"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("SB", self.dir.path())
+            .env("BIN", self.path("prewarm-doctor"))
+            .env("PY", self.path("py"))
+            .env("OUTDIR", self.path("out"))
+            .env("OVERHEAD_ALLOCATORS", "default")
+            .envs(env.iter().copied());
+        c
+    }
+
     /// Runs the bench with these variables; returns its stdout.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> String {
-        common::stdout_of_success(
-            Command::new("bash")
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu_overhead.sh"))
-                .args(args)
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .env("SB", self.dir.path())
-                .env("BIN", self.path("prewarm-doctor"))
-                .env("PY", self.path("py"))
-                .env("OUTDIR", self.path("out"))
-                .env("OVERHEAD_ALLOCATORS", "default")
-                .envs(env.iter().copied()),
-        )
+        common::stdout_of_success(&mut self.command(args, env))
     }
 
     /// A fresh stand-in set, run once: the set (for its log) and the output.
@@ -303,6 +307,48 @@ fn warm_up_runs_are_skipped_when_asked() {
     };
     assert_eq!(workers("0"), 4);
     assert_eq!(workers("1"), 6);
+}
+
+/// `OVERHEAD_WARMUP=once` warms a cell the first time a machine runs it and
+/// not again (its mark stays between calls), a new cell still warmed; a
+/// value it does not know is refused by name before anything runs.
+#[test]
+fn warm_up_runs_happen_once_a_machine_when_asked() {
+    let marks = tempfile::tempdir().unwrap();
+    let marks_dir = marks.path().to_str().unwrap();
+    let workers = |cells: &str| {
+        let (bench, _) = Bench::once(
+            &[],
+            &[
+                ("OVERHEAD_ROUNDS", "1"),
+                ("OVERHEAD_CELLS", cells),
+                ("OVERHEAD_WARMUP", "once"),
+                ("OVERHEAD_WARM_MARKS", marks_dir),
+            ],
+        );
+        bench
+            .log()
+            .lines()
+            .filter(|l| l.starts_with("worker"))
+            .count()
+    };
+    assert_eq!(workers("hf:default"), 4);
+    assert_eq!(workers("hf:default"), 2);
+    assert_eq!(workers("hf:default hf:async"), 2 + 2 + 2);
+    assert!(marks.path().join("hf-async").exists());
+
+    let bench = Bench::new();
+    let out = bench
+        .command(&[], &[("OVERHEAD_WARMUP", "onec")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("OVERHEAD_WARMUP must be 0, 1 or once, got 'onec'"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// NCCL's own account of a communicator's creation, from each run's log:
