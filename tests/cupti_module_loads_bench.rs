@@ -118,20 +118,12 @@ fn a_dying_process_is_named_and_the_stored_rows_give_the_same_summary() {
     );
     let rows = std::fs::read_to_string(dir.path().join("rows.txt")).unwrap();
     assert_eq!(rows.lines().count(), 24 + 5 + 24, "{rows}");
-    let stored = common::stdout_of_success(
-        Command::new("python3")
-            .arg(common::repo("benches/gpu_cupti_module_loads.py"))
-            .arg("--summary")
-            .arg(dir.path().join("rows.txt")),
+    common::stored_rows_give_the_printed_summary(
+        "benches/gpu_cupti_module_loads.py",
+        &dir.path().join("rows.txt"),
+        "MODLOADS_",
+        &out,
     );
-    let summary = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.starts_with("MODLOADS_"))
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(summary(&stored), summary(&out));
-    assert!(!summary(&out).is_empty());
 }
 
 /// A failing nvcc stops the bench before any process, naming the setting

@@ -111,19 +111,12 @@ fn a_dying_worker_is_named_and_the_stored_rows_give_the_same_summary() {
 
     let rows = std::fs::read_to_string(dir.path().join("rows.txt")).unwrap();
     assert_eq!(rows.lines().count(), 10, "{rows}");
-    let stored = common::stdout_of_success(
-        Command::new("python3")
-            .arg(common::repo("benches/gpu_cupti_residual.py"))
-            .arg("--summary")
-            .arg(dir.path().join("rows.txt")),
+    common::stored_rows_give_the_printed_summary(
+        "benches/gpu_cupti_residual.py",
+        &dir.path().join("rows.txt"),
+        "CUPTI_RESIDUAL",
+        &out,
     );
-    let summary = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.starts_with("CUPTI_RESIDUAL"))
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(summary(&stored), summary(&out));
 }
 
 /// A scenario the bench does not know is refused by name before anything

@@ -83,19 +83,12 @@ fn a_piece_that_costs_a_step_is_found_within_pairs_across_processes() {
         assert_eq!(rows, 6, "{stored}");
     }
     // The stored rows give the summary the run printed.
-    let again = common::stdout_of_success(
-        Command::new("python3")
-            .arg(common::repo("benches/gpu_steady_toggles.py"))
-            .arg("--summary")
-            .arg(dir.path().join("rows.txt")),
+    common::stored_rows_give_the_printed_summary(
+        "benches/gpu_steady_toggles.py",
+        &dir.path().join("rows.txt"),
+        "TOGGLE_PAIRED",
+        &out,
     );
-    let paired = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.starts_with("TOGGLE_PAIRED"))
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(paired(&again), paired(&out));
 }
 
 /// A stored row that is not one is refused, naming its file and line.

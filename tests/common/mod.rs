@@ -274,6 +274,28 @@ pub fn stdout_of_success(cmd: &mut Command) -> String {
     stdout
 }
 
+/// The lines of `text` that start with `prefix` (a bench summary's lines).
+pub fn lines_starting(text: &str, prefix: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Asserts that a GPU bench's `--summary` of the rows it stored prints the
+/// very `prefix` lines its run printed (`printed`), and that there are some.
+pub fn stored_rows_give_the_printed_summary(bench: &str, rows: &Path, prefix: &str, printed: &str) {
+    let stored = stdout_of_success(
+        Command::new("python3")
+            .arg(repo(bench))
+            .arg("--summary")
+            .arg(rows),
+    );
+    let want = lines_starting(printed, prefix);
+    assert!(!want.is_empty(), "no {prefix} lines in\n{printed}");
+    assert_eq!(lines_starting(&stored, prefix), want);
+}
+
 /// A copy of the H200 recording `async-lazy-init` in `dir`, with one probe
 /// notice appended to rank 0's events, 1 ms after its step 3 ended, so in
 /// step 4 (CRAFTED: not a recording).
