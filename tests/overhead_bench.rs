@@ -285,25 +285,28 @@ fn a_deadline_stops_the_rounds_and_still_prints_the_summary() {
     assert!(!bench.log().contains("agent"), "{}", bench.log());
 }
 
+/// How many training processes (warm-up runs included) one bench run with
+/// these variables started.
+fn workers_started(env: &[(&str, &str)]) -> usize {
+    let (bench, _) = Bench::once(&[], env);
+    bench
+        .log()
+        .lines()
+        .filter(|l| l.starts_with("worker"))
+        .count()
+}
+
 /// A later call on a warmed machine skips the untimed warm-up runs: only
 /// the rounds' runs start (2 rounds of plain and doctor), where the default
 /// starts a plain and a doctor run more first.
 #[test]
 fn warm_up_runs_are_skipped_when_asked() {
     let workers = |warmup: &str| {
-        let (bench, _) = Bench::once(
-            &[],
-            &[
-                ("OVERHEAD_ROUNDS", "2"),
-                ("OVERHEAD_CELLS", "hf:default"),
-                ("OVERHEAD_WARMUP", warmup),
-            ],
-        );
-        bench
-            .log()
-            .lines()
-            .filter(|l| l.starts_with("worker"))
-            .count()
+        workers_started(&[
+            ("OVERHEAD_ROUNDS", "2"),
+            ("OVERHEAD_CELLS", "hf:default"),
+            ("OVERHEAD_WARMUP", warmup),
+        ])
     };
     assert_eq!(workers("0"), 4);
     assert_eq!(workers("1"), 6);
@@ -317,20 +320,12 @@ fn warm_up_runs_happen_once_a_machine_when_asked() {
     let marks = tempfile::tempdir().unwrap();
     let marks_dir = marks.path().to_str().unwrap();
     let workers = |cells: &str| {
-        let (bench, _) = Bench::once(
-            &[],
-            &[
-                ("OVERHEAD_ROUNDS", "1"),
-                ("OVERHEAD_CELLS", cells),
-                ("OVERHEAD_WARMUP", "once"),
-                ("OVERHEAD_WARM_MARKS", marks_dir),
-            ],
-        );
-        bench
-            .log()
-            .lines()
-            .filter(|l| l.starts_with("worker"))
-            .count()
+        workers_started(&[
+            ("OVERHEAD_ROUNDS", "1"),
+            ("OVERHEAD_CELLS", cells),
+            ("OVERHEAD_WARMUP", "once"),
+            ("OVERHEAD_WARM_MARKS", marks_dir),
+        ])
     };
     assert_eq!(workers("hf:default"), 4);
     assert_eq!(workers("hf:default"), 2);
