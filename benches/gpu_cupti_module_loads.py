@@ -282,6 +282,9 @@ def main(argv):
         print("\n".join(summarise(stored_rows.read_rounds(files, "MODLOADS", "state"))))
         return
     processes = int(argv[1]) if len(argv) > 1 else 3
+    api = os.environ.get("CUPTI_MODULES_API", "library")
+    if api not in ("library", "module"):
+        sys.exit(f"CUPTI_MODULES_API must be library or module, got {api!r}")
     functions = int(os.environ.get("CUPTI_MODULES_FUNCTIONS", "64"))
     deadline = float(os.environ.get("CUPTI_MODULES_DEADLINE_S", "0"))
     store = os.environ.get("CUPTI_MODULES_ROWS")

@@ -126,6 +126,24 @@ fn a_dying_process_is_named_and_the_stored_rows_give_the_same_summary() {
     );
 }
 
+/// An API the bench cannot load with is refused by name before anything
+/// is built or run.
+#[test]
+fn an_unknown_loading_api_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(dir.path(), "2")
+        .env("CUPTI_MODULES_API", "modules")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CUPTI_MODULES_API must be library or module, got 'modules'"),
+        "{err}"
+    );
+    assert!(!dir.path().join("rows.txt").exists());
+}
+
 /// A failing nvcc stops the bench before any process, naming the setting
 /// that picks another and nvcc's own message.
 #[test]
