@@ -126,41 +126,37 @@ fn a_dying_process_is_named_and_the_stored_rows_give_the_same_summary() {
     );
 }
 
+/// The bench run with one more variable, expected to stop before any
+/// process ran: its stderr.
+fn stopped_early(name: &str, value: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(dir.path(), "2").env(name, value).output().unwrap();
+    assert!(!out.status.success());
+    assert!(!dir.path().join("rows.txt").exists());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// An API the bench cannot load with is refused by name before anything
 /// is built or run.
 #[test]
 fn an_unknown_loading_api_is_refused_by_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = bench(dir.path(), "2")
-        .env("CUPTI_MODULES_API", "modules")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stopped_early("CUPTI_MODULES_API", "modules");
     assert!(
         err.contains("CUPTI_MODULES_API must be library or module, got 'modules'"),
         "{err}"
     );
-    assert!(!dir.path().join("rows.txt").exists());
 }
 
 /// A failing nvcc stops the bench before any process, naming the setting
 /// that picks another and nvcc's own message.
 #[test]
 fn a_failing_nvcc_is_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = bench(dir.path(), "2")
-        .env("STANDIN_NVCC_FAILS", "1")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stopped_early("STANDIN_NVCC_FAILS", "1");
     assert!(
         err.contains("nvcc (CUPTI_MODULES_NVCC) failed (exit 1)")
             && err.contains("unsupported gpu architecture"),
         "{err}"
     );
-    assert!(!dir.path().join("rows.txt").exists());
 }
 
 /// The callback ids the bench switches on are the probe's: its traced
