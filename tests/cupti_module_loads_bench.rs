@@ -375,3 +375,48 @@ fn the_worker_moves_cupti_through_its_states_in_order() {
         );
     }
 }
+
+/// Calls 59 and 61 (an H100, tests/fixtures/h200-overhead/2026-12-07-h100):
+/// the library API and then the module API, 3 processes of 10 rounds each.
+/// Their stored rows give what each call printed; every state ran in every
+/// round with 8 loads of the 64-function cubin; and docs/footprint.md's
+/// quoted pairings are lines of those summaries.
+#[test]
+fn the_h100_calls_rows_give_their_printed_summaries() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-07-h100");
+    let docs = std::fs::read_to_string(common::repo("docs/footprint.md")).unwrap();
+    let mut quoted_found = 0;
+    for (call, api) in [(59, "library"), (61, "module")] {
+        let rows = folder.join(format!("modloads-call{call}.txt"));
+        let printed =
+            std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
+        common::stored_rows_give_the_printed_summary(
+            "benches/gpu_cupti_module_loads.py",
+            &rows,
+            "MODLOADS_",
+            &printed,
+        );
+        let text = std::fs::read_to_string(&rows).unwrap();
+        assert_eq!(text.lines().count(), 3 * 10 * 4, "call {call}");
+        for l in text.lines() {
+            let json: serde_json::Value = serde_json::from_str(&l[l.find('{').unwrap()..]).unwrap();
+            assert_eq!(json["api"], api, "{l}");
+            assert_eq!(json["modules"], 8, "{l}");
+            assert_eq!(json["functions"], 64, "{l}");
+        }
+        let summary = common::lines_starting(&printed, "MODLOADS_PAIRED");
+        quoted_found += docs
+            .lines()
+            .filter(|q| q.starts_with("MODLOADS_PAIRED") && summary.iter().any(|s| s == q))
+            .count();
+    }
+    let quoted = docs
+        .lines()
+        .filter(|q| q.starts_with("MODLOADS_PAIRED"))
+        .count();
+    assert!(
+        quoted > 0,
+        "docs/footprint.md quotes no MODLOADS_PAIRED line"
+    );
+    assert_eq!(quoted_found, quoted, "a quoted line is in neither summary");
+}

@@ -1164,7 +1164,12 @@ const FOOTPRINT_ROWS: &[Row] = &[
         measured: "2026-12-07",
         folder: "2026-12-07-h100",
         bench: "lazy",
-        files: &["lazy-default-call47.txt", "lazy-default-call53.txt"],
+        files: &[
+            "lazy-default-call47.txt",
+            "lazy-default-call53.txt",
+            "lazy-default-call59.txt",
+            "lazy-default-call61.txt",
+        ],
     },
     Row {
         workload: "lazy",
@@ -1211,6 +1216,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call42.txt",
             "fsdp2-default-call51.txt",
             "fsdp2-default-call55.txt",
+            "fsdp2-default-call60.txt",
         ],
     },
     Row {
@@ -1841,10 +1847,11 @@ fn the_sixteenth_sessions_rounds_give_their_printed_summaries() {
 }
 
 /// Calls 53–55 (seventeenth session: a fresh H100, the build of 9ff5fcb,
-/// probe 0.2.4) and 57–58 (eighteenth: another H100, 63553fe, the same
-/// probe) give what the GPU printed: lazy 20 rounds on each allocator,
-/// fsdp2 default 14, hf async 14, fsdp2 async 12 (the deadlines'), the
-/// doctor alone.
+/// probe 0.2.4), 57–58 (eighteenth: another H100, 63553fe, the same
+/// probe) and 59–61 (nineteenth: another H100, 5752d25, the same probe)
+/// give what the GPU printed: lazy 20 rounds on each allocator, fsdp2
+/// default 14, hf async 14, fsdp2 async 12, lazy default 17, fsdp2 default
+/// 16, lazy default 11 (the deadlines'), the doctor alone.
 #[test]
 fn the_seventeenth_sessions_rounds_give_their_printed_summaries() {
     for ((workload, allocator), call, rounds, lines) in [
@@ -1853,12 +1860,43 @@ fn the_seventeenth_sessions_rounds_give_their_printed_summaries() {
         (("fsdp2", "default"), 55, 14, 3),
         (("hf", "async"), 57, 14, 3),
         (("fsdp2", "async"), 58, 12, 3),
+        (("lazy", "default"), 59, 17, 2),
+        (("fsdp2", "default"), 60, 16, 3),
+        (("lazy", "default"), 61, 11, 2),
     ] {
         let file = format!("{workload}-{allocator}-call{call}.txt");
         let out =
             printed_rounds_summary_in("2026-12-07-h100", call, (workload, allocator), &file, lines);
         paired_over_rounds(&out, &["doctor"], rounds);
     }
+}
+
+/// Call 59 ran the lazy bench's step-1 forward cut in two for the first
+/// time: its stored rounds give the PART lines it printed, the two halves
+/// among them, and each half's plain median lies inside the whole
+/// forward's range (they are pieces of it, not other timings).
+#[test]
+fn the_forward_halves_parts_are_the_stored_rounds() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-07-h100");
+    let out = common::stdout_of_success(&mut summary_of(
+        "lazy",
+        "default",
+        &[folder.join("lazy-default-call59.txt")],
+    ));
+    let printed = std::fs::read_to_string(folder.join("summary-call59.txt")).unwrap();
+    let parts = common::lines_starting(&out, "PART ");
+    assert_eq!(parts, common::lines_starting(&printed, "PART "));
+    let plain_ms = |part: &str| -> f64 {
+        let l = line(&out, "PART", &format!(" part={part} "));
+        let v = l.split(" plain_ms=").nth(1).unwrap();
+        v.split(' ').next().unwrap().parse().unwrap()
+    };
+    let whole = plain_ms("forward");
+    let (net, mix) = (plain_ms("forward_net"), plain_ms("forward_mix"));
+    assert!(
+        net > 0.0 && mix > 0.0 && net < whole && mix < whole,
+        "{out}"
+    );
 }
 
 /// Each round's steady step (µs) of `attached` less `detached`'s, where a
