@@ -44,6 +44,7 @@ def main():
     x = torch.randn(args.batch, args.hidden, device=dev, dtype=torch.bfloat16)
     times = []
     parts = {}
+    window = common.SteadyWindow(args.steps)
     for step in range(args.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -69,12 +70,13 @@ def main():
         opt.step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        window.after_step(step + 1)
         if step == 0:
             cuts.append(t0 + times[0])
             for name, a, b in zip(PARTS, cuts, cuts[1:]):
                 parts["step1_" + name] = b - a
             parts["step1_forward"] = parts["step1_forward_net"] + parts["step1_forward_mix"]
-    common.print_steptimes(args, times, parts)
+    common.print_steptimes(args, times, {**parts, **window.figures()})
     dist.destroy_process_group()
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, ORDER, ISSUE, PART, TARGET, CONTROL, DETACH_PAIRED and BREAKDOWN lines from the STEPTIMES rows of
+PAIRED, SIGN, ORDER, ISSUE, PROCESS, THREADS, PART, TARGET, STATE, CONTROL, DETACH_PAIRED and
+BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
 over the rounds of several:
@@ -9,6 +10,7 @@ over the rounds of several:
 """
 import json, math, random, statistics, sys
 from exact_interval import median_interval, paired_text, sign_test_p
+from exact_interval import paired as exact_paired
 if len(sys.argv) < 5:
     sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
 workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -114,6 +116,74 @@ def order_line(mode):
           f"{text('step1')} {text('steady_median')}")
 def med(kind, key):
     return statistics.median(r[key] for r in rows[kind])
+# The steady window's figures (examples/common.py's SteadyWindow; rows since
+# 2026-12-07's nineteenth session): per steady step, the main thread's CPU
+# and run-queue wait (ms), its switches, the other threads' CPU (ms).
+WINDOW = (("main_cpu", "steady_main_cpu_ms", 1000, "us"), ("main_wait", "steady_main_wait_ms", 1000, "us"),
+          ("invol", "steady_invol_switches", 1, "n"), ("vol", "steady_vol_switches", 1, "n"),
+          ("others_cpu", "steady_others_cpu_ms", 1000, "us"))
+def has_window(mode):
+    return all(r.get("steady_main_cpu_ms") is not None for r in rows[mode] + rows["plain"])
+def process_lines(mode):
+    """PROCESS: each window figure, the mode's against plain's within
+    rounds (medians, paired added, exact interval, sign test); THREADS: the
+    thread names whose CPU a steady step the mode adds most (a name absent
+    from a run counts 0 there), at most 8."""
+    figures = []
+    for name, key, scale, unit in WINDOW:
+        if not all(r.get(key) is not None for r in rows[mode] + rows["plain"]):
+            continue
+        diffs = paired_values(mode, "plain", key, lambda x, y: scale * (x - y))
+        median, lo, hi, _, slower, moved, _ = exact_paired(diffs)
+        d = 1 if unit == "us" else 2
+        per = "_ms" if unit == "us" else ""
+        figures.append(f"{name}_plain{per}={med('plain', key):.3f} {name}_{mode}{per}={med(mode, key):.3f} "
+                       f"{name}_added_{unit}={median:.{d}f} {name}_added_{unit}_90={lo:.{d}f}..{hi:.{d}f} "
+                       f"{name}_slower={slower}/{moved}")
+    print(f"PROCESS workload={workload} allocator={allocator} mode={mode} rounds={len(paired_values(mode, 'plain', 'step1', min))} "
+          + " ".join(figures))
+    names = sorted({n for r in rows[mode] + rows["plain"] for n in (r.get("steady_threads_ms") or {})})
+    added = []
+    for n in names:
+        diffs = paired_values(mode, "plain", "steady_threads_ms",
+                              lambda x, y: 1000 * ((x or {}).get(n, 0) - (y or {}).get(n, 0)))
+        added.append((statistics.median(diffs), n, diffs))
+    for median, n, diffs in sorted(added, key=lambda a: -abs(a[0]))[:8]:
+        print(f"THREADS workload={workload} allocator={allocator} mode={mode} thread={n!r} "
+              + paired_text(diffs, "us", 1))
+def rank_correlation(xs, ys):
+    """Spearman's rho (ties get their mean rank): NaN with fewer than 3
+    pairs or a constant side."""
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r, i = [0.0] * len(v), 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+    if len(xs) < 3:
+        return float("nan")
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return sxy / math.sqrt(sxx * syy) if sxx and syy else float("nan")
+def state_line():
+    """STATE: over every process of every mode, how each window figure
+    ranks with the steady step (Spearman's rho): what a process that runs
+    its steady steps slower does differently, whichever side it ran."""
+    every = [r for kind in rows.values() for r in kind]
+    figures = []
+    for name, key, _, _ in WINDOW:
+        pairs = [(r["steady_median"], r[key]) for r in every if r.get(key) is not None]
+        if pairs:
+            rho = rank_correlation([a for a, _ in pairs], [b for _, b in pairs])
+            figures.append(f"steady_vs_{name}_rho={rho:.2f}")
+    print(f"STATE workload={workload} allocator={allocator} processes={len(every)} " + " ".join(figures))
 for mode in rows:
     if mode == "plain":
         continue
@@ -192,6 +262,8 @@ for mode in rows:
               f"plain_issue_ms={1000 * med('plain', issue):.3f} {mode}_issue_ms={1000 * med(mode, issue):.3f} "
               f"issue_added_us={1e6 * iadd:.1f} issue_added_us_90={1e6 * ilo:.1f}..{1e6 * ihi:.1f} "
               f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
+    if has_window(mode):
+        process_lines(mode)
     # Step 1 part by part (the lazy workload): where the difference and the
     # noise each sit. The forward's two halves only where every row has them
     # (rounds before 2026-12-07's eighteenth session stored it whole).
@@ -235,6 +307,8 @@ for mode in rows:
               f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
               f"steady={psteady:.4f} (<= 1.01: {verdict(psteady, plos, phis, 1.01)}) "
               f"steady_added={1e6 * padd:.1f}us (<= 30 us: {added})")
+if any(r.get("steady_main_cpu_ms") is not None for kind in rows.values() for r in kind):
+    state_line()
 # The A/A control: the doctor against the second plain run within each
 # round, as PAIRED does against the first. If the doctor's PAIRED ratio is
 # off 1 but this one is not, the difference is the method's, not the doctor's.

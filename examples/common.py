@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -88,6 +89,7 @@ def train(args, step_fn, optimizer):
     (benches/gpu_overhead.sh) runs the examples as its workloads that way."""
     timed = os.environ.get("EXAMPLE_STEPTIMES") == "1"
     times, issued = [], []
+    window = SteadyWindow(args.steps)
     for step in range(1, args.steps + 1):
         if timed:
             torch.cuda.synchronize()
@@ -100,18 +102,119 @@ def train(args, step_fn, optimizer):
             issued.append(time.perf_counter() - t0)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
+            window.after_step(step)
         crosscheck(step)
         if loss is not None:
             print(f"LOSS {int(os.environ.get('RANK', '0'))} {step} {loss.item()!r}", flush=True)
     if timed:
         import statistics
 
-        print_steptimes(args, times, {"steady_issue_median": statistics.median(issued[STEADY_AFTER:])})
+        print_steptimes(args, times, {"steady_issue_median": statistics.median(issued[STEADY_AFTER:]),
+                                      **window.figures()})
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
 
 
 # Steps before the steady state (lazy work, allocator growth).
 STEADY_AFTER = 10
+
+
+def _threads():
+    """Each thread of this process: tid -> (name, ns on a CPU, ns waiting
+    for one). From /proc/self/task/*/schedstat where the kernel has it
+    (the wait is the run queue's delay: another thread had the CPU), else
+    from stat's ticks (no wait). A thread gone between the reads is left
+    out."""
+    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    run, wait = (int(v) for v in f.read().split()[:2])
+            except (OSError, ValueError):
+                fields = stat[stat.rindex(")") + 2:].split()
+                run, wait = (int(fields[11]) + int(fields[12])) * tick_ns, None
+        except (OSError, ValueError):
+            continue
+        out[int(tid)] = (name, run, wait)
+    return out
+
+
+def _main_cpu():
+    """The CPU this thread last ran on (stat's field 39)."""
+    try:
+        with open("/proc/thread-self/stat") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2:].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class SteadyWindow:
+    """What the process did over the steady steps, beside their times: a
+    whole process can run every steady step slower than another of the same
+    script (fsdp2, 2026-12-07's call 60), and these figures say whether its
+    main thread then spent more CPU on the same work, waited for a CPU,
+    was switched out or moved, or shared the CPUs with busier threads of
+    its own. Read between steps (after a step's time is taken), never
+    inside a timed one; `after_step` takes steps numbered from 1."""
+
+    def __init__(self, steps):
+        self.steps = steps
+        self.start = self.end = None
+        self.cpus = []
+
+    def _snapshot(self):
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+        return {"main": threading.get_native_id(), "threads": _threads(),
+                "vol": usage.ru_nvcsw, "invol": usage.ru_nivcsw}
+
+    def after_step(self, step):
+        if step == STEADY_AFTER:
+            self.start = self._snapshot()
+        elif step > STEADY_AFTER:
+            self.cpus.append(_main_cpu())
+            if step == self.steps:
+                self.end = self._snapshot()
+
+    def figures(self):
+        """Per steady step: the main thread's CPU and run-queue wait (ms),
+        its voluntary and involuntary switches, the other threads' CPU (ms)
+        in all and by thread name; the CPUs the main thread ended steps on
+        and how often that changed."""
+        if self.start is None or self.end is None:
+            return {}
+        n = self.steps - STEADY_AFTER
+        before, after = self.start["threads"], self.end["threads"]
+        main = self.start["main"]
+
+        def used(tid):
+            name, run, wait = after[tid]
+            _, run0, wait0 = before.get(tid, (name, 0, 0 if wait is not None else None))
+            return name, run - run0, (wait - wait0) if wait is not None and wait0 is not None else None
+
+        _, main_run, main_wait = used(main) if main in after else (None, 0, None)
+        others = {}
+        for tid in after:
+            if tid != main:
+                name, run, _ = used(tid)
+                others[name] = others.get(name, 0) + run
+        seen = [c for c in self.cpus if c is not None]
+        return {
+            "steady_main_cpu_ms": main_run / 1e6 / n,
+            "steady_main_wait_ms": main_wait / 1e6 / n if main_wait is not None else None,
+            "steady_vol_switches": (self.end["vol"] - self.start["vol"]) / n,
+            "steady_invol_switches": (self.end["invol"] - self.start["invol"]) / n,
+            "steady_others_cpu_ms": sum(others.values()) / 1e6 / n,
+            "steady_threads_ms": {k: round(v / 1e6 / n, 4) for k, v in sorted(others.items()) if v > 0},
+            "steady_main_cpus": sorted(set(seen)),
+            "steady_migrations": sum(a != b for a, b in zip(seen, seen[1:])),
+        }
 
 
 def print_steptimes(args, times, extra=None):

@@ -1,0 +1,202 @@
+//! The steady window (examples/common.py's `SteadyWindow`): what a process
+//! and its threads did over the steady steps, stored in the footprint
+//! bench's STEPTIMES rows so that a process that runs every steady step
+//! slower (fsdp2, 2026-12-07's call 60) can be told apart: more CPU on the
+//! same work, a wait for a CPU, switches, or a busier thread of its own.
+//! The window is driven here through the examples' real training loop
+//! against a stand-in torch, with threads that burn known CPU time; the
+//! summary's PROCESS, THREADS and STATE lines are read from rows with
+//! known figures.
+
+mod common;
+
+use std::process::Command;
+
+/// A stand-in torch: what `examples/common.py` touches at import and in
+/// `train` and `print_steptimes`.
+const TORCH: &str = "bfloat16 = 'bf16'\nfrom . import cuda  # noqa\n";
+const TORCH_CUDA: &str = "def synchronize(): pass\n\
+def mem_get_info(): return (1 << 30, 2 << 30)\n\
+def memory_reserved(): return 0\n\
+def get_allocator_backend(): return 'native'\n";
+
+/// The training: 30 steps; step 1 spins 300 ms of CPU on the main thread
+/// (outside the window); each later step spins MAIN_MS of the main
+/// thread's CPU time, wakes a thread named `burner` that spins BURN_MS of
+/// its own, and sleeps 2 ms (a voluntary switch).
+const DRIVE: &str = r#"
+import ctypes, os, sys, threading, time
+sys.path.insert(0, os.environ["EXAMPLES"])
+import common
+BURN_MS, MAIN_MS = 4.0, 3.0
+def spin(ms):
+    t = time.thread_time()
+    while time.thread_time() - t < ms / 1000:
+        pass
+go, done = threading.Event(), threading.Event()
+def burner():
+    ctypes.CDLL(None).prctl(15, b"burner", 0, 0, 0)
+    while not done.is_set():
+        if go.wait(0.01):
+            go.clear()
+            spin(BURN_MS)
+t = threading.Thread(target=burner)
+t.start()
+class Opt:
+    def zero_grad(self, set_to_none=True): pass
+    def step(self): pass
+class Args:
+    steps, hidden, batch = 30, 1, 1
+def step_fn(step):
+    if step == 1:
+        spin(300)
+    go.set()
+    spin(MAIN_MS)
+    time.sleep(0.002)
+    # The burner's spin ends before the step does.
+    while go.is_set():
+        time.sleep(0.0005)
+common.crosscheck = lambda step: None
+common.train(Args, step_fn, Opt())
+done.set()
+t.join()
+"#;
+
+fn steptimes_of_the_drive() -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let torch = dir.path().join("torch");
+    std::fs::create_dir_all(torch.join("cuda")).unwrap();
+    std::fs::write(torch.join("__init__.py"), TORCH).unwrap();
+    std::fs::write(torch.join("cuda/__init__.py"), TORCH_CUDA).unwrap();
+    std::fs::write(dir.path().join("drive.py"), DRIVE).unwrap();
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(dir.path().join("drive.py"))
+            .env("EXAMPLES", common::repo("examples"))
+            .env("EXAMPLE_STEPTIMES", "1")
+            .env("PYTHONPATH", dir.path()),
+    );
+    let row = out
+        .lines()
+        .find_map(|l| l.strip_prefix("STEPTIMES "))
+        .unwrap_or_else(|| panic!("no STEPTIMES in\n{out}"));
+    serde_json::from_str(row).unwrap()
+}
+
+/// The window counts the steady steps only (step 1's 300 ms spin would add
+/// 15 ms a step), finds the main thread's own spin and the burner's, each
+/// by its thread, and the main thread's sleep as a voluntary switch.
+#[test]
+fn the_window_finds_each_threads_cpu_over_the_steady_steps_only() {
+    let row = steptimes_of_the_drive();
+    let ms = |key: &str| row[key].as_f64().unwrap_or_else(|| panic!("{key}: {row}"));
+    let main = ms("steady_main_cpu_ms");
+    assert!((3.0..8.0).contains(&main), "main thread {main} ms: {row}");
+    let burner = row["steady_threads_ms"]["burner"].as_f64().unwrap();
+    assert!(burner >= 4.0 * 0.95, "burner {burner} ms: {row}");
+    // The threads' sum holds the burner's (its figure rounded to 0.1 µs).
+    assert!(ms("steady_others_cpu_ms") >= burner - 1e-4, "{row}");
+    assert!(ms("steady_vol_switches") >= 1.0, "{row}");
+    // The CPUs the main thread ended steps on are this machine's.
+    let online = std::thread::available_parallelism().unwrap().get() as u64;
+    let cpus = row["steady_main_cpus"].as_array().unwrap();
+    assert!(!cpus.is_empty(), "{row}");
+    let max_cpu = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|t| t.trim().rsplit(['-', ',']).next()?.parse::<u64>().ok())
+        .unwrap_or(online - 1);
+    assert!(cpus.iter().all(|c| c.as_u64().unwrap() <= max_cpu), "{row}");
+}
+
+fn summary(rows: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("steptimes.txt");
+    std::fs::write(&file, rows).unwrap();
+    common::stdout_of_success(
+        Command::new("python3")
+            .arg(common::repo("benches/gpu_overhead_summary.py"))
+            .args(["fsdp2", "default", "0"])
+            .arg(&file),
+    )
+}
+
+/// Rows of 9 rounds: the doctor's main thread takes 0.2 ms more CPU a step
+/// than plain's in every round, and its `prewarm-probe` thread 0.05 ms a
+/// step that plain has no thread of; steady steps grow with the main
+/// thread's CPU across processes.
+fn window_rows(with_window: bool) -> String {
+    let mut rows = String::new();
+    for round in 1..=9 {
+        for (mode, main_extra, probe) in [("plain", 0.0, None), ("doctor", 0.2, Some(0.05))] {
+            let main = 28.0 + f64::from(round) + main_extra;
+            let steady = main / 1000.0 + 0.001;
+            let mut threads = serde_json::json!({"pt_autograd_0": 1.5});
+            if let Some(p) = probe {
+                threads["prewarm-probe"] = serde_json::json!(p);
+            }
+            let window = serde_json::json!({
+                "steady_main_cpu_ms": main,
+                "steady_main_wait_ms": 0.01,
+                "steady_vol_switches": 3.0,
+                "steady_invol_switches": if mode == "doctor" { 0.5 } else { 0.25 },
+                "steady_others_cpu_ms": 1.5 + probe.unwrap_or(0.0),
+                "steady_threads_ms": threads,
+                "steady_main_cpus": [3],
+                "steady_migrations": 0,
+            });
+            let mut row =
+                serde_json::json!({"step1": 1.0, "steady_median": steady, "device_used": 1});
+            if with_window {
+                for (k, v) in window.as_object().unwrap() {
+                    row[k] = v.clone();
+                }
+            }
+            rows += &format!("{mode} round={round} STEPTIMES {row}\n");
+        }
+    }
+    rows
+}
+
+fn line<'a>(out: &'a str, start: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("no {start} in\n{out}"))
+}
+
+/// PROCESS gives each figure's medians and the paired difference with its
+/// interval and sign; THREADS names the probe's thread with the CPU it adds
+/// and puts the thread both sides share at 0; STATE finds the steady step
+/// ranked exactly as the main thread's CPU; rows without the window (those
+/// before it) give none of these lines.
+#[test]
+fn the_summary_reads_the_window_against_plain() {
+    let out = summary(&window_rows(true));
+    let process = line(&out, "PROCESS ");
+    for want in [
+        "mode=doctor rounds=9 ",
+        "main_cpu_plain_ms=33.000 main_cpu_doctor_ms=33.200 main_cpu_added_us=200.0 ",
+        "main_cpu_slower=9/9 ",
+        "invol_plain=0.250 invol_doctor=0.500 invol_added_n=0.25 ",
+        "others_cpu_added_us=50.0 ",
+    ] {
+        assert!(process.contains(want), "{want} in {process}");
+    }
+    let threads: Vec<&str> = out.lines().filter(|l| l.starts_with("THREADS ")).collect();
+    assert_eq!(threads.len(), 2, "{out}");
+    assert!(
+        threads[0].contains("thread='prewarm-probe' added_us=50.0 ")
+            && threads[0].contains(" slower=9/9 "),
+        "{threads:?}"
+    );
+    assert!(
+        threads[1].contains("thread='pt_autograd_0' added_us=0.0 "),
+        "{threads:?}"
+    );
+    let state = line(&out, "STATE ");
+    assert!(state.contains(" processes=18 "), "{state}");
+    assert!(state.contains(" steady_vs_main_cpu_rho=1.00 "), "{state}");
+    let older = summary(&window_rows(false));
+    for absent in ["PROCESS ", "THREADS ", "STATE "] {
+        assert!(!older.contains(absent), "{absent} in\n{older}");
+    }
+}
