@@ -116,6 +116,12 @@ def order_line(mode):
           f"{text('step1')} {text('steady_median')}")
 def med(kind, key):
     return statistics.median(r[key] for r in rows[kind])
+def step1_parts(every):
+    """The step-1 part keys (``step1_<part>``) every row has: lazy's whole
+    forward first (its line's place before the forward was halved), then
+    the rest in the first row's order."""
+    keys = [k for k in every[0] if k.startswith("step1_") and all(k in r for r in every)]
+    return sorted(keys, key=lambda k: k != "step1_forward")
 # The steady window's figures (examples/common.py's SteadyWindow; rows since
 # 2026-12-07's nineteenth session): per steady step, the main thread's CPU
 # and run-queue wait (ms), its switches, the other threads' CPU (ms).
@@ -264,17 +270,22 @@ for mode in rows:
               f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
     if has_window(mode):
         process_lines(mode)
-    # Step 1 part by part (the lazy workload): where the difference and the
-    # noise each sit. The forward's two halves only where every row has them
-    # (rounds before 2026-12-07's eighteenth session stored it whole).
-    for part in ("forward", "forward_net", "forward_mix", "backward", "clip", "optimizer"):
-        key = "step1_" + part
-        if all(key in r for r in rows[mode] + rows["plain"]):
-            ratio, lo, hi, _ = paired(mode, "plain", key)
-            print(f"PART workload={workload} allocator={allocator} mode={mode} part={part} "
-                  f"plain_ms={1000*med('plain', key):.1f} ({spread('plain', key)}) "
-                  f"{mode}_ms={1000*med(mode, key):.1f} ({spread(mode, key)}) "
-                  f"paired_ratio={ratio:.3f} paired_ratio_90={lo:.3f}-{hi:.3f}")
+    # Step 1 part by part (the lazy bench's cuts; the examples' since
+    # 2026-12-07's nineteenth session): where the difference and the noise
+    # each sit. A part only where every row has it (rounds before the
+    # eighteenth session stored lazy's forward whole). PART_PAIRED: the
+    # paired difference in ms, exact interval and sign test (the cut parts
+    # add up to step 1; lazy's whole forward is the sum of its halves).
+    for key in step1_parts(rows[mode] + rows["plain"]):
+        ratio, lo, hi, _ = paired(mode, "plain", key)
+        print(f"PART workload={workload} allocator={allocator} mode={mode} part={key[len('step1_'):]} "
+              f"plain_ms={1000*med('plain', key):.1f} ({spread('plain', key)}) "
+              f"{mode}_ms={1000*med(mode, key):.1f} ({spread(mode, key)}) "
+              f"paired_ratio={ratio:.3f} paired_ratio_90={lo:.3f}-{hi:.3f}")
+    for key in step1_parts(rows[mode] + rows["plain"]):
+        diffs = paired_values(mode, "plain", key, lambda x, y: 1000 * (x - y))
+        print(f"PART_PAIRED workload={workload} allocator={allocator} mode={mode} part={key[len('step1_'):]} "
+              f"rounds={len(diffs)} " + paired_text(diffs, "ms", 1))
     if mode == "doctor":
         # met: even the interval's top is within the target; over: even its
         # bottom is above it; otherwise the rounds cannot tell.

@@ -79,6 +79,24 @@ def crosscheck(step):
     print("CROSSCHECK " + json.dumps(line), flush=True)
 
 
+# Step 1's cuts while the footprint bench times it (train sets `last`).
+_step1 = {"last": None, "parts": {}}
+
+
+def cut(name):
+    """Ends step 1's part `name` here, when the footprint bench times step 1
+    (EXAMPLE_STEPTIMES=1): synchronised, so each part holds its own GPU
+    work, and stored as ``step1_<name>``; the part after the last cut is
+    ``step1_optimizer``. The parts add up to step 1. Outside step 1, or
+    untimed, it does nothing: the scripts' own runs are unchanged."""
+    if _step1["last"] is None:
+        return
+    torch.cuda.synchronize()
+    now = time.perf_counter()
+    _step1["parts"]["step1_" + name] = now - _step1["last"]
+    _step1["last"] = now
+
+
 def train(args, step_fn, optimizer):
     """`step_fn` returns the step's loss (or None): printed exactly (``repr``
     of the float) as ``LOSS rank step value``, so runs with and without a
@@ -94,6 +112,7 @@ def train(args, step_fn, optimizer):
         if timed:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
+            _step1["last"] = t0 if step == 1 else None
         optimizer.zero_grad(set_to_none=True)
         loss = step_fn(step)
         optimizer.step()
@@ -102,6 +121,9 @@ def train(args, step_fn, optimizer):
             issued.append(time.perf_counter() - t0)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
+            if step == 1 and _step1["parts"]:
+                _step1["parts"]["step1_optimizer"] = t0 + times[0] - _step1["last"]
+            _step1["last"] = None
             window.after_step(step)
         crosscheck(step)
         if loss is not None:
@@ -110,7 +132,7 @@ def train(args, step_fn, optimizer):
         import statistics
 
         print_steptimes(args, times, {"steady_issue_median": statistics.median(issued[STEADY_AFTER:]),
-                                      **window.figures()})
+                                      **_step1["parts"], **window.figures()})
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
 
 

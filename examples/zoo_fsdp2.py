@@ -56,10 +56,14 @@ def loss_step(model, tokens):
     and the mean loss over ranks for the log, as training loops do (the
     default group's first collective: with one rank FSDP2 runs none)."""
     out = model(input_ids=tokens, labels=tokens)
+    common.cut("forward")  # FSDP2's lazy init, the first all-gathers' copies
     out.loss.backward()
+    common.cut("backward")
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    common.cut("clip")
     logged = out.loss.detach().clone()
     dist.all_reduce(logged, op=dist.ReduceOp.AVG)
+    common.cut("all_reduce")  # the default group's NCCL communicator
     return logged
 
 

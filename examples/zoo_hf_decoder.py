@@ -58,8 +58,11 @@ def main():
 
     def step(n):
         out = model(input_ids=tokens, labels=tokens)
+        common.cut("forward")
         out.loss.backward()
+        common.cut("backward")
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        common.cut("clip")
         return out.loss
 
     common.train(args, step, opt)

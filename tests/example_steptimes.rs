@@ -1,12 +1,13 @@
-//! The steady window (examples/common.py's `SteadyWindow`): what a process
-//! and its threads did over the steady steps, stored in the footprint
-//! bench's STEPTIMES rows so that a process that runs every steady step
+//! The examples' timed loop (examples/common.py, EXAMPLE_STEPTIMES=1), as
+//! the footprint bench runs it: step 1 cut into parts (`common.cut`), and
+//! the steady window (`SteadyWindow`): what a process and its threads did
+//! over the steady steps, so that a process that runs every steady step
 //! slower (fsdp2, 2026-12-07's call 60) can be told apart: more CPU on the
 //! same work, a wait for a CPU, switches, or a busier thread of its own.
-//! The window is driven here through the examples' real training loop
-//! against a stand-in torch, with threads that burn known CPU time; the
-//! summary's PROCESS, THREADS and STATE lines are read from rows with
-//! known figures.
+//! Both are driven here through the examples' real training loop against a
+//! stand-in torch, with sleeps and threads that burn known CPU time; the
+//! summary's PART_PAIRED, PROCESS, THREADS and STATE lines are read from
+//! rows with known figures.
 
 mod common;
 
@@ -50,6 +51,10 @@ class Args:
 def step_fn(step):
     if step == 1:
         spin(300)
+    time.sleep(0.03 if step == 1 else 0)
+    common.cut("forward")
+    time.sleep(0.05 if step == 1 else 0)
+    common.cut("backward")
     go.set()
     spin(MAIN_MS)
     time.sleep(0.002)
@@ -199,4 +204,59 @@ fn the_summary_reads_the_window_against_plain() {
     for absent in ["PROCESS ", "THREADS ", "STATE "] {
         assert!(!older.contains(absent), "{absent} in\n{older}");
     }
+}
+
+/// Step 1's cuts: its parts (300 ms of spin and a 30 ms sleep, then a
+/// 50 ms sleep, then the rest) are stored as `step1_forward`,
+/// `step1_backward` and `step1_optimizer` and add up to step 1; the same
+/// cuts in later steps change nothing.
+#[test]
+fn step_1s_cuts_are_its_parts_and_add_up_to_it() {
+    let row = steptimes_of_the_drive();
+    let s = |key: &str| row[key].as_f64().unwrap_or_else(|| panic!("{key}: {row}"));
+    assert!(s("step1_forward") >= 0.33, "{row}");
+    assert!((0.05..0.3).contains(&s("step1_backward")), "{row}");
+    let sum = s("step1_forward") + s("step1_backward") + s("step1_optimizer");
+    assert!((sum - s("step1")).abs() < 1e-9, "{sum} against {row}");
+    let parts: Vec<&String> = row
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("step1_"))
+        .collect();
+    assert_eq!(parts.len(), 3, "{row}");
+}
+
+/// PART_PAIRED: each step-1 part every row has, the doctor's less plain's
+/// within rounds in ms (here +2 ms in `forward` every round, nothing in
+/// `all_reduce`); a part one row lacks gets no line.
+#[test]
+fn the_summary_pairs_each_step_1_part() {
+    let mut rows = String::new();
+    for round in 1..=7 {
+        for (mode, extra) in [("plain", 0.0), ("doctor", 0.002)] {
+            let forward = 0.5 + f64::from(round) / 100.0 + extra;
+            let mut row = serde_json::json!({"step1": forward + 0.3, "steady_median": 0.03,
+                "device_used": 1, "step1_forward": forward, "step1_all_reduce": 0.3});
+            if round != 3 {
+                row["step1_backward"] = serde_json::json!(0.1);
+            }
+            rows += &format!("{mode} round={round} STEPTIMES {row}\n");
+        }
+    }
+    let out = summary(&rows);
+    let pairs: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("PART_PAIRED "))
+        .collect();
+    assert_eq!(pairs.len(), 2, "{out}");
+    assert!(
+        pairs[0].contains("part=forward rounds=7 added_ms=2.0 added_ms_90=2.0..2.0 ")
+            && pairs[0].contains(" slower=7/7 "),
+        "{pairs:?}"
+    );
+    assert!(
+        pairs[1].contains("part=all_reduce rounds=7 added_ms=0.0 "),
+        "{pairs:?}"
+    );
 }
