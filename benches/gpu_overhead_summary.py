@@ -124,10 +124,13 @@ def step1_parts(every):
     return sorted(keys, key=lambda k: k != "step1_forward")
 # The steady window's figures (examples/common.py's SteadyWindow; rows since
 # 2026-12-07's nineteenth session): per steady step, the main thread's CPU
-# and run-queue wait (ms), its switches, the other threads' CPU (ms).
+# and run-queue wait (ms), its switches, the other threads' CPU (ms); over
+# the window, the machine's busy CPUs and the main thread's CPU's
+# hyperthread siblings' busy share.
 WINDOW = (("main_cpu", "steady_main_cpu_ms", 1000, "us"), ("main_wait", "steady_main_wait_ms", 1000, "us"),
           ("invol", "steady_invol_switches", 1, "n"), ("vol", "steady_vol_switches", 1, "n"),
-          ("others_cpu", "steady_others_cpu_ms", 1000, "us"))
+          ("others_cpu", "steady_others_cpu_ms", 1000, "us"), ("busy_cpus", "steady_busy_cpus", 1, "n"),
+          ("sibling_busy", "steady_sibling_busy", 1, "n"))
 def has_window(mode):
     return all(r.get("steady_main_cpu_ms") is not None for r in rows[mode] + rows["plain"])
 def process_lines(mode):

@@ -9,6 +9,7 @@ torchrun, or under `prewarm-doctor run -- ...`.
 import argparse
 import json
 import os
+import statistics
 import sys
 import threading
 import time
@@ -129,8 +130,6 @@ def train(args, step_fn, optimizer):
         if loss is not None:
             print(f"LOSS {int(os.environ.get('RANK', '0'))} {step} {loss.item()!r}", flush=True)
     if timed:
-        import statistics
-
         print_steptimes(args, times, {"steady_issue_median": statistics.median(issued[STEADY_AFTER:]),
                                       **_step1["parts"], **window.figures()})
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
@@ -165,6 +164,36 @@ def _threads():
     return out
 
 
+def _cpu_ticks():
+    """Each CPU's (busy, all) ticks from /proc/stat (busy: all but idle and
+    iowait); empty where it cannot be read."""
+    out = {}
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *values = line.split()
+                if name.startswith("cpu") and name != "cpu":
+                    ticks = [int(v) for v in values]
+                    out[int(name[3:])] = (sum(ticks) - ticks[3] - ticks[4], sum(ticks))
+    except (OSError, ValueError, IndexError):
+        return {}
+    return out
+
+
+def _siblings(cpu):
+    """The CPU's hyperthread siblings (not itself); empty where unknown."""
+    try:
+        with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+            text = f.read().strip()
+    except OSError:
+        return []
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cpus - {cpu})
+
+
 def _main_cpu():
     """The CPU this thread last ran on (stat's field 39)."""
     try:
@@ -193,7 +222,7 @@ class SteadyWindow:
         import resource
 
         usage = resource.getrusage(resource.RUSAGE_THREAD)
-        return {"main": threading.get_native_id(), "threads": _threads(),
+        return {"main": threading.get_native_id(), "threads": _threads(), "cpus": _cpu_ticks(),
                 "vol": usage.ru_nvcsw, "invol": usage.ru_nivcsw}
 
     def after_step(self, step):
@@ -227,6 +256,7 @@ class SteadyWindow:
                 name, run, _ = used(tid)
                 others[name] = others.get(name, 0) + run
         seen = [c for c in self.cpus if c is not None]
+        busy = self._busy(seen)
         return {
             "steady_main_cpu_ms": main_run / 1e6 / n,
             "steady_main_wait_ms": main_wait / 1e6 / n if main_wait is not None else None,
@@ -236,7 +266,25 @@ class SteadyWindow:
             "steady_threads_ms": {k: round(v / 1e6 / n, 4) for k, v in sorted(others.items()) if v > 0},
             "steady_main_cpus": sorted(set(seen)),
             "steady_migrations": sum(a != b for a, b in zip(seen, seen[1:])),
+            **busy,
         }
+
+    def _busy(self, seen):
+        """The machine's busy CPUs on average over the window (the whole
+        machine, this process included), and how busy the hyperthread
+        siblings of the CPU the main thread ended most steps on were (a
+        sibling's work slows the main thread's without any wait)."""
+        before, after = self.start["cpus"], self.end["cpus"]
+        cpus = [c for c in after if c in before and after[c][1] > before[c][1]]
+        if not cpus:
+            return {}
+        share = {c: (after[c][0] - before[c][0]) / (after[c][1] - before[c][1]) for c in cpus}
+        out = {"steady_busy_cpus": sum(share.values())}
+        if seen:
+            home = max(set(seen), key=seen.count)
+            siblings = [c for c in _siblings(home) if c in share]
+            out["steady_sibling_busy"] = statistics.fmean(share[c] for c in siblings) if siblings else None
+        return out
 
 
 def print_steptimes(args, times, extra=None):
@@ -244,8 +292,6 @@ def print_steptimes(args, times, extra=None):
     mean, the shape, the device memory in use at the end, the allocator and
     the workload (the script and its arguments, as run); `extra` adds
     figures of the script's own (the lazy bench's step-1 parts)."""
-    import statistics
-
     if len(times) < STEADY_AFTER + 10:
         sys.exit(f"EXAMPLE_STEPTIMES=1 needs --steps of at least {STEADY_AFTER + 10}")
     free, total = torch.cuda.mem_get_info()

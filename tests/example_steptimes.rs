@@ -111,6 +111,10 @@ fn the_window_finds_each_threads_cpu_over_the_steady_steps_only() {
         .and_then(|t| t.trim().rsplit(['-', ',']).next()?.parse::<u64>().ok())
         .unwrap_or(online - 1);
     assert!(cpus.iter().all(|c| c.as_u64().unwrap() <= max_cpu), "{row}");
+    // The main thread and the burner kept at least one CPU busy most of
+    // the window; no more CPUs than the machine has.
+    let busy = ms("steady_busy_cpus");
+    assert!(busy >= 0.5 && busy <= online as f64 + 1e-9, "{row}");
 }
 
 fn summary(rows: &str) -> String {
