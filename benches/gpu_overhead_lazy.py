@@ -44,9 +44,10 @@ def main():
     x = torch.randn(args.batch, args.hidden, device=dev, dtype=torch.bfloat16)
     times = []
     parts = {}
-    window = common.SteadyWindow(args.steps)
+    window = common.StepWindows(args.steps)
     for step in range(args.steps):
         torch.cuda.synchronize()
+        window.before_step(step + 1)
         t0 = time.perf_counter()
         # Step 1 alone is cut into its parts (synchronised at each cut), so
         # that each part's own run-to-run noise can be told from the others'.

@@ -122,24 +122,27 @@ def step1_parts(every):
     the rest in the first row's order."""
     keys = [k for k in every[0] if k.startswith("step1_") and all(k in r for r in every)]
     return sorted(keys, key=lambda k: k != "step1_forward")
-# The steady window's figures (examples/common.py's SteadyWindow; rows since
-# 2026-12-07's nineteenth session): per steady step, the main thread's CPU
-# and run-queue wait (ms), its switches, the other threads' CPU (ms); over
-# the window, the machine's busy CPUs and the main thread's CPU's
-# hyperthread siblings' busy share.
-WINDOW = (("main_cpu", "steady_main_cpu_ms", 1000, "us"), ("main_wait", "steady_main_wait_ms", 1000, "us"),
-          ("invol", "steady_invol_switches", 1, "n"), ("vol", "steady_vol_switches", 1, "n"),
-          ("others_cpu", "steady_others_cpu_ms", 1000, "us"), ("busy_cpus", "steady_busy_cpus", 1, "n"),
-          ("sibling_busy", "steady_sibling_busy", 1, "n"))
-def has_window(mode):
-    return all(r.get("steady_main_cpu_ms") is not None for r in rows[mode] + rows["plain"])
-def process_lines(mode):
-    """PROCESS: each window figure, the mode's against plain's within
+# The windows' figures (examples/common.py's StepWindows; rows since
+# 2026-12-07's nineteenth session), per step of step 1's window (`first_`)
+# and of the steady steps' (`steady_`): the main thread's CPU and run-queue
+# wait (ms), its switches, the other threads' CPU (ms); over the window, the
+# machine's busy CPUs and the main thread's CPU's hyperthread siblings'
+# busy share. Each window goes with the time it explains.
+WINDOW = (("main_cpu", "main_cpu_ms", 1000, "us"), ("main_wait", "main_wait_ms", 1000, "us"),
+          ("invol", "invol_switches", 1, "n"), ("vol", "vol_switches", 1, "n"),
+          ("others_cpu", "others_cpu_ms", 1000, "us"), ("busy_cpus", "busy_cpus", 1, "n"),
+          ("sibling_busy", "sibling_busy", 1, "n"))
+WINDOWS = (("first", "step1"), ("steady", "steady_median"))
+def has_window(mode, window):
+    return all(r.get(f"{window}_main_cpu_ms") is not None for r in rows[mode] + rows["plain"])
+def process_lines(mode, window):
+    """PROCESS: each figure of the window, the mode's against plain's within
     rounds (medians, paired added, exact interval, sign test); THREADS: the
-    thread names whose CPU a steady step the mode adds most (a name absent
-    from a run counts 0 there), at most 8."""
+    thread names whose CPU a step of the window the mode adds most (a name
+    absent from a run counts 0 there), at most 8."""
     figures = []
-    for name, key, scale, unit in WINDOW:
+    for name, suffix, scale, unit in WINDOW:
+        key = f"{window}_{suffix}"
         if not all(r.get(key) is not None for r in rows[mode] + rows["plain"]):
             continue
         diffs = paired_values(mode, "plain", key, lambda x, y: scale * (x - y))
@@ -149,16 +152,17 @@ def process_lines(mode):
         figures.append(f"{name}_plain{per}={med('plain', key):.3f} {name}_{mode}{per}={med(mode, key):.3f} "
                        f"{name}_added_{unit}={median:.{d}f} {name}_added_{unit}_90={lo:.{d}f}..{hi:.{d}f} "
                        f"{name}_slower={slower}/{moved}")
-    print(f"PROCESS workload={workload} allocator={allocator} mode={mode} rounds={len(paired_values(mode, 'plain', 'step1', min))} "
-          + " ".join(figures))
-    names = sorted({n for r in rows[mode] + rows["plain"] for n in (r.get("steady_threads_ms") or {})})
+    print(f"PROCESS workload={workload} allocator={allocator} mode={mode} window={window} "
+          f"rounds={len(paired_values(mode, 'plain', 'step1', min))} " + " ".join(figures))
+    threads = f"{window}_threads_ms"
+    names = sorted({n for r in rows[mode] + rows["plain"] for n in (r.get(threads) or {})})
     added = []
     for n in names:
-        diffs = paired_values(mode, "plain", "steady_threads_ms",
+        diffs = paired_values(mode, "plain", threads,
                               lambda x, y: 1000 * ((x or {}).get(n, 0) - (y or {}).get(n, 0)))
         added.append((statistics.median(diffs), n, diffs))
     for median, n, diffs in sorted(added, key=lambda a: -abs(a[0]))[:8]:
-        print(f"THREADS workload={workload} allocator={allocator} mode={mode} thread={n!r} "
+        print(f"THREADS workload={workload} allocator={allocator} mode={mode} window={window} thread={n!r} "
               + paired_text(diffs, "us", 1))
 def rank_correlation(xs, ys):
     """Spearman's rho (ties get their mean rank): NaN with fewer than 3
@@ -181,18 +185,20 @@ def rank_correlation(xs, ys):
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
     sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
     return sxy / math.sqrt(sxx * syy) if sxx and syy else float("nan")
-def state_line():
-    """STATE: over every process of every mode, how each window figure
-    ranks with the steady step (Spearman's rho): what a process that runs
-    its steady steps slower does differently, whichever side it ran."""
-    every = [r for kind in rows.values() for r in kind]
+def state_line(window, timed):
+    """STATE: over every process of every mode, how each figure of the
+    window ranks with the time it goes with (Spearman's rho): what a
+    process whose step 1 or steady steps run slower does differently,
+    whichever side it ran."""
+    every = [r for kind in rows.values() for r in kind if r.get(f"{window}_main_cpu_ms") is not None]
     figures = []
-    for name, key, _, _ in WINDOW:
-        pairs = [(r["steady_median"], r[key]) for r in every if r.get(key) is not None]
+    for name, suffix, _, _ in WINDOW:
+        pairs = [(r[timed], r[f"{window}_{suffix}"]) for r in every if r.get(f"{window}_{suffix}") is not None]
         if pairs:
             rho = rank_correlation([a for a, _ in pairs], [b for _, b in pairs])
-            figures.append(f"steady_vs_{name}_rho={rho:.2f}")
-    print(f"STATE workload={workload} allocator={allocator} processes={len(every)} " + " ".join(figures))
+            figures.append(f"{timed}_vs_{name}_rho={rho:.2f}")
+    print(f"STATE workload={workload} allocator={allocator} window={window} processes={len(every)} "
+          + " ".join(figures))
 for mode in rows:
     if mode == "plain":
         continue
@@ -271,8 +277,9 @@ for mode in rows:
               f"plain_issue_ms={1000 * med('plain', issue):.3f} {mode}_issue_ms={1000 * med(mode, issue):.3f} "
               f"issue_added_us={1e6 * iadd:.1f} issue_added_us_90={1e6 * ilo:.1f}..{1e6 * ihi:.1f} "
               f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
-    if has_window(mode):
-        process_lines(mode)
+    for window, _ in WINDOWS:
+        if has_window(mode, window):
+            process_lines(mode, window)
     # Step 1 part by part (the lazy bench's cuts; the examples' since
     # 2026-12-07's nineteenth session): where the difference and the noise
     # each sit. A part only where every row has it (rounds before the
@@ -321,8 +328,9 @@ for mode in rows:
               f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
               f"steady={psteady:.4f} (<= 1.01: {verdict(psteady, plos, phis, 1.01)}) "
               f"steady_added={1e6 * padd:.1f}us (<= 30 us: {added})")
-if any(r.get("steady_main_cpu_ms") is not None for kind in rows.values() for r in kind):
-    state_line()
+for window, timed in WINDOWS:
+    if any(r.get(f"{window}_main_cpu_ms") is not None for kind in rows.values() for r in kind):
+        state_line(window, timed)
 # The A/A control: the doctor against the second plain run within each
 # round, as PAIRED does against the first. If the doctor's PAIRED ratio is
 # off 1 but this one is not, the difference is the method's, not the doctor's.

@@ -108,10 +108,11 @@ def train(args, step_fn, optimizer):
     (benches/gpu_overhead.sh) runs the examples as its workloads that way."""
     timed = os.environ.get("EXAMPLE_STEPTIMES") == "1"
     times, issued = [], []
-    window = SteadyWindow(args.steps)
+    window = StepWindows(args.steps)
     for step in range(1, args.steps + 1):
         if timed:
             torch.cuda.synchronize()
+            window.before_step(step)
             t0 = time.perf_counter()
             _step1["last"] = t0 if step == 1 else None
         optimizer.zero_grad(set_to_none=True)
@@ -204,43 +205,42 @@ def _main_cpu():
         return None
 
 
-class SteadyWindow:
-    """What the process did over the steady steps, beside their times: a
-    whole process can run every steady step slower than another of the same
-    script (fsdp2, 2026-12-07's call 60), and these figures say whether its
-    main thread then spent more CPU on the same work, waited for a CPU,
-    was switched out or moved, or shared the CPUs with busier threads of
-    its own. Read between steps (after a step's time is taken), never
-    inside a timed one; `after_step` takes steps numbered from 1."""
+class Window:
+    """What the process did between two reads (whole steps, read between
+    them, never inside a timed one): a whole process can run every steady
+    step slower than another of the same script (fsdp2, 2026-12-07's call
+    60), and a step 1 can take longer under the doctor than its accounted
+    time explains; these figures say whether the main thread then spent
+    more CPU on the same work, waited for a CPU, was switched out or moved,
+    or shared the CPUs with busier threads of its own or the machine's."""
 
-    def __init__(self, steps):
-        self.steps = steps
+    def __init__(self):
         self.start = self.end = None
-        self.cpus = []
+        self.cpus = []  # the CPU the main thread ended each step on
 
-    def _snapshot(self):
+    @staticmethod
+    def _snapshot():
         import resource
 
         usage = resource.getrusage(resource.RUSAGE_THREAD)
         return {"main": threading.get_native_id(), "threads": _threads(), "cpus": _cpu_ticks(),
                 "vol": usage.ru_nvcsw, "invol": usage.ru_nivcsw}
 
-    def after_step(self, step):
-        if step == STEADY_AFTER:
-            self.start = self._snapshot()
-        elif step > STEADY_AFTER:
-            self.cpus.append(_main_cpu())
-            if step == self.steps:
-                self.end = self._snapshot()
+    def open(self):
+        self.start = self._snapshot()
 
-    def figures(self):
-        """Per steady step: the main thread's CPU and run-queue wait (ms),
-        its voluntary and involuntary switches, the other threads' CPU (ms)
-        in all and by thread name; the CPUs the main thread ended steps on
-        and how often that changed."""
+    def step_ended(self, last):
+        self.cpus.append(_main_cpu())
+        if last:
+            self.end = self._snapshot()
+
+    def figures(self, prefix, steps):
+        """Per step of the window's `steps`, keys `<prefix>_...`: the main
+        thread's CPU and run-queue wait (ms), its voluntary and involuntary
+        switches, the other threads' CPU (ms) in all and by thread name; the
+        CPUs the main thread ended steps on and how often that changed."""
         if self.start is None or self.end is None:
             return {}
-        n = self.steps - STEADY_AFTER
         before, after = self.start["threads"], self.end["threads"]
         main = self.start["main"]
 
@@ -256,18 +256,17 @@ class SteadyWindow:
                 name, run, _ = used(tid)
                 others[name] = others.get(name, 0) + run
         seen = [c for c in self.cpus if c is not None]
-        busy = self._busy(seen)
-        return {
-            "steady_main_cpu_ms": main_run / 1e6 / n,
-            "steady_main_wait_ms": main_wait / 1e6 / n if main_wait is not None else None,
-            "steady_vol_switches": (self.end["vol"] - self.start["vol"]) / n,
-            "steady_invol_switches": (self.end["invol"] - self.start["invol"]) / n,
-            "steady_others_cpu_ms": sum(others.values()) / 1e6 / n,
-            "steady_threads_ms": {k: round(v / 1e6 / n, 4) for k, v in sorted(others.items()) if v > 0},
-            "steady_main_cpus": sorted(set(seen)),
-            "steady_migrations": sum(a != b for a, b in zip(seen, seen[1:])),
-            **busy,
-        }
+        return {f"{prefix}_{k}": v for k, v in {
+            "main_cpu_ms": main_run / 1e6 / steps,
+            "main_wait_ms": main_wait / 1e6 / steps if main_wait is not None else None,
+            "vol_switches": (self.end["vol"] - self.start["vol"]) / steps,
+            "invol_switches": (self.end["invol"] - self.start["invol"]) / steps,
+            "others_cpu_ms": sum(others.values()) / 1e6 / steps,
+            "threads_ms": {k: round(v / 1e6 / steps, 4) for k, v in sorted(others.items()) if v > 0},
+            "main_cpus": sorted(set(seen)),
+            "migrations": sum(a != b for a, b in zip(seen, seen[1:])),
+            **self._busy(seen),
+        }.items()}
 
     def _busy(self, seen):
         """The machine's busy CPUs on average over the window (the whole
@@ -279,13 +278,37 @@ class SteadyWindow:
         if not cpus:
             return {}
         share = {c: (after[c][0] - before[c][0]) / (after[c][1] - before[c][1]) for c in cpus}
-        out = {"steady_busy_cpus": sum(share.values())}
+        out = {"busy_cpus": sum(share.values())}
         if seen:
             home = max(set(seen), key=seen.count)
             siblings = [c for c in _siblings(home) if c in share]
-            out["steady_sibling_busy"] = statistics.fmean(share[c] for c in siblings) if siblings else None
+            out["sibling_busy"] = statistics.fmean(share[c] for c in siblings) if siblings else None
         return out
 
+
+class StepWindows:
+    """Step 1's window (`first_...`) and the steady steps' (`steady_...`,
+    per step) of a timed run: `before_step` just before a step's clock
+    starts, `after_step` just after it stops, steps numbered from 1."""
+
+    def __init__(self, steps):
+        self.steps = steps
+        self.first, self.steady = Window(), Window()
+
+    def before_step(self, step):
+        if step == 1:
+            self.first.open()
+
+    def after_step(self, step):
+        if step == 1:
+            self.first.step_ended(last=True)
+        if step == STEADY_AFTER:
+            self.steady.open()
+        elif step > STEADY_AFTER:
+            self.steady.step_ended(last=step == self.steps)
+
+    def figures(self):
+        return {**self.first.figures("first", 1), **self.steady.figures("steady", self.steps - STEADY_AFTER)}
 
 def print_steptimes(args, times, extra=None):
     """The ``STEPTIMES`` line: step 1, step 2, the steady steps' median and

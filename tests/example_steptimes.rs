@@ -1,9 +1,10 @@
 //! The examples' timed loop (examples/common.py, EXAMPLE_STEPTIMES=1), as
 //! the footprint bench runs it: step 1 cut into parts (`common.cut`), and
-//! the steady window (`SteadyWindow`): what a process and its threads did
-//! over the steady steps, so that a process that runs every steady step
-//! slower (fsdp2, 2026-12-07's call 60) can be told apart: more CPU on the
-//! same work, a wait for a CPU, switches, or a busier thread of its own.
+//! the step windows (`StepWindows`): what a process and its threads did
+//! over step 1 and over the steady steps, so that a slower step 1, or a
+//! process that runs every steady step slower (fsdp2, 2026-12-07's call
+//! 60), can be told apart: more CPU on the same work, a wait for a CPU,
+//! switches, or a busier thread of its own.
 //! Both are driven here through the examples' real training loop against a
 //! stand-in torch, with sleeps and threads that burn known CPU time; the
 //! summary's PART_PAIRED, PROCESS, THREADS and STATE lines are read from
@@ -99,6 +100,13 @@ fn the_window_finds_each_threads_cpu_over_the_steady_steps_only() {
     assert!((3.0..8.0).contains(&main), "main thread {main} ms: {row}");
     let burner = row["steady_threads_ms"]["burner"].as_f64().unwrap();
     assert!(burner >= 4.0 * 0.95, "burner {burner} ms: {row}");
+    // Step 1's window: its 300 ms spin on the main thread, the burner's
+    // 4 ms.
+    assert!(ms("first_main_cpu_ms") >= 300.0, "{row}");
+    assert!(
+        row["first_threads_ms"]["burner"].as_f64().unwrap() >= 4.0 * 0.95,
+        "{row}"
+    );
     // The threads' sum holds the burner's (its figure rounded to 0.1 µs).
     assert!(ms("steady_others_cpu_ms") >= burner - 1e-4, "{row}");
     assert!(ms("steady_vol_switches") >= 1.0, "{row}");
@@ -153,10 +161,27 @@ fn window_rows(with_window: bool) -> String {
                 "steady_main_cpus": [3],
                 "steady_migrations": 0,
             });
-            let mut row =
-                serde_json::json!({"step1": 1.0, "steady_median": steady, "device_used": 1});
+            // Step 1: the doctor's main thread 30 ms more CPU, and a
+            // CUPTI thread of 5 ms plain has none of.
+            let first_main = 900.0 + f64::from(round) + if probe.is_some() { 30.0 } else { 0.0 };
+            let mut first_threads = serde_json::json!({});
+            if probe.is_some() {
+                first_threads["cuptiworker"] = serde_json::json!(5.0);
+            }
+            let first = serde_json::json!({
+                "first_main_cpu_ms": first_main,
+                "first_others_cpu_ms": if probe.is_some() { 5.0 } else { 0.0 },
+                "first_threads_ms": first_threads,
+            });
+            let mut row = serde_json::json!({"step1": first_main / 1000.0 + 0.1,
+                "steady_median": steady, "device_used": 1});
             if with_window {
-                for (k, v) in window.as_object().unwrap() {
+                for (k, v) in window
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .chain(first.as_object().unwrap())
+                {
                     row[k] = v.clone();
                 }
             }
@@ -166,23 +191,24 @@ fn window_rows(with_window: bool) -> String {
     rows
 }
 
-fn line<'a>(out: &'a str, start: &str) -> &'a str {
+fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
     out.lines()
-        .find(|l| l.starts_with(start))
-        .unwrap_or_else(|| panic!("no {start} in\n{out}"))
+        .find(|l| l.starts_with(start) && l.contains(has))
+        .unwrap_or_else(|| panic!("no {start} line with {has:?} in\n{out}"))
 }
 
 /// PROCESS gives each figure's medians and the paired difference with its
-/// interval and sign; THREADS names the probe's thread with the CPU it adds
-/// and puts the thread both sides share at 0; STATE finds the steady step
-/// ranked exactly as the main thread's CPU; rows without the window (those
-/// before it) give none of these lines.
+/// interval and sign, for step 1's window and the steady one; THREADS names
+/// the doctor's own threads with the CPU they add and puts the thread both
+/// sides share at 0; STATE finds step 1 and the steady step ranked exactly
+/// as the main thread's CPU; rows without the windows (those before them)
+/// give none of these lines.
 #[test]
 fn the_summary_reads_the_window_against_plain() {
     let out = summary(&window_rows(true));
-    let process = line(&out, "PROCESS ");
+    let process = line(&out, "PROCESS ", " window=steady ");
     for want in [
-        "mode=doctor rounds=9 ",
+        "mode=doctor window=steady rounds=9 ",
         "main_cpu_plain_ms=33.000 main_cpu_doctor_ms=33.200 main_cpu_added_us=200.0 ",
         "main_cpu_slower=9/9 ",
         "invol_plain=0.250 invol_doctor=0.500 invol_added_n=0.25 ",
@@ -190,10 +216,27 @@ fn the_summary_reads_the_window_against_plain() {
     ] {
         assert!(process.contains(want), "{want} in {process}");
     }
-    let threads: Vec<&str> = out.lines().filter(|l| l.starts_with("THREADS ")).collect();
+    let first = line(&out, "PROCESS ", " window=first ");
+    assert!(
+        first.contains("main_cpu_added_us=30000.0 ") && first.contains("main_cpu_slower=9/9"),
+        "{first}"
+    );
+    line(
+        &out,
+        "THREADS ",
+        " window=first thread='cuptiworker' added_us=5000.0 ",
+    );
+    assert!(
+        out.contains("STATE workload=fsdp2 allocator=default window=first processes=18 step1_vs_main_cpu_rho=1.00"),
+        "{out}"
+    );
+    let threads: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("THREADS ") && l.contains(" window=steady "))
+        .collect();
     assert_eq!(threads.len(), 2, "{out}");
     assert!(
-        threads[0].contains("thread='prewarm-probe' added_us=50.0 ")
+        threads[0].contains("window=steady thread='prewarm-probe' added_us=50.0 ")
             && threads[0].contains(" slower=9/9 "),
         "{threads:?}"
     );
@@ -201,9 +244,12 @@ fn the_summary_reads_the_window_against_plain() {
         threads[1].contains("thread='pt_autograd_0' added_us=0.0 "),
         "{threads:?}"
     );
-    let state = line(&out, "STATE ");
-    assert!(state.contains(" processes=18 "), "{state}");
-    assert!(state.contains(" steady_vs_main_cpu_rho=1.00 "), "{state}");
+    let state = line(&out, "STATE ", " window=steady ");
+    assert!(state.contains(" window=steady processes=18 "), "{state}");
+    assert!(
+        state.contains(" steady_median_vs_main_cpu_rho=1.00 "),
+        "{state}"
+    );
     let older = summary(&window_rows(false));
     for absent in ["PROCESS ", "THREADS ", "STATE "] {
         assert!(!older.contains(absent), "{absent} in\n{older}");
