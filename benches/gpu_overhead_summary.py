@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, ORDER, ISSUE, PROCESS, THREADS, PART, TARGET, STATE, CONTROL, DETACH_PAIRED and
+PAIRED, SIGN, ORDER, ISSUE, PROCESS, THREADS, PART, PART_PAIRED, TARGET, STATE, CONTROL, DETACH_PAIRED and
 BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read

@@ -310,6 +310,7 @@ class StepWindows:
     def figures(self):
         return {**self.first.figures("first", 1), **self.steady.figures("steady", self.steps - STEADY_AFTER)}
 
+
 def print_steptimes(args, times, extra=None):
     """The ``STEPTIMES`` line: step 1, step 2, the steady steps' median and
     mean, the shape, the device memory in use at the end, the allocator and
