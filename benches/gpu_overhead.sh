@@ -75,8 +75,9 @@
 # workload a PART line per part of step 1 (forward with the Triton autotune,
 # backward, the clip with the NCCL communicator, the optimizer step) gives
 # each part's medians, spreads and paired ratio with its interval, and a
-# PART_PAIRED line its paired difference in ms; the examples (hf, fsdp2)
-# cut their step 1 the same way (examples/common.py's `cut`). Rows since
+# PART_PAIRED line its paired difference in ms; with EXAMPLE_STEP1_CUTS=1
+# in the environment the examples (hf, fsdp2) cut their step 1 the same
+# way (examples/common.py's `cut`; such rounds pool only with each other). Rows since
 # 2026-12-07's nineteenth session carry each process's figures over step 1
 # and over the steady steps (examples/common.py's StepWindows): PROCESS and
 # THREADS pair them with plain's, STATE ranks them against the time. A run

@@ -14,7 +14,10 @@ from exact_interval import paired as exact_paired
 if len(sys.argv) < 5:
     sys.exit("usage: gpu_overhead_summary.py WORKLOAD ALLOCATOR BREAKDOWN(0|1) STEPTIMES-FILE...")
 workload, allocator, breakdown, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-SHAPE = ("steps", "hidden", "batch", "allocator", "workload")
+# cut_step1: 1 where the examples' step 1 was cut into parts (a synchronise
+# at each cut: another step 1 than an uncut one's); rows without it are 0.
+SHAPE = ("steps", "hidden", "batch", "allocator", "workload", "cut_step1")
+SHAPE_DEFAULT = {"cut_step1": 0}
 # Past this many rounds (about ten sessions' device time for the lazy
 # workload) a plan for the next calls is no plan.
 MAX_PLANNED_ROUNDS = 1000
@@ -44,8 +47,9 @@ for f, path in enumerate(files):
         row = json.loads(payload)
         rows.setdefault(mode, []).append(row)
         for key in SHAPE:
-            if row.get(key) is not None:
-                shapes[key].setdefault(row[key], path)
+            value = row.get(key, SHAPE_DEFAULT.get(key))
+            if value is not None:
+                shapes[key].setdefault(value, path)
         per_file[mode] = per_file.get(mode, 0) + 1
         # Files without round tags pair by position: the k-th row of each
         # mode. Rounds of different files (calls) never pair with each other.

@@ -80,16 +80,20 @@ def crosscheck(step):
     print("CROSSCHECK " + json.dumps(line), flush=True)
 
 
-# Step 1's cuts while the footprint bench times it (train sets `last`).
+# Step 1's cuts while the footprint bench times it with them (train sets
+# `last`).
 _step1 = {"last": None, "parts": {}}
 
 
 def cut(name):
     """Ends step 1's part `name` here, when the footprint bench times step 1
-    (EXAMPLE_STEPTIMES=1): synchronised, so each part holds its own GPU
-    work, and stored as ``step1_<name>``; the part after the last cut is
-    ``step1_optimizer``. The parts add up to step 1. Outside step 1, or
-    untimed, it does nothing: the scripts' own runs are unchanged."""
+    and asks for its parts (EXAMPLE_STEPTIMES=1 EXAMPLE_STEP1_CUTS=1):
+    synchronised, so each part holds its own GPU work, and stored as
+    ``step1_<name>``; the part after the last cut is ``step1_optimizer``.
+    The parts add up to step 1, and the row says ``cut_step1: 1`` (its step
+    1 has these synchronisations: the summary pools it only with rows that
+    have them too). Otherwise it does nothing: the scripts' own runs, and
+    the bench's uncut rounds, are unchanged."""
     if _step1["last"] is None:
         return
     torch.cuda.synchronize()
@@ -107,6 +111,7 @@ def train(args, step_fn, optimizer):
     run, as benches/gpu_overhead.py prints: the footprint bench
     (benches/gpu_overhead.sh) runs the examples as its workloads that way."""
     timed = os.environ.get("EXAMPLE_STEPTIMES") == "1"
+    cuts = timed and os.environ.get("EXAMPLE_STEP1_CUTS") == "1"
     times, issued = [], []
     window = StepWindows(args.steps)
     for step in range(1, args.steps + 1):
@@ -114,7 +119,7 @@ def train(args, step_fn, optimizer):
             torch.cuda.synchronize()
             window.before_step(step)
             t0 = time.perf_counter()
-            _step1["last"] = t0 if step == 1 else None
+            _step1["last"] = t0 if step == 1 and cuts else None
         optimizer.zero_grad(set_to_none=True)
         loss = step_fn(step)
         optimizer.step()
@@ -132,7 +137,8 @@ def train(args, step_fn, optimizer):
             print(f"LOSS {int(os.environ.get('RANK', '0'))} {step} {loss.item()!r}", flush=True)
     if timed:
         print_steptimes(args, times, {"steady_issue_median": statistics.median(issued[STEADY_AFTER:]),
-                                      **_step1["parts"], **window.figures()})
+                                      **({"cut_step1": 1} if cuts else {}), **_step1["parts"],
+                                      **window.figures()})
     print(f"done: {args.steps} steps", file=sys.stderr, flush=True)
 
 

@@ -72,7 +72,8 @@ done.set()
 t.join()
 "#;
 
-fn steptimes_of_the_drive() -> serde_json::Value {
+/// The drive's STEPTIMES row; `cuts`: with EXAMPLE_STEP1_CUTS=1.
+fn steptimes_of_the_drive(cuts: bool) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let torch = dir.path().join("torch");
     std::fs::create_dir_all(torch.join("cuda")).unwrap();
@@ -84,6 +85,7 @@ fn steptimes_of_the_drive() -> serde_json::Value {
             .arg(dir.path().join("drive.py"))
             .env("EXAMPLES", common::repo("examples"))
             .env("EXAMPLE_STEPTIMES", "1")
+            .env("EXAMPLE_STEP1_CUTS", if cuts { "1" } else { "0" })
             .env("PYTHONPATH", dir.path()),
     );
     let row = out
@@ -94,11 +96,20 @@ fn steptimes_of_the_drive() -> serde_json::Value {
 }
 
 /// The steady window counts the steady steps only (step 1's 300 ms spin
-/// would add 15 ms a step), and step 1's its own; each finds the main thread's own spin and the burner's, each
-/// by its thread, and the main thread's sleep as a voluntary switch.
+/// would add 15 ms a step), and step 1's its own; each finds the main
+/// thread's own spin and the burner's, each by its thread, and the main
+/// thread's sleep as a voluntary switch. Uncut, the row has no step-1
+/// parts and does not say it was cut.
 #[test]
 fn the_window_finds_each_threads_cpu_over_the_steady_steps_only() {
-    let row = steptimes_of_the_drive();
+    let row = steptimes_of_the_drive(false);
+    let object = row.as_object().unwrap();
+    assert!(
+        !object
+            .keys()
+            .any(|k| k.starts_with("step1_") || k == "cut_step1"),
+        "{row}"
+    );
     let ms = |key: &str| row[key].as_f64().unwrap_or_else(|| panic!("{key}: {row}"));
     // Two ticks over 20 steady steps: 1 ms a step.
     let main = ms("steady_main_cpu_ms");
@@ -261,13 +272,14 @@ fn the_summary_reads_the_window_against_plain() {
     }
 }
 
-/// Step 1's cuts: its parts (300 ms of spin and a 30 ms sleep, then a
-/// 50 ms sleep, then the rest) are stored as `step1_forward`,
-/// `step1_backward` and `step1_optimizer` and add up to step 1; the same
-/// cuts in later steps change nothing.
+/// Step 1's cuts, asked for: its parts (300 ms of spin and a 30 ms sleep,
+/// then a 50 ms sleep, then the rest) are stored as `step1_forward`,
+/// `step1_backward` and `step1_optimizer` and add up to step 1, and the
+/// row says it was cut; the same cuts in later steps change nothing.
 #[test]
 fn step_1s_cuts_are_its_parts_and_add_up_to_it() {
-    let row = steptimes_of_the_drive();
+    let row = steptimes_of_the_drive(true);
+    assert_eq!(row["cut_step1"], 1, "{row}");
     let s = |key: &str| row[key].as_f64().unwrap_or_else(|| panic!("{key}: {row}"));
     assert!(s("step1_forward") >= 0.33, "{row}");
     assert!((0.05..0.3).contains(&s("step1_backward")), "{row}");
@@ -314,4 +326,38 @@ fn the_summary_pairs_each_step_1_part() {
         pairs[1].contains("part=all_reduce rounds=7 added_ms=0.0 "),
         "{pairs:?}"
     );
+}
+
+/// Rounds whose step 1 was cut (a synchronise at each cut) and rounds whose
+/// step 1 was not are different measurements: the summary refuses to pool
+/// them and names the field; rows without the field count as uncut.
+#[test]
+fn the_summary_refuses_to_pool_cut_and_uncut_step_1s() {
+    let row = |mode: &str, round: u32, cut: bool| {
+        let mut row = serde_json::json!({"step1": 1.0, "steady_median": 0.03, "device_used": 1});
+        if cut {
+            row["cut_step1"] = serde_json::json!(1);
+        }
+        format!("{mode} round={round} STEPTIMES {row}\n")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (uncut, cut) = (dir.path().join("uncut.txt"), dir.path().join("cut.txt"));
+    let rows = |c: bool| {
+        (1..=5)
+            .flat_map(|r| [row("plain", r, c), row("doctor", r, c)])
+            .collect::<String>()
+    };
+    std::fs::write(&uncut, rows(false)).unwrap();
+    std::fs::write(&cut, rows(true)).unwrap();
+    let out = Command::new("python3")
+        .arg(common::repo("benches/gpu_overhead_summary.py"))
+        .args(["fsdp2", "default", "0"])
+        .args([&uncut, &cut])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("different cut_step1"), "{stderr}");
+    let alone = summary(&rows(true));
+    assert!(alone.contains("PAIRED workload=fsdp2"), "{alone}");
 }
