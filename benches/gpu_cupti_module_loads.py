@@ -35,7 +35,9 @@ Usage, on a GPU machine from the repository root (needs nvcc and gcc):
 
 (PROCESSES 3; CUPTI_MODULES_ROUNDS rounds a process, 10, each one block a
 state; CUPTI_MODULES_MODULES loads a block, 8; CUPTI_MODULES_FUNCTIONS
-kernels a module, 64; CUPTI_MODULES_API `library` (default) or `module`,
+kernels a module, 64 (small kernels: a small cubin; each row says its
+size in `cubin_bytes`: torch's and NCCL's modules are larger, so a
+figure holds for the size it was taken at); CUPTI_MODULES_API `library` (default) or `module`,
 the driver API that loads them; CUPTI_MODULES_DEADLINE_S stops starting processes past
 that many seconds; CUPTI_MODULES_NVCC names nvcc; the libcupti is
 PREWARM_DOCTOR_CUPTI, else the one `$BIN check` names). Every row goes to
@@ -197,7 +199,7 @@ class Modules:
         launches = modules * len(self.names)
         return {"load_us": spent[0] / modules / 1e3, "first_launch_us": spent[1] / launches / 1e3,
                 "again_launch_us": spent[2] / launches / 1e3, "modules": modules,
-                "functions": len(self.names), "api": self.api}
+                "functions": len(self.names), "api": self.api, "cubin_bytes": len(self.image)}
 
 
 def worker(process):

@@ -342,6 +342,8 @@ fn the_worker_moves_cupti_through_its_states_in_order() {
         assert_eq!(states, want);
         assert!(out.contains("\"enabled_callbacks\": 47"), "{out}");
         assert!(out.contains(&format!("\"api\": \"{api}\"")), "{out}");
+        // The stand-in cubin's size: the 5 bytes of "cubin".
+        assert!(out.contains("\"cubin_bytes\": 5"), "{out}");
 
         let calls = std::fs::read_to_string(&log).unwrap();
         let count = |name: &str| calls.lines().filter(|l| *l == name).count();
