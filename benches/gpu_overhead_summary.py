@@ -139,7 +139,7 @@ WINDOW = (("main_cpu", "main_cpu_ms", 1000, "us"), ("main_wait", "main_wait_ms",
 WINDOWS = (("first", "step1"), ("steady", "steady_median"))
 def has_window(mode, window):
     return all(r.get(f"{window}_main_cpu_ms") is not None for r in rows[mode] + rows["plain"])
-def process_lines(mode, window):
+def process_lines(mode, window, pairs):
     """PROCESS: each figure of the window, the mode's against plain's within
     rounds (medians, paired added, exact interval, sign test); THREADS: the
     thread names whose CPU a step of the window the mode adds most (a name
@@ -157,7 +157,7 @@ def process_lines(mode, window):
                        f"{name}_added_{unit}={median:.{d}f} {name}_added_{unit}_90={lo:.{d}f}..{hi:.{d}f} "
                        f"{name}_slower={slower}/{moved}")
     print(f"PROCESS workload={workload} allocator={allocator} mode={mode} window={window} "
-          f"rounds={len(paired_values(mode, 'plain', 'step1', min))} " + " ".join(figures))
+          f"rounds={pairs} " + " ".join(figures))
     threads = f"{window}_threads_ms"
     names = sorted({n for r in rows[mode] + rows["plain"] for n in (r.get(threads) or {})})
     added = []
@@ -283,7 +283,7 @@ for mode in rows:
               f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
     for window, _ in WINDOWS:
         if has_window(mode, window):
-            process_lines(mode, window)
+            process_lines(mode, window, pairs)
     # Step 1 part by part (the lazy bench's cuts; the examples' since
     # 2026-12-07's nineteenth session): where the difference and the noise
     # each sit. A part only where every row has it (rounds before the
