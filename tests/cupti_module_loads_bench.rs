@@ -378,17 +378,23 @@ fn the_worker_moves_cupti_through_its_states_in_order() {
     }
 }
 
-/// Calls 59 and 61 (an H100, tests/fixtures/h200-overhead/2026-12-07-h100):
-/// the library API and then the module API, 3 processes of 10 rounds each.
-/// Their stored rows give what each call printed; every state ran in every
-/// round with 8 loads of the 64-function cubin; and docs/footprint.md's
+/// Calls 59, 61 and 62 (H100s, tests/fixtures/h200-overhead/2026-12-07-h100):
+/// the library API and the module API on the 64-function cubin, then the
+/// library API on a 2,048-function one (a module the size of torch's), 3
+/// processes of 10 rounds each. Their stored rows give what each call
+/// printed; every state ran in every round with 8 loads of the call's cubin
+/// (call 62's rows name its size, over a megabyte); and docs/footprint.md's
 /// quoted pairings are lines of those summaries.
 #[test]
 fn the_h100_calls_rows_give_their_printed_summaries() {
     let folder = common::repo("tests/fixtures/h200-overhead/2026-12-07-h100");
     let docs = std::fs::read_to_string(common::repo("docs/footprint.md")).unwrap();
     let mut quoted_found = 0;
-    for (call, api) in [(59, "library"), (61, "module")] {
+    for (call, api, functions) in [
+        (59, "library", 64),
+        (61, "module", 64),
+        (62, "library", 2048),
+    ] {
         let rows = folder.join(format!("modloads-call{call}.txt"));
         let printed =
             std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
@@ -404,7 +410,10 @@ fn the_h100_calls_rows_give_their_printed_summaries() {
             let json: serde_json::Value = serde_json::from_str(&l[l.find('{').unwrap()..]).unwrap();
             assert_eq!(json["api"], api, "{l}");
             assert_eq!(json["modules"], 8, "{l}");
-            assert_eq!(json["functions"], 64, "{l}");
+            assert_eq!(json["functions"], functions, "{l}");
+            if call == 62 {
+                assert!(json["cubin_bytes"].as_u64().unwrap() > 1 << 20, "{l}");
+            }
         }
         let summary = common::lines_starting(&printed, "MODLOADS_PAIRED");
         quoted_found += docs

@@ -1217,6 +1217,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call51.txt",
             "fsdp2-default-call55.txt",
             "fsdp2-default-call60.txt",
+            "fsdp2-default-call62.txt",
         ],
     },
     Row {
@@ -1863,6 +1864,7 @@ fn the_seventeenth_sessions_rounds_give_their_printed_summaries() {
         (("lazy", "default"), 59, 17, 2),
         (("fsdp2", "default"), 60, 16, 3),
         (("lazy", "default"), 61, 11, 2),
+        (("fsdp2", "default"), 62, 10, 3),
     ] {
         let file = format!("{workload}-{allocator}-call{call}.txt");
         let out =
@@ -1897,6 +1899,58 @@ fn the_forward_halves_parts_are_the_stored_rounds() {
         net > 0.0 && mix > 0.0 && net < whole && mix < whole,
         "{out}"
     );
+}
+
+/// Calls 62 and 63 (twentieth session, an H100) ran fsdp2 with the step
+/// windows, call 63 with step 1 cut into its parts: their stored rounds give
+/// the PROCESS, THREADS, STATE, PART and PART_PAIRED lines the GPU printed
+/// (docs/footprint.md reads them), and each row holds what a window and a
+/// cut must: the parts add up to step 1, and no thread spent more CPU time
+/// in step 1 than step 1 lasted.
+#[test]
+fn the_twentieth_sessions_windows_and_parts_are_the_stored_rounds() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-07-h100");
+    for (call, file, rounds) in [
+        (62, "fsdp2-default-call62.txt", 10),
+        (63, "fsdp2-default-cut-call63.txt", 12),
+    ] {
+        let out =
+            common::stdout_of_success(&mut summary_of("fsdp2", "default", &[folder.join(file)]));
+        let printed =
+            std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
+        for prefix in ["PROCESS ", "THREADS ", "STATE ", "PART ", "PART_PAIRED "] {
+            assert_eq!(
+                common::lines_starting(&out, prefix),
+                common::lines_starting(&printed, prefix),
+                "call {call}, {prefix}"
+            );
+        }
+        assert_eq!(common::lines_starting(&out, "PROCESS ").len(), 2, "{out}");
+        assert!(
+            line(&out, "PROCESS", "window=first").contains(&format!(" rounds={rounds} ")),
+            "{out}"
+        );
+        let text = std::fs::read_to_string(folder.join(file)).unwrap();
+        assert_eq!(text.lines().count(), 2 * rounds, "call {call}");
+        for l in text.lines() {
+            let json: serde_json::Value = serde_json::from_str(&l[l.find('{').unwrap()..]).unwrap();
+            let step1_ms = 1e3 * json["step1"].as_f64().unwrap();
+            let main_ms = json["first_main_cpu_ms"].as_f64().unwrap();
+            assert!(main_ms > 0.0 && main_ms <= step1_ms, "{l}");
+            for (thread, ms) in json["first_threads_ms"].as_object().unwrap() {
+                assert!(ms.as_f64().unwrap() <= step1_ms, "{thread}: {l}");
+            }
+            let cut = json["cut_step1"].as_i64().unwrap_or(0) == 1;
+            assert_eq!(cut, call == 63, "{l}");
+            if cut {
+                let parts: f64 = ["forward", "backward", "clip", "all_reduce", "optimizer"]
+                    .iter()
+                    .map(|p| json[format!("step1_{p}")].as_f64().unwrap())
+                    .sum();
+                assert!((1e3 * parts - step1_ms).abs() < 1e-6, "{l}");
+            }
+        }
+    }
 }
 
 /// Each round's steady step (µs) of `attached` less `detached`'s, where a
