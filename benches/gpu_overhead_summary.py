@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, ORDER, ISSUE, PROCESS, THREADS, PART, PART_PAIRED, TARGET, STATE, CONTROL, DETACH_PAIRED and
+PAIRED, SIGN, ORDER, SPEED, ISSUE, PROCESS, THREADS, PART, PART_PAIRED, TARGET, STATE, CONTROL, DETACH_PAIRED and
 BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
@@ -118,6 +118,28 @@ def order_line(mode):
     print(f"ORDER workload={workload} allocator={allocator} mode={mode} "
           f"before_plain={len(sides[True]['step1'])} after_plain={len(sides[False]['step1'])} "
           f"{text('step1')} {text('steady_median')}")
+def speed_line(mode):
+    """SPEED: each run's step 1 over its own steady step, the mode's over
+    plain's within rounds (median, exact interval, sign test), and
+    Spearman's rho of the rounds' step-1 ratios against their steady ratios.
+    Where the steady step is CPU-bound (fsdp2's: its main thread's and
+    autograd's CPU), how fast a process's CPU runs is in both of its figures
+    and cancels, so this reads step 1's own extra apart from the two
+    processes' speeds; where the GPU paces the steady step (lazy's, hf's) it
+    does not. A diagnostic of where the extra lies, never the target: TARGET
+    judges step 1 against plain's step 1."""
+    ratios, step1, steady = [], [], []
+    for r in rounds.values():
+        if mode in r and "plain" in r:
+            a, b = r[mode], r["plain"]
+            ratios.append((a["step1"] / a["steady_median"]) / (b["step1"] / b["steady_median"]))
+            step1.append(a["step1"] / b["step1"])
+            steady.append(a["steady_median"] / b["steady_median"])
+    median, lo, hi, coverage, slower, moved, p = exact_paired([x - 1 for x in ratios])
+    print(f"SPEED workload={workload} allocator={allocator} mode={mode} rounds={len(ratios)} "
+          f"step1_by_steady_ratio={1 + median:.4f} step1_by_steady_ratio_90={1 + lo:.3f}-{1 + hi:.3f} "
+          f"coverage={coverage:.3f} slower={slower}/{moved} p={p:.4f} "
+          f"step1_vs_steady_ratio_rho={rank_correlation(step1, steady):.2f}")
 def med(kind, key):
     return statistics.median(r[key] for r in rows[kind])
 def step1_parts(every):
@@ -268,6 +290,7 @@ for mode in rows:
     print(f"SIGN workload={workload} allocator={allocator} mode={mode} step1_slower={s1} step1_p={p1:.4f} "
           f"steady_slower={ss} steady_p={ps:.4f}")
     order_line(mode)
+    speed_line(mode)
     # Which side of the steady step the extra is on (rows that time the
     # step's issue, examples/common.py): the CPU's time to issue it, up to
     # its closing synchronise, against the whole step. An extra in the

@@ -229,7 +229,7 @@ if has rounds; then
     OVERHEAD_CELLS=$CELLS OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
       OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 10 - 15 * n)) \
       BIN=$BIN OUTDIR=$D PY=$PY timeout $((l - 5)) bash benches/gpu_overhead.sh > "$D/bench.txt" 2>&1
-    grep -E '^(PAIRED|DETACH_PAIRED|SPREAD|SIGN|ISSUE|PROCESS|THREADS|STATE|TARGET|CONTROL|PART|PART_PAIRED|BREAKDOWN|OWN|PROBE|LAUNCHES|FAILED|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
+    grep -E '^(PAIRED|DETACH_PAIRED|SPREAD|SIGN|SPEED|ISSUE|PROCESS|THREADS|STATE|TARGET|CONTROL|PART|PART_PAIRED|BREAKDOWN|OWN|PROBE|LAUNCHES|FAILED|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
     cp "$D/nccl-init.txt" "$OUT/nccl-init-$TAG.txt" 2>/dev/null
     [ -f "$D/walls.txt" ] && tee -a "$OUT/summary.txt" < "$D/walls.txt"
     for cell in $CELLS; do

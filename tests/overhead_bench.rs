@@ -624,6 +624,71 @@ fn steptimes(rows: &[(&str, u32, f64)]) -> String {
         .collect()
 }
 
+/// SPEED takes each process's own CPU speed out of step 1: rounds whose
+/// processes run at speeds from 0.7 to 1.4 (the same factor on a run's step
+/// 1 and its steady step, drawn apart for each side) and whose doctor adds a
+/// fixed 20 ms to a 1 s step 1 read 1.020 there in every round, while
+/// PAIRED's plain step-1 ratio wanders with the speeds; its rho says the
+/// rounds' step-1 and steady ratios move together.
+#[test]
+fn speed_takes_each_processs_own_speed_out_of_step_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("call.txt");
+    let speeds = [
+        (1.0, 1.3),
+        (1.4, 0.9),
+        (0.7, 1.1),
+        (1.2, 1.2),
+        (0.8, 1.0),
+        (1.1, 0.75),
+        (0.9, 1.35),
+    ];
+    let mut rows = String::new();
+    for (round, (plain, doctor)) in (1u32..).zip(speeds) {
+        for (mode, f, extra) in [("plain", plain, 0.0), ("doctor", doctor, 0.020)] {
+            let (step1, steady) = (f * (1.0 + extra), f * 0.030);
+            rows += &format!(
+                "{mode} round={round} STEPTIMES {{\"step1\": {step1}, \"steady_median\": {steady}, \"device_used\": 1}}\n"
+            );
+        }
+    }
+    std::fs::write(&file, rows).unwrap();
+    let out = common::stdout_of_success(&mut summary_of("fsdp2", "default", &[file]));
+    let speed = line(&out, "SPEED", "mode=doctor");
+    assert!(speed.contains(" rounds=7 "), "{speed}");
+    assert!(
+        speed.contains(" step1_by_steady_ratio=1.0200 step1_by_steady_ratio_90=1.020-1.020 "),
+        "{speed}"
+    );
+    assert!(speed.contains(" slower=7/7 "), "{speed}");
+    assert!(speed.contains(" step1_vs_steady_ratio_rho=1.00"), "{speed}");
+    let paired = line(&out, "PAIRED", "mode=doctor");
+    assert!(!paired.contains(" step1_ratio=1.0200 "), "{paired}");
+}
+
+/// The SPEED lines docs/footprint.md quotes are what the summary prints over
+/// the stored rounds of the README row of their cell.
+#[test]
+fn the_quoted_speed_lines_are_the_readme_rows_rounds() {
+    let docs = std::fs::read_to_string(common::repo("docs/footprint.md")).unwrap();
+    let quoted = common::lines_starting(&docs, "SPEED ");
+    assert!(!quoted.is_empty(), "docs/footprint.md quotes no SPEED line");
+    for q in quoted {
+        let row = FOOTPRINT_ROWS
+            .iter()
+            .filter(|r| q.contains(&format!(" allocator={} ", r.allocator)))
+            .find(|r| q.contains(&format!("workload={} ", r.bench)))
+            .unwrap_or_else(|| panic!("no README row for {q}"));
+        let folder = common::repo(&format!("tests/fixtures/h200-overhead/{}", row.folder));
+        let files: Vec<PathBuf> = row.files.iter().map(|f| folder.join(f)).collect();
+        let out = common::stdout_of_success(&mut summary_of(row.bench, row.allocator, &files));
+        assert!(
+            common::lines_starting(&out, "SPEED ").contains(&q),
+            "{q}\n{out}"
+        );
+    }
+}
+
 /// A part that costs every steady step shows in its BREAKDOWN line: the
 /// doctor minus the doctor without it, round by round, in microseconds.
 /// Here the doctor's steady step is 250 µs longer than without its pool
