@@ -159,15 +159,20 @@ WINDOW = (("main_cpu", "main_cpu_ms", 1000, "us"), ("main_wait", "main_wait_ms",
           ("others_cpu", "others_cpu_ms", 1000, "us"), ("busy_cpus", "busy_cpus", 1, "n"),
           ("sibling_busy", "sibling_busy", 1, "n"))
 WINDOWS = (("first", "step1"), ("steady", "steady_median"))
-def has_window(mode, window):
-    return all(r.get(f"{window}_main_cpu_ms") is not None for r in rows[mode] + rows["plain"])
-def process_lines(mode, window, pairs):
+# The calibration (examples/common.py's `calibration`, after the last step):
+# the main thread's CPU time for a fixed interpreter loop and a fixed copy.
+# Read as a window of its own (`calib`), against both times.
+CALIB = (("python", "python_ms", 1000, "us"), ("memory", "memory_ms", 1000, "us"))
+def has_window(mode, window, figures=WINDOW):
+    key = f"{window}_{figures[0][1]}"
+    return all(r.get(key) is not None for r in rows[mode] + rows["plain"])
+def process_lines(mode, window, pairs, figures=WINDOW):
     """PROCESS: each figure of the window, the mode's against plain's within
     rounds (medians, paired added, exact interval, sign test); THREADS: the
     thread names whose CPU a step of the window the mode adds most (a name
     absent from a run counts 0 there), at most 8."""
-    figures = []
-    for name, suffix, scale, unit in WINDOW:
+    shown = []
+    for name, suffix, scale, unit in figures:
         key = f"{window}_{suffix}"
         if not all(r.get(key) is not None for r in rows[mode] + rows["plain"]):
             continue
@@ -175,11 +180,11 @@ def process_lines(mode, window, pairs):
         median, lo, hi, _, slower, moved, _ = exact_paired(diffs)
         d = 1 if unit == "us" else 2
         per = "_ms" if unit == "us" else ""
-        figures.append(f"{name}_plain{per}={med('plain', key):.3f} {name}_{mode}{per}={med(mode, key):.3f} "
-                       f"{name}_added_{unit}={median:.{d}f} {name}_added_{unit}_90={lo:.{d}f}..{hi:.{d}f} "
-                       f"{name}_slower={slower}/{moved}")
+        shown.append(f"{name}_plain{per}={med('plain', key):.3f} {name}_{mode}{per}={med(mode, key):.3f} "
+                     f"{name}_added_{unit}={median:.{d}f} {name}_added_{unit}_90={lo:.{d}f}..{hi:.{d}f} "
+                     f"{name}_slower={slower}/{moved}")
     print(f"PROCESS workload={workload} allocator={allocator} mode={mode} window={window} "
-          f"rounds={pairs} " + " ".join(figures))
+          f"rounds={pairs} " + " ".join(shown))
     threads = f"{window}_threads_ms"
     names = sorted({n for r in rows[mode] + rows["plain"] for n in (r.get(threads) or {})})
     added = []
@@ -211,20 +216,20 @@ def rank_correlation(xs, ys):
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
     sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
     return sxy / math.sqrt(sxx * syy) if sxx and syy else float("nan")
-def state_line(window, timed):
+def state_line(window, timed, figures=WINDOW):
     """STATE: over every process of every mode, how each figure of the
     window ranks with the time it goes with (Spearman's rho): what a
     process whose step 1 or steady steps run slower does differently,
     whichever side it ran."""
-    every = [r for kind in rows.values() for r in kind if r.get(f"{window}_main_cpu_ms") is not None]
-    figures = []
-    for name, suffix, _, _ in WINDOW:
+    every = [r for kind in rows.values() for r in kind if r.get(f"{window}_{figures[0][1]}") is not None]
+    shown = []
+    for name, suffix, _, _ in figures:
         pairs = [(r[timed], r[f"{window}_{suffix}"]) for r in every if r.get(f"{window}_{suffix}") is not None]
         if pairs:
             rho = rank_correlation([a for a, _ in pairs], [b for _, b in pairs])
-            figures.append(f"{timed}_vs_{name}_rho={rho:.2f}")
+            shown.append(f"{timed}_vs_{name}_rho={rho:.2f}")
     print(f"STATE workload={workload} allocator={allocator} window={window} processes={len(every)} "
-          + " ".join(figures))
+          + " ".join(shown))
 for mode in rows:
     if mode == "plain":
         continue
@@ -307,6 +312,8 @@ for mode in rows:
     for window, _ in WINDOWS:
         if has_window(mode, window):
             process_lines(mode, window, pairs)
+    if has_window(mode, "calib", CALIB):
+        process_lines(mode, "calib", pairs, CALIB)
     # Step 1 part by part (the lazy bench's cuts; the examples' since
     # 2026-12-07's nineteenth session): where the difference and the noise
     # each sit. A part only where every row has it (rounds before the
@@ -358,6 +365,9 @@ for mode in rows:
 for window, timed in WINDOWS:
     if any(r.get(f"{window}_main_cpu_ms") is not None for kind in rows.values() for r in kind):
         state_line(window, timed)
+if any(r.get("calib_python_ms") is not None for kind in rows.values() for r in kind):
+    for _, timed in WINDOWS:
+        state_line("calib", timed, CALIB)
 # The A/A control: the doctor against the second plain run within each
 # round, as PAIRED does against the first. If the doctor's PAIRED ratio is
 # off 1 but this one is not, the difference is the method's, not the doctor's.

@@ -314,7 +314,44 @@ class StepWindows:
             self.steady.step_ended(last=step == self.steps)
 
     def figures(self):
-        return {**self.first.figures("first", 1), **self.steady.figures("steady", self.steps - STEADY_AFTER)}
+        """Both windows' figures, then, after the last step and outside
+        every window, the calibration (`calibration`)."""
+        return {**self.first.figures("first", 1), **self.steady.figures("steady", self.steps - STEADY_AFTER),
+                **calibration()}
+
+
+# The calibration's fixed work: CALIBRATION_ROUNDS runs of each piece, the
+# median kept (a run cut by an interrupt does not move it).
+CALIBRATION_ROUNDS = 5
+CALIBRATION_LOOP = 200_000
+CALIBRATION_BYTES = 32 << 20
+
+
+def calibration():
+    """How fast this process's main thread runs a fixed piece of work, in
+    its thread's CPU time (so a wait for a CPU does not count): an
+    interpreter loop (`calib_python_ms`) and a copy of 32 MiB
+    (`calib_memory_ms`, the memory and last-level cache). The same work in
+    every process of every mode: a process whose steps all run slower
+    (fsdp2's slow state, 2026-12-07's calls 60-63) shows here if its CPU
+    runs the same instructions slower, and not if it does more work."""
+
+    def timed(work):
+        spent = []
+        for _ in range(CALIBRATION_ROUNDS):
+            t = time.thread_time_ns()
+            work()
+            spent.append((time.thread_time_ns() - t) / 1e6)
+        return statistics.median(spent)
+
+    def loop():
+        total = 0
+        for i in range(CALIBRATION_LOOP):
+            total += i * i
+        return total
+
+    source = bytearray(CALIBRATION_BYTES)
+    return {"calib_python_ms": timed(loop), "calib_memory_ms": timed(lambda: bytes(source))}
 
 
 def print_steptimes(args, times, extra=None):

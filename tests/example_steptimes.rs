@@ -139,6 +139,12 @@ fn the_window_finds_each_threads_cpu_over_the_steady_steps_only() {
     // the window; no more CPUs than the machine has.
     let busy = ms("steady_busy_cpus");
     assert!(busy >= 0.5 && busy <= online as f64 + 1e-9, "{row}");
+    // The calibration ran, after the last step: outside the steady window,
+    // whose main-thread figure above would hold its ~100 ms otherwise.
+    assert!(
+        ms("calib_python_ms") > 0.0 && ms("calib_memory_ms") > 0.0,
+        "{row}"
+    );
 }
 
 fn summary(rows: &str) -> String {
@@ -192,6 +198,12 @@ fn window_rows(with_window: bool) -> String {
             let mut row = serde_json::json!({"step1": first_main / 1000.0 + 0.1,
                 "steady_median": steady, "device_used": 1});
             if with_window {
+                // The calibration: the doctor's interpreter loop 50 µs
+                // slower in every round, its copy the same.
+                let python =
+                    8.0 + f64::from(round) / 10.0 + if probe.is_some() { 0.05 } else { 0.0 };
+                row["calib_python_ms"] = serde_json::json!(python);
+                row["calib_memory_ms"] = serde_json::json!(12.0);
                 for (k, v) in window
                     .as_object()
                     .unwrap()
@@ -217,7 +229,8 @@ fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
 /// interval and sign, for step 1's window and the steady one; THREADS names
 /// the doctor's own threads with the CPU they add and puts the thread both
 /// sides share at 0; STATE finds step 1 and the steady step ranked exactly
-/// as the main thread's CPU; rows without the windows (those before them)
+/// as the main thread's CPU; the calibration reads as a window of its own
+/// (`calib`, no THREADS); rows without the windows (those before them)
 /// give none of these lines.
 #[test]
 fn the_summary_reads_the_window_against_plain() {
@@ -265,6 +278,23 @@ fn the_summary_reads_the_window_against_plain() {
     assert!(
         state.contains(" steady_median_vs_main_cpu_rho=1.00 "),
         "{state}"
+    );
+    let calib = line(&out, "PROCESS ", " window=calib ");
+    for want in [
+        " rounds=9 python_plain_ms=8.500 python_doctor_ms=8.550 python_added_us=50.0 ",
+        " python_slower=9/9 ",
+        " memory_added_us=0.0 ",
+    ] {
+        assert!(calib.contains(want), "{want} in {calib}");
+    }
+    assert!(
+        !out.contains("THREADS workload=fsdp2 allocator=default mode=doctor window=calib"),
+        "{out}"
+    );
+    let calib_state = line(&out, "STATE ", " window=calib processes=18 steady_median_");
+    assert!(
+        calib_state.contains(" steady_median_vs_python_rho=1.00 "),
+        "{calib_state}"
     );
     let older = summary(&window_rows(false));
     for absent in ["PROCESS ", "THREADS ", "STATE "] {
