@@ -128,13 +128,9 @@ def speed_line(mode):
     processes' speeds; where the GPU paces the steady step (lazy's, hf's) it
     does not. A diagnostic of where the extra lies, never the target: TARGET
     judges step 1 against plain's step 1."""
-    ratios, step1, steady = [], [], []
-    for r in rounds.values():
-        if mode in r and "plain" in r:
-            a, b = r[mode], r["plain"]
-            ratios.append((a["step1"] / a["steady_median"]) / (b["step1"] / b["steady_median"]))
-            step1.append(a["step1"] / b["step1"])
-            steady.append(a["steady_median"] / b["steady_median"])
+    step1 = paired_values(mode, "plain", "step1", lambda x, y: x / y)
+    steady = paired_values(mode, "plain", "steady_median", lambda x, y: x / y)
+    ratios = [a / b for a, b in zip(step1, steady)]
     median, lo, hi, coverage, slower, moved, p = exact_paired([x - 1 for x in ratios])
     print(f"SPEED workload={workload} allocator={allocator} mode={mode} rounds={len(ratios)} "
           f"step1_by_steady_ratio={1 + median:.4f} step1_by_steady_ratio_90={1 + lo:.3f}-{1 + hi:.3f} "
