@@ -1257,6 +1257,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "hf-default-call45.txt",
             "hf-default-call48.txt",
             "hf-default-call50.txt",
+            "hf-default-call65.txt",
         ],
     },
     Row {
@@ -1266,7 +1267,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
         measured: "2026-12-07",
         folder: "2026-12-07-h100",
         bench: "hf",
-        files: &["hf-async-call57.txt"],
+        files: &["hf-async-call57.txt", "hf-async-call66.txt"],
     },
     Row {
         workload: "fsdp2 (`examples/zoo_fsdp2.py --hidden 1024 --batch 8192`: FSDP2 over NCCL, transformers Mistral, one rank)",
@@ -1283,6 +1284,7 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "fsdp2-default-call55.txt",
             "fsdp2-default-call60.txt",
             "fsdp2-default-call62.txt",
+            "fsdp2-default-call64.txt",
         ],
     },
     Row {
@@ -1930,6 +1932,9 @@ fn the_seventeenth_sessions_rounds_give_their_printed_summaries() {
         (("fsdp2", "default"), 60, 16, 3),
         (("lazy", "default"), 61, 11, 2),
         (("fsdp2", "default"), 62, 10, 3),
+        (("fsdp2", "default"), 64, 8, 6),
+        (("hf", "default"), 65, 8, 6),
+        (("hf", "async"), 66, 8, 3),
     ] {
         let file = format!("{workload}-{allocator}-call{call}.txt");
         let out =
@@ -2016,6 +2021,72 @@ fn the_twentieth_sessions_windows_and_parts_are_the_stored_rounds() {
             }
         }
     }
+}
+
+/// Calls 64–66 (twenty-first session, an H100) were the calibration's first
+/// GPU rounds, two of them with the NVML sampler switched off: their stored
+/// rounds give the PROCESS, THREADS, STATE and BREAKDOWN lines the GPU
+/// printed, every timed process carries its calibration, and the counts
+/// docs/footprint.md reads from them hold: 15 of 64 processes ran the loop
+/// in under 13 ms (plain 6, the doctor 3, no-nvml 6), the rest at 13.95 ms or
+/// more, and in each call the fast processes' median step 1 is the shorter.
+#[test]
+fn the_calibrations_first_gpu_rounds_are_the_stored_rounds() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-07-h100");
+    let mut fast_by_mode = std::collections::BTreeMap::<String, usize>::new();
+    let (mut processes, mut fast_total) = (0, 0);
+    for (call, cell, file, modes) in [
+        (64, ("fsdp2", "default"), "fsdp2-default-call64.txt", 3),
+        (65, ("hf", "default"), "hf-default-call65.txt", 3),
+        (66, ("hf", "async"), "hf-async-call66.txt", 2),
+    ] {
+        // The zoo prints its summaries with BREAKDOWN on (the third argument).
+        let out = common::stdout_of_success(
+            Command::new("python3")
+                .arg(common::repo("benches/gpu_overhead_summary.py"))
+                .args([cell.0, cell.1, "1"])
+                .arg(folder.join(file)),
+        );
+        let printed =
+            std::fs::read_to_string(folder.join(format!("summary-call{call}.txt"))).unwrap();
+        for prefix in ["PROCESS ", "THREADS ", "STATE ", "BREAKDOWN "] {
+            assert_eq!(
+                common::lines_starting(&out, prefix),
+                common::lines_starting(&printed, prefix),
+                "call {call}, {prefix}"
+            );
+        }
+        assert!(
+            line(&out, "STATE", "window=calib").contains(&format!(" processes={} ", 8 * modes)),
+            "{out}"
+        );
+        let text = std::fs::read_to_string(folder.join(file)).unwrap();
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        for l in text.lines() {
+            let json: serde_json::Value = serde_json::from_str(&l[l.find('{').unwrap()..]).unwrap();
+            let python = json["calib_python_ms"].as_f64().unwrap();
+            assert!(json["calib_memory_ms"].as_f64().unwrap() > 0.0, "{l}");
+            assert!(python > 0.0 && !(12.95..13.95).contains(&python), "{l}");
+            let mode = l.split(' ').next().unwrap().to_string();
+            processes += 1;
+            if python < 13.0 {
+                fast_total += 1;
+                *fast_by_mode.entry(mode).or_default() += 1;
+                fast.push(json["step1"].as_f64().unwrap());
+            } else {
+                slow.push(json["step1"].as_f64().unwrap());
+            }
+        }
+        assert_eq!(fast.len() + slow.len(), 8 * modes, "call {call}");
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        assert!(median(fast) < median(slow), "call {call}");
+    }
+    assert_eq!((fast_total, processes), (15, 64));
+    let counts: Vec<(&str, usize)> = fast_by_mode.iter().map(|(m, n)| (m.as_str(), *n)).collect();
+    assert_eq!(counts, [("doctor", 3), ("no-nvml", 6), ("plain", 6)]);
 }
 
 /// Each round's steady step (µs) of `attached` less `detached`'s, where a
