@@ -155,9 +155,11 @@ WINDOW = (("main_cpu", "main_cpu_ms", 1000, "us"), ("main_wait", "main_wait_ms",
           ("others_cpu", "others_cpu_ms", 1000, "us"), ("busy_cpus", "busy_cpus", 1, "n"),
           ("sibling_busy", "sibling_busy", 1, "n"))
 WINDOWS = (("first", "step1"), ("steady", "steady_median"))
-# The calibration (examples/common.py's `calibration`, after the last step):
-# the main thread's CPU time for a fixed interpreter loop and a fixed copy.
-# Read as a window of its own (`calib`), against both times.
+# The calibration (examples/common.py's `calibration`, after the last step,
+# and since the twenty-first session also before step 1: `calib0`): the main
+# thread's CPU time for a fixed interpreter loop and a fixed copy. Each read
+# as a window of its own, against both times.
+CALIB_WINDOWS = ("calib0", "calib")
 CALIB = (("python", "python_ms", 1000, "us"), ("memory", "memory_ms", 1000, "us"))
 def has_window(mode, window, figures=WINDOW):
     key = f"{window}_{figures[0][1]}"
@@ -308,8 +310,9 @@ for mode in rows:
     for window, _ in WINDOWS:
         if has_window(mode, window):
             process_lines(mode, window, pairs)
-    if has_window(mode, "calib", CALIB):
-        process_lines(mode, "calib", pairs, CALIB)
+    for window in CALIB_WINDOWS:
+        if has_window(mode, window, CALIB):
+            process_lines(mode, window, pairs, CALIB)
     # Step 1 part by part (the lazy bench's cuts; the examples' since
     # 2026-12-07's nineteenth session): where the difference and the noise
     # each sit. A part only where every row has it (rounds before the
@@ -361,9 +364,10 @@ for mode in rows:
 for window, timed in WINDOWS:
     if any(r.get(f"{window}_main_cpu_ms") is not None for kind in rows.values() for r in kind):
         state_line(window, timed)
-if any(r.get("calib_python_ms") is not None for kind in rows.values() for r in kind):
-    for _, timed in WINDOWS:
-        state_line("calib", timed, CALIB)
+for window in CALIB_WINDOWS:
+    if any(r.get(f"{window}_python_ms") is not None for kind in rows.values() for r in kind):
+        for _, timed in WINDOWS:
+            state_line(window, timed, CALIB)
 # The A/A control: the doctor against the second plain run within each
 # round, as PAIRED does against the first. If the doctor's PAIRED ratio is
 # off 1 but this one is not, the difference is the method's, not the doctor's.

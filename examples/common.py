@@ -300,9 +300,14 @@ class StepWindows:
     def __init__(self, steps):
         self.steps = steps
         self.first, self.steady = Window(), Window()
+        self.before = {}
 
     def before_step(self, step):
         if step == 1:
+            # The process's speed as step 1 starts, outside its window: the
+            # one after the last step catches the state step 1 ran in only
+            # in part (2026-12-07's calls 64-66, rho 0.10-0.48).
+            self.before = {"calib0_" + k[len("calib_"):]: v for k, v in calibration().items()}
             self.first.open()
 
     def after_step(self, step):
@@ -314,10 +319,11 @@ class StepWindows:
             self.steady.step_ended(last=step == self.steps)
 
     def figures(self):
-        """Both windows' figures, then, after the last step and outside
-        every window, the calibration (`calibration`)."""
+        """Both windows' figures, the calibration taken before step 1
+        (`calib0_...`) and then, after the last step and outside every
+        window, the calibration (`calibration`)."""
         return {**self.first.figures("first", 1), **self.steady.figures("steady", self.steps - STEADY_AFTER),
-                **calibration()}
+                **self.before, **calibration()}
 
 
 # The calibration's fixed work: CALIBRATION_ROUNDS runs of each piece, the

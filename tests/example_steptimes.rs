@@ -53,7 +53,19 @@ class Opt:
     def step(self): pass
 class Args:
     steps, hidden, batch = 30, 1, 1
+# What ran when: each calibration, each window's opening and each step's
+# start, printed as one ORDER line after the run.
+order = []
+calibration, window_open = common.calibration, common.Window.open
+def calibrated():
+    order.append("calibration")
+    return calibration()
+def opened(self):
+    order.append("window")
+    window_open(self)
+common.calibration, common.Window.open = calibrated, opened
 def step_fn(step):
+    order.append(f"step{step}")
     if step == 1:
         spin(300)
     time.sleep(0.03 if step == 1 else 0)
@@ -70,10 +82,21 @@ common.crosscheck = lambda step: None
 common.train(Args, step_fn, Opt())
 done.set()
 t.join()
+print("ORDER", " ".join(order))
 "#;
 
 /// The drive's STEPTIMES row; `cuts`: with EXAMPLE_STEP1_CUTS=1.
 fn steptimes_of_the_drive(cuts: bool) -> serde_json::Value {
+    let out = output_of_the_drive(cuts);
+    let row = out
+        .lines()
+        .find_map(|l| l.strip_prefix("STEPTIMES "))
+        .unwrap_or_else(|| panic!("no STEPTIMES in\n{out}"));
+    serde_json::from_str(row).unwrap()
+}
+
+/// The drive's stdout.
+fn output_of_the_drive(cuts: bool) -> String {
     let dir = tempfile::tempdir().unwrap();
     let torch = dir.path().join("torch");
     std::fs::create_dir_all(torch.join("cuda")).unwrap();
@@ -88,11 +111,44 @@ fn steptimes_of_the_drive(cuts: bool) -> serde_json::Value {
             .env("EXAMPLE_STEP1_CUTS", if cuts { "1" } else { "0" })
             .env("PYTHONPATH", dir.path()),
     );
-    let row = out
+    out
+}
+
+/// A run calibrates its speed twice, each outside every window: before
+/// step 1's window opens and after the last step. The row holds both.
+#[test]
+fn the_calibrations_run_before_step_1s_window_and_after_the_last_step() {
+    let out = output_of_the_drive(false);
+    let order = out
         .lines()
-        .find_map(|l| l.strip_prefix("STEPTIMES "))
-        .unwrap_or_else(|| panic!("no STEPTIMES in\n{out}"));
-    serde_json::from_str(row).unwrap()
+        .find_map(|l| l.strip_prefix("ORDER "))
+        .unwrap_or_else(|| panic!("no ORDER in\n{out}"));
+    let steps: Vec<String> = (1..=30).map(|s| format!("step{s}")).collect();
+    // Step 1's window, then the steady window opened after step 10.
+    let want = ["calibration", "window"]
+        .into_iter()
+        .map(str::to_string)
+        .chain(steps[..10].iter().cloned())
+        .chain(["window".to_string()])
+        .chain(steps[10..].iter().cloned())
+        .chain(["calibration".to_string()])
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(order, want);
+    let row: serde_json::Value = serde_json::from_str(
+        out.lines()
+            .find_map(|l| l.strip_prefix("STEPTIMES "))
+            .unwrap(),
+    )
+    .unwrap();
+    for key in [
+        "calib0_python_ms",
+        "calib0_memory_ms",
+        "calib_python_ms",
+        "calib_memory_ms",
+    ] {
+        assert!(row[key].as_f64().unwrap() > 0.0, "{key}: {row}");
+    }
 }
 
 /// The steady window counts the steady steps only (step 1's 300 ms spin
@@ -204,6 +260,11 @@ fn window_rows(with_window: bool) -> String {
                     8.0 + f64::from(round) / 10.0 + if probe.is_some() { 0.05 } else { 0.0 };
                 row["calib_python_ms"] = serde_json::json!(python);
                 row["calib_memory_ms"] = serde_json::json!(12.0);
+                // Before step 1: a loop as fast as step 1 is long, and the
+                // doctor's copy 0.3 ms slower.
+                row["calib0_python_ms"] = serde_json::json!(first_main / 100.0);
+                row["calib0_memory_ms"] =
+                    serde_json::json!(12.0 + if probe.is_some() { 0.3 } else { 0.0 });
                 for (k, v) in window
                     .as_object()
                     .unwrap()
@@ -229,8 +290,8 @@ fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
 /// interval and sign, for step 1's window and the steady one; THREADS names
 /// the doctor's own threads with the CPU they add and puts the thread both
 /// sides share at 0; STATE finds step 1 and the steady step ranked exactly
-/// as the main thread's CPU; the calibration reads as a window of its own
-/// (`calib`, no THREADS); rows without the windows (those before them)
+/// as the main thread's CPU; each calibration reads as a window of its own
+/// (`calib0` before step 1, `calib` after the last step, no THREADS); rows without the windows (those before them)
 /// give none of these lines.
 #[test]
 fn the_summary_reads_the_window_against_plain() {
@@ -295,6 +356,19 @@ fn the_summary_reads_the_window_against_plain() {
     assert!(
         calib_state.contains(" steady_median_vs_python_rho=1.00 "),
         "{calib_state}"
+    );
+    let before = line(&out, "PROCESS ", " window=calib0 ");
+    for want in [
+        " python_added_us=300.0 ",
+        " memory_added_us=300.0 ",
+        " memory_slower=9/9",
+    ] {
+        assert!(before.contains(want), "{want} in {before}");
+    }
+    line(
+        &out,
+        "STATE ",
+        " window=calib0 processes=18 step1_vs_python_rho=1.00 ",
     );
     let older = summary(&window_rows(false));
     for absent in ["PROCESS ", "THREADS ", "STATE "] {
