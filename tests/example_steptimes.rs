@@ -103,15 +103,14 @@ fn output_of_the_drive(cuts: bool) -> String {
     std::fs::write(torch.join("__init__.py"), TORCH).unwrap();
     std::fs::write(torch.join("cuda/__init__.py"), TORCH_CUDA).unwrap();
     std::fs::write(dir.path().join("drive.py"), DRIVE).unwrap();
-    let out = common::stdout_of_success(
+    common::stdout_of_success(
         Command::new("python3")
             .arg(dir.path().join("drive.py"))
             .env("EXAMPLES", common::repo("examples"))
             .env("EXAMPLE_STEPTIMES", "1")
             .env("EXAMPLE_STEP1_CUTS", if cuts { "1" } else { "0" })
             .env("PYTHONPATH", dir.path()),
-    );
-    out
+    )
 }
 
 /// A run calibrates its speed twice, each outside every window: before
