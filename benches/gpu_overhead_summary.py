@@ -228,25 +228,24 @@ def state_line(window, timed, figures=WINDOW):
             shown.append(f"{timed}_vs_{name}_rho={rho:.2f}")
     print(f"STATE workload={workload} allocator={allocator} window={window} processes={len(every)} "
           + " ".join(shown))
-for mode in rows:
-    if mode == "plain":
-        continue
+def spread(kind, key):
+    """Run-to-run spread (min-max over rounds, ms): a ratio inside it is noise."""
+    v = [1000 * r[key] for r in rows[kind]]
+    return f"{min(v):.3f}-{max(v):.3f}"
+def overhead_lines(mode):
+    """OVERHEAD (the medians' ratios, unpaired), SPREAD and INTERVAL: how
+    far the median ratio can move by chance alone, a bootstrap over the
+    rounds (each side resampled on its own; 90% interval, fixed seed)."""
     steady = med(mode, "steady_median") / med("plain", "steady_median")
     step1 = med(mode, "step1") / med("plain", "step1")
     mem = med(mode, "device_used") - med("plain", "device_used")
-    def spread(kind, key):
-        v = [1000 * r[key] for r in rows[kind]]
-        return f"{min(v):.3f}-{max(v):.3f}"
     print(f"OVERHEAD workload={workload} allocator={allocator} mode={mode} rounds={len(rows[mode])} steady_ratio={steady:.4f} "
           f"step1_ratio={step1:.4f} device_used_diff_bytes={mem:.0f} plain_steady_ms={1000*med('plain','steady_median'):.3f} "
           f"{mode}_steady_ms={1000*med(mode,'steady_median'):.3f} plain_step1_ms={1000*med('plain','step1'):.1f} "
           f"{mode}_step1_ms={1000*med(mode,'step1'):.1f}")
-    # Run-to-run spread (min-max over rounds): a ratio inside it is noise.
     print(f"SPREAD workload={workload} allocator={allocator} mode={mode} plain_steady_ms={spread('plain','steady_median')} "
           f"{mode}_steady_ms={spread(mode,'steady_median')} plain_step1_ms={spread('plain','step1')} "
           f"{mode}_step1_ms={spread(mode,'step1')}")
-    # How far the median ratio can move by chance alone: a bootstrap over
-    # the rounds (each side resampled on its own; 90% interval, fixed seed).
     def interval(key):
         rng = random.Random(1)
         a = [r[key] for r in rows[mode]]
@@ -258,18 +257,26 @@ for mode in rows:
     los, his = interval("steady_median")
     print(f"INTERVAL workload={workload} allocator={allocator} mode={mode} step1_ratio_90={lo1:.3f}-{hi1:.3f} "
           f"steady_ratio_90={los:.3f}-{his:.3f}")
-    # Paired: the ratio within each round (adjacent runs share the machine's
-    # drift, which then cancels), its median over rounds and a bootstrap
-    # over rounds. TARGET is judged on these.
+def sign_split(mode, key):
+    """The sign test: in how many rounds the mode was slower than plain, and
+    the exact two-sided chance of a split at least that uneven if neither
+    side were slower (ties left out). It needs no model of the spread, so
+    it can show a cost that the median's interval alone cannot place."""
+    diffs = [d for d in paired_values(mode, "plain", key, lambda x, y: x - y) if d != 0]
+    n, slower = len(diffs), sum(d > 0 for d in diffs)
+    return f"{slower}/{n}", sign_test_p(slower, n)
+def paired_lines(mode):
+    """PAIRED and SIGN: the ratio within each round (adjacent runs share the
+    machine's drift, which then cancels), its median over rounds, exact
+    interval and a bootstrap; the device memory the mode's run used beyond
+    plain's at its end (the probe's own buffers and whatever the pools grew
+    by; an interval spanning 0 is the pools' noise, not a saving); the time
+    it adds to a steady step (on a GPU-bound one, where whole processes
+    agree, the target is also <= 30 us). Returns what TARGET and ISSUE
+    judge: {figure: (median, lo, hi)} and the number of rounds."""
     pstep1, plo1, phi1, pairs = paired(mode, "plain", "step1")
     psteady, plos, phis, _ = paired(mode, "plain", "steady_median")
-    # The device memory the doctor's run used beyond the plain one's, at its
-    # end (the probe's own buffers and whatever the pools grew by; an
-    # interval spanning 0 is the pools' run-to-run noise, not a saving).
     pmem, pmlo, pmhi, _ = paired(mode, "plain", "device_used", combine=lambda x, y: x - y)
-    # The time the doctor adds to a steady step (doctor minus plain within
-    # each round): on a GPU-bound steady step, where whole processes agree,
-    # the target is also <= 30 us.
     padd, padd_lo, padd_hi, _ = paired(mode, "plain", "steady_median", combine=lambda x, y: x - y)
     cover = median_interval([0.0] * pairs)
     coverage = f"{100 * cover[2]:.1f}%" if cover else "none"
@@ -280,45 +287,34 @@ for mode in rows:
           f"steady_ratio_boot90={'{:.3f}-{:.3f}'.format(*paired_bootstrap(mode, 'plain', 'steady_median'))} "
           f"steady_added_us={1e6 * padd:.1f} steady_added_us_90={1e6 * padd_lo:.1f}..{1e6 * padd_hi:.1f} "
           f"device_used_diff_mib={pmem / 2**20:.1f} device_used_diff_mib_90={pmlo / 2**20:.1f}..{pmhi / 2**20:.1f}")
-    # The sign test: in how many rounds the mode was slower than plain, and
-    # the exact two-sided chance of a split at least that uneven if neither
-    # side were slower (ties left out). It needs no model of the spread, so
-    # it can show a cost that the median's interval alone cannot place.
-    def sign(key):
-        diffs = [d for d in paired_values(mode, "plain", key, lambda x, y: x - y) if d != 0]
-        n, slower = len(diffs), sum(d > 0 for d in diffs)
-        return f"{slower}/{n}", sign_test_p(slower, n)
-    s1, p1 = sign("step1")
-    ss, ps = sign("steady_median")
+    s1, p1 = sign_split(mode, "step1")
+    ss, ps = sign_split(mode, "steady_median")
     print(f"SIGN workload={workload} allocator={allocator} mode={mode} step1_slower={s1} step1_p={p1:.4f} "
           f"steady_slower={ss} steady_p={ps:.4f}")
-    order_line(mode)
-    speed_line(mode)
-    # Which side of the steady step the extra is on (rows that time the
-    # step's issue, examples/common.py): the CPU's time to issue it, up to
-    # its closing synchronise, against the whole step. An extra in the
-    # issue time is the training's CPU work slowed; one only in the whole
-    # step, the GPU's (or the wait for it).
+    figures = {"step1": (pstep1, plo1, phi1), "steady": (psteady, plos, phis), "added": (padd, padd_lo, padd_hi)}
+    return figures, pairs
+def issue_line(mode, padd):
+    """ISSUE: which side of the steady step the extra is on (rows that time
+    the step's issue, examples/common.py): the CPU's time to issue it, up to
+    its closing synchronise, against the whole step. An extra in the issue
+    time is the training's CPU work slowed; one only in the whole step, the
+    GPU's (or the wait for it)."""
     issue = "steady_issue_median"
-    if all(issue in r for r in rows[mode] + rows["plain"]):
-        iadd, ilo, ihi, _ = paired(mode, "plain", issue, combine=lambda x, y: x - y)
-        si, pi = sign(issue)
-        print(f"ISSUE workload={workload} allocator={allocator} mode={mode} "
-              f"plain_issue_ms={1000 * med('plain', issue):.3f} {mode}_issue_ms={1000 * med(mode, issue):.3f} "
-              f"issue_added_us={1e6 * iadd:.1f} issue_added_us_90={1e6 * ilo:.1f}..{1e6 * ihi:.1f} "
-              f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
-    for window, _ in WINDOWS:
-        if has_window(mode, window):
-            process_lines(mode, window, pairs)
-    for window in CALIB_WINDOWS:
-        if has_window(mode, window, CALIB):
-            process_lines(mode, window, pairs, CALIB)
-    # Step 1 part by part (the lazy bench's cuts; the examples' since
-    # 2026-12-07's nineteenth session): where the difference and the noise
-    # each sit. A part only where every row has it (rounds before the
-    # eighteenth session stored lazy's forward whole). PART_PAIRED: the
-    # paired difference in ms, exact interval and sign test (the cut parts
-    # add up to step 1; lazy's whole forward is the sum of its halves).
+    if not all(issue in r for r in rows[mode] + rows["plain"]):
+        return
+    iadd, ilo, ihi, _ = paired(mode, "plain", issue, combine=lambda x, y: x - y)
+    si, pi = sign_split(mode, issue)
+    print(f"ISSUE workload={workload} allocator={allocator} mode={mode} "
+          f"plain_issue_ms={1000 * med('plain', issue):.3f} {mode}_issue_ms={1000 * med(mode, issue):.3f} "
+          f"issue_added_us={1e6 * iadd:.1f} issue_added_us_90={1e6 * ilo:.1f}..{1e6 * ihi:.1f} "
+          f"issue_slower={si} issue_p={pi:.4f} steady_added_us={1e6 * padd:.1f}")
+def part_lines(mode):
+    """Step 1 part by part (the lazy bench's cuts; the examples' since
+    2026-12-07's nineteenth session): where the difference and the noise
+    each sit. A part only where every row has it (rounds before the
+    eighteenth session stored lazy's forward whole). PART_PAIRED: the
+    paired difference in ms, exact interval and sign test (the cut parts
+    add up to step 1; lazy's whole forward is the sum of its halves)."""
     for key in step1_parts(rows[mode] + rows["plain"]):
         ratio, lo, hi, _ = paired(mode, "plain", key)
         print(f"PART workload={workload} allocator={allocator} mode={mode} part={key[len('step1_'):]} "
@@ -329,49 +325,72 @@ for mode in rows:
         diffs = paired_values(mode, "plain", key, lambda x, y: 1000 * (x - y))
         print(f"PART_PAIRED workload={workload} allocator={allocator} mode={mode} part={key[len('step1_'):]} "
               f"rounds={len(diffs)} " + paired_text(diffs, "ms", 1))
+def verdict(pairs, r, lo, hi, limit, unit=""):
+    """met: even the interval's top is within the target; over: even its
+    bottom is above it; otherwise the rounds cannot tell, and the rounds at
+    which the interval's side toward the target would clear it (it narrows
+    about as 1/sqrt(rounds)), were the median and the spread to stay: a plan
+    for the next calls."""
+    if math.isnan(lo):
+        return f"not resolved: {pairs} rounds give no 90% interval (5 at least)"
+    if hi <= limit:
+        return "met"
+    if lo > limit:
+        return "over"
+    side, gap = (hi - r, limit - r) if r < limit else (r - lo, r - limit)
+    # A median close to the target gives a plan no session can run
+    # (a 0.0003 gap asked for 886,836 rounds): say why instead.
+    planned = math.ceil(pairs * (side / gap) ** 2) if gap > 0 else None
+    if planned is None:
+        need = "its median is the target"
+    elif planned > MAX_PLANNED_ROUNDS:
+        need = (f"its median is {gap:.4f}{unit} from the target: more than {MAX_PLANNED_ROUNDS} "
+                "rounds would be needed at this spread")
+    else:
+        need = f"~{planned} rounds would resolve it at this spread"
+    return f"not resolved by {pairs} rounds; {need}"
+def target_line(figures, pairs):
+    """TARGET: the doctor's paired step 1 (<= 1.03) and steady step (<= 1.01),
+    and the time added to a GPU-bound steady step (<= 30 us)."""
+    (pstep1, plo1, phi1), (psteady, plos, phis) = figures["step1"], figures["steady"]
+    padd, padd_lo, padd_hi = figures["added"]
+    gpu_bound = all(GPU_BOUND.get(workload, lambda row: False)(r) for r in rows["plain"])
+    added = (verdict(pairs, 1e6 * padd, 1e6 * padd_lo, 1e6 * padd_hi, 30.0, " us") if gpu_bound else
+             f"not judged: the clause is for a GPU-bound steady step, and {workload}'s at this shape is not known to be one")
+    print(f"TARGET workload={workload} allocator={allocator} paired step1={pstep1:.4f} "
+          f"(<= 1.03: {verdict(pairs, pstep1, plo1, phi1, 1.03)}) "
+          f"steady={psteady:.4f} (<= 1.01: {verdict(pairs, psteady, plos, phis, 1.01)}) "
+          f"steady_added={1e6 * padd:.1f}us (<= 30 us: {added})")
+def mode_lines(mode):
+    """Every line of one mode against plain, in the order they print."""
+    overhead_lines(mode)
+    figures, pairs = paired_lines(mode)
+    order_line(mode)
+    speed_line(mode)
+    issue_line(mode, figures["added"][0])
+    for window, _ in WINDOWS:
+        if has_window(mode, window):
+            process_lines(mode, window, pairs)
+    for window in CALIB_WINDOWS:
+        if has_window(mode, window, CALIB):
+            process_lines(mode, window, pairs, CALIB)
+    part_lines(mode)
     if mode == "doctor":
-        # met: even the interval's top is within the target; over: even its
-        # bottom is above it; otherwise the rounds cannot tell.
-        def verdict(r, lo, hi, limit, unit=""):
-            if math.isnan(lo):
-                return f"not resolved: {pairs} rounds give no 90% interval (5 at least)"
-            if hi <= limit:
-                return "met"
-            if lo > limit:
-                return "over"
-            # The interval narrows about as 1/sqrt(rounds): the rounds at
-            # which its side toward the target would clear it, were the
-            # median and the spread to stay (a plan for the next calls).
-            side, gap = (hi - r, limit - r) if r < limit else (r - lo, r - limit)
-            # A median close to the target gives a plan no session can run
-            # (a 0.0003 gap asked for 886,836 rounds): say why instead.
-            planned = math.ceil(pairs * (side / gap) ** 2) if gap > 0 else None
-            if planned is None:
-                need = "its median is the target"
-            elif planned > MAX_PLANNED_ROUNDS:
-                need = (f"its median is {gap:.4f}{unit} from the target: more than {MAX_PLANNED_ROUNDS} "
-                        "rounds would be needed at this spread")
-            else:
-                need = f"~{planned} rounds would resolve it at this spread"
-            return f"not resolved by {pairs} rounds; {need}"
-        gpu_bound = all(GPU_BOUND.get(workload, lambda row: False)(r) for r in rows["plain"])
-        added = (verdict(1e6 * padd, 1e6 * padd_lo, 1e6 * padd_hi, 30.0, " us") if gpu_bound else
-                 f"not judged: the clause is for a GPU-bound steady step, and {workload}'s at this shape is not known to be one")
-        print(f"TARGET workload={workload} allocator={allocator} paired step1={pstep1:.4f} "
-              f"(<= 1.03: {verdict(pstep1, plo1, phi1, 1.03)}) "
-              f"steady={psteady:.4f} (<= 1.01: {verdict(psteady, plos, phis, 1.01)}) "
-              f"steady_added={1e6 * padd:.1f}us (<= 30 us: {added})")
-for window, timed in WINDOWS:
-    if any(r.get(f"{window}_main_cpu_ms") is not None for kind in rows.values() for r in kind):
-        state_line(window, timed)
-for window in CALIB_WINDOWS:
-    if any(r.get(f"{window}_python_ms") is not None for kind in rows.values() for r in kind):
-        for _, timed in WINDOWS:
-            state_line(window, timed, CALIB)
-# The A/A control: the doctor against the second plain run within each
-# round, as PAIRED does against the first. If the doctor's PAIRED ratio is
-# off 1 but this one is not, the difference is the method's, not the doctor's.
-if "doctor" in rows and "plain-again" in rows:
+        target_line(figures, pairs)
+def state_lines():
+    """STATE for each window and calibration the rows carry."""
+    for window, timed in WINDOWS:
+        if any(r.get(f"{window}_main_cpu_ms") is not None for kind in rows.values() for r in kind):
+            state_line(window, timed)
+    for window in CALIB_WINDOWS:
+        if any(r.get(f"{window}_python_ms") is not None for kind in rows.values() for r in kind):
+            for _, timed in WINDOWS:
+                state_line(window, timed, CALIB)
+def control_line():
+    """CONTROL, the A/A control: the doctor against the second plain run
+    within each round, as PAIRED does against the first. If the doctor's
+    PAIRED ratio is off 1 but this one is not, the difference is the
+    method's, not the doctor's."""
     def between(key):
         ratio, lo, hi, n = paired("doctor", "plain-again", key)
         return f"{ratio:.4f} ({lo:.3f}-{hi:.3f})", n
@@ -379,36 +398,38 @@ if "doctor" in rows and "plain-again" in rows:
     steady, _ = between("steady_median")
     print(f"CONTROL workload={workload} allocator={allocator} doctor_vs_plain_again rounds={n} "
           f"step1_ratio={step1} steady_ratio={steady}")
-# The detach against CUPTI left attached within each round where both ran:
-# what CUPTI attached after the watch costs a step (the attached run's step
-# minus the detached one's), exact interval and sign test. Before
-# 2026-12-07 the doctor stayed attached and `detach` (attached again) or
-# `detach-bare` (not) detached; since, the doctor detaches and `attached`
-# (PREWARM_DOCTOR_DETACH_AFTER_WATCH=0) stays attached.
-for attached, detached in (("doctor", "detach"), ("doctor", "detach-bare"), ("attached", "doctor")):
-    if attached in rows and detached in rows:
+def detach_lines():
+    """DETACH_PAIRED: the detach against CUPTI left attached within each
+    round where both ran: what CUPTI attached after the watch costs a step
+    (the attached run's step minus the detached one's), exact interval and
+    sign test. Before 2026-12-07 the doctor stayed attached and `detach`
+    (attached again) or `detach-bare` (not) detached; since, the doctor
+    detaches and `attached` (PREWARM_DOCTOR_DETACH_AFTER_WATCH=0) stays
+    attached."""
+    for attached, detached in (("doctor", "detach"), ("doctor", "detach-bare"), ("attached", "doctor")):
+        if attached in rows and detached in rows:
+            for key, unit, scale, digits in (("steady_median", "us", 1e6, 0), ("step1", "ms", 1e3, 2)):
+                diffs = paired_values(attached, detached, key, lambda x, y: scale * (x - y))
+                print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode={detached} "
+                      f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits)
+                      + f" attached={attached}")
+    # Both kinds of files given at once (builds before 2026-12-07, whose doctor
+    # stayed attached, and after, whose doctor detaches): one line over every
+    # round, each round's attached run less its detached one — `attached` less
+    # the doctor where the round ran `attached`, else the doctor less `detach`.
+    if "detach" in rows and "attached" in rows and "doctor" in rows:
         for key, unit, scale, digits in (("steady_median", "us", 1e6, 0), ("step1", "ms", 1e3, 2)):
-            diffs = paired_values(attached, detached, key, lambda x, y: scale * (x - y))
-            print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode={detached} "
+            diffs = []
+            for r in rounds.values():
+                pair = ("attached", "doctor") if "attached" in r else ("doctor", "detach")
+                if all(m in r for m in pair):
+                    diffs.append(scale * (r[pair[0]][key] - r[pair[1]][key]))
+            print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode=pooled "
                   f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits)
-                  + f" attached={attached}")
-# Both kinds of files given at once (builds before 2026-12-07, whose doctor
-# stayed attached, and after, whose doctor detaches): one line over every
-# round, each round's attached run less its detached one — `attached` less
-# the doctor where the round ran `attached`, else the doctor less `detach`.
-if "detach" in rows and "attached" in rows and "doctor" in rows:
-    for key, unit, scale, digits in (("steady_median", "us", 1e6, 0), ("step1", "ms", 1e3, 2)):
-        diffs = []
-        for r in rounds.values():
-            pair = ("attached", "doctor") if "attached" in r else ("doctor", "detach")
-            if all(m in r for m in pair):
-                diffs.append(scale * (r[pair[0]][key] - r[pair[1]][key]))
-        print(f"DETACH_PAIRED workload={workload} allocator={allocator} mode=pooled "
-              f"figure={key} rounds={len(diffs)} " + paired_text(diffs, unit, digits)
-              + " attached=either")
-# Breakdown: what each part costs step 1 = doctor minus doctor without it
-# (for doctor-modules, which switches a part on: it minus doctor).
-if breakdown == "1" and "doctor" in rows:
+                  + " attached=either")
+def breakdown_lines():
+    """BREAKDOWN: what each part costs step 1 = doctor minus doctor without
+    it (for doctor-modules, which switches a part on: it minus doctor)."""
     doctor = med("doctor", "step1")
     extra = doctor - med("plain", "step1")
     print(f"BREAKDOWN workload={workload} allocator={allocator} part=all step1_extra_ms={1000*extra:.1f}")
@@ -436,3 +457,12 @@ if breakdown == "1" and "doctor" in rows:
               f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f} "
               f"paired_ms={1000*diff:.1f} paired_ms_90={1000*lo:.1f}..{1000*hi:.1f} rounds={n} "
               f"steady_paired_us={1e6*sdiff:.1f} steady_paired_us_90={1e6*slo:.1f}..{1e6*shi:.1f}")
+for mode in rows:
+    if mode != "plain":
+        mode_lines(mode)
+state_lines()
+if "doctor" in rows and "plain-again" in rows:
+    control_line()
+detach_lines()
+if breakdown == "1" and "doctor" in rows:
+    breakdown_lines()
