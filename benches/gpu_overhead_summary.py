@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, ORDER, SPEED, ISSUE, PROCESS, THREADS, PART, PART_PAIRED, TARGET, STATE, CONTROL, DETACH_PAIRED and
+PAIRED, SIGN, ORDER, SPEED, ISSUE, PROCESS, THREADS, PART, PART_PAIRED, TARGET, STATE, PLACEMENT, CONTROL, DETACH_PAIRED and
 BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
@@ -378,14 +378,38 @@ def mode_lines(mode):
     if mode == "doctor":
         target_line(figures, pairs)
 def state_lines():
-    """STATE for each window and calibration the rows carry."""
+    """STATE for each window and calibration the rows carry, and PLACEMENT
+    where they say where the threads ran."""
     for window, timed in WINDOWS:
         if any(r.get(f"{window}_main_cpu_ms") is not None for kind in rows.values() for r in kind):
             state_line(window, timed)
+            placement_lines(window, timed)
     for window in CALIB_WINDOWS:
         if any(r.get(f"{window}_python_ms") is not None for kind in rows.values() for r in kind):
             for _, timed in WINDOWS:
                 state_line(window, timed, CALIB)
+def placement_lines(window, timed):
+    """PLACEMENT (rows since the twenty-first session store the CPU each
+    thread last ran on, `<window>_threads_cpu`): per pair of the CPU the
+    main thread ended the window's steps on and the one the window's
+    busiest other thread ran on, the processes of each mode and their
+    median time. Read with benches/cpu_siblings.py's SIBLINGS: two CPUs
+    that share a hidden core run both threads slower."""
+    pairs = {}
+    for mode, kind in rows.items():
+        for r in kind:
+            threads, cpus = r.get(f"{window}_threads_ms"), r.get(f"{window}_main_cpus")
+            placed = r.get(f"{window}_threads_cpu")
+            if not (threads and cpus and placed):
+                continue
+            busiest = max(threads, key=threads.get)
+            key = ("+".join(map(str, cpus)), busiest, placed.get(busiest))
+            pairs.setdefault(key, []).append((mode, r[timed]))
+    for (main, busiest, cpu), runs in sorted(pairs.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))):
+        modes = " ".join(f"{m}={sum(1 for k, _ in runs if k == m)}" for m in rows if any(k == m for k, _ in runs))
+        print(f"PLACEMENT workload={workload} allocator={allocator} window={window} main_cpu={main} "
+              f"busiest='{busiest}' its_cpu={cpu} processes={len(runs)} {modes} "
+              f"{timed}_ms={1000 * statistics.median(t for _, t in runs):.3f}")
 def control_line():
     """CONTROL, the A/A control: the doctor against the second plain run
     within each round, as PAIRED does against the first. If the doctor's

@@ -148,10 +148,10 @@ STEADY_AFTER = 10
 
 def _threads():
     """Each thread of this process: tid -> (name, ns on a CPU, ns waiting
-    for one). From /proc/self/task/*/schedstat where the kernel has it
-    (the wait is the run queue's delay: another thread had the CPU), else
-    from stat's ticks (no wait). A thread gone between the reads is left
-    out."""
+    for one, the CPU it last ran on). From /proc/self/task/*/schedstat
+    where the kernel has it (the wait is the run queue's delay: another
+    thread had the CPU), else from stat's ticks (no wait). A thread gone
+    between the reads is left out."""
     tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
     out = {}
     for tid in os.listdir("/proc/self/task"):
@@ -159,15 +159,16 @@ def _threads():
             with open(f"/proc/self/task/{tid}/stat") as f:
                 stat = f.read()
             name = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            cpu = int(fields[36]) if len(fields) > 36 else None
             try:
                 with open(f"/proc/self/task/{tid}/schedstat") as f:
                     run, wait = (int(v) for v in f.read().split()[:2])
             except (OSError, ValueError):
-                fields = stat[stat.rindex(")") + 2:].split()
                 run, wait = (int(fields[11]) + int(fields[12])) * tick_ns, None
         except (OSError, ValueError):
             continue
-        out[int(tid)] = (name, run, wait)
+        out[int(tid)] = (name, run, wait, cpu)
     return out
 
 
@@ -211,6 +212,10 @@ def _main_cpu():
         return None
 
 
+# A CPU's busy share over a window at least this is stored (`cpu_busy`).
+CPU_BUSY_SHOWN = 0.05
+
+
 class Window:
     """What the process did between two reads (whole steps, read between
     them, never inside a timed one): a whole process can run every steady
@@ -243,24 +248,30 @@ class Window:
     def figures(self, prefix, steps):
         """Per step of the window's `steps`, keys `<prefix>_...`: the main
         thread's CPU and run-queue wait (ms), its voluntary and involuntary
-        switches, the other threads' CPU (ms) in all and by thread name; the
-        CPUs the main thread ended steps on and how often that changed."""
+        switches, the other threads' CPU (ms) in all and by thread name, and
+        the CPU each name's busiest thread last ran on; the CPUs the main
+        thread ended steps on and how often that changed; each busy CPU's
+        share (a virtual machine hides which CPUs share a core: a busy CPU
+        that slows the main thread names one, benches/cpu_siblings.py)."""
         if self.start is None or self.end is None:
             return {}
         before, after = self.start["threads"], self.end["threads"]
         main = self.start["main"]
 
         def used(tid):
-            name, run, wait = after[tid]
-            _, run0, wait0 = before.get(tid, (name, 0, 0 if wait is not None else None))
+            name, run, wait, _ = after[tid]
+            _, run0, wait0, _ = before.get(tid, (name, 0, 0 if wait is not None else None, None))
             return name, run - run0, (wait - wait0) if wait is not None and wait0 is not None else None
 
         _, main_run, main_wait = used(main) if main in after else (None, 0, None)
-        others = {}
+        others, placed = {}, {}
         for tid in after:
             if tid != main:
                 name, run, _ = used(tid)
                 others[name] = others.get(name, 0) + run
+                # Where the name's busiest thread of the window ran last.
+                if run > 0 and run > placed.get(name, (0, None))[0]:
+                    placed[name] = (run, after[tid][3])
         seen = [c for c in self.cpus if c is not None]
         return {f"{prefix}_{k}": v for k, v in {
             "main_cpu_ms": main_run / 1e6 / steps,
@@ -269,6 +280,7 @@ class Window:
             "invol_switches": (self.end["invol"] - self.start["invol"]) / steps,
             "others_cpu_ms": sum(others.values()) / 1e6 / steps,
             "threads_ms": {k: round(v / 1e6 / steps, 4) for k, v in sorted(others.items()) if v > 0},
+            "threads_cpu": {k: cpu for k, (_, cpu) in sorted(placed.items())},
             "main_cpus": sorted(set(seen)),
             "migrations": sum(a != b for a, b in zip(seen, seen[1:])),
             **self._busy(seen),
@@ -284,7 +296,8 @@ class Window:
         if not cpus:
             return {}
         share = {c: (after[c][0] - before[c][0]) / (after[c][1] - before[c][1]) for c in cpus}
-        out = {"busy_cpus": sum(share.values())}
+        out = {"busy_cpus": sum(share.values()),
+               "cpu_busy": {str(c): round(v, 3) for c, v in sorted(share.items()) if v >= CPU_BUSY_SHOWN}}
         if seen:
             home = max(set(seen), key=seen.count)
             siblings = [c for c in _siblings(home) if c in share]

@@ -31,7 +31,9 @@
 # CUPTI state; MODULES_PROCESSES processes, 3) and `residual` (benches/gpu_cupti_residual.py:
 # CUPTI alone, no probe, set up one way a process — records switched on
 # and off around a first launch, toggled, inside a launch callback — then
-# a launch timed; RESIDUAL_ROUNDS rounds, 8).
+# a launch timed; RESIDUAL_ROUNDS rounds, 8) and `siblings`
+# (benches/cpu_siblings.py: which CPUs, busy, slow the one the examples'
+# main thread runs on; a virtual machine hides the cores it shares).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
@@ -212,6 +214,14 @@ if has residual; then
   tail -3 "$OUT/cupti-residual-out-$TAG.txt"
 fi
 
+# Which CPUs share a hidden core with the highest one, where the examples'
+# main thread runs: 2026-12-07's calls 64-66 found one fixed loop taking
+# about 10 ms in some processes and 18 in most, on that CPU.
+if has siblings; then
+  timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py > "$OUT/siblings-$TAG.txt" 2>&1
+  grep -E '^SIBLINGS' "$OUT/siblings-$TAG.txt" | tee -a "$OUT/summary.txt"
+fi
+
 # The cells' rounds interleave (round r of every cell before round r+1 of
 # any), so the machine's drift falls on every cell alike and the deadline
 # leaves each the same number of rounds; 15 s a cell are kept for the
@@ -229,7 +239,7 @@ if has rounds; then
     OVERHEAD_CELLS=$CELLS OVERHEAD_ROUNDS=$ROUNDS OVERHEAD_MODES=${MODES:-doctor} \
       OVERHEAD_LAZY_LAUNCH=python OVERHEAD_LAZY_ARGS="$LAZY_ARGS" OVERHEAD_DEADLINE_S=$((l - 10 - 15 * n)) \
       BIN=$BIN OUTDIR=$D PY=$PY timeout $((l - 5)) bash benches/gpu_overhead.sh > "$D/bench.txt" 2>&1
-    grep -E '^(PAIRED|DETACH_PAIRED|SPREAD|SIGN|SPEED|ISSUE|PROCESS|THREADS|STATE|TARGET|CONTROL|PART|PART_PAIRED|BREAKDOWN|OWN|PROBE|LAUNCHES|FAILED|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
+    grep -E '^(PAIRED|DETACH_PAIRED|SPREAD|SIGN|SPEED|ISSUE|PROCESS|THREADS|STATE|PLACEMENT|TARGET|CONTROL|PART|PART_PAIRED|BREAKDOWN|OWN|PROBE|LAUNCHES|FAILED|NCCL_INIT|DEADLINE|ELAPSED)' "$D/bench.txt" | tee -a "$OUT/summary.txt"
     cp "$D/nccl-init.txt" "$OUT/nccl-init-$TAG.txt" 2>/dev/null
     [ -f "$D/walls.txt" ] && tee -a "$OUT/summary.txt" < "$D/walls.txt"
     for cell in $CELLS; do

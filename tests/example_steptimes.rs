@@ -194,6 +194,19 @@ fn the_window_finds_each_threads_cpu_over_the_steady_steps_only() {
     // the window; no more CPUs than the machine has.
     let busy = ms("steady_busy_cpus");
     assert!(busy >= 0.5 && busy <= online as f64 + 1e-9, "{row}");
+    // Where the burner ran last, and each busy CPU's share: a part of
+    // the busy CPUs, on CPUs of this machine.
+    let burner_cpu = row["steady_threads_cpu"]["burner"].as_u64().unwrap();
+    assert!(burner_cpu <= max_cpu, "{row}");
+    let shares = row["steady_cpu_busy"].as_object().unwrap();
+    assert!(!shares.is_empty(), "{row}");
+    let mut shown = 0.0;
+    for (cpu, share) in shares {
+        let (cpu, share) = (cpu.parse::<u64>().unwrap(), share.as_f64().unwrap());
+        assert!(cpu <= max_cpu && (0.05..=1.0).contains(&share), "{row}");
+        shown += share;
+    }
+    assert!(shown <= busy + 0.01, "{row}");
     // The calibration ran, after the last step: outside the steady window,
     // whose main-thread figure above would hold its ~100 ms otherwise.
     assert!(
@@ -237,6 +250,8 @@ fn window_rows(with_window: bool) -> String {
                 "steady_threads_ms": threads,
                 "steady_main_cpus": [3],
                 "steady_migrations": 0,
+                // Autograd's thread on CPU 7 in rounds 1-4, on 5 after.
+                "steady_threads_cpu": {"pt_autograd_0": if round <= 4 { 7 } else { 5 }},
             });
             // Step 1: the doctor's main thread 30 ms more CPU, and a
             // CUPTI thread of 5 ms plain has none of.
@@ -369,8 +384,22 @@ fn the_summary_reads_the_window_against_plain() {
         "STATE ",
         " window=calib0 processes=18 step1_vs_python_rho=1.00 ",
     );
+    // PLACEMENT: the busiest other thread (autograd's, not the probe's
+    // 0.05 ms) by the CPU it ran on, most processes first; the medians of
+    // rounds 5-9's and 1-4's steady steps.
+    let placed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("PLACEMENT "))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            "PLACEMENT workload=fsdp2 allocator=default window=steady main_cpu=3 busiest='pt_autograd_0' its_cpu=5 processes=10 plain=5 doctor=5 steady_median_ms=36.100",
+            "PLACEMENT workload=fsdp2 allocator=default window=steady main_cpu=3 busiest='pt_autograd_0' its_cpu=7 processes=8 plain=4 doctor=4 steady_median_ms=31.600",
+        ]
+    );
     let older = summary(&window_rows(false));
-    for absent in ["PROCESS ", "THREADS ", "STATE "] {
+    for absent in ["PROCESS ", "THREADS ", "STATE ", "PLACEMENT "] {
         assert!(!older.contains(absent), "{absent} in\n{older}");
     }
 }

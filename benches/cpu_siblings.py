@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Which CPUs slow a given CPU's work when they are busy: the cores a
+virtual machine hides. Its /sys topology often shows every vCPU as a core
+of its own while the host runs two vCPUs as hyperthreads of one core, and
+work on one then slows the other; 2026-12-07's calls 64-66 found one fixed
+interpreter loop taking about 10 ms in some training processes and about
+18 in most, on the same CPU (docs/footprint.md, twenty-first session).
+
+The measured CPU (default: the highest one, where the examples' main
+thread runs) times the examples' calibration loop in its own thread CPU
+time (a wait for the CPU does not count; a core shared with busy work
+does), while each other CPU in turn runs a spinning process, alternately
+spinning and idle, ROUNDS times each.
+
+    python3 benches/cpu_siblings.py [--cpu N] [--rounds 5] [--loop 200000]
+
+Prints one SIBLING line per other CPU: the loop's median CPU time with the
+spinner busy and idle, their ratio, and the CPUs the spinner saw itself
+run on (its affinity held: only that CPU); then SIBLINGS: the CPUs by
+ratio, highest first. Run on the GPU machine by scripts/gpu-footprint-zoo.sh
+(SECTIONS=siblings).
+"""
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+
+
+def cpu_now():
+    """The CPU this thread last ran on (stat's field 39)."""
+    with open("/proc/thread-self/stat") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(")") + 2:].split()[36])
+
+
+def spinner(cpu, spin, stop, report):
+    """Busy on `cpu` while `spin` is set, asleep otherwise, until `stop`;
+    then reports the CPUs it saw itself on and its own CPU time."""
+    os.sched_setaffinity(0, {cpu})
+    seen = {cpu_now()}
+    while not stop.is_set():
+        if spin.wait(0.005):
+            deadline = time.monotonic() + 0.002
+            while time.monotonic() < deadline:
+                pass
+            seen.add(cpu_now())
+    report.put((sorted(seen), time.thread_time()))
+
+
+def loop_ms(iterations):
+    """The examples' calibration loop (examples/common.py), in this
+    thread's CPU time."""
+    t = time.thread_time_ns()
+    total = 0
+    for i in range(iterations):
+        total += i * i
+    return (time.thread_time_ns() - t) / 1e6
+
+
+def against(cpu, other, rounds, iterations):
+    """The loop on `cpu` with a spinner on `other`, busy and idle
+    alternately (idle first in odd rounds): (busy ms, idle ms, the
+    spinner's CPUs, its CPU seconds)."""
+    ctx = mp.get_context("fork")
+    spin, stop, report = ctx.Event(), ctx.Event(), ctx.Queue()
+    child = ctx.Process(target=spinner, args=(other, spin, stop, report))
+    child.start()
+    busy, idle = [], []
+    for r in range(rounds):
+        for state in ((False, True) if r % 2 == 0 else (True, False)):
+            spin.set() if state else spin.clear()
+            time.sleep(0.01)  # the spinner wakes, or goes back to sleep
+            (busy if state else idle).append(loop_ms(iterations))
+    spin.clear()
+    stop.set()
+    seen, spun = report.get(timeout=30)
+    child.join(timeout=30)
+    return statistics.median(busy), statistics.median(idle), seen, spun
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cpus = sorted(os.sched_getaffinity(0))
+    parser.add_argument("--cpu", type=int, default=cpus[-1], help="the CPU measured (default: the highest)")
+    parser.add_argument("--rounds", type=int, default=5, help="busy and idle timings per other CPU")
+    parser.add_argument("--loop", type=int, default=200_000, help="the loop's iterations")
+    args = parser.parse_args()
+    if args.cpu not in cpus:
+        sys.exit(f"--cpu {args.cpu}: not a CPU this process may run on ({cpus})")
+    if args.rounds < 1 or args.loop < 1:
+        sys.exit("--rounds and --loop must be at least 1")
+    os.sched_setaffinity(0, {args.cpu})
+    others = [c for c in cpus if c != args.cpu]
+    if not others:
+        print(f"SIBLINGS cpu={args.cpu} others=0 by_ratio=none (one CPU: nothing to compare)")
+        return
+    ratios = {}
+    for other in others:
+        busy, idle, seen, spun = against(args.cpu, other, args.rounds, args.loop)
+        ratios[other] = busy / idle
+        print(f"SIBLING cpu={args.cpu} with={other} busy_ms={busy:.3f} idle_ms={idle:.3f} "
+              f"ratio={busy / idle:.3f} spinner_cpus={','.join(map(str, seen))} spinner_cpu_s={spun:.3f}",
+              flush=True)
+    ranked = sorted(ratios, key=ratios.get, reverse=True)
+    print(f"SIBLINGS cpu={args.cpu} others={len(others)} by_ratio="
+          + ",".join(f"{c}:{ratios[c]:.2f}" for c in ranked))
+
+
+if __name__ == "__main__":
+    main()

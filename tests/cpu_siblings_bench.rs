@@ -1,0 +1,84 @@
+//! benches/cpu_siblings.py, run here on this machine's CPUs: which CPUs,
+//! busy, slow the measured one's work (the cores a virtual machine hides).
+//! What can be checked anywhere is the method, not the ratios: every other
+//! CPU gets its line, its spinner really ran there and nowhere else, and
+//! the closing line ranks them all; bad flags are refused by name.
+
+mod common;
+
+use std::process::Command;
+
+fn bench() -> Command {
+    let mut command = Command::new("python3");
+    command.arg(common::repo("benches/cpu_siblings.py"));
+    command
+}
+
+/// The CPUs this test process may run on, as the bench sees them.
+fn allowed_cpus() -> Vec<u64> {
+    let out = common::stdout_of_success(Command::new("python3").args([
+        "-c",
+        "import os; print(' '.join(map(str, sorted(os.sched_getaffinity(0)))))",
+    ]));
+    out.split_whitespace().map(|c| c.parse().unwrap()).collect()
+}
+
+#[test]
+fn each_other_cpu_spins_where_it_was_put_and_is_ranked() {
+    let cpus = allowed_cpus();
+    let measured = *cpus.last().unwrap();
+    let out = common::stdout_of_success(bench().args(["--rounds", "1", "--loop", "20000"]));
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("SIBLING ")).collect();
+    assert_eq!(lines.len(), cpus.len() - 1, "{out}");
+    let field = |line: &str, key: &str| -> String {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+            .to_string()
+    };
+    for (line, other) in lines.iter().zip(cpus.iter().filter(|&&c| c != measured)) {
+        assert_eq!(field(line, "cpu"), measured.to_string(), "{line}");
+        assert_eq!(field(line, "with"), other.to_string(), "{line}");
+        // The spinner's affinity held: it saw only its own CPU.
+        assert_eq!(field(line, "spinner_cpus"), other.to_string(), "{line}");
+        assert!(
+            field(line, "spinner_cpu_s").parse::<f64>().unwrap() > 0.0,
+            "{line}"
+        );
+        assert!(
+            field(line, "idle_ms").parse::<f64>().unwrap() > 0.0,
+            "{line}"
+        );
+    }
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "SIBLINGS cpu={measured} others={} ",
+            cpus.len() - 1
+        )),
+        "{out}"
+    );
+    let ranked = field(last, "by_ratio");
+    if cpus.len() == 1 {
+        assert_eq!(ranked, "none", "{last}");
+    } else {
+        let mut named: Vec<u64> = ranked
+            .split(',')
+            .map(|p| p.split(':').next().unwrap().parse().unwrap())
+            .collect();
+        named.sort();
+        let others: Vec<u64> = cpus.iter().copied().filter(|&c| c != measured).collect();
+        assert_eq!(named, others, "{last}");
+    }
+}
+
+#[test]
+fn a_cpu_it_may_not_run_on_is_refused_by_name() {
+    let out = bench().args(["--cpu", "100000"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--cpu 100000: not a CPU this process may run on"),
+        "{err}"
+    );
+}
