@@ -33,7 +33,8 @@
 # and off around a first launch, toggled, inside a launch callback — then
 # a launch timed; RESIDUAL_ROUNDS rounds, 8) and `siblings`
 # (benches/cpu_siblings.py: which CPUs, busy, slow the one the examples'
-# main thread runs on; a virtual machine hides the cores it shares).
+# main thread runs on, or with SIBLINGS_CPU=all every CPU in turn, about
+# a minute on 16; a virtual machine hides the cores it shares).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
@@ -218,7 +219,8 @@ fi
 # main thread runs: 2026-12-07's calls 64-66 found one fixed loop taking
 # about 10 ms in some processes and 18 in most, on that CPU.
 if has siblings; then
-  timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py > "$OUT/siblings-$TAG.txt" 2>&1
+  timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py ${SIBLINGS_CPU:+--cpu $SIBLINGS_CPU} \
+    > "$OUT/siblings-$TAG.txt" 2>&1
   grep -E '^SIBLINGS' "$OUT/siblings-$TAG.txt" | tee -a "$OUT/summary.txt"
 fi
 

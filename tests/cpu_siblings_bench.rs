@@ -72,6 +72,24 @@ fn each_other_cpu_spins_where_it_was_put_and_is_ranked() {
     }
 }
 
+/// `--cpu all`: every CPU measured in turn, one SIBLINGS line each.
+#[test]
+fn all_measures_every_cpu_in_turn() {
+    let cpus = allowed_cpus();
+    let out = common::stdout_of_success(
+        bench().args(["--cpu", "all", "--rounds", "1", "--loop", "20000"]),
+    );
+    let measured: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("SIBLINGS cpu="))
+        .map(|rest| rest.split(' ').next().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = cpus.iter().map(u64::to_string).collect();
+    assert_eq!(measured, want, "{out}");
+    let pairs = out.lines().filter(|l| l.starts_with("SIBLING ")).count();
+    assert_eq!(pairs, cpus.len() * (cpus.len() - 1), "{out}");
+}
+
 #[test]
 fn a_cpu_it_may_not_run_on_is_refused_by_name() {
     let out = bench().args(["--cpu", "100000"]).output().unwrap();
