@@ -294,6 +294,13 @@ fn window_rows(with_window: bool) -> String {
     rows
 }
 
+/// Asserts that `line` holds every one of `wants`.
+fn contains_all(line: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(line.contains(want), "{want} in {line}");
+    }
+}
+
 fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
     out.lines()
         .find(|l| l.starts_with(start) && l.contains(has))
@@ -310,16 +317,16 @@ fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
 #[test]
 fn the_summary_reads_the_window_against_plain() {
     let out = summary(&window_rows(true));
-    let process = line(&out, "PROCESS ", " window=steady ");
-    for want in [
-        "mode=doctor window=steady rounds=9 ",
-        "main_cpu_plain_ms=33.000 main_cpu_doctor_ms=33.200 main_cpu_added_us=200.0 ",
-        "main_cpu_slower=9/9 ",
-        "invol_plain=0.250 invol_doctor=0.500 invol_added_n=0.25 ",
-        "others_cpu_added_us=50.0 ",
-    ] {
-        assert!(process.contains(want), "{want} in {process}");
-    }
+    contains_all(
+        line(&out, "PROCESS ", " window=steady "),
+        &[
+            "mode=doctor window=steady rounds=9 ",
+            "main_cpu_plain_ms=33.000 main_cpu_doctor_ms=33.200 main_cpu_added_us=200.0 ",
+            "main_cpu_slower=9/9 ",
+            "invol_plain=0.250 invol_doctor=0.500 invol_added_n=0.25 ",
+            "others_cpu_added_us=50.0 ",
+        ],
+    );
     let first = line(&out, "PROCESS ", " window=first ");
     assert!(
         first.contains("main_cpu_added_us=30000.0 ") && first.contains("main_cpu_slower=9/9"),
@@ -354,14 +361,14 @@ fn the_summary_reads_the_window_against_plain() {
         state.contains(" steady_median_vs_main_cpu_rho=1.00 "),
         "{state}"
     );
-    let calib = line(&out, "PROCESS ", " window=calib ");
-    for want in [
-        " rounds=9 python_plain_ms=8.500 python_doctor_ms=8.550 python_added_us=50.0 ",
-        " python_slower=9/9 ",
-        " memory_added_us=0.0 ",
-    ] {
-        assert!(calib.contains(want), "{want} in {calib}");
-    }
+    contains_all(
+        line(&out, "PROCESS ", " window=calib "),
+        &[
+            " rounds=9 python_plain_ms=8.500 python_doctor_ms=8.550 python_added_us=50.0 ",
+            " python_slower=9/9 ",
+            " memory_added_us=0.0 ",
+        ],
+    );
     assert!(
         !out.contains("THREADS workload=fsdp2 allocator=default mode=doctor window=calib"),
         "{out}"
@@ -371,14 +378,14 @@ fn the_summary_reads_the_window_against_plain() {
         calib_state.contains(" steady_median_vs_python_rho=1.00 "),
         "{calib_state}"
     );
-    let before = line(&out, "PROCESS ", " window=calib0 ");
-    for want in [
-        " python_added_us=300.0 ",
-        " memory_added_us=300.0 ",
-        " memory_slower=9/9",
-    ] {
-        assert!(before.contains(want), "{want} in {before}");
-    }
+    contains_all(
+        line(&out, "PROCESS ", " window=calib0 "),
+        &[
+            " python_added_us=300.0 ",
+            " memory_added_us=300.0 ",
+            " memory_slower=9/9",
+        ],
+    );
     line(
         &out,
         "STATE ",
