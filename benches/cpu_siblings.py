@@ -13,6 +13,7 @@ does), while each other CPU in turn runs a spinning process, alternately
 spinning and idle, ROUNDS times each.
 
     python3 benches/cpu_siblings.py [--cpu N|all] [--rounds 5] [--loop 200000]
+                                    [--processes N]
 
 (`--cpu all` measures every CPU in turn: about 0.3 s a pair, a minute on
 16 CPUs.)
@@ -20,13 +21,25 @@ spinning and idle, ROUNDS times each.
 Prints one SIBLING line per other CPU: the loop's median CPU time with the
 spinner busy and idle, their ratio, and the CPUs the spinner saw itself
 run on (its affinity held: only that CPU); then SIBLINGS: the CPUs by
-ratio, highest first. Run on the GPU machine by scripts/gpu-footprint-zoo.sh
+ratio, highest first.
+
+`--processes N` asks instead whether the speed belongs to the process: N
+fresh interpreters, one after another on the measured CPU, each timing the
+loop --rounds times. One PROCESS_SPEED line per process (its median, its
+fastest and slowest), then PROCESS_SPEEDS: every process's median, sorted,
+and the median spread within a process. Speeds that split between
+processes while each process keeps its own say the process's start (its
+memory, its placement) sets the speed, not the moment.
+
+Run on the GPU machine by scripts/gpu-footprint-zoo.sh
 (SECTIONS=siblings).
 """
 import argparse
+import json
 import multiprocessing as mp
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -102,12 +115,44 @@ def measure(cpu, cpus, rounds, iterations):
           + ",".join(f"{c}:{ratios[c]:.2f}" for c in ranked), flush=True)
 
 
+PROCESS_PROBE = """
+import json, os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+def loop_ms(iterations):
+    t = time.thread_time_ns()
+    total = 0
+    for i in range(iterations):
+        total += i * i
+    return (time.thread_time_ns() - t) / 1e6
+print(json.dumps([loop_ms(int(sys.argv[3])) for _ in range(int(sys.argv[2]))]))
+"""
+
+
+def process_speeds(cpu, processes, rounds, iterations):
+    """PROCESS_SPEED lines for `processes` fresh interpreters on `cpu`, then
+    PROCESS_SPEEDS."""
+    medians, spreads = [], []
+    for n in range(processes):
+        out = subprocess.run([sys.executable, "-c", PROCESS_PROBE, str(cpu), str(rounds), str(iterations)],
+                             check=True, capture_output=True, text=True).stdout
+        times = json.loads(out)
+        medians.append(statistics.median(times))
+        spreads.append(max(times) - min(times))
+        print(f"PROCESS_SPEED cpu={cpu} process={n + 1} loop_ms={medians[-1]:.3f} "
+              f"fastest_ms={min(times):.3f} slowest_ms={max(times):.3f}", flush=True)
+    print(f"PROCESS_SPEEDS cpu={cpu} processes={processes} rounds={rounds} medians_ms="
+          + ",".join(f"{m:.2f}" for m in sorted(medians))
+          + f" within_spread_ms={statistics.median(spreads):.3f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cpus = sorted(os.sched_getaffinity(0))
     parser.add_argument("--cpu", default=str(cpus[-1]), help="the CPU measured, or `all` (default: the highest)")
     parser.add_argument("--rounds", type=int, default=5, help="busy and idle timings per other CPU")
     parser.add_argument("--loop", type=int, default=200_000, help="the loop's iterations")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="fresh interpreters timed one after another instead (0: the sibling search)")
     args = parser.parse_args()
     if args.cpu == "all":
         measured = cpus
@@ -115,10 +160,13 @@ def main():
         measured = [int(args.cpu)]
     else:
         sys.exit(f"--cpu {args.cpu}: not a CPU this process may run on ({cpus}), nor `all`")
-    if args.rounds < 1 or args.loop < 1:
-        sys.exit("--rounds and --loop must be at least 1")
+    if args.rounds < 1 or args.loop < 1 or args.processes < 0:
+        sys.exit("--rounds and --loop must be at least 1, --processes at least 0")
     for cpu in measured:
-        measure(cpu, cpus, args.rounds, args.loop)
+        if args.processes:
+            process_speeds(cpu, args.processes, args.rounds, args.loop)
+        else:
+            measure(cpu, cpus, args.rounds, args.loop)
 
 
 if __name__ == "__main__":

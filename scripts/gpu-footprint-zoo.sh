@@ -34,7 +34,8 @@
 # a launch timed; RESIDUAL_ROUNDS rounds, 8) and `siblings`
 # (benches/cpu_siblings.py: which CPUs, busy, slow the one the examples'
 # main thread runs on, or with SIBLINGS_CPU=all every CPU in turn, about
-# a minute on 16; a virtual machine hides the cores it shares).
+# a minute on 16; a virtual machine hides the cores it shares; then
+# SIBLINGS_PROCESSES fresh interpreters timed on that CPU, 24 by default).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
@@ -222,6 +223,11 @@ if has siblings; then
   timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py ${SIBLINGS_CPU:+--cpu $SIBLINGS_CPU} \
     > "$OUT/siblings-$TAG.txt" 2>&1
   grep -E '^SIBLINGS' "$OUT/siblings-$TAG.txt" | tee -a "$OUT/summary.txt"
+  # And whether the speed belongs to the process: SIBLINGS_PROCESSES fresh
+  # interpreters (default 24) on the same CPU, the loop 5 times in each.
+  timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py ${SIBLINGS_CPU:+--cpu $SIBLINGS_CPU} \
+    --processes "${SIBLINGS_PROCESSES:-24}" > "$OUT/process-speeds-$TAG.txt" 2>&1
+  grep -E '^PROCESS_SPEEDS' "$OUT/process-speeds-$TAG.txt" | tee -a "$OUT/summary.txt"
 fi
 
 # The cells' rounds interleave (round r of every cell before round r+1 of

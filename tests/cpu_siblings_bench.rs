@@ -23,6 +23,14 @@ fn allowed_cpus() -> Vec<u64> {
     out.split_whitespace().map(|c| c.parse().unwrap()).collect()
 }
 
+/// The value of `key=` in one of the bench's lines.
+fn field(line: &str, key: &str) -> String {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+        .to_string()
+}
+
 #[test]
 fn each_other_cpu_spins_where_it_was_put_and_is_ranked() {
     let cpus = allowed_cpus();
@@ -30,12 +38,6 @@ fn each_other_cpu_spins_where_it_was_put_and_is_ranked() {
     let out = common::stdout_of_success(bench().args(["--rounds", "1", "--loop", "20000"]));
     let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("SIBLING ")).collect();
     assert_eq!(lines.len(), cpus.len() - 1, "{out}");
-    let field = |line: &str, key: &str| -> String {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key} in {line}"))
-            .to_string()
-    };
     for (line, other) in lines.iter().zip(cpus.iter().filter(|&&c| c != measured)) {
         assert_eq!(field(line, "cpu"), measured.to_string(), "{line}");
         assert_eq!(field(line, "with"), other.to_string(), "{line}");
@@ -99,4 +101,67 @@ fn a_cpu_it_may_not_run_on_is_refused_by_name() {
         err.contains("--cpu 100000: not a CPU this process may run on"),
         "{err}"
     );
+}
+
+/// `--processes`: each fresh interpreter gets its line, its median between
+/// its fastest and slowest timing, and the closing line lists exactly those
+/// medians, sorted.
+#[test]
+fn processes_are_timed_one_by_one_and_their_medians_listed() {
+    let cpus = allowed_cpus();
+    let measured = *cpus.last().unwrap();
+    let out = common::stdout_of_success(bench().args([
+        "--processes",
+        "3",
+        "--rounds",
+        "3",
+        "--loop",
+        "20000",
+    ]));
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("PROCESS_SPEED "))
+        .collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    let number = |line: &str, key: &str| field(line, key).parse::<f64>().unwrap();
+    let mut medians = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        assert_eq!(field(line, "cpu"), measured.to_string(), "{line}");
+        assert_eq!(field(line, "process"), (n + 1).to_string(), "{line}");
+        let median = number(line, "loop_ms");
+        assert!(number(line, "fastest_ms") <= median, "{line}");
+        assert!(median <= number(line, "slowest_ms"), "{line}");
+        assert!(median > 0.0, "{line}");
+        medians.push(format!("{median:.2}"));
+    }
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "PROCESS_SPEEDS cpu={measured} processes=3 rounds=3 "
+        )),
+        "{last}"
+    );
+    let mut listed: Vec<String> = field(last, "medians_ms")
+        .split(',')
+        .map(String::from)
+        .collect();
+    let as_number = |m: &String| m.parse::<f64>().unwrap();
+    assert!(
+        listed
+            .windows(2)
+            .all(|w| as_number(&w[0]) <= as_number(&w[1])),
+        "{last}"
+    );
+    listed.sort();
+    medians.sort();
+    assert_eq!(listed, medians, "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("SIBLING")).count(), 0);
+}
+
+#[test]
+fn a_negative_process_count_is_refused() {
+    let out = bench().args(["--processes", "-1"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--processes at least 0"), "{err}");
 }
