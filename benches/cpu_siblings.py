@@ -13,7 +13,7 @@ does), while each other CPU in turn runs a spinning process, alternately
 spinning and idle, ROUNDS times each.
 
     python3 benches/cpu_siblings.py [--cpu N|all] [--rounds 5] [--loop 200000]
-                                    [--processes N]
+                                    [--processes N | --series N]
 
 (`--cpu all` measures every CPU in turn: about 0.3 s a pair, a minute on
 16 CPUs.)
@@ -30,6 +30,13 @@ fastest and slowest), then PROCESS_SPEEDS: every process's median, sorted,
 and the median spread within a process. Speeds that split between
 processes while each process keeps its own say the process's start (its
 memory, its placement) sets the speed, not the moment.
+
+`--series N` times the loop N times in one process instead: SERIES gives
+every timing in order and SERIES_SPEEDS the fast and slow levels (the
+10th and 90th percentiles), how many stretches the timings make on either
+side of their midpoint, and the longest stretch in seconds. Few long
+stretches in one process say the machine's state, not the process, sets
+the speed.
 
 Run on the GPU machine by scripts/gpu-footprint-zoo.sh
 (SECTIONS=siblings).
@@ -145,6 +152,33 @@ def process_speeds(cpu, processes, rounds, iterations):
           + f" within_spread_ms={statistics.median(spreads):.3f}", flush=True)
 
 
+def stretches(times):
+    """The runs of consecutive timings on one side of the midpoint between
+    the fast and slow levels: (levels, list of (count, seconds))."""
+    ordered = sorted(times)
+    fast = ordered[len(ordered) // 10]
+    slow = ordered[(len(ordered) * 9) // 10]
+    midpoint = (fast + slow) / 2
+    runs = []
+    for t in times:
+        side = t > midpoint
+        if runs and runs[-1][0] == side:
+            runs[-1][1].append(t)
+        else:
+            runs.append((side, [t]))
+    return (fast, slow), [(len(ts), sum(ts) / 1e3) for _, ts in runs]
+
+
+def series(cpu, timings, iterations):
+    """SERIES and SERIES_SPEEDS for `timings` timings in this process."""
+    os.sched_setaffinity(0, {cpu})
+    times = [loop_ms(iterations) for _ in range(timings)]
+    print(f"SERIES cpu={cpu} timings={timings} ms=" + ",".join(f"{t:.1f}" for t in times), flush=True)
+    (fast, slow), runs = stretches(times)
+    print(f"SERIES_SPEEDS cpu={cpu} timings={timings} fast_ms={fast:.2f} slow_ms={slow:.2f} "
+          f"stretches={len(runs)} longest_s={max(s for _, s in runs):.2f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cpus = sorted(os.sched_getaffinity(0))
@@ -153,6 +187,8 @@ def main():
     parser.add_argument("--loop", type=int, default=200_000, help="the loop's iterations")
     parser.add_argument("--processes", type=int, default=0,
                         help="fresh interpreters timed one after another instead (0: the sibling search)")
+    parser.add_argument("--series", type=int, default=0,
+                        help="timings in this one process instead (0: the sibling search)")
     args = parser.parse_args()
     if args.cpu == "all":
         measured = cpus
@@ -160,10 +196,14 @@ def main():
         measured = [int(args.cpu)]
     else:
         sys.exit(f"--cpu {args.cpu}: not a CPU this process may run on ({cpus}), nor `all`")
-    if args.rounds < 1 or args.loop < 1 or args.processes < 0:
-        sys.exit("--rounds and --loop must be at least 1, --processes at least 0")
+    if args.rounds < 1 or args.loop < 1 or args.processes < 0 or args.series < 0:
+        sys.exit("--rounds and --loop must be at least 1, --processes and --series at least 0")
+    if args.processes and args.series:
+        sys.exit("--processes and --series: one at a time")
     for cpu in measured:
-        if args.processes:
+        if args.series:
+            series(cpu, args.series, args.loop)
+        elif args.processes:
             process_speeds(cpu, args.processes, args.rounds, args.loop)
         else:
             measure(cpu, cpus, args.rounds, args.loop)

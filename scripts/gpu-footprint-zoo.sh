@@ -35,7 +35,8 @@
 # (benches/cpu_siblings.py: which CPUs, busy, slow the one the examples'
 # main thread runs on, or with SIBLINGS_CPU=all every CPU in turn, about
 # a minute on 16; a virtual machine hides the cores it shares; then
-# SIBLINGS_PROCESSES fresh interpreters timed on that CPU, 24 by default).
+# SIBLINGS_PROCESSES fresh interpreters timed on that CPU, 24 by default,
+# and SIBLINGS_SERIES timings in one process, 300).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
@@ -228,6 +229,11 @@ if has siblings; then
   timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py ${SIBLINGS_CPU:+--cpu $SIBLINGS_CPU} \
     --processes "${SIBLINGS_PROCESSES:-24}" > "$OUT/process-speeds-$TAG.txt" 2>&1
   grep -E '^PROCESS_SPEEDS' "$OUT/process-speeds-$TAG.txt" | tee -a "$OUT/summary.txt"
+  # Or the moment: SIBLINGS_SERIES timings (default 300, a few seconds) in
+  # one process.
+  timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py ${SIBLINGS_CPU:+--cpu $SIBLINGS_CPU} \
+    --series "${SIBLINGS_SERIES:-300}" > "$OUT/series-$TAG.txt" 2>&1
+  grep -E '^SERIES_SPEEDS' "$OUT/series-$TAG.txt" | tee -a "$OUT/summary.txt"
 fi
 
 # The cells' rounds interleave (round r of every cell before round r+1 of

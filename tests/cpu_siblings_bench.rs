@@ -163,5 +163,49 @@ fn a_negative_process_count_is_refused() {
     let out = bench().args(["--processes", "-1"]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--processes at least 0"), "{err}");
+    assert!(err.contains("--processes and --series at least 0"), "{err}");
+}
+
+/// `--series`: every timing in order, the levels among them, and stretches
+/// that cover no more time than the timings themselves.
+#[test]
+fn a_series_lists_every_timing_and_its_stretches() {
+    let out = common::stdout_of_success(bench().args(["--series", "12", "--loop", "20000"]));
+    let series = out.lines().find(|l| l.starts_with("SERIES ")).unwrap();
+    let times: Vec<f64> = field(series, "ms")
+        .split(',')
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 12, "{series}");
+    let speeds = out
+        .lines()
+        .find(|l| l.starts_with("SERIES_SPEEDS "))
+        .unwrap();
+    let number = |key: &str| field(speeds, key).parse::<f64>().unwrap();
+    let (fast, slow) = (number("fast_ms"), number("slow_ms"));
+    assert!(fast <= slow, "{speeds}");
+    for level in [fast, slow] {
+        assert!(
+            times.iter().any(|t| (t - level).abs() <= 0.051),
+            "{level} not among {series}"
+        );
+    }
+    let stretches = number("stretches");
+    assert!((1.0..=12.0).contains(&stretches), "{speeds}");
+    let total_s: f64 = times.iter().sum::<f64>() / 1e3;
+    assert!(number("longest_s") <= total_s + 0.01, "{speeds}");
+}
+
+#[test]
+fn processes_and_a_series_are_not_asked_together() {
+    let out = bench()
+        .args(["--series", "2", "--processes", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--processes and --series: one at a time"),
+        "{err}"
+    );
 }
