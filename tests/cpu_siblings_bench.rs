@@ -92,14 +92,19 @@ fn all_measures_every_cpu_in_turn() {
     assert_eq!(pairs, cpus.len() * (cpus.len() - 1), "{out}");
 }
 
+/// Asserts the bench refuses `args` with a message holding `says`.
+fn assert_refused(args: &[&str], says: &str) {
+    let out = bench().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} ran");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
 #[test]
 fn a_cpu_it_may_not_run_on_is_refused_by_name() {
-    let out = bench().args(["--cpu", "100000"]).output().unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--cpu 100000: not a CPU this process may run on"),
-        "{err}"
+    assert_refused(
+        &["--cpu", "100000"],
+        "--cpu 100000: not a CPU this process may run on",
     );
 }
 
@@ -159,11 +164,10 @@ fn processes_are_timed_one_by_one_and_their_medians_listed() {
 }
 
 #[test]
-fn a_negative_process_count_is_refused() {
-    let out = bench().args(["--processes", "-1"]).output().unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--processes and --series at least 0"), "{err}");
+fn a_negative_count_is_refused() {
+    for flag in ["--processes", "--series"] {
+        assert_refused(&[flag, "-1"], "--processes and --series at least 0");
+    }
 }
 
 /// `--series`: every timing in order, the levels among them, and stretches
@@ -198,14 +202,8 @@ fn a_series_lists_every_timing_and_its_stretches() {
 
 #[test]
 fn processes_and_a_series_are_not_asked_together() {
-    let out = bench()
-        .args(["--series", "2", "--processes", "2"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--processes and --series: one at a time"),
-        "{err}"
+    assert_refused(
+        &["--series", "2", "--processes", "2"],
+        "--processes and --series: one at a time",
     );
 }
