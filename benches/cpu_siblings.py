@@ -42,7 +42,6 @@ Run on the GPU machine by scripts/gpu-footprint-zoo.sh
 (SECTIONS=siblings).
 """
 import argparse
-import json
 import multiprocessing as mp
 import os
 import statistics
@@ -122,27 +121,16 @@ def measure(cpu, cpus, rounds, iterations):
           + ",".join(f"{c}:{ratios[c]:.2f}" for c in ranked), flush=True)
 
 
-PROCESS_PROBE = """
-import json, os, sys, time
-os.sched_setaffinity(0, {int(sys.argv[1])})
-def loop_ms(iterations):
-    t = time.thread_time_ns()
-    total = 0
-    for i in range(iterations):
-        total += i * i
-    return (time.thread_time_ns() - t) / 1e6
-print(json.dumps([loop_ms(int(sys.argv[3])) for _ in range(int(sys.argv[2]))]))
-"""
-
-
 def process_speeds(cpu, processes, rounds, iterations):
     """PROCESS_SPEED lines for `processes` fresh interpreters on `cpu`, then
     PROCESS_SPEEDS."""
     medians, spreads = [], []
     for n in range(processes):
-        out = subprocess.run([sys.executable, "-c", PROCESS_PROBE, str(cpu), str(rounds), str(iterations)],
-                             check=True, capture_output=True, text=True).stdout
-        times = json.loads(out)
+        # This bench's own --series in a fresh interpreter: the same loop.
+        out = subprocess.run([sys.executable, __file__, "--cpu", str(cpu), "--series", str(rounds),
+                              "--loop", str(iterations)], check=True, capture_output=True, text=True).stdout
+        line = next(l for l in out.splitlines() if l.startswith("SERIES "))
+        times = [float(t) for t in line.rpartition("ms=")[2].split(",")]
         medians.append(statistics.median(times))
         spreads.append(max(times) - min(times))
         print(f"PROCESS_SPEED cpu={cpu} process={n + 1} loop_ms={medians[-1]:.3f} "
@@ -173,7 +161,7 @@ def series(cpu, timings, iterations):
     """SERIES and SERIES_SPEEDS for `timings` timings in this process."""
     os.sched_setaffinity(0, {cpu})
     times = [loop_ms(iterations) for _ in range(timings)]
-    print(f"SERIES cpu={cpu} timings={timings} ms=" + ",".join(f"{t:.1f}" for t in times), flush=True)
+    print(f"SERIES cpu={cpu} timings={timings} ms=" + ",".join(f"{t:.3f}" for t in times), flush=True)
     (fast, slow), runs = stretches(times)
     print(f"SERIES_SPEEDS cpu={cpu} timings={timings} fast_ms={fast:.2f} slow_ms={slow:.2f} "
           f"stretches={len(runs)} longest_s={max(s for _, s in runs):.2f}", flush=True)
