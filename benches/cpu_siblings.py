@@ -27,9 +27,9 @@ ratio, highest first.
 fresh interpreters, one after another on the measured CPU, each timing the
 loop --rounds times. One PROCESS_SPEED line per process (its median, its
 fastest and slowest), then PROCESS_SPEEDS: every process's median, sorted,
-and the median spread within a process. Speeds that split between
-processes while each process keeps its own say the process's start (its
-memory, its placement) sets the speed, not the moment.
+and the median spread within a process. Read it with --series: a split
+between processes that one process's series shows too is the machine's
+moment (on the build machine, 2026-12-07, it was), not the process's.
 
 `--series N` times the loop N times in one process instead: SERIES gives
 every timing in order and SERIES_SPEEDS the fast and slow levels (the
@@ -171,7 +171,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cpus = sorted(os.sched_getaffinity(0))
     parser.add_argument("--cpu", default=str(cpus[-1]), help="the CPU measured, or `all` (default: the highest)")
-    parser.add_argument("--rounds", type=int, default=5, help="busy and idle timings per other CPU")
+    parser.add_argument("--rounds", type=int, default=5, help="busy and idle timings per other CPU, or timings per process under --processes")
     parser.add_argument("--loop", type=int, default=200_000, help="the loop's iterations")
     parser.add_argument("--processes", type=int, default=0,
                         help="fresh interpreters timed one after another instead (0: the sibling search)")
