@@ -36,7 +36,11 @@
 # main thread runs on, or with SIBLINGS_CPU=all every CPU in turn, about
 # a minute on 16; a virtual machine hides the cores it shares; then
 # SIBLINGS_PROCESSES fresh interpreters timed on that CPU, 24 by default,
-# and SIBLINGS_SERIES timings in one process, 300).
+# SIBLINGS_SERIES timings in one process, 300, a short loop's timings by
+# millisecond for SIBLINGS_GRAIN_S seconds on each CPU (1; SIBLINGS_GRAIN_CPU
+# one CPU instead of all), and that CPU beside each other at the same
+# moments for SIBLINGS_TOGETHER_S seconds a pair, 2: about a minute more
+# on 16 CPUs).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
 # steptimes-<workload>-<allocator>-<tag>.txt per cell (every STEPTIMES row,
@@ -234,6 +238,15 @@ if has siblings; then
   timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py ${SIBLINGS_CPU:+--cpu $SIBLINGS_CPU} \
     --series "${SIBLINGS_SERIES:-300}" > "$OUT/series-$TAG.txt" 2>&1
   grep -E '^SERIES_SPEEDS' "$OUT/series-$TAG.txt" | tee -a "$OUT/summary.txt"
+  # What a slow stretch is (every timing slower, or a few taken away), on
+  # every CPU; then whether CPUs are slow at the same moments (where they
+  # are, plain and doctor run side by side would share the moment).
+  timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py --cpu "${SIBLINGS_GRAIN_CPU:-all}" \
+    --grain "${SIBLINGS_GRAIN_S:-1}" > "$OUT/grain-$TAG.txt" 2>&1
+  grep -E '^GRAIN' "$OUT/grain-$TAG.txt" | tee -a "$OUT/summary.txt"
+  timeout $(( $(left) - 5 )) $PY benches/cpu_siblings.py ${SIBLINGS_TOGETHER_CPU:+--cpu $SIBLINGS_TOGETHER_CPU} \
+    --together "${SIBLINGS_TOGETHER_S:-2}" > "$OUT/together-$TAG.txt" 2>&1
+  grep -E '^TOGETHER' "$OUT/together-$TAG.txt" | tee -a "$OUT/summary.txt"
 fi
 
 # The cells' rounds interleave (round r of every cell before round r+1 of

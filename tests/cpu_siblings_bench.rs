@@ -207,3 +207,216 @@ fn processes_and_a_series_are_not_asked_together() {
         "--processes and --series: one at a time",
     );
 }
+
+/// The value of `key=` in `line` as a number.
+fn number(line: &str, key: &str) -> f64 {
+    field(line, key)
+        .parse()
+        .unwrap_or_else(|_| panic!("{key} in {line}"))
+}
+
+/// The lines of `out` that start with `prefix`.
+fn lines_of<'a>(out: &'a str, prefix: &str) -> Vec<&'a str> {
+    out.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+/// The grain's method on planted timings: 300 ms of a 2 µs loop whose
+/// middle 100 ms take 4 µs, and three 1 ms timings (the CPU taken away).
+/// The gaps are counted apart, the slow milliseconds are exactly the middle
+/// ones, and lined-up sides agree as counted by hand.
+#[test]
+fn the_grain_splits_planted_timings_into_levels_stretches_and_gaps() {
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import cpu_siblings as b
+ends, durations, t = [], [], 0
+for ms in range(300):
+    d = 4000 if 100 <= ms < 200 else 2000
+    while t + d < (ms + 1) * 1_000_000:
+        t += d
+        ends.append(t); durations.append(d)
+    if ms in (50, 150, 250):
+        ends.append(ms * 1_000_000 + 999_999); durations.append(1_000_000)
+gaps, means = b.millisecond_means(ends, durations)
+fast, middle, slow = b.levels_of(means.values())
+side = b.sides_of(means, fast, slow)
+first = {ms: ms < 100 for ms in range(200)}
+second = {ms: 50 <= ms < 150 for ms in range(200)}
+print(json.dumps({"gaps": len(gaps), "levels": [fast, slow], "slow": sorted(s for s, v in side.items() if v),
+                  "stretches": b.slow_stretches(side), "one_level": b.sides_of(means, 2000, 2100) is None,
+                  "crossed": b.agreement(first, second), "same": b.agreement(first, first),
+                  "none": b.agreement(first, None)}))
+"#;
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .args(["-c", script])
+            .arg(common::repo("benches")),
+    );
+    let found: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(found["gaps"], 3, "{out}");
+    assert_eq!(
+        found["levels"],
+        serde_json::json!([2000.0, 4000.0]),
+        "{out}"
+    );
+    let slow: Vec<u64> = (100..200).collect();
+    assert_eq!(found["slow"], serde_json::json!(slow), "{out}");
+    assert_eq!(found["stretches"], serde_json::json!([3, 100]), "{out}");
+    assert_eq!(found["one_level"], true, "{out}");
+    // Slow together in 50 ms, fast together in 50: half agree, as two
+    // independent CPUs slow half the time would.
+    assert_eq!(
+        found["crossed"],
+        serde_json::json!([200, 0.5, 0.5, 0.5, 0.5]),
+        "{out}"
+    );
+    assert_eq!(
+        found["same"],
+        serde_json::json!([200, 0.5, 0.5, 1.0, 0.5]),
+        "{out}"
+    );
+    assert!(found["none"].is_null(), "{out}");
+}
+
+/// A CPU taken away shows as gaps: a spinner pinned to the measured CPU
+/// takes about half its time, in slices far longer than the loop.
+#[test]
+fn the_grain_sees_a_shared_cpu_as_gaps() {
+    let measured = *allowed_cpus().last().unwrap();
+    let mut spinner = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import os, time\nos.sched_setaffinity(0, {{{measured}}})\n\
+                 end = time.time() + 20\nwhile time.time() < end: pass"
+            ),
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = bench().args(["--grain", "1"]).output().unwrap();
+    spinner.kill().unwrap();
+    spinner.wait().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    let line = lines_of(&out, "GRAIN ")[0];
+    assert_eq!(field(line, "cpu"), measured.to_string(), "{line}");
+    assert!(number(line, "gap_share") > 0.25, "{line}");
+    assert!(number(line, "seconds") >= 1.0, "{line}");
+    assert!(
+        number(line, "fast_us") <= number(line, "median_us"),
+        "{line}"
+    );
+    assert!(
+        number(line, "median_us") <= number(line, "slow_us"),
+        "{line}"
+    );
+}
+
+/// `--cpu all --grain`: a GRAIN line for every CPU, and GRAINS listing each
+/// once with its line's median, fastest first.
+#[test]
+fn grains_rank_every_cpu_by_its_median() {
+    let cpus = allowed_cpus();
+    let out = common::stdout_of_success(bench().args(["--cpu", "all", "--grain", "0.2"]));
+    let lines = lines_of(&out, "GRAIN ");
+    let measured: Vec<String> = lines.iter().map(|l| field(l, "cpu")).collect();
+    let want: Vec<String> = cpus.iter().map(u64::to_string).collect();
+    assert_eq!(measured, want, "{out}");
+    if cpus.len() == 1 {
+        assert!(lines_of(&out, "GRAINS ").is_empty(), "{out}");
+        return;
+    }
+    let ranked = field(lines_of(&out, "GRAINS ")[0], "fastest_first");
+    let listed: Vec<(String, f64)> = ranked
+        .split(',')
+        .map(|entry| {
+            let (cpu, rest) = entry.split_once(':').unwrap();
+            (
+                cpu.to_string(),
+                rest.split('/').next().unwrap().parse().unwrap(),
+            )
+        })
+        .collect();
+    assert!(listed.windows(2).all(|w| w[0].1 <= w[1].1), "{ranked}");
+    // Each CPU once, with its line's median (printed to 0.001 there, 0.01 here).
+    let mut named: Vec<&String> = listed.iter().map(|(c, _)| c).collect();
+    named.sort();
+    let mut want_sorted = want.iter().collect::<Vec<_>>();
+    want_sorted.sort();
+    assert_eq!(named, want_sorted, "{ranked}");
+    for line in &lines {
+        let (_, median) = listed
+            .iter()
+            .find(|(c, _)| *c == field(line, "cpu"))
+            .unwrap();
+        assert!(
+            (median - number(line, "median_us")).abs() <= 0.0051,
+            "{line} against {ranked}"
+        );
+    }
+}
+
+/// `--together`: each other CPU lined up with the measured one; the
+/// expectation for independent CPUs and the excess are the arithmetic of
+/// the printed shares, and TOGETHERS ranks exactly the lined-up CPUs.
+#[test]
+fn together_lines_up_each_other_cpu_with_the_measured_one() {
+    let cpus = allowed_cpus();
+    let measured = *cpus.last().unwrap();
+    let out = common::stdout_of_success(bench().args(["--together", "0.3"]));
+    let lines = lines_of(&out, "TOGETHER ");
+    let others: Vec<String> = cpus
+        .iter()
+        .filter(|&&c| c != measured)
+        .map(u64::to_string)
+        .collect();
+    let with: Vec<String> = lines.iter().map(|l| field(l, "with")).collect();
+    assert_eq!(with, others, "{out}");
+    let mut lined_up = Vec::new();
+    for line in &lines {
+        assert_eq!(field(line, "cpu"), measured.to_string(), "{line}");
+        if field(line, "agree") == "none" {
+            continue;
+        }
+        let shares: Vec<f64> = field(line, "slow_share")
+            .split(',')
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let independent = shares[0] * shares[1] + (1.0 - shares[0]) * (1.0 - shares[1]);
+        assert!(
+            (number(line, "independent") - independent).abs() < 0.002,
+            "{line}"
+        );
+        let excess = number(line, "agree") - number(line, "independent");
+        assert!((number(line, "excess") - excess).abs() < 0.0015, "{line}");
+        assert!(number(line, "milliseconds") <= 302.0, "{line}");
+        lined_up.push(field(line, "with"));
+    }
+    let last = lines_of(&out, "TOGETHERS ")[0];
+    assert_eq!(field(last, "others"), others.len().to_string(), "{last}");
+    let ranked = field(last, "by_excess");
+    let mut named: Vec<String> = if ranked == "none" {
+        Vec::new()
+    } else {
+        ranked
+            .split(',')
+            .map(|p| p.split(':').next().unwrap().to_string())
+            .collect()
+    };
+    named.sort();
+    lined_up.sort();
+    assert_eq!(named, lined_up, "{out}");
+}
+
+#[test]
+fn the_fine_modes_are_refused_with_other_modes_and_negative_seconds() {
+    assert_refused(
+        &["--series", "2", "--grain", "1"],
+        "--series and --grain: one at a time",
+    );
+    assert_refused(
+        &["--together", "-1"],
+        "--grain and --together: seconds, at least 0",
+    );
+}
