@@ -13,7 +13,8 @@ does), while each other CPU in turn runs a spinning process, alternately
 spinning and idle, ROUNDS times each.
 
     python3 benches/cpu_siblings.py [--cpu N|all] [--rounds 5] [--loop 200000]
-                                    [--processes N | --series N | --grain S | --together S]
+                                    [--processes N | --series N | --grain S | --together S
+                                     | --steps N [--work 80]]
 
 (`--cpu all` measures every CPU in turn: about 0.3 s a pair, a minute on
 16 CPUs.)
@@ -64,11 +65,23 @@ on: on the build machine, four runs of 1-2 s read excesses of -0.03 to
 +0.24. Runs of two programs at the same time share the machine's moment
 only where CPUs agree well beyond independence, run after run.
 
+`--steps N` asks what a calibration just before a step says of it: N
+steps of fixed CPU-bound work (--work runs of the loop, about a second,
+like fsdp2's step 1), each with the calibration (the loop 5 times, the
+median) just before and just after it, as examples/common.py takes
+`calib0` and `calib`. One STEP line a step; STEPS gives the steps'
+spread, each calibration's rank correlation with the step, and the
+spread of log step time before and after taking out what the calibration
+before predicts (a least-squares slope on the logs): how much of a
+step's spread the examples' `calib0` could take out of the rounds.
+
 Run on the GPU machine by scripts/gpu-footprint-zoo.sh
-(SECTIONS=siblings).
+(SECTIONS=siblings; not --steps, which the rounds' own calib0 answers
+there).
 """
 import argparse
 import array
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -297,6 +310,42 @@ def grains_line(found):
           flush=True)
 
 
+def ranked_correlation(xs, ys):
+    """Spearman's rho (Pearson's on the ranks; timings do not tie)."""
+    def ranks(v):
+        order = sorted(range(len(v)), key=v.__getitem__)
+        r = [0] * len(v)
+        for rank, i in enumerate(order):
+            r[i] = rank
+        return r
+    return statistics.correlation(ranks(xs), ranks(ys))
+
+
+def calibrated_steps(cpu, steps, work, iterations):
+    """STEP lines for `steps` steps of `work` loops on `cpu`, each between
+    two calibrations, then STEPS."""
+    os.sched_setaffinity(0, {cpu})
+    rows = []
+    for n in range(steps):
+        before = statistics.median(loop_ms(iterations) for _ in range(5))
+        t = time.thread_time_ns()
+        for _ in range(work):
+            loop_ms(iterations)
+        step = (time.thread_time_ns() - t) / 1e6
+        after = statistics.median(loop_ms(iterations) for _ in range(5))
+        rows.append((before, step, after))
+        print(f"STEP cpu={cpu} step={n + 1} before_ms={before:.3f} step_ms={step:.3f} after_ms={after:.3f}",
+              flush=True)
+    before, step, after = (list(column) for column in zip(*rows))
+    logs, log_before = [math.log(v) for v in step], [math.log(v) for v in before]
+    slope = statistics.linear_regression(log_before, logs).slope
+    adjusted = [y - slope * x for x, y in zip(log_before, logs)]
+    print(f"STEPS cpu={cpu} steps={steps} work={work} step_ms={min(step):.1f}/{statistics.median(step):.1f}/"
+          f"{max(step):.1f} rho_before={ranked_correlation(before, step):.2f} "
+          f"rho_after={ranked_correlation(after, step):.2f} log_sd={statistics.stdev(logs):.4f} "
+          f"log_sd_adjusted={statistics.stdev(adjusted):.4f} slope={slope:.2f}", flush=True)
+
+
 def agreement(a, b):
     """Two CPUs' sides (millisecond -> slow) lined up over the milliseconds
     both have: (their number, each one's slow share, how often they agree,
@@ -374,6 +423,9 @@ def main():
                         help="seconds of a short loop's timings by millisecond instead (0: the sibling search)")
     parser.add_argument("--together", type=float, default=0,
                         help="seconds of the --grain loop on the measured CPU and each other CPU at once instead")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="steps of fixed work between two calibrations each instead (0: the sibling search)")
+    parser.add_argument("--work", type=int, default=80, help="the loop runs a --steps step does")
     args = parser.parse_args()
     fine = args.grain or args.together
     if args.loop is None:
@@ -384,11 +436,13 @@ def main():
         measured = [int(args.cpu)]
     else:
         sys.exit(f"--cpu {args.cpu}: not a CPU this process may run on ({cpus}), nor `all`")
-    if args.rounds < 1 or args.loop < 1 or args.processes < 0 or args.series < 0:
-        sys.exit("--rounds and --loop must be at least 1, --processes and --series at least 0")
+    if args.rounds < 1 or args.loop < 1 or args.work < 1 or min(args.processes, args.series, args.steps) < 0:
+        sys.exit("--rounds, --loop and --work must be at least 1, --processes, --series and --steps at least 0")
+    if args.steps == 1 or args.steps == 2:
+        sys.exit("--steps: 3 at least (a correlation of fewer says nothing)")
     if not (args.grain >= 0 and args.together >= 0):  # NaN fails too
         sys.exit("--grain and --together: seconds, at least 0")
-    modes = [f"--{m}" for m in ("processes", "series", "grain", "together") if getattr(args, m)]
+    modes = [f"--{m}" for m in ("processes", "series", "grain", "together", "steps") if getattr(args, m)]
     if len(modes) > 1:
         sys.exit(f"{' and '.join(modes)}: one at a time")
     found = []
@@ -401,6 +455,8 @@ def main():
             found.append(grain(cpu, args.grain, args.loop))
         elif args.together:
             together(cpu, cpus, args.together, args.loop)
+        elif args.steps:
+            calibrated_steps(cpu, args.steps, args.work, args.loop)
         else:
             measure(cpu, cpus, args.rounds, args.loop)
     if len(found) > 1:

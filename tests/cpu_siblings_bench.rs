@@ -165,9 +165,13 @@ fn processes_are_timed_one_by_one_and_their_medians_listed() {
 
 #[test]
 fn a_negative_count_is_refused() {
-    for flag in ["--processes", "--series"] {
-        assert_refused(&[flag, "-1"], "--processes and --series at least 0");
+    for flag in ["--processes", "--series", "--steps"] {
+        assert_refused(
+            &[flag, "-1"],
+            "--processes, --series and --steps at least 0",
+        );
     }
+    assert_refused(&["--steps", "2"], "--steps: 3 at least");
 }
 
 /// `--series`: every timing in order, the levels among them, and stretches
@@ -419,4 +423,41 @@ fn the_fine_modes_are_refused_with_other_modes_and_negative_seconds() {
         &["--together", "-1"],
         "--grain and --together: seconds, at least 0",
     );
+}
+
+/// `--steps`: a STEP line a step; STEPS gives their fastest, median and
+/// slowest and their logs' spread as the lines say, and taking out what
+/// the calibration before predicts (a least-squares slope) never widens
+/// that spread: the slope of zero would leave it as it is.
+#[test]
+fn calibrated_steps_are_listed_and_the_adjustment_never_widens_them() {
+    let out =
+        common::stdout_of_success(bench().args(["--steps", "8", "--work", "3", "--loop", "20000"]));
+    let steps: Vec<f64> = lines_of(&out, "STEP ")
+        .iter()
+        .map(|l| number(l, "step_ms"))
+        .collect();
+    assert_eq!(steps.len(), 8, "{out}");
+    let last = lines_of(&out, "STEPS ")[0];
+    let mut sorted = steps.clone();
+    sorted.sort_by(f64::total_cmp);
+    let spread: Vec<f64> = field(last, "step_ms")
+        .split('/')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let median = (sorted[3] + sorted[4]) / 2.0;
+    for (printed, want) in spread.iter().zip([sorted[0], median, sorted[7]]) {
+        assert!((printed - want).abs() <= 0.051, "{last}: {want}");
+    }
+    let logs: Vec<f64> = steps.iter().map(|s| s.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / 8.0;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / 7.0).sqrt();
+    assert!((number(last, "log_sd") - sd).abs() < 0.001, "{last}: {sd}");
+    assert!(
+        number(last, "log_sd_adjusted") <= number(last, "log_sd") + 0.0001,
+        "{last}"
+    );
+    for rho in ["rho_before", "rho_after"] {
+        assert!((-1.0..=1.0).contains(&number(last, rho)), "{last}");
+    }
 }
