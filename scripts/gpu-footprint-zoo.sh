@@ -39,7 +39,7 @@
 # SIBLINGS_SERIES timings in one process, 300, a short loop's timings by
 # millisecond for SIBLINGS_GRAIN_S seconds on each CPU (1; SIBLINGS_GRAIN_CPU
 # one CPU instead of all), and that CPU beside each other at the same
-# moments for SIBLINGS_TOGETHER_S seconds a pair, 2: about a minute more
+# moments for SIBLINGS_TOGETHER_S seconds a pair, 2: about 75 s more
 # on 16 CPUs).
 #
 # Results in $OUT: verify/ (reports, record lists, diffs) and
