@@ -11,7 +11,7 @@ interval of benches/exact_interval.py): `met` when the interval's top is
 within the limit, `over` when its bottom is above it. The share of draws
 that say `met` is the chance N rounds resolve the target at that cost, on
 rounds as noisy as the stored ones (taken as exchangeable: the same machine
-and workload, drawn at random).
+and workload, drawn at random; 20 stored rounds at least).
 
     python3 benches/rounds_needed.py [--key step1|steady_median] [--mode doctor]
         [--limit 1.03] [--costs 1.0,1.01,1.02] [--rounds 50,100,200,400]
@@ -31,6 +31,10 @@ from exact_interval import median_interval
 
 # The targets of issue 37 (docs/footprint.md): step 1 and the steady step.
 LIMITS = {"step1": 1.03, "steady_median": 1.01}
+# Draws from fewer stored rounds repeat a dozen values: near the median
+# their gaps, not the noise, decide the interval (fsdp2 async's 12 rounds
+# gave the same 3-4% `met` at 100, 200 and 400 rounds).
+MIN_STORED = 20
 # Figures a pooled round must share (benches/gpu_overhead_summary.py's SHAPE).
 SHAPE = ("steps", "hidden", "batch", "allocator", "workload", "cut_step1")
 
@@ -110,8 +114,9 @@ def main():
     if min(counts) < 5 or args.draws < 1:
         sys.exit("--rounds: 5 or more each (no exact interval below); --draws: at least 1")
     ratios = paired_ratios(args.files, args.mode, args.key)
-    if len(ratios) < 5:
-        sys.exit(f"{len(ratios)} stored rounds pair {args.mode} with plain on {args.key}: 5 at least")
+    if len(ratios) < MIN_STORED:
+        sys.exit(f"{len(ratios)} stored rounds pair {args.mode} with plain on {args.key}: draws from so few "
+                 f"values plan nothing ({MIN_STORED} at least)")
     lo, hi, coverage = median_interval(ratios)
     print(f"STORED key={args.key} mode={args.mode} rounds={len(ratios)} ratio={statistics.median(ratios):.4f} "
           f"ratio_90={lo:.4f}-{hi:.4f} coverage={coverage:.3f} limit={limit}", flush=True)

@@ -78,9 +78,9 @@ fn the_stored_rounds_are_the_summarys() {
     );
 }
 
-/// A STEPTIMES file of `ratios.len()` rounds: plain's step 1 1.0 s, the
-/// doctor's the round's ratio.
-fn planted(dir: &Path, ratios: &[f64]) -> PathBuf {
+/// A STEPTIMES file `name` of `ratios.len()` rounds: plain's step 1 1.0 s,
+/// the doctor's the round's ratio.
+fn planted(dir: &Path, name: &str, ratios: &[f64]) -> PathBuf {
     let mut text = String::new();
     for (r, ratio) in ratios.iter().enumerate() {
         for (mode, step1) in [("plain", 1.0), ("doctor", *ratio)] {
@@ -90,7 +90,7 @@ fn planted(dir: &Path, ratios: &[f64]) -> PathBuf {
             );
         }
     }
-    let path = dir.join("planted.txt");
+    let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -112,7 +112,7 @@ fn planted_rounds_resolve_as_the_binomial_says() {
     let ratios: Vec<f64> = (0..40)
         .map(|i| if i % 2 == 0 { 0.9 } else { 1.1 })
         .collect();
-    let file = planted(dir.path(), &ratios);
+    let file = planted(dir.path(), "planted.txt", &ratios);
     let out = common::stdout_of_success(
         bench()
             .args([
@@ -160,12 +160,13 @@ fn refused(args: &[&str], files: &[&Path], says: &str) {
 #[test]
 fn bad_input_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let file = planted(dir.path(), &[1.0; 4]);
+    let few = planted(dir.path(), "few.txt", &[1.0; 19]);
     refused(
         &[],
-        &[&file],
-        "4 stored rounds pair doctor with plain on step1: 5 at least",
+        &[&few],
+        "19 stored rounds pair doctor with plain on step1: draws from so few values plan nothing (20 at least)",
     );
+    let file = planted(dir.path(), "planted.txt", &[1.0; 20]);
     refused(&["--rounds", "3"], &[&file], "--rounds: 5 or more each");
     refused(
         &["--costs", "a,b"],
