@@ -461,3 +461,53 @@ fn calibrated_steps_are_listed_and_the_adjustment_never_widens_them() {
         assert!((-1.0..=1.0).contains(&number(last, rho)), "{last}");
     }
 }
+
+/// The GPU machine's `--cpu all --grain 1` lines (calls 67-69 on one lent
+/// H100, tests/fixtures/h200-overhead/2026-12-07-h100): the CPUs at one
+/// level for the whole second, slow and fast, that docs/footprint.md names,
+/// gaps under 1% of the time, and GRAINS ranking the lines' medians.
+#[test]
+fn the_gpu_machines_grain_lines_are_what_the_docs_say() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-07-h100");
+    for (call, slow, fast) in [
+        (67, vec![0, 1, 5, 6, 9, 11, 12, 13, 15], vec![7]),
+        (68, vec![6, 9], vec![7, 13]),
+        (69, vec![0, 1, 2, 3, 4, 5, 6, 8, 11, 12, 13], vec![10]),
+    ] {
+        let out = std::fs::read_to_string(folder.join(format!("grain-call{call}.txt"))).unwrap();
+        let lines = lines_of(&out, "GRAIN ");
+        assert_eq!(lines.len(), 16, "call {call}");
+        let one_level = |faster: bool| -> Vec<u64> {
+            lines
+                .iter()
+                .filter(|l| field(l, "slow_share") == "none")
+                .filter(|l| (number(l, "median_us") <= 2.5) == faster)
+                .map(|l| field(l, "cpu").parse().unwrap())
+                .collect()
+        };
+        assert_eq!(one_level(false), slow, "call {call}");
+        assert_eq!(one_level(true), fast, "call {call}");
+        assert!(
+            lines.iter().all(|l| number(l, "gap_share") < 0.01),
+            "call {call}"
+        );
+        let ranked = field(lines_of(&out, "GRAINS ")[0], "fastest_first");
+        let medians: Vec<f64> = ranked
+            .split(',')
+            .map(|e| {
+                e.split(':')
+                    .nth(1)
+                    .unwrap()
+                    .split('/')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            medians.windows(2).all(|w| w[0] <= w[1]),
+            "call {call}: {ranked}"
+        );
+    }
+}

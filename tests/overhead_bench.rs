@@ -1258,6 +1258,9 @@ const FOOTPRINT_ROWS: &[Row] = &[
             "hf-default-call48.txt",
             "hf-default-call50.txt",
             "hf-default-call65.txt",
+            "hf-default-call67.txt",
+            "hf-default-call68.txt",
+            "hf-default-call69.txt",
         ],
     },
     Row {
@@ -1935,6 +1938,9 @@ fn the_seventeenth_sessions_rounds_give_their_printed_summaries() {
         (("fsdp2", "default"), 64, 8, 6),
         (("hf", "default"), 65, 8, 6),
         (("hf", "async"), 66, 8, 3),
+        (("hf", "default"), 67, 9, 3),
+        (("hf", "default"), 68, 11, 3),
+        (("hf", "default"), 69, 9, 3),
     ] {
         let file = format!("{workload}-{allocator}-call{call}.txt");
         let out =
@@ -2235,4 +2241,36 @@ fn the_detach_is_paired_with_the_doctor_within_rounds() {
     // Rows without a detach mode give no such line.
     let plain = fsdp2_calls(&[18]);
     assert!(!plain.contains("DETACH_PAIRED"), "{plain}");
+}
+
+/// Calls 67-69 (hf default, the first GPU rounds with the calibration just
+/// before step 1): the doctor's process ran the calibration's loop slower
+/// than plain's in 21 of the 29 rounds (docs/footprint.md, twenty-third
+/// session), counted here from the rows themselves.
+#[test]
+fn the_doctors_calibration_before_step_1_is_slower_in_21_of_29_rounds() {
+    let folder = common::repo("tests/fixtures/h200-overhead/2026-12-07-h100");
+    let (mut slower, mut rounds) = (0, 0);
+    for call in [67, 68, 69] {
+        let text =
+            std::fs::read_to_string(folder.join(format!("hf-default-call{call}.txt"))).unwrap();
+        let mut by_round = std::collections::BTreeMap::<String, (f64, f64)>::new();
+        for l in text.lines() {
+            let mode = l.split(' ').next().unwrap();
+            let round = l.split(' ').nth(1).unwrap().to_string();
+            let json: serde_json::Value = serde_json::from_str(&l[l.find('{').unwrap()..]).unwrap();
+            let calib0 = json["calib0_python_ms"].as_f64().unwrap();
+            let entry = by_round.entry(round).or_insert((f64::NAN, f64::NAN));
+            match mode {
+                "plain" => entry.0 = calib0,
+                "doctor" => entry.1 = calib0,
+                other => panic!("mode {other} in call {call}"),
+            }
+        }
+        for (plain, doctor) in by_round.values() {
+            rounds += 1;
+            slower += usize::from(doctor > plain);
+        }
+    }
+    assert_eq!((slower, rounds), (21, 29));
 }
