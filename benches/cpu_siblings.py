@@ -183,9 +183,7 @@ def process_speeds(cpu, processes, rounds, iterations):
 def stretches(times):
     """The runs of consecutive timings on one side of the midpoint between
     the fast and slow levels: (levels, list of (count, seconds))."""
-    ordered = sorted(times)
-    fast = ordered[len(ordered) // 10]
-    slow = ordered[(len(ordered) * 9) // 10]
+    fast, _, slow = levels_of(times)
     midpoint = (fast + slow) / 2
     runs = []
     for t in times:
@@ -254,7 +252,8 @@ def millisecond_means(ends, durations):
 
 
 def levels_of(means):
-    """The fast, median and slow levels (p10, p50, p90) of millisecond means."""
+    """The fast, median and slow levels (p10, p50, p90) of timings or
+    millisecond means."""
     levels = sorted(means)
     return levels[len(levels) // 10], levels[len(levels) // 2], levels[(len(levels) * 9) // 10]
 
