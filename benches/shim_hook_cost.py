@@ -55,7 +55,7 @@ if monitor.observe(observed, lambda frame: True, lambda token, result, exc: None
     bare = best_ns(unobserved)
     seen = best_ns(observed)
     # The same with the meter's begin/end made no-ops: what the meter adds.
-    monitor.begin, monitor.end = (lambda: None), (lambda opened: None)
+    monitor.begin, monitor.end = (lambda: None), (lambda *opened: None)
     unmetered = best_ns(observed)
     print(
         f"BENCH python={sys.version.split()[0]} call_ns={bare:.0f} observed_call_ns={seen:.0f} "
@@ -63,6 +63,56 @@ if monitor.observe(observed, lambda frame: True, lambda token, result, exc: None
     )
 else:
     print(f"BENCH python={sys.version.split()[0]} no sys.monitoring: the shim wraps instead")
+
+
+class _Missing:
+    """An attribute miss through a Python ``__getattr__`` (as torch's
+    nn.Module has): one exception leaving one Python frame."""
+
+    def __getattr__(self, name):
+        raise AttributeError(name)
+
+
+def unwinds(missing, n):
+    for _ in range(n):
+        hasattr(missing, "absent")
+
+
+def unwind_lines(count=1000):
+    """UNWIND: what the shim's program-wide PY_UNWIND callback adds to each
+    Python frame an exception leaves (median ns of a miss, its event on
+    against off, 30 alternations), and how many of `count` such frames the
+    shim's callback, with the events the shim set, was really called for."""
+    mon, tool = sys.monitoring, monitor._tool
+    on, missing = mon.events.PY_UNWIND, _Missing()
+    shims_events = mon.get_events(tool)  # what the shim itself set
+    medians = {True: [], False: []}
+    for r in range(30):
+        for state in (True, False) if r % 2 else (False, True):
+            mon.set_events(tool, on if state else 0)
+            unwinds(missing, 100)  # the code objects instrumented for this state
+            t0 = time.perf_counter_ns()
+            unwinds(missing, N // 10)
+            medians[state].append((time.perf_counter_ns() - t0) / (N // 10))
+    seen = [0]
+    mon.set_events(tool, shims_events)
+
+    def counted(code, offset, exc):
+        seen[0] += 1
+        return shims(code, offset, exc)
+
+    shims = mon.register_callback(tool, on, counted)  # the one the shim registered
+    unwinds(missing, count)
+    mon.register_callback(tool, on, shims)
+    off_ns, on_ns = (sorted(medians[s])[len(medians[s]) // 2] for s in (False, True))
+    print(
+        f"UNWIND python={sys.version.split()[0]} miss_ns={off_ns:.0f} miss_with_shim_ns={on_ns:.0f} "
+        f"shim_per_unwind_ns={on_ns - off_ns:.0f} unwinds_seen={seen[0]}/{count}"
+    )
+
+
+if monitor.active():
+    unwind_lines()
 
 
 def cold_ns(call, runs=200):
