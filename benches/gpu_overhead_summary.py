@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of benches/gpu_overhead.sh: OVERHEAD, SPREAD, INTERVAL,
-PAIRED, SIGN, ORDER, SPEED, ISSUE, PROCESS, THREADS, PART, PART_PAIRED, TARGET, STATE, PLACEMENT, CONTROL, DETACH_PAIRED and
+PAIRED, SIGN, ORDER, SPEED, ISSUE, PROCESS, THREADS, PART, PART_PAIRED, WORK, COUNTERS, TARGET, STATE, PLACEMENT, CONTROL, DETACH_PAIRED and
 BREAKDOWN lines from the STEPTIMES rows of
 one or more calls. Several files pool their rounds (a round pairs only runs
 of its own file), so a target one 10-minute call cannot resolve can be read
@@ -153,14 +153,18 @@ def step1_parts(every):
 WINDOW = (("main_cpu", "main_cpu_ms", 1000, "us"), ("main_wait", "main_wait_ms", 1000, "us"),
           ("invol", "invol_switches", 1, "n"), ("vol", "vol_switches", 1, "n"),
           ("others_cpu", "others_cpu_ms", 1000, "us"), ("busy_cpus", "busy_cpus", 1, "n"),
-          ("sibling_busy", "sibling_busy", 1, "n"))
+          ("sibling_busy", "sibling_busy", 1, "n"),
+          # The main thread's retired instructions and cycles a step, in
+          # millions (examples/thread_counters.py), where the machine counts them.
+          ("instructions", "main_instructions", 1e-6, "M"), ("cycles", "main_cycles", 1e-6, "M"))
 WINDOWS = (("first", "step1"), ("steady", "steady_median"))
 # The calibration (examples/common.py's `calibration`, after the last step,
 # and since the twenty-first session also before step 1: `calib0`): the main
 # thread's CPU time for a fixed interpreter loop and a fixed copy. Each read
 # as a window of its own, against both times.
 CALIB_WINDOWS = ("calib0", "calib")
-CALIB = (("python", "python_ms", 1000, "us"), ("memory", "memory_ms", 1000, "us"))
+CALIB = (("python", "python_ms", 1000, "us"), ("memory", "memory_ms", 1000, "us"),
+         ("python_instructions", "python_instructions", 1e-6, "M"))
 def has_window(mode, window, figures=WINDOW):
     key = f"{window}_{figures[0][1]}"
     return all(r.get(key) is not None for r in rows[mode] + rows["plain"])
@@ -176,9 +180,11 @@ def process_lines(mode, window, pairs, figures=WINDOW):
             continue
         diffs = paired_values(mode, "plain", key, lambda x, y: scale * (x - y))
         median, lo, hi, _, slower, moved, _ = exact_paired(diffs)
-        d = 1 if unit == "us" else 2
-        per = "_ms" if unit == "us" else ""
-        shown.append(f"{name}_plain{per}={med('plain', key):.3f} {name}_{mode}{per}={med(mode, key):.3f} "
+        d = {"us": 1, "M": 3}.get(unit, 2)
+        per = {"us": "_ms", "M": "_M"}.get(unit, "")
+        shown_scale = scale if unit == "M" else 1  # medians in the unit they are read in
+        shown.append(f"{name}_plain{per}={shown_scale * med('plain', key):.3f} "
+                     f"{name}_{mode}{per}={shown_scale * med(mode, key):.3f} "
                      f"{name}_added_{unit}={median:.{d}f} {name}_added_{unit}_90={lo:.{d}f}..{hi:.{d}f} "
                      f"{name}_slower={slower}/{moved}")
     print(f"PROCESS workload={workload} allocator={allocator} mode={mode} window={window} "
@@ -374,9 +380,35 @@ def mode_lines(mode):
     for window in CALIB_WINDOWS:
         if has_window(mode, window, CALIB):
             process_lines(mode, window, pairs, CALIB)
+    for window, timed in WINDOWS:
+        work_line(mode, window, timed)
     part_lines(mode)
     if mode == "doctor":
         target_line(figures, pairs)
+def work_line(mode, window, timed):
+    """WORK (rows with the main thread's counters, examples/thread_counters.py):
+    the instructions the main thread retired in the window, the mode's over
+    plain's within each round (median, exact interval, rounds with more),
+    the cycles likewise and each side's instructions a cycle, beside the
+    window's time ratio over the same rounds. The instructions are the work
+    whatever speed the machine ran at: a time ratio above the work's is
+    slower execution (the machine's state, or caches the mode disturbs),
+    not more work."""
+    key, cycles = f"{window}_main_instructions", f"{window}_main_cycles"
+    counted = lambda k: all(r.get(k) for r in rows[mode] + rows["plain"])
+    if not counted(key):
+        return
+    ratio, lo, hi, pairs = paired(mode, "plain", key)
+    more, _ = sign_split(mode, key)
+    text = f"instructions_ratio={ratio:.4f} instructions_ratio_90={lo:.3f}-{hi:.3f} instructions_more={more}"
+    if counted(cycles):
+        c, clo, chi, _ = paired(mode, "plain", cycles)
+        ipc = lambda kind: statistics.median(r[key] / r[cycles] for r in rows[kind])
+        text += (f" cycles_ratio={c:.4f} cycles_ratio_90={clo:.3f}-{chi:.3f} "
+                 f"ipc_plain={ipc('plain'):.3f} ipc_{mode}={ipc(mode):.3f}")
+    t, tlo, thi, _ = paired(mode, "plain", timed)
+    print(f"WORK workload={workload} allocator={allocator} mode={mode} window={window} rounds={pairs} {text} "
+          f"time_ratio={t:.4f} time_ratio_90={tlo:.3f}-{thi:.3f}")
 def state_lines():
     """STATE for each window and calibration the rows carry, and PLACEMENT
     where they say where the threads ran."""
@@ -481,9 +513,23 @@ def breakdown_lines():
               f"step1_ms={1000*cost:.1f} share={cost / extra if extra > 0 else float('nan'):.2f} "
               f"paired_ms={1000*diff:.1f} paired_ms_90={1000*lo:.1f}..{1000*hi:.1f} rounds={n} "
               f"steady_paired_us={1e6*sdiff:.1f} steady_paired_us_90={1e6*slo:.1f}..{1e6*shi:.1f}")
+def counters_line():
+    """COUNTERS: the main-thread counters the rows' machine could not give
+    (examples/thread_counters.py), each with its reason and how many
+    processes said so: why a call has no WORK line."""
+    said = {}
+    for kind in rows.values():
+        for r in kind:
+            for name, why in (r.get("main_counters_unavailable") or {}).items():
+                said[(name, why)] = said.get((name, why), 0) + 1
+    if said:
+        every = sum(len(kind) for kind in rows.values())
+        print(f"COUNTERS workload={workload} allocator={allocator} processes={every} unavailable="
+              + ";".join(f"{name}:{why.split(':')[0]}:{n}" for (name, why), n in sorted(said.items())))
 for mode in rows:
     if mode != "plain":
         mode_lines(mode)
+counters_line()
 state_lines()
 if "doctor" in rows and "plain-again" in rows:
     control_line()

@@ -16,6 +16,8 @@ import time
 
 import torch
 
+import thread_counters
+
 
 def parse(description, prewarms, extra=None):
     """`prewarms` maps a prewarm name to its help; each gets --prewarm-NAME and
@@ -113,7 +115,7 @@ def train(args, step_fn, optimizer):
     timed = os.environ.get("EXAMPLE_STEPTIMES") == "1"
     cuts = timed and os.environ.get("EXAMPLE_STEP1_CUTS") == "1"
     times, issued = [], []
-    window = StepWindows(args.steps)
+    window = StepWindows(args.steps) if timed else None
     for step in range(1, args.steps + 1):
         if timed:
             torch.cuda.synchronize()
@@ -225,17 +227,18 @@ class Window:
     more CPU on the same work, waited for a CPU, was switched out or moved,
     or shared the CPUs with busier threads of its own or the machine's."""
 
-    def __init__(self):
+    def __init__(self, counters=None):
         self.start = self.end = None
         self.cpus = []  # the CPU the main thread ended each step on
+        self.counters = counters  # the main thread's (thread_counters), opened there
 
-    @staticmethod
-    def _snapshot():
+    def _snapshot(self):
         import resource
 
         usage = resource.getrusage(resource.RUSAGE_THREAD)
         return {"main": threading.get_native_id(), "threads": _threads(), "cpus": _cpu_ticks(),
-                "vol": usage.ru_nvcsw, "invol": usage.ru_nivcsw}
+                "vol": usage.ru_nvcsw, "invol": usage.ru_nivcsw,
+                "counters": self.counters.read() if self.counters else {}}
 
     def open(self):
         self.start = self._snapshot()
@@ -252,7 +255,10 @@ class Window:
         the CPU each name's busiest thread last ran on; the CPUs the main
         thread ended steps on and how often that changed; each busy CPU's
         share (a virtual machine hides which CPUs share a core: a busy CPU
-        that slows the main thread names one, benches/cpu_siblings.py)."""
+        that slows the main thread names one, benches/cpu_siblings.py);
+        the main thread's counters (`main_instructions`, `main_cycles`:
+        its work apart from the speed it ran at), where the machine has
+        them."""
         if self.start is None or self.end is None:
             return {}
         before, after = self.start["threads"], self.end["threads"]
@@ -273,6 +279,8 @@ class Window:
                 if run > 0 and run > placed.get(name, (0, None))[0]:
                     placed[name] = (run, after[tid][3])
         seen = [c for c in self.cpus if c is not None]
+        counted = {f"main_{name}": (self.end["counters"][name] - count) / steps
+                   for name, count in self.start["counters"].items() if name in self.end["counters"]}
         return {f"{prefix}_{k}": v for k, v in {
             "main_cpu_ms": main_run / 1e6 / steps,
             "main_wait_ms": main_wait / 1e6 / steps if main_wait is not None else None,
@@ -284,6 +292,7 @@ class Window:
             "main_cpus": sorted(set(seen)),
             "migrations": sum(a != b for a, b in zip(seen, seen[1:])),
             **self._busy(seen),
+            **counted,
         }.items()}
 
     def _busy(self, seen):
@@ -312,7 +321,9 @@ class StepWindows:
 
     def __init__(self, steps):
         self.steps = steps
-        self.first, self.steady = Window(), Window()
+        # Opened here, on the thread that runs the steps.
+        self.counters = thread_counters.ThreadCounters()
+        self.first, self.steady = Window(self.counters), Window(self.counters)
         self.before = {}
 
     def before_step(self, step):
@@ -320,7 +331,8 @@ class StepWindows:
             # The process's speed as step 1 starts, outside its window: the
             # one after the last step catches the state step 1 ran in only
             # in part (2026-12-07's calls 64-66, rho 0.10-0.48).
-            self.before = {"calib0_" + k[len("calib_"):]: v for k, v in calibration().items()}
+            self.before = {"calib0_" + k[len("calib_"):]: v
+                           for k, v in calibration(self.counters).items()}
             self.first.open()
 
     def after_step(self, step):
@@ -334,9 +346,12 @@ class StepWindows:
     def figures(self):
         """Both windows' figures, the calibration taken before step 1
         (`calib0_...`) and then, after the last step and outside every
-        window, the calibration (`calibration`)."""
+        window, the calibration (`calibration`); the counters the machine
+        could not give, and why (`main_counters_unavailable`)."""
+        unavailable = self.counters.unavailable
         return {**self.first.figures("first", 1), **self.steady.figures("steady", self.steps - STEADY_AFTER),
-                **self.before, **calibration()}
+                **self.before, **calibration(self.counters),
+                **({"main_counters_unavailable": unavailable} if unavailable else {})}
 
 
 # The calibration's fixed work: CALIBRATION_ROUNDS runs of each piece, the
@@ -346,21 +361,30 @@ CALIBRATION_LOOP = 200_000
 CALIBRATION_BYTES = 32 << 20
 
 
-def calibration():
+def calibration(counters=None):
     """How fast this process's main thread runs a fixed piece of work, in
     its thread's CPU time (so a wait for a CPU does not count): an
     interpreter loop (`calib_python_ms`) and a copy of 32 MiB
     (`calib_memory_ms`, the memory and last-level cache). The same work in
     every process of every mode: a process whose steps all run slower
     (fsdp2's slow state, 2026-12-07's calls 60-63) shows here if its CPU
-    runs the same instructions slower, and not if it does more work."""
+    runs the same instructions slower, and not if it does more work. With
+    `counters` (thread_counters, this thread's), the loop's count of each
+    (`calib_python_instructions`...): the same in every process, whatever
+    its speed, where a counter counts work."""
+    counted = {}
 
-    def timed(work):
-        spent = []
+    def timed(work, count=False):
+        spent, runs = [], {}
         for _ in range(CALIBRATION_ROUNDS):
+            before = counters.read() if count and counters else {}
             t = time.thread_time_ns()
             work()
             spent.append((time.thread_time_ns() - t) / 1e6)
+            after = counters.read() if before else {}
+            for name in before.keys() & after.keys():
+                runs.setdefault(name, []).append(after[name] - before[name])
+        counted.update({f"calib_python_{name}": statistics.median(v) for name, v in runs.items()})
         return statistics.median(spent)
 
     def loop():
@@ -370,7 +394,8 @@ def calibration():
         return total
 
     source = bytearray(CALIBRATION_BYTES)
-    return {"calib_python_ms": timed(loop), "calib_memory_ms": timed(lambda: bytes(source))}
+    return {"calib_python_ms": timed(loop, count=True), "calib_memory_ms": timed(lambda: bytes(source)),
+            **counted}
 
 
 def print_steptimes(args, times, extra=None):

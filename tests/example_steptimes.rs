@@ -46,7 +46,7 @@ def burner():
             go.clear()
             spin(burn[0])
             finished.set()
-t = threading.Thread(target=burner)
+t = threading.Thread(target=burner, daemon=True)  # a failing drive ends
 t.start()
 class Opt:
     def zero_grad(self, set_to_none=True): pass
@@ -57,9 +57,9 @@ class Args:
 # start, printed as one ORDER line after the run.
 order = []
 calibration, window_open = common.calibration, common.Window.open
-def calibrated():
+def calibrated(*counters):
     order.append("calibration")
-    return calibration()
+    return calibration(*counters)
 def opened(self):
     order.append("window")
     window_open(self)
@@ -87,7 +87,13 @@ print("ORDER", " ".join(order))
 
 /// The drive's STEPTIMES row; `cuts`: with EXAMPLE_STEP1_CUTS=1.
 fn steptimes_of_the_drive(cuts: bool) -> serde_json::Value {
-    let out = output_of_the_drive(cuts);
+    steptimes_counting(cuts, None)
+}
+
+/// The same, the main thread's counters named by EXAMPLE_THREAD_COUNTERS
+/// where `counters` says (else the default, instructions and cycles).
+fn steptimes_counting(cuts: bool, counters: Option<&str>) -> serde_json::Value {
+    let out = output_of_the_drive(cuts, counters);
     let row = out
         .lines()
         .find_map(|l| l.strip_prefix("STEPTIMES "))
@@ -96,28 +102,94 @@ fn steptimes_of_the_drive(cuts: bool) -> serde_json::Value {
 }
 
 /// The drive's stdout.
-fn output_of_the_drive(cuts: bool) -> String {
+fn output_of_the_drive(cuts: bool, counters: Option<&str>) -> String {
     let dir = tempfile::tempdir().unwrap();
     let torch = dir.path().join("torch");
     std::fs::create_dir_all(torch.join("cuda")).unwrap();
     std::fs::write(torch.join("__init__.py"), TORCH).unwrap();
     std::fs::write(torch.join("cuda/__init__.py"), TORCH_CUDA).unwrap();
     std::fs::write(dir.path().join("drive.py"), DRIVE).unwrap();
-    common::stdout_of_success(
-        Command::new("python3")
-            .arg(dir.path().join("drive.py"))
-            .env("EXAMPLES", common::repo("examples"))
-            .env("EXAMPLE_STEPTIMES", "1")
-            .env("EXAMPLE_STEP1_CUTS", if cuts { "1" } else { "0" })
-            .env("PYTHONPATH", dir.path()),
-    )
+    let mut command = Command::new("python3");
+    command
+        .arg(dir.path().join("drive.py"))
+        .env("EXAMPLES", common::repo("examples"))
+        .env("EXAMPLE_STEPTIMES", "1")
+        .env("EXAMPLE_STEP1_CUTS", if cuts { "1" } else { "0" })
+        .env("PYTHONPATH", dir.path())
+        .env_remove("EXAMPLE_THREAD_COUNTERS");
+    if let Some(names) = counters {
+        command.env("EXAMPLE_THREAD_COUNTERS", names);
+    }
+    common::stdout_of_success(&mut command)
+}
+
+/// The main thread's counters over each window, a step's worth, and over
+/// the calibration's loop: counted with the software task clock (the
+/// thread's CPU time, which a machine without a hardware PMU still
+/// gives), they agree with the thread's CPU time the kernel's schedstat
+/// gives for the same window, 10 ms of the main thread's spin a steady
+/// step and 300 ms in step 1.
+#[test]
+fn the_main_threads_counters_count_each_window_a_step_at_a_time() {
+    let row = steptimes_counting(false, Some("task_clock"));
+    let get = |key: &str| row[key].as_f64().unwrap_or_else(|| panic!("{key}: {row}"));
+    assert!(row.get("main_counters_unavailable").is_none(), "{row}");
+    for window in ["first", "steady"] {
+        let counted_ms = get(&format!("{window}_main_task_clock")) / 1e6;
+        let cpu_ms = get(&format!("{window}_main_cpu_ms"));
+        assert!(
+            (counted_ms - cpu_ms).abs() <= 0.15 * cpu_ms + 1.0,
+            "{window}: task clock {counted_ms} ms against {cpu_ms} ms: {row}"
+        );
+    }
+    assert!(get("first_main_task_clock") / 1e6 >= 280.0, "{row}");
+    for calibration in ["calib0", "calib"] {
+        let counted_ms = get(&format!("{calibration}_python_task_clock")) / 1e6;
+        let ms = get(&format!("{calibration}_python_ms"));
+        assert!(
+            (counted_ms - ms).abs() <= 0.3 * ms,
+            "{calibration}: {counted_ms} against {ms}: {row}"
+        );
+    }
+    // The copy is not counted (only the loop is a fixed count of work).
+    assert!(row.get("calib_memory_task_clock").is_none(), "{row}");
+}
+
+/// A counter the machine cannot give is named with its reason, and its
+/// figures are left out; the row is still written. An unknown name says
+/// which are known; the instructions counter is either counted or refused
+/// with the kernel's errno (a virtual machine without a PMU: ENOENT).
+#[test]
+fn a_counter_the_machine_lacks_is_named_with_its_reason() {
+    let row = steptimes_counting(false, Some("instructions retired_bananas"));
+    let unavailable = &row["main_counters_unavailable"];
+    assert_eq!(
+        unavailable["retired_bananas"], "unknown counter (known: cycles, instructions, task_clock)",
+        "{row}"
+    );
+    assert!(row.get("first_main_retired_bananas").is_none(), "{row}");
+    match unavailable["instructions"].as_str() {
+        Some(reason) => {
+            let errno = reason.split(':').next().unwrap();
+            assert!(
+                errno.starts_with('E') && errno.chars().all(|c| c.is_ascii_uppercase()),
+                "{reason}"
+            );
+            assert!(row.get("first_main_instructions").is_none(), "{row}");
+        }
+        None => assert!(
+            row["first_main_instructions"].as_f64().unwrap() > 0.0,
+            "{row}"
+        ),
+    }
+    assert!(row["step1"].as_f64().unwrap() > 0.0, "{row}");
 }
 
 /// A run calibrates its speed twice, each outside every window: before
 /// step 1's window opens and after the last step. The row holds both.
 #[test]
 fn the_calibrations_run_before_step_1s_window_and_after_the_last_step() {
-    let out = output_of_the_drive(false);
+    let out = output_of_the_drive(false, None);
     let order = out
         .lines()
         .find_map(|l| l.strip_prefix("ORDER "))
@@ -305,6 +377,68 @@ fn line<'a>(out: &'a str, start: &str, has: &str) -> &'a str {
     out.lines()
         .find(|l| l.starts_with(start) && l.contains(has))
         .unwrap_or_else(|| panic!("no {start} line with {has:?} in\n{out}"))
+}
+
+/// Rows of 9 rounds with the main thread's counters over step 1: the
+/// doctor's retires exactly 2% more instructions and runs 5% more cycles,
+/// and its step 1 is 5% longer.
+fn counted_rows() -> String {
+    let mut rows = String::new();
+    for round in 1..=9 {
+        let instructions = 1e9 + f64::from(round) * 1e7;
+        let step1 = 1.0 + f64::from(round) / 100.0;
+        for (mode, more, longer) in [("plain", 1.0, 1.0), ("doctor", 1.02, 1.05)] {
+            let row = serde_json::json!({
+                "step1": step1 * longer, "steady_median": 0.03, "device_used": 1,
+                "first_main_cpu_ms": 900.0 * longer,
+                "first_main_instructions": instructions * more,
+                "first_main_cycles": instructions / 1.5 * longer,
+            });
+            rows += &format!("{mode} round={round} STEPTIMES {row}\n");
+        }
+    }
+    rows
+}
+
+/// WORK sets the instructions the main thread retired in step 1 (its work,
+/// whatever the machine's speed) beside the cycles and the time, each the
+/// doctor's over plain's within rounds; PROCESS gives the instructions in
+/// millions. A window without counters (the steady one here), and rows
+/// without any, give no WORK line.
+#[test]
+fn the_summary_sets_the_work_beside_the_time() {
+    let out = summary(&counted_rows());
+    let work = line(&out, "WORK ", " window=first ");
+    assert_eq!(
+        work,
+        "WORK workload=fsdp2 allocator=default mode=doctor window=first rounds=9 \
+         instructions_ratio=1.0200 instructions_ratio_90=1.020-1.020 instructions_more=9/9 \
+         cycles_ratio=1.0500 cycles_ratio_90=1.050-1.050 ipc_plain=1.500 ipc_doctor=1.457 \
+         time_ratio=1.0500 time_ratio_90=1.050-1.050"
+    );
+    assert!(
+        !out.contains("WORK workload=fsdp2 allocator=default mode=doctor window=steady"),
+        "{out}"
+    );
+    // The median round's 1.05e9 instructions, 2% of them added.
+    contains_all(
+        line(&out, "PROCESS ", " window=first "),
+        &[
+            "instructions_plain_M=1050.000 ",
+            "instructions_doctor_M=1071.000 ",
+            "instructions_added_M=21.000 ",
+        ],
+    );
+    assert!(!summary(&window_rows(true)).contains("WORK "));
+    // A machine without the counters says so, once, with every process.
+    let lacking = window_rows(true).replace(
+        "\"device_used\":1",
+        "\"device_used\":1,\"main_counters_unavailable\":{\"instructions\":\"ENOENT: No such file or directory\"}",
+    );
+    assert_eq!(
+        line(&summary(&lacking), "COUNTERS ", ""),
+        "COUNTERS workload=fsdp2 allocator=default processes=18 unavailable=instructions:ENOENT:18"
+    );
 }
 
 /// PROCESS gives each figure's medians and the paired difference with its
