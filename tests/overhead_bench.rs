@@ -2309,34 +2309,30 @@ fn larger_in(files: &[&str], figure: &str, slower: &str, other: &str) -> (usize,
 /// twenty-fourth sessions): counted here from the rows themselves.
 #[test]
 fn the_doctors_slower_calibration_before_step_1_is_counted_on_new_rounds_too() {
-    let first = [
+    let first: &[&str] = &[
         "hf-default-call67.txt",
         "hf-default-call68.txt",
         "hf-default-call69.txt",
     ];
-    assert_eq!(
-        larger_in(&first, "calib0_python_ms", "doctor", "plain"),
-        (21, 29)
-    );
-    let later = [
+    let later: &[&str] = &[
         "hf-default-call70.txt",
         "fsdp2-default-call71.txt",
         "fsdp2-default-call72.txt",
     ];
-    assert_eq!(
-        larger_in(&later, "calib0_python_ms", "doctor", "plain"),
-        (18, 29)
-    );
-    assert_eq!(
-        larger_in(&later, "calib_python_ms", "doctor", "plain"),
-        (18, 29)
-    );
     // Without the NVML sampler, against plain, in the two calls that ran it.
-    let both = ["hf-default-call70.txt", "fsdp2-default-call72.txt"];
-    assert_eq!(
-        larger_in(&both, "calib0_python_ms", "no-nvml", "plain"),
-        (8, 17)
-    );
+    let both: &[&str] = &["hf-default-call70.txt", "fsdp2-default-call72.txt"];
+    for (files, figure, mode, counted) in [
+        (first, "calib0_python_ms", "doctor", (21, 29)),
+        (later, "calib0_python_ms", "doctor", (18, 29)),
+        (later, "calib_python_ms", "doctor", (18, 29)),
+        (both, "calib0_python_ms", "no-nvml", (8, 17)),
+    ] {
+        assert_eq!(
+            larger_in(files, figure, mode, "plain"),
+            counted,
+            "{figure} {mode} {files:?}"
+        );
+    }
 }
 
 /// The doctor against the doctor without its NVML sampler, round by round
