@@ -17,6 +17,11 @@ EXAMPLE_THREAD_COUNTERS names the counters (default "instructions
 cycles"); "task_clock" (a software counter: the thread's CPU time in ns)
 is there for machines without hardware counters, where it tests the
 plumbing against the thread's schedstat time.
+
+    python3 examples/thread_counters.py [NAME...]
+
+says which of them this machine gives (one COUNTER line each; the GPU
+zoo prints them first in every call).
 """
 
 import ctypes
@@ -91,3 +96,42 @@ class ThreadCounters:
             if running:
                 out[name] = value * enabled / running
         return out
+
+
+def _loop():
+    total = 0
+    for i in range(100_000):
+        total += i * i
+    return total
+
+
+def check(names=None):
+    """One COUNTER line a counter: whether this machine gives it to this
+    thread, and where it does, its count over the same fixed loop run
+    three times (a counter of work reads the same each time, whatever the
+    machine's speed; a clock does not)."""
+    counters = ThreadCounters(names)
+    runs = {name: [] for name in counters.fds}
+    for _ in range(3):
+        before = counters.read()
+        _loop()
+        after = counters.read()
+        for name in runs:
+            if name in before and name in after:
+                runs[name].append(after[name] - before[name])
+    lines = []
+    for name in (names if names is not None else list(counters.fds) + list(counters.unavailable)):
+        if name in counters.unavailable:
+            lines.append(f"COUNTER name={name} available=no reason={counters.unavailable[name]!r}")
+        else:
+            counts = runs.get(name) or []
+            spread = (max(counts) - min(counts)) / max(counts) if counts and max(counts) else float("nan")
+            lines.append(f"COUNTER name={name} available=yes loop_counts={','.join(f'{c:.0f}' for c in counts)} "
+                         f"spread={spread:.4f}")
+    return lines
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("\n".join(check(sys.argv[1:] or None)))

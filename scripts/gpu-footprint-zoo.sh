@@ -67,6 +67,9 @@ LAZY_ARGS=${LAZY_ARGS:---batch 65536}
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 $PY -c "import sys, torch, triton, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
+# Whether this machine counts the main thread's instructions (the rows'
+# WORK lines need them): one COUNTER line a counter.
+$PY examples/thread_counters.py instructions cycles task_clock
 
 # One script run under the doctor with kernel records taken around each
 # function's first launch (`first`, the default) and under each of

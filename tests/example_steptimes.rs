@@ -155,6 +155,58 @@ fn the_main_threads_counters_count_each_window_a_step_at_a_time() {
     assert!(row.get("calib_memory_task_clock").is_none(), "{row}");
 }
 
+/// `python3 examples/thread_counters.py NAMES` (the GPU zoo's first lines)
+/// says for each counter whether this machine gives it: the task clock
+/// with its count over the fixed loop, three times; an unknown name and an
+/// unavailable counter with their reasons; instructions, where counted,
+/// the same count each time within 1% (work, not time).
+#[test]
+fn the_counter_check_says_what_this_machine_counts() {
+    let out = common::stdout_of_success(
+        Command::new("python3")
+            .arg(common::repo("examples/thread_counters.py"))
+            .args(["instructions", "task_clock", "bogus"]),
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(
+        lines[2],
+        "COUNTER name=bogus available=no reason='unknown counter (known: cycles, instructions, task_clock)'"
+    );
+    let counts = |l: &str| -> Vec<f64> {
+        let list = l
+            .split(" loop_counts=")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        list.split(',').map(|c| c.parse().unwrap()).collect()
+    };
+    assert!(
+        lines[1].starts_with("COUNTER name=task_clock available=yes "),
+        "{out}"
+    );
+    let clock = counts(lines[1]);
+    assert!(
+        clock.len() == 3 && clock.iter().all(|&ns| ns > 0.0),
+        "{out}"
+    );
+    if lines[0].contains(" available=no ") {
+        assert!(
+            lines[0].starts_with("COUNTER name=instructions available=no reason='E"),
+            "{out}"
+        );
+    } else {
+        let work = counts(lines[0]);
+        let (lo, hi) = (
+            work.iter().cloned().fold(f64::MAX, f64::min),
+            work.iter().cloned().fold(0.0, f64::max),
+        );
+        assert!(lo > 0.0 && (hi - lo) / hi < 0.01, "{out}");
+    }
+}
+
 /// A counter the machine cannot give is named with its reason, and its
 /// figures are left out; the row is still written. An unknown name says
 /// which are known; the instructions counter is either counted or refused
