@@ -44,13 +44,18 @@ fn pythons() -> Vec<String> {
     found
 }
 
-fn has_monitoring(python: &str) -> bool {
+/// Whether `python` runs `code` without an error.
+fn runs(python: &str, code: &str) -> bool {
     Command::new(python)
-        .args(["-c", "import sys; sys.monitoring"])
+        .args(["-c", code])
         .output()
         .unwrap()
         .status
         .success()
+}
+
+fn has_monitoring(python: &str) -> bool {
+    runs(python, "import sys; sys.monitoring")
 }
 
 /// The shim's program-wide PY_UNWIND callback is really called for every
@@ -61,15 +66,9 @@ fn has_monitoring(python: &str) -> bool {
 #[test]
 fn the_shims_unwind_callback_is_called_for_every_frame_an_exception_leaves() {
     // The bench times the shim's own modules, which need time.perf_counter_ns (3.7).
-    let new_enough = |python: &String| {
-        Command::new(python)
-            .args(["-c", "import sys; assert sys.version_info >= (3, 7)"])
-            .output()
-            .unwrap()
-            .status
-            .success()
-    };
-    for python in pythons().iter().filter(|p| new_enough(p)) {
+    let new_enough =
+        |python: &&String| runs(python, "import sys; assert sys.version_info >= (3, 7)");
+    for python in pythons().iter().filter(new_enough) {
         let out = Command::new(python)
             .arg(common::repo("benches/shim_hook_cost.py"))
             .arg("2000")
@@ -108,13 +107,7 @@ fn the_shims_unwind_callback_is_called_for_every_frame_an_exception_leaves() {
 #[test]
 fn the_unwind_count_says_what_it_needs() {
     for python in &pythons() {
-        let torch = Command::new(python)
-            .args(["-c", "import torch, transformers"])
-            .output()
-            .unwrap()
-            .status
-            .success();
-        if torch {
+        if runs(python, "import torch, transformers") {
             continue;
         }
         let out = Command::new(python)
